@@ -1,0 +1,2 @@
+INSERT INTO services (database_id, name, queue_name, create_date)
+VALUES ($database_id, $name, $queue_name, $now)

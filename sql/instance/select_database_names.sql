@@ -1,0 +1,1 @@
+SELECT d.name FROM databases AS d

@@ -1,0 +1,1 @@
+UPDATE instance_settings SET is_forwarding_enabled = $enabled

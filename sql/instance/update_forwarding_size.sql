@@ -1,0 +1,1 @@
+UPDATE instance_settings SET forwarding_size_mb = $size_mb
