@@ -10,6 +10,25 @@ Outcome = Literal["deliver", "send", "delay", "drop"]
 MATCH_STEPS = ("R2.1", "R2.2", "R2.3", "R2.4", "R2.5", "R2.6", "R2.7")
 CHOOSE_STEPS = ("R3.1", "R3.2", "R3.3", "R3.4")
 
+# What each step looks for, in the words of SPEC.md (explain_route.sql says the same in SQL).
+STEP_TEXT = {
+    "R2.1": "(service and broker identifier match)",
+    "R2.2": "(service matches, no broker identifier)",
+    "R2.3": "(service matches, one broker identifier picked)",
+    "R2.4": "(route request to the dynamic routing service)",
+    "R2.5": "(wildcard route)",
+    "R2.6": "(implicit LOCAL route: the service exists here)",
+    "R2.7": "(no matching route)",
+    "R3.1": "(a mirrored route)",
+    "R3.2": "(a LOCAL route, the service exists in this instance)",
+    "R3.3": "(a network address)",
+    "R3.4": "(TRANSPORT: the address from the service name)",
+    "R3.5": "(no candidate fits)",
+    "R3.6": "(forwarding is off)",
+    "R4.1": "(the database with the broker identifier)",
+    "R4.2": "(the service's database, own database first)",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class TraceStep:
