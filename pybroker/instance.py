@@ -218,13 +218,14 @@ class _Write:
         self._tx.__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
+        routing = self._instance._routing
         try:
             if isinstance(exc, duckdb.Error):
                 self._tx.__exit__(exc_type, exc, tb)
                 raise BrokerError(f"the change was not made: {exc}") from exc
             return self._tx.__exit__(exc_type, exc, tb)
         finally:
-            self._instance._routing.invalidate()
+            routing.invalidate()
 
 
 class Database:
@@ -346,6 +347,7 @@ class Database:
                 name, lifetime=changes.get("lifetime"), **merged
             )
             params = self._route_params(definition)
+            del params["now"]  # an ALTER keeps create_date
             if "lifetime" not in changes:
                 params["lifetime"] = current.lifetime  # R10.4: keep the expiry unless given
             self._store.run("instance/update_route.sql", params)

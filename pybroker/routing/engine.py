@@ -2,9 +2,15 @@
 
 One query decides every requested (origin, service, broker identifier) key at once and
 returns all possible decisions of each key with their probability. Those answers stay
-true until the catalog changes (every write through pybroker calls ``invalidate``) or the
-earliest live route expires, so a warm ``route()`` is a dict lookup plus, where the seeds
-ask for an arbitrary pick (R2.3, R3, R4.2), one random draw per call.
+true until the catalog changes or the earliest live route expires, so a warm ``route()``
+is a dict lookup plus, where the seeds ask for an arbitrary pick (R2.3, R3, R4.2), one
+random draw per call.
+
+Every write through pybroker calls ``invalidate``; the next ``route()`` of each key then
+runs one query (the cold path, bounded by DuckDB's planning and per-operator latency). The
+query is not a prepared statement on purpose: DuckDB bakes table statistics into a
+prepared plan (an all-NULL routes column becomes an empty result), so a prepared plan goes
+wrong when rows change.
 """
 
 from __future__ import annotations
@@ -153,7 +159,8 @@ class RoutingEngine:
             broker_instance = normalize_guid(broker_instance)
         return origin, service_name, broker_instance
 
-    def _load(self, keys: Sequence[Key], now: float) -> None:
+    def _resolve(self, keys: Sequence[Key], now: float) -> list[tuple]:
+        """resolve_route_options.sql for ``keys``, given as bound lists."""
         _, rows = self._store.query(
             "routing/resolve_bound_keys.sql",
             {
@@ -163,6 +170,10 @@ class RoutingEngine:
                 "routed_at": to_utc_datetime(now),
             },
         )
+        return rows
+
+    def _load(self, keys: Sequence[Key], now: float) -> None:
+        rows = self._resolve(keys, now)
         grouped: dict[Key, tuple[list[RouteDecision], list[float]]] = {}
         for row in rows:
             (origin, service, broker, _routed_at, _group, outcome, route, address, mirror,

@@ -1,0 +1,228 @@
+"""``pybroker bench routing``: the routing targets of issue 2, measured.
+
+- warm ``Instance.route()``: p50 <= 20 us, p99 <= 100 us (comparison: a plain dict lookup
+  of the same keys, in the same loop);
+- cold decision after a catalog change: <= 5 ms (comparison: one bound point query on
+  the routes table);
+- batch: 1,000,000 conversations against 10,000 routes through sql/routing/decide_route.sql
+  at >= 1M conversations/s (comparison: one plain hash join of the same rows).
+
+Each figure is the median of ``repeat`` runs in one process, on an instance file in a
+temporary directory. The workload comes from the templates of sql/bench/.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pybroker.instance import Instance, connect
+
+DATABASE = "Bench"
+FULL = {"routes": 10_000, "conversations": 1_000_000, "warm_calls": 200_000, "cold_calls": 30}
+QUICK = {"routes": 1_000, "conversations": 50_000, "warm_calls": 20_000, "cold_calls": 10}
+TARGETS = {
+    "warm_p50_us": 20.0,
+    "warm_p99_us": 100.0,
+    "cold_ms": 5.0,
+    "batch_conversations_per_s": 1_000_000.0,
+}
+
+
+def run(*, repeat: int = 5, quick: bool = False) -> dict[str, Any]:
+    sizes = QUICK if quick else FULL
+    with tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp:
+        with connect(Path(tmp) / "bench.duckdb") as inst:
+            db = _build(inst, sizes["routes"])
+            keys = _keys(sizes["routes"], db.broker_instance)
+            warm = [_warm(inst, keys, sizes["warm_calls"]) for _ in range(repeat)]
+            cold = [_cold(inst, keys, sizes["cold_calls"]) for _ in range(repeat)]
+            batch = _batch(inst, db.database_id, sizes, repeat)
+    return {
+        "machine": _machine(),
+        "sizes": sizes,
+        "repeat": repeat,
+        "warm": _median_of(warm),
+        "cold": _median_of(cold),
+        "batch": batch,
+        "targets": TARGETS,
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    w, c, b, t = report["warm"], report["cold"], report["batch"], report["targets"]
+    m = report["machine"]
+    lines = [
+        f"machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}, "
+        f"DuckDB {m['duckdb']}",
+        f"sizes: {report['sizes']}; median of {report['repeat']} runs",
+        "",
+        f"warm route():   p50 {w['p50_us']:.2f} us, p99 {w['p99_us']:.2f} us "
+        f"(target <= {t['warm_p50_us']:.0f} / {t['warm_p99_us']:.0f} us); "
+        f"dict lookup p50 {w['baseline_p50_us']:.2f} us, ratio {w['ratio_p50']:.1f}x",
+        f"cold decision:  {c['known_key_ms']:.2f} ms for a key decided before the change, "
+        f"{c['unseen_key_ms']:.2f} ms for a new key (target <= {t['cold_ms']:.0f} ms); "
+        f"the ALTER ROUTE itself {c['write_ms']:.2f} ms; "
+        f"point query {c['baseline_ms']:.2f} ms, ratio {c['ratio_known']:.1f}x",
+        f"batch:          {b['conversations']:,} conversations x {b['routes']:,} routes "
+        f"({b['distinct_keys']:,} distinct keys) in {b['seconds']:.3f} s = "
+        f"{b['conversations_per_s']:,.0f}/s (target >= {t['batch_conversations_per_s']:,.0f}/s)"
+        f"; hash join {b['baseline_seconds']:.3f} s, ratio {b['ratio']:.2f}x",
+    ]
+    return "\n".join(lines)
+
+
+# -- workload ------------------------------------------------------------------------------
+
+
+def _build(inst: Instance, route_count: int):
+    db = inst.create_database(DATABASE)
+    db.create_queue("BenchQueue")
+    params = {"database_id": db.database_id, "route_count": route_count, "now": inst._now()}
+    with inst._write():
+        inst._store.run("bench/generate_routes.sql", params)
+        inst._store.run("bench/generate_services.sql", params)
+    return db
+
+
+def _keys(route_count: int, own_broker: str) -> list[tuple[str, str, str | None]]:
+    """1,000 conversation keys spread over every kind of route (and some unknown services)."""
+    rng = random.Random(7)
+    keys = []
+    for _ in range(1_000):
+        service = f"svc_{rng.randrange(int(route_count * 1.1)):06d}"
+        origin = "outside" if rng.random() < 0.1 else DATABASE
+        broker = own_broker if rng.random() < 0.05 else None
+        keys.append((origin, service, broker))
+    return keys
+
+
+# -- measurements --------------------------------------------------------------------------
+
+
+def _percentiles(samples_ns: list[int]) -> tuple[float, float]:
+    ordered = sorted(samples_ns)
+    p50 = ordered[len(ordered) // 2] / 1000
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] / 1000
+    return p50, p99
+
+
+def _timed_loop(call: Callable[[str, str, str | None], Any], keys, calls: int) -> list[int]:
+    clock = time.perf_counter_ns
+    samples = []
+    n = len(keys)
+    for i in range(calls):
+        origin, service, broker = keys[i % n]
+        start = clock()
+        call(origin, service, broker)
+        samples.append(clock() - start)
+    return samples
+
+
+def _warm(inst: Instance, keys, calls: int) -> dict[str, float]:
+    inst.route_many(keys)  # the one set-based query that makes every key warm
+
+    def route(origin: str, service: str, broker: str | None):
+        return inst.route(service, broker_instance=broker, origin=origin)
+
+    table = {k: k for k in keys}
+
+    def lookup(origin: str, service: str, broker: str | None):
+        return table.get((origin, service, broker))
+
+    p50, p99 = _percentiles(_timed_loop(route, keys, calls))
+    b50, b99 = _percentiles(_timed_loop(lookup, keys, calls))
+    return {"p50_us": p50, "p99_us": p99, "baseline_p50_us": b50, "baseline_p99_us": b99,
+            "ratio_p50": p50 / b50}
+
+
+def _cold(inst: Instance, keys, calls: int) -> dict[str, float]:
+    """A catalog change (ALTER ROUTE) and the decisions right after it: the change voids
+    every cached answer, so the next decision of a key (seen before or not) is one query."""
+    db = inst.database(DATABASE)
+    writes, known, unseen, baseline = [], [], [], []
+    clock = time.perf_counter_ns
+    for i in range(calls):
+        start = clock()
+        db.alter_route("BenchRoute000000", address=f"tcp://changed{i % 2}.example.com:4022")
+        writes.append(clock() - start)
+        origin, service, broker = keys[i % len(keys)]
+        start = clock()
+        inst.route(service, broker_instance=broker, origin=origin)
+        known.append(clock() - start)
+        start = clock()
+        inst.route(f"NeverSeen{i}_{time.time_ns()}", origin=DATABASE)
+        unseen.append(clock() - start)
+        start = clock()
+        inst._store.run(
+            "instance/select_route.sql", {"database_id": db.database_id, "name": "BenchRoute000001"}
+        )
+        baseline.append(clock() - start)
+    ms = [statistics.median(x) / 1e6 for x in (writes, known, unseen, baseline)]
+    return {
+        "write_ms": ms[0], "known_key_ms": ms[1], "unseen_key_ms": ms[2], "baseline_ms": ms[3],
+        "ratio_known": ms[1] / ms[3],
+    }
+
+
+def _batch(inst: Instance, database_id: int, sizes: dict[str, int], repeat: int):
+    store = inst._store
+    params = {
+        "conversation_count": sizes["conversations"], "route_count": sizes["routes"],
+        "origin": DATABASE, "broker_instance": str(uuid.UUID(int=7)), "now": inst._now(),
+    }
+    store.run("bench/generate_conversations.sql", params)
+    distinct = store.fetchall(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT origin, service_name, broker_instance "
+        "FROM bench_conversations)"
+    )[0][0]
+    times, baseline = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        _run_template(store, "bench/decide_into_table.sql", {},
+                      conversations="bench_conversations", pick="random")
+        times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        _run_template(store, "bench/hash_join_baseline.sql", {"database_id": database_id})
+        baseline.append(time.perf_counter() - start)
+    decided = store.fetchall("SELECT COUNT(*), COUNT(DISTINCT conversation_id) "
+                             "FROM bench_decisions")[0]
+    if decided[0] != sizes["conversations"] or decided[1] != sizes["conversations"]:
+        raise RuntimeError(f"batch decided {decided} rows, expected one per conversation")
+    seconds = statistics.median(times)
+    base = statistics.median(baseline)
+    return {
+        "conversations": sizes["conversations"], "routes": sizes["routes"],
+        "distinct_keys": distinct, "seconds": seconds,
+        "conversations_per_s": sizes["conversations"] / seconds,
+        "baseline_seconds": base, "ratio": seconds / base,
+    }
+
+
+def _run_template(store, template: str, params: dict[str, Any], **variables: Any) -> None:
+    from pybroker.sql_templates import render
+
+    store.execute(render(template, **variables), params or None)
+
+
+def _median_of(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "duckdb": duckdb.__version__,
+    }
