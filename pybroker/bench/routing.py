@@ -41,13 +41,15 @@ TARGETS = {
 
 def run(*, repeat: int = 5, quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else FULL
-    with tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp:
-        with connect(Path(tmp) / "bench.duckdb") as inst:
-            db = _build(inst, sizes["routes"])
-            keys = _keys(sizes["routes"], db.broker_instance)
-            warm = [_warm(inst, keys, sizes["warm_calls"]) for _ in range(repeat)]
-            cold = [_cold(inst, keys, sizes["cold_calls"]) for _ in range(repeat)]
-            batch = _batch(inst, db.database_id, sizes, repeat)
+    with (
+        tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
+        connect(Path(tmp) / "bench.duckdb") as inst,
+    ):
+        db = _build(inst, sizes["routes"])
+        keys = _keys(sizes["routes"], db.broker_instance)
+        warm = [_warm(inst, keys, sizes["warm_calls"]) for _ in range(repeat)]
+        cold = [_cold(inst, keys, sizes["cold_calls"]) for _ in range(repeat)]
+        batch = _batch(inst, db.database_id, sizes, repeat)
     return {
         "machine": _machine(),
         "sizes": sizes,

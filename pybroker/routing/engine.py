@@ -149,11 +149,10 @@ class RoutingEngine:
 
     def _normalize_key(self, key: tuple[str, str, str | None]) -> Key:
         origin, service_name, broker_instance = key
-        if origin != OUTSIDE:
-            if not isinstance(origin, str) or origin not in self._databases():
-                raise NotFoundError(
-                    f"origin {origin!r} is neither a database of this instance nor 'outside'"
-                )
+        if origin != OUTSIDE and (not isinstance(origin, str) or origin not in self._databases()):
+            raise NotFoundError(
+                f"origin {origin!r} is neither a database of this instance nor 'outside'"
+            )
         service_name = check_name("service", service_name, MAX_VALUE_LENGTH)
         if broker_instance is not None:
             broker_instance = normalize_guid(broker_instance)
