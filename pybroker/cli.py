@@ -86,8 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("sql", "run T-SQL route DDL (CREATE/ALTER/DROP ROUTE) in a database, as one "
                 "all-or-nothing batch", cmd_sql)
     _file_and_database(p)
-    p.add_argument("tsql", nargs="?", help="the statements; '-' or omitted reads stdin")
-    p.add_argument("-f", "--script", type=Path, help="read the statements from this file")
+    p.add_argument("tsql", help="the statements; '-' reads them from stdin")
 
     p = command("databases", "list the databases with their broker identifiers", cmd_databases)
     p.add_argument("file", type=Path)
@@ -159,14 +158,7 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    if args.script is not None and args.tsql is not None:
-        raise UsageError("give the statements either as an argument or with --script, not both")
-    if args.script is not None:
-        text = args.script.read_text(encoding="utf-8")
-    elif args.tsql is None or args.tsql == "-":
-        text = sys.stdin.read()
-    else:
-        text = args.tsql
+    text = sys.stdin.read() if args.tsql == "-" else args.tsql
     with _open_existing(args.file) as inst:
         inst.database(args.database).execute(text)
         print(f"ok: the batch ran in {args.database}")

@@ -1,0 +1,7 @@
+"""``python -m pybroker``: the same as the ``pybroker`` command."""
+
+import sys
+
+from pybroker.cli import main
+
+sys.exit(main())
