@@ -7,52 +7,89 @@
 WITH
 {% include 'routing/_route_steps.sql' %},
 
-conversation_option AS (
+decision_option AS (
+    -- The output columns, computed once per option rather than once per conversation.
     SELECT
-        c.conversation_id,
-        o.*
-    FROM {{ conversations }} AS c
-    JOIN route_option AS o
-        ON o.origin = c.origin AND o.service_name = c.service_name
-        AND o.broker_key = COALESCE(c.broker_instance, '') AND o.routed_at = c.routed_at
+        o.origin,
+        o.service_name,
+        o.broker_key,
+        o.routed_at,
+        o.pick_group,
+        o.weight,
+        CASE WHEN o.broker_key = '' THEN NULL ELSE o.broker_key END AS broker_instance,
+        o.outcome,
+        o.route_name,
+        o.address,
+        o.mirror_address,
+        o.database_name,
+        o.decision_broker_instance,
+        'R2.' || CAST(o.match_order AS VARCHAR) AS match_step,
+        CASE WHEN o.choose_order IS NOT NULL THEN 'R3.' || CAST(o.choose_order AS VARCHAR) END
+            AS choose_step,
+        o.locate_step,
+        o.decided_by
+    FROM route_option AS o
+),
+
+ranked_option AS (
+    -- The options of each key with several (weight < 1), numbered.
+    SELECT
+        o.*,
+        ROW_NUMBER() OVER (
+            PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at
+            ORDER BY o.pick_group, o.outcome, o.route_name, o.database_name
+        ) AS option_rank
+    FROM decision_option AS o
+    WHERE o.weight < 1.0
 ),
 
 single_option AS (
-    -- Most keys have one possible decision: no draw needed.
-    SELECT x.* FROM conversation_option AS x WHERE x.weight = 1.0
+    -- A key with one possible decision: no draw needed.
+    SELECT c.conversation_id, o.*, 1 AS option_rank
+    FROM {{ conversations }} AS c
+    JOIN decision_option AS o
+        ON o.origin = c.origin AND o.service_name = c.service_name
+        AND o.broker_key = COALESCE(c.broker_instance, '') AND o.routed_at = c.routed_at
+    WHERE o.weight = 1.0
 ),
 
-drawn_option AS (
+drawn_rank AS (
+    -- Several possible decisions: one exponential race per conversation picks a rank.
     SELECT
         x.conversation_id,
-        MIN_BY(x.origin, x.race) AS origin,
-        MIN_BY(x.service_name, x.race) AS service_name,
-        MIN_BY(x.broker_key, x.race) AS broker_key,
-        MIN_BY(x.routed_at, x.race) AS routed_at,
-        MIN_BY(x.pick_group, x.race) AS pick_group,
-        MIN_BY(x.outcome, x.race) AS outcome,
-        MIN_BY(x.route_name, x.race) AS route_name,
-        MIN_BY(x.address, x.race) AS address,
-        MIN_BY(x.mirror_address, x.race) AS mirror_address,
-        MIN_BY(x.database_name, x.race) AS database_name,
-        MIN_BY(x.decision_broker_instance, x.race) AS decision_broker_instance,
-        MIN_BY(x.match_order, x.race) AS match_order,
-        MIN_BY(x.choose_order, x.race) AS choose_order,
-        MIN_BY(x.locate_step, x.race) AS locate_step,
-        MIN_BY(x.decided_by, x.race) AS decided_by,
-        MIN_BY(x.weight, x.race) AS weight
+        x.origin,
+        x.service_name,
+        x.broker_key,
+        x.routed_at,
+        MIN_BY(x.option_rank, x.race) AS option_rank
     FROM (
         SELECT
-            y.*,
+            c.conversation_id,
+            o.origin,
+            o.service_name,
+            o.broker_key,
+            o.routed_at,
+            o.option_rank,
             {% if pick == 'random' -%}
-            -LN(1.0 - RANDOM()) / y.weight AS race
+            -LN(1.0 - RANDOM()) / o.weight AS race
             {%- else -%}
             {{ raise_unknown_pick(pick) }}
             {%- endif %}
-        FROM conversation_option AS y
-        WHERE y.weight < 1.0
+        FROM {{ conversations }} AS c
+        JOIN ranked_option AS o
+            ON o.origin = c.origin AND o.service_name = c.service_name
+            AND o.broker_key = COALESCE(c.broker_instance, '') AND o.routed_at = c.routed_at
     ) AS x
-    GROUP BY x.conversation_id
+    GROUP BY x.conversation_id, x.origin, x.service_name, x.broker_key, x.routed_at
+),
+
+drawn_option AS (
+    SELECT r.conversation_id, o.*
+    FROM drawn_rank AS r
+    JOIN ranked_option AS o
+        ON o.origin = r.origin AND o.service_name = r.service_name
+        AND o.broker_key = r.broker_key AND o.routed_at = r.routed_at
+        AND o.option_rank = r.option_rank
 ),
 
 decision AS (
@@ -64,16 +101,15 @@ SELECT
     d.conversation_id,
     d.origin,
     d.service_name,
-    CASE WHEN d.broker_key = '' THEN NULL ELSE d.broker_key END AS broker_instance,
+    d.broker_instance,
     d.outcome,
     d.route_name,
     d.address,
     d.mirror_address,
     d.database_name,
     d.decision_broker_instance,
-    'R2.' || CAST(d.match_order AS VARCHAR) AS match_step,
-    CASE WHEN d.choose_order IS NOT NULL THEN 'R3.' || CAST(d.choose_order AS VARCHAR) END
-        AS choose_step,
+    d.match_step,
+    d.choose_step,
     d.locate_step,
     d.decided_by
 FROM decision AS d
