@@ -99,7 +99,7 @@ def test_example_5_api_and_macro_both_spread_over_the_two_broker_identifiers(ins
 
 
 def test_check_case_reports_a_wrong_decision():
-    example, case = CASES[0]
+    _example, case = CASES[0]
     wrong = SimpleNamespace(outcome="drop", route=None, address=None, mirror_address=None,
                             database=None)
     problems = check_case(case, wrong)
