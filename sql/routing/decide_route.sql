@@ -1,7 +1,7 @@
 {#-
   One route decision per conversation: the options of resolve_route_options.sql, with the
-  arbitrary picks of R2.3 / R3 / R4.2 drawn per conversation by an exponential race
-  (-ln(u) / weight, smallest wins), which draws each option with its probability.
+  arbitrary picks of R2.3 / R3 / R4.2 drawn per conversation: one uniform draw in [0, 1)
+  falls in the slice of exactly one option, each slice as wide as the option's probability.
   {{ conversations }} must also have conversation_id. pick: 'random' (random() per row).
 -#}
 WITH
@@ -31,71 +31,67 @@ decision_option AS (
     FROM route_option AS o
 ),
 
-ranked_option AS (
-    -- The options of each key with several (weight < 1), numbered.
+decision_key AS (
+    -- Every conversation key numbered, so the 1M-row joins below compare one integer.
     SELECT
-        o.*,
-        ROW_NUMBER() OVER (
-            PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at
-            ORDER BY o.pick_group, o.outcome, o.route_name, o.database_name
-        ) AS option_rank
-    FROM decision_option AS o
-    WHERE o.weight < 1.0
+        k.origin, k.service_name, k.broker_key, k.routed_at,
+        ROW_NUMBER() OVER (ORDER BY k.origin, k.service_name, k.broker_key, k.routed_at)
+            AS key_id
+    FROM (
+        -- qualified names: inside the route_decision() macro, a bare "origin" would be the
+        -- macro's parameter
+        SELECT DISTINCT ck.origin, ck.service_name, ck.broker_key, ck.routed_at
+        FROM conversation_key AS ck
+    ) AS k
 ),
 
-single_option AS (
-    -- A key with one possible decision: no draw needed.
-    SELECT c.conversation_id, o.*, 1 AS option_rank
-    FROM {{ conversations }} AS c
-    JOIN decision_option AS o
-        ON o.origin = c.origin AND o.service_name = c.service_name
-        AND o.broker_key = COALESCE(c.broker_instance, '') AND o.routed_at = c.routed_at
-    WHERE o.weight = 1.0
-),
-
-drawn_rank AS (
-    -- Several possible decisions: one exponential race per conversation picks a rank.
+option_range AS (
+    -- Each option owns the slice [range_low, range_high) of [0, 1) as wide as its
+    -- probability; the last option's slice is closed at 2 so rounding never leaves a gap.
     SELECT
-        x.conversation_id,
-        x.origin,
-        x.service_name,
-        x.broker_key,
-        x.routed_at,
-        MIN_BY(x.option_rank, x.race) AS option_rank
+        x.*,
+        x.cumulative - x.weight AS range_low,
+        CASE WHEN x.option_rank = x.option_count THEN 2.0 ELSE x.cumulative END AS range_high
     FROM (
         SELECT
-            c.conversation_id,
-            o.origin,
-            o.service_name,
-            o.broker_key,
-            o.routed_at,
-            o.option_rank,
-            {% if pick == 'random' -%}
-            -LN(1.0 - RANDOM()) / o.weight AS race
-            {%- else -%}
-            {{ raise_unknown_pick(pick) }}
-            {%- endif %}
-        FROM {{ conversations }} AS c
-        JOIN ranked_option AS o
-            ON o.origin = c.origin AND o.service_name = c.service_name
-            AND o.broker_key = COALESCE(c.broker_instance, '') AND o.routed_at = c.routed_at
+            k.key_id,
+            o.*,
+            ROW_NUMBER() OVER w AS option_rank,
+            COUNT(*) OVER (PARTITION BY k.key_id) AS option_count,
+            SUM(o.weight) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+                AS cumulative
+        FROM decision_option AS o
+        JOIN decision_key AS k
+            ON k.origin = o.origin AND k.service_name = o.service_name
+            AND k.broker_key = o.broker_key AND k.routed_at = o.routed_at
+        WINDOW w AS (
+            PARTITION BY k.key_id
+            ORDER BY o.pick_group, o.outcome, o.route_name, o.database_name
+        )
     ) AS x
-    GROUP BY x.conversation_id, x.origin, x.service_name, x.broker_key, x.routed_at
 ),
 
-drawn_option AS (
-    SELECT r.conversation_id, o.*
-    FROM drawn_rank AS r
-    JOIN ranked_option AS o
-        ON o.origin = r.origin AND o.service_name = r.service_name
-        AND o.broker_key = r.broker_key AND o.routed_at = r.routed_at
-        AND o.option_rank = r.option_rank
+conversation_draw AS (
+    -- One uniform draw per conversation (R2.3, R3, R4.2 picks are per conversation).
+    SELECT
+        c.conversation_id,
+        k.key_id,
+        {% if pick == 'random' -%}
+        RANDOM() AS draw
+        {%- else -%}
+        {{ raise_unknown_pick(pick) }}
+        {%- endif %}
+    FROM {{ conversations }} AS c
+    JOIN decision_key AS k
+        ON k.origin = c.origin AND k.service_name = c.service_name
+        AND k.broker_key = COALESCE(c.broker_instance, '') AND k.routed_at = c.routed_at
 ),
 
 decision AS (
-    SELECT * FROM single_option
-    UNION ALL
-    SELECT * FROM drawn_option
+    SELECT d.conversation_id, o.*
+    FROM conversation_draw AS d
+    JOIN option_range AS o
+        ON o.key_id = d.key_id AND d.draw >= o.range_low AND d.draw < o.range_high
 )
 SELECT
     d.conversation_id,
