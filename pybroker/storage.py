@@ -108,10 +108,6 @@ class Store:
                 self._depth = 0
                 self._con.execute("COMMIT")
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._depth > 0
-
     def close(self) -> None:
         with self._lock:
             self._con.close()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import accumulate
 
-from pybroker.errors import InvalidArgumentError, NotFoundError
+from pybroker.errors import NotFoundError
 from pybroker.routing.decision import RouteDecision, TraceStep, build_trace
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.storage import Store
@@ -209,4 +209,4 @@ def _sql(name: str) -> str:
     return render(name)
 
 
-__all__ = ["OUTSIDE", "ExplainStep", "InvalidArgumentError", "RoutingEngine"]
+__all__ = ["OUTSIDE", "ExplainStep", "RoutingEngine"]
