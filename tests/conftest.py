@@ -17,7 +17,7 @@ def spark():
         SparkSession.builder.master("local[2]")
         .appName("pybroker-tests")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 import pybroker
@@ -48,8 +49,11 @@ def instance_file(tmp_path_factory):
 
 
 def test_the_cli_is_the_1_5_line():
-    done = subprocess.run([duckdb_binary(), "--version"], capture_output=True, text=True)
+    done = subprocess.run([duckdb_binary(), "--version"], capture_output=True, text=True,
+                          timeout=60)
     assert done.stdout.startswith("v1.5."), done.stdout
+    # the library that wrote the file and the CLI that reads it are the same line
+    assert duckdb.__version__.startswith("1.5."), duckdb.__version__
 
 
 def test_route_decision_in_the_cli(instance_file):
@@ -61,6 +65,9 @@ def test_route_decision_in_the_cli(instance_file):
     (row,) = cli(instance_file, "SELECT * FROM route_decision('outside', 'ElsewhereService')")
     assert (row["outcome"], row["route"], row["address"]) == (
         "send", "ForwardingRoute", "tcp://elsewhere.Adventure-Works.com:4022/")
+    (row,) = cli(instance_file, "SELECT * FROM route_decision('outside', 'InventoryService')")
+    assert (row["outcome"], row["route"], row["database"]) == (
+        "deliver", "AutoCreatedLocal", "AdventureWorks2008R2")  # LOCAL before forwarding
     (row,) = cli(instance_file, "SELECT * FROM route_decision('AdventureWorks2008R2', "
                  "'BalancedService', broker_instance := '81B1D3D0-288E-4D2C-B1D3-456CBB944B4F')")
     assert (row["route"], row["match_step"]) == ("BalancedRouteTwo", "R2.1")
@@ -91,3 +98,10 @@ def test_catalog_views_in_the_cli(instance_file):
     one = cli(instance_file, "SELECT name FROM routes_of('AdventureWorks2008R2') ORDER BY name")
     assert [r["name"] for r in one] == [
         "AutoCreatedLocal", "BalancedRouteOne", "BalancedRouteTwo"]
+    databases = cli(instance_file, "SELECT name FROM sys.databases ORDER BY name")
+    assert [r["name"] for r in databases] == ["AdventureWorks2008R2", "master", "msdb"]
+    queues = cli(instance_file, "SELECT database_name, is_receive_enabled "
+                                "FROM sys.service_queues")
+    assert queues and {r["is_receive_enabled"] for r in queues} == {"true"}
+    (settings,) = cli(instance_file, "SELECT is_forwarding_enabled FROM instance_settings")
+    assert settings["is_forwarding_enabled"] == "true"  # example 6
