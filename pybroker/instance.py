@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 
 from pybroker.errors import AlreadyExistsError, BrokerError, NotFoundError, RouteDefinitionError
+from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import (
     MAX_VALUE_LENGTH,
@@ -102,10 +103,11 @@ class Instance:
     def _now(self) -> datetime:
         return to_utc_datetime(self._clock())
 
-    def _write(self) -> _Write:
+    def _write(self, change: CatalogChange = EVERYTHING) -> _Write:
+        """One write transaction; ``change`` says which routing answers it can alter."""
         if self._closed:
             raise BrokerError("the instance is closed")
-        return _Write(self)
+        return _Write(self, change)
 
     # -- databases -----------------------------------------------------------------------
 
@@ -163,7 +165,7 @@ class Instance:
     def forwarding(self, enabled: bool) -> None:
         if not isinstance(enabled, bool):
             raise BrokerError(f"forwarding must be True or False, not {enabled!r}")
-        with self._write():
+        with self._write(CatalogChange(forwarding=True)):  # R3.6
             self._store.run("instance/update_forwarding.sql", {"enabled": enabled})
 
     @property
@@ -175,7 +177,7 @@ class Instance:
     def forwarding_size_mb(self, size_mb: int) -> None:
         if isinstance(size_mb, bool) or not isinstance(size_mb, int) or size_mb <= 0:
             raise BrokerError(f"forwarding_size_mb must be a positive whole number: {size_mb!r}")
-        with self._write():
+        with self._write(NOTHING):  # routing does not read the bound
             self._store.run("instance/update_forwarding_size.sql", {"size_mb": size_mb})
 
     # -- routing -------------------------------------------------------------------------
@@ -208,10 +210,13 @@ class Instance:
 
 
 class _Write:
-    """One API write: a single transaction, and the routing cache voided after it."""
+    """One API write: a single transaction. The routing answers the change can alter are
+    voided (a rollback voids them all, see RoutingEngine), and once the outermost write
+    has committed, the voided keys that were in use are decided again."""
 
-    def __init__(self, instance: Instance) -> None:
+    def __init__(self, instance: Instance, change: CatalogChange) -> None:
         self._instance = instance
+        self._change = change
         self._tx = instance._store.transaction()
 
     def __enter__(self) -> None:
@@ -225,7 +230,9 @@ class _Write:
                 raise BrokerError(f"the change was not made: {exc}") from exc
             return self._tx.__exit__(exc_type, exc, tb)
         finally:
-            routing.invalidate()
+            routing.changed(self._change)
+            if exc is None and not self._instance._store.in_transaction:
+                routing.redecide()
 
 
 class Database:
@@ -255,7 +262,7 @@ class Database:
         check_name("queue", name)
         if not isinstance(status, bool):
             raise BrokerError(f"queue status must be True (ON) or False (OFF), not {status!r}")
-        with self._instance._write():
+        with self._instance._write(NOTHING):  # routing reads services, not queues
             if any(q.name == name for q in self.queues()):
                 raise AlreadyExistsError(f"queue {name!r} already exists in {self.name!r}")
             self._store.run(
@@ -272,7 +279,7 @@ class Database:
     def create_service(self, name: str, queue: str) -> Service:
         check_name("service", name, MAX_VALUE_LENGTH)
         check_name("queue", queue)
-        with self._instance._write():
+        with self._instance._write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
             if not any(q.name == queue for q in self.queues()):
                 raise NotFoundError(
                     f"queue {queue!r} does not exist in database {self.name!r}; create it first"
@@ -307,7 +314,7 @@ class Database:
             name, address=address, service_name=service_name,
             broker_instance=broker_instance, lifetime=lifetime, mirror_address=mirror_address,
         )
-        with self._instance._write():
+        with self._instance._write(self._route_change(definition.service_name)):
             if self._find_route(definition.name) is not None:
                 raise RouteDefinitionError(
                     f"route {definition.name!r} already exists in database {self.name!r} "
@@ -328,7 +335,15 @@ class Database:
             )
         if not changes:
             raise BrokerError("ALTER ROUTE needs at least one clause to change")
-        with self._instance._write():
+        current = self._find_route(name)
+        if current is None:
+            raise NotFoundError(f"route {name!r} does not exist in database {self.name!r}")
+        new_service = changes.get("service_name", current.remote_service_name) or None
+        if not isinstance(new_service, str):
+            new_service = None  # refused below; meanwhile void as for a wildcard
+        with self._instance._write(
+            self._route_change(current.remote_service_name, new_service)
+        ):
             current = self._find_route(name)
             if current is None:
                 raise NotFoundError(f"route {name!r} does not exist in database {self.name!r}")
@@ -355,8 +370,10 @@ class Database:
 
     def drop_route(self, name: str) -> None:
         """DROP ROUTE; dropping a route in use is allowed (R10.5)."""
-        check_name("route", name)
-        with self._instance._write():
+        dropped = self._find_route(name)
+        if dropped is None:
+            raise NotFoundError(f"route {name!r} does not exist in database {self.name!r}")
+        with self._instance._write(self._route_change(dropped.remote_service_name)):  # R10.5
             deleted = self._store.run(
                 "instance/delete_route.sql", {"database_id": self.database_id, "name": name}
             )
@@ -383,7 +400,7 @@ class Database:
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
         statements = parse_batch(tsql)
-        with self._instance._write():
+        with self._instance._write(NOTHING):  # each statement says what it changes
             for statement in statements:
                 if isinstance(statement, CreateRoute):
                     self.create_route(
@@ -399,6 +416,10 @@ class Database:
                     raise BrokerError(f"cannot run {statement!r}")
 
     # -- internals -----------------------------------------------------------------------
+
+    def _route_change(self, *service_names: str | None) -> CatalogChange:
+        """A route of this database naming these services (None: a wildcard) changed."""
+        return CatalogChange(routes_of=self.name, route_services=frozenset(service_names))
 
     def _find_route(self, name: str) -> Route | None:
         check_name("route", name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ class Store:
             raise StorageError(_explain_open_error(target, exc)) from exc
         self._lock = threading.RLock()
         self._depth = 0
+        self._rollback_callbacks: list[Callable[[], None]] = []
         try:
             self._migrate()
             self._install_definitions()
@@ -103,10 +104,21 @@ class Store:
             except BaseException:
                 self._depth = 0
                 self._con.execute("ROLLBACK")
+                for callback in self._rollback_callbacks:
+                    callback()
                 raise
             else:
                 self._depth = 0
                 self._con.execute("COMMIT")
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (its changes are not yet committed)."""
+        return self._depth > 0
+
+    def on_rollback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after every rollback: what was read inside is void."""
+        self._rollback_callbacks.append(callback)
 
     def close(self) -> None:
         with self._lock:

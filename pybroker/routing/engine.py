@@ -2,35 +2,48 @@
 
 One query decides every requested (origin, service, broker identifier) key at once and
 returns all possible decisions of each key with their probability. Those answers stay
-true until the catalog changes or the earliest live route expires, so a warm ``route()``
-is a dict lookup plus, where the seeds ask for an arbitrary pick (R2.3, R3, R4.2), one
-random draw per call.
+true until the catalog changes in a way that can alter them or the earliest live route
+expires, so a warm ``route()`` is a dict lookup plus, where the seeds ask for an arbitrary
+pick (R2.3, R3, R4.2), one random draw per call.
 
-Every write through pybroker calls ``invalidate``; the next ``route()`` of each key then
-runs one query (the cold path, bounded by DuckDB's planning and per-operator latency). The
-query is not a prepared statement on purpose: DuckDB bakes table statistics into a
-prepared plan (an all-NULL routes column becomes an empty result), so a prepared plan goes
-wrong when rows change.
+A write tells the engine what it changed (:class:`~pybroker.routing.cache.CatalogChange`):
+only the answers that change can alter are voided, and once the write has committed the
+keys it voided are decided again in one query, so the next ``route()`` of a key that was
+in use stays warm. A service name the catalog does not know is answered from its origin's
+class answer (see pybroker/routing/cache.py). What remains cold is a key never decided
+whose service the catalog knows: one run of the routing query, bounded by DuckDB's
+planning and per-operator latency. The query is not a prepared statement on purpose:
+DuckDB bakes table statistics into a prepared plan (an all-NULL routes column becomes an
+empty result), so a prepared plan goes wrong when rows change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
-from bisect import bisect_right
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import accumulate
 
 from pybroker.errors import NotFoundError
+from pybroker.routing.cache import (
+    EVERYTHING,
+    OUTSIDE,
+    CatalogChange,
+    Key,
+    Plan,
+    is_class_member,
+)
 from pybroker.routing.decision import RouteDecision, TraceStep, build_trace
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.storage import Store
 
-OUTSIDE = "outside"
-
-Key = tuple[str, str, str | None]
+# After a write, at most this many voided keys are decided again at once (one query); a
+# change that voids more (a wildcard route in a busy database) leaves them to be decided
+# on their next use.
+REDECIDE_LIMIT = 256
 
 
 def to_utc_datetime(epoch_seconds: float) -> datetime:
@@ -47,23 +60,6 @@ class ExplainStep:
     result: str
 
 
-class _Plan:
-    """The possible decisions of one key and the cumulative weights to draw among them."""
-
-    __slots__ = ("cumulative", "decisions", "only")
-
-    def __init__(self, decisions: Sequence[RouteDecision], weights: Sequence[float]) -> None:
-        self.decisions = tuple(decisions)
-        self.cumulative = tuple(accumulate(weights))
-        self.only = self.decisions[0] if len(self.decisions) == 1 else None
-
-    def draw(self, rng: Callable[[], float]) -> RouteDecision:
-        if self.only is not None:
-            return self.only
-        index = bisect_right(self.cumulative, rng() * self.cumulative[-1])
-        return self.decisions[min(index, len(self.decisions) - 1)]
-
-
 class RoutingEngine:
     def __init__(
         self,
@@ -74,15 +70,60 @@ class RoutingEngine:
         self._store = store
         self._clock = clock
         self._rng = rng
-        self._plans: dict[Key, _Plan] = {}
-        self._valid_until = -math.inf
+        self._plans: dict[Key, Plan] = {}
+        # origin -> the answer for every service name the catalog does not know
+        self._class_plans: dict[str, Plan] = {}
+        self._known_services: set[str] | None = None
         self._database_names: frozenset[str] | None = None
+        # R1.4: answers computed before the earliest expiry after them stay true until it.
+        # _valid_until gates the warm path; a route change closes it until the horizon is
+        # computed again (without voiding answers the change cannot alter).
+        self._expiry_horizon = -math.inf
+        self._valid_until = -math.inf
+        # Bumped by every change: an answer computed across a change is not kept.
+        self._epoch = 0
+        self._lock = threading.Lock()
+        self._voided: set[Key] = set()
+        store.on_rollback(self.invalidate)
 
     def invalidate(self) -> None:
-        """The catalog changed: every cached answer is void."""
-        self._plans.clear()
-        self._valid_until = -math.inf
-        self._database_names = None
+        """Every cached answer is void (databases changed, or a write rolled back)."""
+        self.changed(EVERYTHING)
+
+    def changed(self, change: CatalogChange) -> None:
+        """A write changed the catalog: void the answers ``change`` can alter."""
+        with self._lock:
+            self._epoch += 1
+            if change.everything:
+                self._plans.clear()
+                self._class_plans.clear()
+                self._voided.clear()
+                self._known_services = None
+                self._database_names = None
+                self._expiry_horizon = self._valid_until = -math.inf
+                return
+            voided = [key for key in self._plans if change.affects(key)]
+            for key in voided:
+                del self._plans[key]
+            self._voided.update(voided)
+            for origin in [o for o in self._class_plans if change.affects_unknown_services(o)]:
+                del self._class_plans[origin]
+            if self._known_services is not None:
+                self._known_services |= change.named_services
+            if change.routes_of is not None:
+                self._valid_until = -math.inf  # a lifetime may have changed: recompute
+
+    def redecide(self) -> None:
+        """After a write committed: decide again, in one query, the keys it voided that
+        were in use, so their next ``route()`` is warm (at most REDECIDE_LIMIT of them)."""
+        with self._lock:
+            keys = sorted(self._voided, key=_sort_key)
+            self._voided.clear()
+        if not keys or len(keys) > REDECIDE_LIMIT:
+            return
+        # a database that went away: its keys are decided on next use, if ever
+        with contextlib.suppress(NotFoundError):
+            self.route_many(keys)
 
     # -- deciding ------------------------------------------------------------------------
 
@@ -100,17 +141,27 @@ class RoutingEngine:
         """Decide for many conversations; the keys not yet known are resolved in one query."""
         if now is None:
             now = self._clock()
-        if now >= self._valid_until:
-            self._refresh(now)
+        self._keep_horizon(now)
         requested = list(keys)
         normalized = [self._normalize_key(key) for key in requested]
-        missing = sorted({k for k in normalized if k not in self._plans}, key=_sort_key)
+        epoch = self._epoch
+        found: dict[Key, Plan] = {}
+        missing: list[Key] = []
+        for key in set(normalized):
+            plan = self._plans.get(key)
+            if plan is None and is_class_member(key, self._known()):
+                plan = self._class_plans.get(key[0])
+            if plan is None:
+                missing.append(key)
+            else:
+                found[key] = plan
         if missing:
-            self._load(missing, now)
-        for raw, key in zip(requested, normalized, strict=True):
-            if raw != key:
-                self._plans[raw] = self._plans[key]
-        return [self._plans[key].draw(self._rng) for key in normalized]
+            found.update(self._load(sorted(missing, key=_sort_key), now))
+        with self._lock:
+            if self._epoch == epoch:  # nothing changed meanwhile: keep the answers
+                for raw, key in zip(requested, normalized, strict=True):
+                    self._plans[raw] = found[key]
+        return [found[key].draw(self._rng) for key in normalized]
 
     def explain(self, origin: str, service_name: str, broker_instance: str | None):
         origin, service_name, broker_instance = self._normalize_key(
@@ -131,15 +182,32 @@ class RoutingEngine:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _refresh(self, now: float) -> None:
-        self._plans.clear()
+    def _keep_horizon(self, now: float) -> None:
+        """R1.4: past the earliest expiry every answer may be wrong; and after a route
+        change the horizon itself is computed again."""
+        if now < self._valid_until:
+            return
         row = self._store.fetchone(
             _sql("routing/next_route_expiry.sql"), {"now": to_utc_datetime(now)}
         )
-        expiry = row[0] if row else None
-        self._valid_until = (
-            math.inf if expiry is None else expiry.replace(tzinfo=UTC).timestamp()
-        )
+        expiry = row[0] if row and row[0] is not None else None
+        horizon = math.inf if expiry is None else expiry.replace(tzinfo=UTC).timestamp()
+        with self._lock:
+            if now >= self._expiry_horizon:  # a route expired since the answers were made
+                self._epoch += 1
+                self._plans.clear()
+                self._class_plans.clear()
+            self._expiry_horizon = self._valid_until = horizon
+
+    def _known(self) -> set[str]:
+        """Every service name the catalog mentions (routes, services, route requests)."""
+        known = self._known_services
+        if known is None:
+            rows = self._store.fetchall(_sql("instance/select_known_service_names.sql"))
+            known = {r[0] for r in rows}
+            with self._lock:
+                self._known_services = known
+        return known
 
     def _databases(self) -> frozenset[str]:
         if self._database_names is None:
@@ -171,7 +239,21 @@ class RoutingEngine:
         )
         return rows
 
-    def _load(self, keys: Sequence[Key], now: float) -> None:
+    def _load(self, keys: Sequence[Key], now: float) -> dict[Key, Plan]:
+        """Decide ``keys`` and keep the answers, unless the catalog changed meanwhile."""
+        epoch = self._epoch
+        known = self._known()
+        plans = self._decide(keys, now)
+        with self._lock:
+            if self._epoch == epoch:
+                self._plans.update(plans)
+                for key, plan in plans.items():
+                    if is_class_member(key, known):
+                        self._class_plans.setdefault(key[0], plan)
+        return plans
+
+    def _decide(self, keys: Sequence[Key], now: float) -> dict[Key, Plan]:
+        """One run of the routing query for ``keys``: their possible decisions."""
         rows = self._resolve(keys, now)
         grouped: dict[Key, tuple[list[RouteDecision], list[float]]] = {}
         for row in rows:
@@ -193,10 +275,12 @@ class RoutingEngine:
             decisions, weights = grouped.setdefault((origin, service, broker), ([], []))
             decisions.append(decision)
             weights.append(float(weight))
+        plans: dict[Key, Plan] = {}
         for key in keys:
             if key not in grouped:
                 raise NotFoundError(f"routing found no answer for {key!r}")  # pragma: no cover
-            self._plans[key] = _Plan(*grouped[key])
+            plans[key] = Plan(*grouped[key])
+        return plans
 
 
 def _sort_key(key: Key) -> tuple[str, str, str]:

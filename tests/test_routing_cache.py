@@ -1,0 +1,190 @@
+"""The routing engine's memory (pybroker/routing/cache.py): a write voids only the answers
+it can alter, keys in use are decided again after the write, and service names the catalog
+does not know share one answer per origin. The decisive check is differential: after every
+step of a random sequence of catalog changes, the engine's remembered answer for each key
+equals a fresh run of the routing query (SPEC R1-R4, R1.4 expiry, R3.6 forwarding)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import pybroker
+from pybroker.routing.cache import EVERYTHING, CatalogChange, is_class_member
+
+GUID_A = "5fb8d92b-ed69-4c80-afbb-2aa6a7d3cb2d"
+GUID_B = "81b1d3d0-288e-4d2c-b1d3-456cbb944b4f"
+
+
+class FakeClock:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def inst(clock):
+    with pybroker.connect(clock=clock) as instance:
+        a = instance.create_database("A", broker_instance=GUID_A)
+        b = instance.create_database("B", broker_instance=GUID_B)
+        for db in (a, b):
+            db.create_queue("q")
+        a.create_service("Known", queue="q")
+        yield instance
+
+
+def options(decisions) -> set[tuple]:
+    return {(d.outcome, d.route, d.address, d.mirror_address, d.database, d.broker_instance,
+             d.decided_by) for d in decisions}
+
+
+def fresh(inst, key) -> set[tuple]:
+    """What the routing query says now, bypassing every remembered answer."""
+    engine = inst._routing
+    key = engine._normalize_key(key)
+    return options(engine._decide([key], inst._clock())[key].decisions)
+
+
+def remembered(inst, key) -> set[tuple]:
+    origin, service, broker = key
+    inst.route(service, broker_instance=broker, origin=origin)
+    engine = inst._routing
+    return options(engine._plans[engine._normalize_key(key)].decisions)
+
+
+def test_a_route_change_voids_only_the_keys_of_its_service_and_database(inst):
+    a = inst.database("A")
+    for service in ("S1", "S2"):
+        a.create_route(f"To{service}", service_name=service, address=f"tcp://{service}:1")
+    inst.route("S1", origin="A")
+    inst.route("S2", origin="A")
+    inst.route("S1", origin="B")
+    engine = inst._routing
+    kept = engine._plans[("A", "S2", None)]
+    a.alter_route("ToS1", address="tcp://moved:1")
+    assert engine._plans[("A", "S2", None)] is kept  # not voided: another service
+    assert ("B", "S1", None) in engine._plans  # B routes with its own table (R1.1)
+    # the voided key in use was decided again by the write: warm, and with the new address
+    assert engine._plans[("A", "S1", None)].only.address == "tcp://moved:1"
+    assert inst.route("S1", origin="A").address == "tcp://moved:1"
+
+
+def test_a_wildcard_change_voids_every_key_of_its_database(inst):
+    a = inst.database("A")
+    inst.route("S1", origin="A")
+    inst.route("S1", origin="B")
+    b_plan = inst._routing._plans[("B", "S1", None)]
+    a.create_route("Wild", address="tcp://wild:1")  # R2.5 decides for every service
+    assert inst._routing._plans[("B", "S1", None)] is b_plan
+    assert inst.route("S1", origin="A").route == "Wild"
+
+
+def test_unknown_services_share_one_answer_per_origin(inst):
+    a = inst.database("A")
+    a.create_route("Wild", address="tcp://wild:1")
+    first = inst.route("NeverHeardOf1", origin="A")
+    engine = inst._routing
+    assert "A" in engine._class_plans
+    calls = []
+    original = engine._resolve
+    engine._resolve = lambda keys, now: calls.append(keys) or original(keys, now)
+    second = inst.route("NeverHeardOf2", origin="A")
+    assert calls == []  # answered from the class answer, no query
+    assert (second.route, second.address) == (first.route, first.address) == (
+        "Wild", "tcp://wild:1")
+    # a name with a TRANSPORT address in it (R10.6) or a named broker never shares it
+    assert not is_class_member(("A", "tcp://h:1/x", None), set())
+    assert not is_class_member(("A", "x", GUID_A), set())
+    # once a route names it, a service is no longer unknown: its own answer is decided
+    a.create_route("ToNew", service_name="NeverHeardOf3", address="tcp://new:1")
+    assert inst.route("NeverHeardOf3", origin="A").route == "ToNew"
+
+
+def test_a_rolled_back_batch_leaves_no_remembered_answer_from_inside_it(inst):
+    a = inst.database("A")
+    inst.route("S1", origin="A")
+    with pytest.raises(pybroker.BrokerError):
+        a.execute("CREATE ROUTE ToS1 WITH SERVICE_NAME = 'S1', ADDRESS = 'tcp://s1:1';"
+                  "DROP ROUTE NoSuchRoute")
+    assert inst.route("S1", origin="A").outcome == "delay"  # the route never existed
+    assert remembered(inst, ("A", "S1", None)) == fresh(inst, ("A", "S1", None))
+
+
+def test_catalog_change_rules():
+    change = CatalogChange(routes_of="msdb", route_services=frozenset(["S"]))
+    assert change.affects(("outside", "S", None))  # R1.2: outside routes with msdb's table
+    assert change.affects(("msdb", "S", None))
+    assert not change.affects(("A", "S", None))
+    assert not change.affects(("outside", "T", None))
+    assert not change.affects_unknown_services("outside")
+    dynamic = CatalogChange(routes_of="A", route_services=frozenset(
+        ["SQL/ServiceBroker/BrokerConfiguration"]))
+    assert dynamic.affects(("A", "T", None)) and dynamic.affects_unknown_services("A")  # R2.4
+    assert CatalogChange(services=frozenset(["S"])).affects(("B", "S", GUID_A))  # R2.6, R4
+    assert CatalogChange(forwarding=True).affects(("outside", "T", None))  # R3.6
+    assert not CatalogChange(forwarding=True).affects(("A", "T", None))
+    assert EVERYTHING.affects(("A", "T", None))
+
+
+def test_random_changes_never_leave_a_stale_answer(inst, clock):
+    """Differential: after each random catalog change, every remembered answer equals a
+    fresh decision by the routing query."""
+    rng = random.Random(20261123)
+    services = ["S1", "S2", "Known", "tcp://far:4022/S3", "SQL/ServiceBroker/BrokerConfiguration"]
+    keys = [(origin, service, broker)
+            for origin in ("A", "B", "outside")
+            for service in [*services, "Unknown1", "Unknown2"]
+            for broker in (None, GUID_A, GUID_B.upper())]
+    names = [f"R{i}" for i in range(6)]
+    addresses = ["LOCAL", "TRANSPORT", "tcp://one:1", "tcp://two:2"]
+    db_names = ["A", "B", "msdb"]
+    checked = 0
+    for step in range(70):
+        db = inst.database(rng.choice(db_names))
+        action = rng.random()
+        try:
+            if action < 0.35:
+                db.create_route(
+                    rng.choice(names), service_name=rng.choice([None, *services[:4]]),
+                    address=rng.choice(addresses),
+                    lifetime=rng.choice([None, None, 5, 50]))
+            elif action < 0.55:
+                db.alter_route(rng.choice(names), **rng.choice([
+                    {"address": rng.choice(addresses)},
+                    {"service_name": rng.choice(["", *services[:3]])},
+                    {"lifetime": rng.choice([3, 30])},
+                    {"mirror_address": "tcp://mirror:9"},
+                ]))
+            elif action < 0.7:
+                db.drop_route(rng.choice([*names, "AutoCreatedLocal"]))
+            elif action < 0.8:
+                db.create_service(f"Svc{step}" if rng.random() < 0.5 else rng.choice(services),
+                                  queue="q")
+            elif action < 0.87:
+                inst.forwarding = not inst.forwarding
+            else:
+                clock.now += rng.choice([1, 4, 20, 60])  # R1.4: routes expire on their own
+        except pybroker.BrokerError:
+            pass  # refused changes change nothing; the check below still runs
+        sample = rng.sample(keys, 12)
+        inst.route_many(sample)  # remembered now (decided, or answered from memory)
+        engine = inst._routing
+        if clock.now >= engine._valid_until:
+            continue  # a route has expired: nothing remembered is used before a refresh
+        # every answer the engine remembers, the sample's included, is the query's answer
+        remembered = {engine._normalize_key(k): options(p.decisions)
+                      for k, p in engine._plans.items()}
+        now_fresh = engine._decide(sorted(remembered, key=lambda k: (k[0], k[1], k[2] or "")),
+                                   clock.now)
+        for key, answer in remembered.items():
+            assert answer == options(now_fresh[key].decisions), (step, key)
+        checked += len(remembered)
+    assert checked > 70 * 12
