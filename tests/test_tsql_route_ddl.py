@@ -118,8 +118,8 @@ def test_a_missing_lifetime_value_is_a_syntax_error():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "no statement: expected CREATE ROUTE, ALTER ROUTE or DROP ROUTE but found the end "
-         "of the batch at line 1, column 1"),
+        ("", "no statement: expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, "
+         "QUEUE or SERVICE but found the end of the batch at line 1, column 1"),
         ("  -- only a comment\n /* and this */", "no statement"),
         (" ;\n;", "no statement"),
     ],
@@ -134,9 +134,11 @@ def test_an_empty_batch_holds_no_statement(text, message):
     [
         ("SELECT 1", "SELECT at line 1, column 1 is not supported"),
         ("CREATE TABLE t (x INT)", "CREATE TABLE at line 1, column 1 is not supported"),
-        ("create queue q", "CREATE QUEUE at line 1, column 1 is not supported"),
+        ("create event notification n", "CREATE EVENT NOTIFICATION at line 1, column 1 is not "
+         "supported"),
         ("\n  ALTER DATABASE d SET x", "ALTER DATABASE at line 2, column 3 is not supported"),
-        ("DROP SERVICE s", "execute() runs CREATE/ALTER/DROP ROUTE only"),
+        ("DROP SYNONYM s", "execute() runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE "
+         "and SERVICE, and CREATE/DROP CONTRACT"),
         ("DROP ROUTE r SELECT 1", "SELECT at line 1, column 14"),
         ("DROP ROUTE r; EXEC p", "EXEC at line 1, column 15"),
     ],
@@ -198,9 +200,12 @@ def test_R10_AUTHORIZATION_is_refused_because_routes_have_no_owners():
         ("DROP ROUTE r extra", "expected ';' or the next statement but found 'extra' at line 1, "
          "column 14"),
         ("DROP ROUTE dbo.r", "but found '.' at line 1, column 15"),
-        ("CREATE", "expected the kind of object to CREATE (ROUTE) but found the end of the batch"),
-        ("foo bar", "expected CREATE ROUTE, ALTER ROUTE or DROP ROUTE but found 'foo' at line 1"),
-        ("'x'", "expected CREATE ROUTE, ALTER ROUTE or DROP ROUTE but found the string 'x'"),
+        ("CREATE", "expected the kind of object to CREATE (ROUTE, MESSAGE TYPE, CONTRACT, QUEUE, "
+         "SERVICE) but found the end of the batch"),
+        ("foo bar", "expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, QUEUE or "
+         "SERVICE but found 'foo' at line 1"),
+        ("'x'", "expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, QUEUE or "
+         "SERVICE but found the string 'x'"),
         ("CREATE ROUTE r WITH\n  ADDRESS = 'tcp://a:1",
          "unterminated string starting at line 2, column 13: expected a closing '"),
         ("DROP ROUTE [r", "unterminated quoted identifier starting at line 1, column 12: "
