@@ -1,4 +1,5 @@
-"""Shared fixtures: one local SparkSession for the whole run (it takes ~10 s to start)."""
+"""Shared fixtures: a fake clock for the instance (tests never sleep), and one local
+SparkSession for the whole run (it takes ~10 s to start)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,24 @@ import os
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # only ever bind to 127.0.0.1
+
+
+T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
+
+
+class FakeClock:
+    """The clock an instance reads (``pybroker.connect(clock=...)``); tests move ``now``."""
+
+    def __init__(self, start: float = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture(scope="session")

@@ -17,17 +17,6 @@ GUID_A = "5fb8d92b-ed69-4c80-afbb-2aa6a7d3cb2d"
 GUID_B = "81b1d3d0-288e-4d2c-b1d3-456cbb944b4f"
 
 
-class FakeClock:
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
 
 
 @pytest.fixture

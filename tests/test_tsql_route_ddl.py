@@ -7,13 +7,13 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from conftest import T0  # the fake clock's epoch seconds
 
 import pybroker
 from pybroker import RouteDefinitionError, TsqlSyntaxError, UnsupportedStatementError
 from pybroker.tsql import AlterRoute, CreateRoute, DropRoute, parse_batch
 
 GUID = "5fb8d92b-ed69-4c80-afbb-2aa6a7d3cb2d"
-T0 = 1_700_000_000.0  # the fake clock's epoch seconds
 
 
 def raises(error: type[Exception], message: str):
@@ -232,17 +232,6 @@ def test_errors_come_from_the_one_root():
 # -- Database.execute() ------------------------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
 
 
 @pytest.fixture
