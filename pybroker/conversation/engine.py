@@ -746,7 +746,7 @@ class Messaging:
                     catalog.database_id, target.queue_name, self._next_order(), 1,
                     far.priority, far.conversation_group_id, far.conversation_handle, seq,
                     far.service_name, far.service_contract_name, mtype, validation, body, now))
-            if retain:
+            if retain and not (is_end or is_error):  # sent user messages are retained
                 uow.queue_rows.append((
                     sender.database_id, own_queue, self._next_order(), 3, sender.priority,
                     sender.conversation_group_id, sender.conversation_handle, seq,
