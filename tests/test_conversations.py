@@ -541,7 +541,7 @@ def test_c4_a_network_route_waits_with_a_connection_status(broker):
     conv = broker.a.begin_dialog("SA", "Far")
     conv.send(b"x")
     ((db, seq, mtype, is_end, status),) = transmission_queue(broker)
-    assert (db, seq, status) == ("A", 0, STATUS_NO_TRANSPORT)
+    assert (db, seq, mtype, is_end, status) == ("A", 0, "DEFAULT", False, STATUS_NO_TRANSPORT)
     assert status.startswith("Connection attempt failed with error: ")
     (row,) = broker.rows("SELECT to_service_name, from_service_name, service_contract_name, "
                          "to_broker_instance, fragment_number, fragment_count, message_size, "
