@@ -6,18 +6,34 @@
         decision = inst.route("InventoryService", origin="AdventureWorks2008R2")
 """
 
+from pybroker.conversation import Conversation, Message
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
+    ContractViolationError,
+    ConversationError,
+    ConversationStateError,
+    InUseError,
     InvalidArgumentError,
+    MessageValidationError,
     NotFoundError,
+    QueueDisabledError,
     RouteDefinitionError,
     StorageError,
     TemplateError,
     TsqlSyntaxError,
     UnsupportedStatementError,
 )
-from pybroker.instance import Database, Instance, Queue, Route, Service, connect
+from pybroker.instance import (
+    Contract,
+    Database,
+    Instance,
+    MessageType,
+    Queue,
+    Route,
+    Service,
+    connect,
+)
 from pybroker.routing.decision import RouteDecision, TraceStep
 from pybroker.routing.engine import OUTSIDE, ExplainStep
 
@@ -27,12 +43,22 @@ __all__ = [
     "OUTSIDE",
     "AlreadyExistsError",
     "BrokerError",
+    "Contract",
+    "ContractViolationError",
+    "Conversation",
+    "ConversationError",
+    "ConversationStateError",
     "Database",
     "ExplainStep",
+    "InUseError",
     "Instance",
     "InvalidArgumentError",
+    "Message",
+    "MessageType",
+    "MessageValidationError",
     "NotFoundError",
     "Queue",
+    "QueueDisabledError",
     "Route",
     "RouteDecision",
     "RouteDefinitionError",

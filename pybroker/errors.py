@@ -46,3 +46,36 @@ class StorageError(BrokerError):
 
 class TemplateError(BrokerError):
     """A SQL template failed to render, parse or transpile."""
+
+
+class ConversationError(BrokerError):
+    """A conversation cannot do what was asked: unknown handle, sending after the far side
+    ended it or after an error arrived, ..."""
+
+
+class ConversationStateError(ConversationError):
+    """An event is not a transition of the endpoint's state (SPEC C1's table)."""
+
+    def __init__(self, message: str, *, role: str, state: str | None, event: str) -> None:
+        super().__init__(message)
+        self.role = role
+        self.state = state
+        self.event = event
+
+
+class ContractViolationError(ConversationError):
+    """The message type may not be sent by this side of the conversation's contract."""
+
+
+class MessageValidationError(InvalidArgumentError):
+    """A message body fails its message type's validation (EMPTY, WELL_FORMED_XML) or is
+    larger than the instance's maximum message size."""
+
+
+class QueueDisabledError(BrokerError):
+    """RECEIVE from a queue whose status is OFF (SQL Server error 9617)."""
+
+
+class InUseError(BrokerError):
+    """An object cannot be dropped or changed while another uses it (a message type in a
+    contract, a contract bound to a service, a queue bound to a service)."""

@@ -3,9 +3,10 @@ and routes, and the routing decisions made over them."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,22 @@ from typing import Any
 
 import duckdb
 
-from pybroker.errors import AlreadyExistsError, BrokerError, NotFoundError, RouteDefinitionError
+from pybroker.conversation.api import Conversation, Message
+from pybroker.conversation.engine import (
+    SYSTEM_PREFIX,
+    VALIDATION_CODES,
+    VALIDATION_NAMES,
+    Messaging,
+)
+from pybroker.conversation.worker import Worker
+from pybroker.errors import (
+    AlreadyExistsError,
+    BrokerError,
+    InUseError,
+    InvalidArgumentError,
+    NotFoundError,
+    RouteDefinitionError,
+)
 from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import (
@@ -49,27 +65,62 @@ class Route:
 class Service:
     name: str
     queue: str
+    contracts: tuple[str, ...] = ()  # the contracts it accepts as a target
 
 
 @dataclass(frozen=True, slots=True)
 class Queue:
     name: str
     status: bool  # ON (True) or OFF
+    retention: bool = False
+    poison_message_handling: bool = True
 
 
-def connect(path: str | Path | None = None, *, clock: Callable[[], float] | None = None):
+@dataclass(frozen=True, slots=True)
+class MessageType:
+    name: str
+    validation: str  # NONE, EMPTY or WELL_FORMED_XML
+    is_system: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    name: str
+    messages: tuple[tuple[str, str], ...]  # (message type, INITIATOR / TARGET / ANY)
+    is_system: bool = False
+
+
+_SENT_BY = ("INITIATOR", "TARGET", "ANY")
+
+
+def connect(
+    path: str | Path | None = None,
+    *,
+    clock: Callable[[], float] | None = None,
+    retry_scale: float = 1.0,
+    worker: bool = True,
+) -> Instance:
     """Open (or create) the instance file at ``path``; ``None`` keeps the instance in memory.
 
     ``clock`` returns the current time as epoch seconds (tests pass a fake one).
+    ``retry_scale`` multiplies every retry time-out of the transmission queue (C5: 4, 8, 16,
+    32, then every 64 s; 0.001 makes that milliseconds). ``worker=False`` starts no
+    background worker: the delay/retry loop then runs only when ``Instance.run_pending()``
+    is called (tests drive it step by step with their clock).
     """
-    return Instance(path, clock=clock)
+    return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker)
 
 
 class Instance:
     """One broker instance: its databases (master and msdb always), settings and routing."""
 
     def __init__(
-        self, path: str | Path | None = None, *, clock: Callable[[], float] | None = None
+        self,
+        path: str | Path | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        retry_scale: float = 1.0,
+        worker: bool = True,
     ) -> None:
         if path is not None and not isinstance(path, (str, Path)):
             raise BrokerError(f"path must be a file path or None, not {type(path).__name__}")
@@ -77,6 +128,16 @@ class Instance:
         self._store = Store(path)
         self._routing = RoutingEngine(self._store, self._clock)
         self._closed = False
+        self._write_depth = 0
+        try:
+            self._messaging = Messaging(self, retry_scale=retry_scale)
+        except BaseException:
+            self._store.close()
+            raise
+        self._worker: Worker | None = None
+        if worker:
+            self._worker = Worker(self._messaging, self._clock)
+            self._worker.start()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -86,6 +147,8 @@ class Instance:
 
     def close(self) -> None:
         if not self._closed:
+            if self._worker is not None:
+                self._worker.stop()
             self._closed = True
             self._store.close()
 
@@ -108,6 +171,37 @@ class Instance:
         if self._closed:
             raise BrokerError("the instance is closed")
         return _Write(self, change)
+
+    def _database_by_id(self, database_id: int) -> Database:
+        for db in self.databases():
+            if db.database_id == database_id:
+                return db
+        raise NotFoundError(f"database id {database_id} does not exist in this instance")
+
+    # -- the delay/retry loop ------------------------------------------------------------
+
+    def run_pending(self, now: float | None = None) -> int:
+        """Run the delay/retry loop once at ``now`` (epoch seconds; default the clock):
+        expire conversation lifetimes (C2: error -8489), fire conversation timers
+        (DialogTimer), retry waiting transmissions whose back-off has passed (C5).
+        The background worker calls this when something is due; tests call it with their
+        clock. Returns how many conversation endpoints it acted on."""
+        if self._closed:
+            raise BrokerError("the instance is closed")
+        return self._messaging.run_pending(now)
+
+    @property
+    def max_message_size(self) -> int:
+        """The largest message body SEND accepts, in bytes (default 2,147,483,647)."""
+        return self._messaging.max_message_size
+
+    @max_message_size.setter
+    def max_message_size(self, size: int) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise InvalidArgumentError(
+                f"max_message_size must be a positive whole number of bytes: {size!r}")
+        with self._write(NOTHING):
+            self._store.run("instance/update_max_message_size.sql", {"size": size})
 
     # -- databases -----------------------------------------------------------------------
 
@@ -142,6 +236,11 @@ class Instance:
                     "address": "LOCAL", "mirror_address": None, "now": now,
                 },
             )
+            system = {"database_id": database_id, "now": now}
+            self._store.run("conversation/insert_system_message_types.sql", system)  # C2
+            self._store.run("conversation/insert_system_contracts.sql", system)
+            self._store.run("conversation/insert_system_contract_message_usages.sql",
+                            {"database_id": database_id})
         return Database(self, database_id, name, guid)
 
     def database(self, name: str) -> Database:
@@ -205,14 +304,20 @@ class Instance:
         return self._routing.explain(origin, service_name, broker_instance)
 
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
-        """Run a read-only query on the instance file (the sys.* views, route_decision())."""
-        return self._store.connection.sql(query, params=params)
+        """Run a read-only query on the instance file (the sys.* views, route_decision()).
+
+        It runs on its own cursor, so it sees what is committed and never disturbs the
+        background worker or a transaction in progress on the instance's connection."""
+        return self._store.connection.cursor().sql(query, params=params)
 
 
 class _Write:
-    """One API write: a single transaction. The routing answers the change can alter are
-    voided (a rollback voids them all, see RoutingEngine), and once the outermost write
-    has committed, the voided keys that were in use are decided again."""
+    """One catalog write: a single transaction. The routing answers the change can alter
+    are voided (a rollback voids them all, see RoutingEngine), and so is the conversations'
+    catalog cache. When the outermost write commits, the voided routing keys that were in
+    use are decided again, and every waiting transmission is retried at once: creating the
+    missing service, adding the missing route or turning a queue ON delivers what waits
+    (C3, C5, R2.7), without waiting for the back-off."""
 
     def __init__(self, instance: Instance, change: CatalogChange) -> None:
         self._instance = instance
@@ -221,18 +326,30 @@ class _Write:
 
     def __enter__(self) -> None:
         self._tx.__enter__()
+        self._instance._write_depth += 1
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
-        routing = self._instance._routing
+        instance = self._instance
+        messaging = instance._messaging
         try:
             if isinstance(exc, duckdb.Error):
                 self._tx.__exit__(exc_type, exc, tb)
                 raise BrokerError(f"the change was not made: {exc}") from exc
-            return self._tx.__exit__(exc_type, exc, tb)
+            result = self._tx.__exit__(exc_type, exc, tb)
+        except BaseException:
+            messaging.forget_endpoints()  # a conversation change inside may be undone
+            raise
         finally:
-            routing.changed(self._change)
-            if exc is None and not self._instance._store.in_transaction:
-                routing.redecide()
+            instance._write_depth -= 1
+            instance._routing.changed(self._change)
+            messaging.catalog_changed()
+        if exc is not None:
+            messaging.forget_endpoints()
+        elif instance._write_depth == 0:
+            if not instance._store.in_transaction:
+                instance._routing.redecide()
+            messaging.after_catalog_write()
+        return result
 
 
 class Database:
@@ -256,29 +373,222 @@ class Database:
     def __hash__(self) -> int:
         return hash((id(self._instance), self.database_id))
 
+    # -- message types and contracts (C2) -------------------------------------------------
+
+    def create_message_type(self, name: str, validation: str = "NONE") -> MessageType:
+        """CREATE MESSAGE TYPE name VALIDATION = NONE | EMPTY | WELL_FORMED_XML."""
+        check_name("message type", name)
+        code = _validation_code(validation)
+        with self._instance._write(NOTHING):
+            if name in self._catalog().message_types:
+                raise AlreadyExistsError(
+                    f"message type {name!r} already exists in database {self.name!r}")
+            self._store.run("instance/insert_message_type.sql", {
+                "database_id": self.database_id, "name": name, "validation": code,
+                "now": self._instance._now()})
+        return MessageType(name, VALIDATION_NAMES[code])
+
+    def alter_message_type(self, name: str, validation: str) -> MessageType:
+        """ALTER MESSAGE TYPE name VALIDATION = ..."""
+        check_name("message type", name)
+        code = _validation_code(validation)
+        with self._instance._write(NOTHING):
+            self._user_message_type(name, "alter")
+            self._store.run("instance/update_message_type.sql", {
+                "database_id": self.database_id, "name": name, "validation": code})
+        return MessageType(name, VALIDATION_NAMES[code])
+
+    def drop_message_type(self, name: str) -> None:
+        """DROP MESSAGE TYPE: refused while a contract uses it."""
+        check_name("message type", name)
+        with self._instance._write(NOTHING):
+            self._user_message_type(name, "drop")
+            users = sorted(c for c, usages in self._catalog().contracts.items()
+                           if name in usages)
+            if users:
+                raise InUseError(
+                    f"message type {name!r} is used by contract(s) {', '.join(users)} in "
+                    f"database {self.name!r}; drop them first")
+            self._store.run("instance/delete_message_type.sql",
+                            {"database_id": self.database_id, "name": name})
+
+    def message_types(self) -> list[MessageType]:
+        catalog = self._catalog()
+        return [MessageType(n, VALIDATION_NAMES[v], n in catalog.system_message_types)
+                for n, v in sorted(catalog.message_types.items())]
+
+    def create_contract(
+        self, name: str, messages: Mapping[str, str] | Iterable[tuple[str, str]]
+    ) -> Contract:
+        """CREATE CONTRACT name (message type SENT BY INITIATOR | TARGET | ANY, ...).
+
+        ``messages`` maps message type names to "INITIATOR", "TARGET" or "ANY" (or is a
+        sequence of such pairs). SQL Server has no ALTER CONTRACT; neither has pybroker.
+        """
+        check_name("contract", name)
+        pairs = list(messages.items() if isinstance(messages, Mapping) else messages)
+        if not pairs:
+            raise InvalidArgumentError(
+                f"contract {name!r} needs at least one message type (SENT BY ...)")
+        usages: dict[str, tuple[bool, bool]] = {}
+        for pair in pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise InvalidArgumentError(
+                    f"a contract's messages are (message type, sent by) pairs, not {pair!r}")
+            mtype, sent_by = pair
+            check_name("message type", mtype)
+            who = sent_by.upper() if isinstance(sent_by, str) else sent_by
+            if who not in _SENT_BY:
+                raise InvalidArgumentError(
+                    f"message type {mtype!r} in contract {name!r}: SENT BY must be "
+                    f"INITIATOR, TARGET or ANY, not {sent_by!r}")
+            if mtype in usages:
+                raise InvalidArgumentError(
+                    f"message type {mtype!r} appears twice in contract {name!r}")
+            if mtype.startswith(SYSTEM_PREFIX):
+                raise InvalidArgumentError(
+                    f"system message type {mtype!r} cannot be part of a contract (the broker "
+                    "sends it on every conversation)")
+            usages[mtype] = (who in ("INITIATOR", "ANY"), who in ("TARGET", "ANY"))
+        with self._instance._write(NOTHING):
+            catalog = self._catalog()
+            if name in catalog.contracts:
+                raise AlreadyExistsError(
+                    f"contract {name!r} already exists in database {self.name!r}")
+            for mtype in usages:
+                if mtype not in catalog.message_types:
+                    raise NotFoundError(
+                        f"message type {mtype!r} of contract {name!r} does not exist in "
+                        f"database {self.name!r}; create it first")
+            self._store.run("instance/insert_contract.sql", {
+                "database_id": self.database_id, "name": name, "now": self._instance._now()})
+            for mtype, (by_initiator, by_target) in usages.items():
+                self._store.run("instance/insert_contract_message_usage.sql", {
+                    "database_id": self.database_id, "contract_name": name,
+                    "message_type_name": mtype, "is_sent_by_initiator": by_initiator,
+                    "is_sent_by_target": by_target})
+        return self.contract(name)
+
+    def drop_contract(self, name: str) -> None:
+        """DROP CONTRACT: refused while a service accepts it."""
+        check_name("contract", name)
+        with self._instance._write(NOTHING):
+            catalog = self._catalog()
+            if name not in catalog.contracts:
+                raise NotFoundError(f"contract {name!r} does not exist in database {self.name!r}")
+            if name in catalog.system_contracts:
+                raise InUseError(f"contract {name!r} is a system contract; it cannot be dropped")
+            users = sorted(s for s, c in catalog.service_contracts.items() if name in c)
+            if users:
+                raise InUseError(
+                    f"contract {name!r} is used by service(s) {', '.join(users)} in database "
+                    f"{self.name!r}; ALTER SERVICE ... (DROP CONTRACT ...) or drop them first")
+            params = {"database_id": self.database_id, "name": name}
+            self._store.run("instance/delete_contract_message_usages.sql",
+                            {"database_id": self.database_id, "contract_name": name})
+            self._store.run("instance/delete_contract.sql", params)
+
+    def contract(self, name: str) -> Contract:
+        catalog = self._catalog()
+        if name not in catalog.contracts:
+            raise NotFoundError(f"contract {name!r} does not exist in database {self.name!r}")
+        return _contract(name, catalog.contracts[name], name in catalog.system_contracts)
+
+    def contracts(self) -> list[Contract]:
+        catalog = self._catalog()
+        return [_contract(n, u, n in catalog.system_contracts)
+                for n, u in sorted(catalog.contracts.items())]
+
     # -- queues and services -------------------------------------------------------------
 
-    def create_queue(self, name: str, status: bool = True) -> Queue:
+    def create_queue(
+        self,
+        name: str,
+        status: bool = True,
+        *,
+        retention: bool = False,
+        poison_message_handling: bool = True,
+    ) -> Queue:
+        """CREATE QUEUE name WITH STATUS = ON|OFF, RETENTION = ON|OFF,
+        POISON_MESSAGE_HANDLING (STATUS = ON|OFF) (C3; SQL Server's defaults)."""
         check_name("queue", name)
-        if not isinstance(status, bool):
-            raise BrokerError(f"queue status must be True (ON) or False (OFF), not {status!r}")
+        for what, value in (("queue status", status), ("retention", retention),
+                            ("poison_message_handling", poison_message_handling)):
+            if not isinstance(value, bool):
+                raise BrokerError(f"{what} must be True (ON) or False (OFF), not {value!r}")
         with self._instance._write(NOTHING):  # routing reads services, not queues
             if any(q.name == name for q in self.queues()):
                 raise AlreadyExistsError(f"queue {name!r} already exists in {self.name!r}")
             self._store.run(
                 "instance/insert_queue.sql",
                 {"database_id": self.database_id, "name": name, "status": status,
+                 "retention": retention, "poison_message_handling": poison_message_handling,
                  "now": self._instance._now()},
             )
-        return Queue(name, status)
+        return Queue(name, status, retention, poison_message_handling)
+
+    def alter_queue(
+        self,
+        name: str,
+        status: bool | None = None,
+        *,
+        retention: bool | None = None,
+        poison_message_handling: bool | None = None,
+    ) -> Queue:
+        """ALTER QUEUE: None leaves a setting as it is. Turning a queue ON delivers the
+        messages that wait for it in transmission queues, in order (C3, P8)."""
+        check_name("queue", name)
+        for what, value in (("queue status", status), ("retention", retention),
+                            ("poison_message_handling", poison_message_handling)):
+            if value is not None and not isinstance(value, bool):
+                raise BrokerError(f"{what} must be True (ON), False (OFF) or None, not {value!r}")
+        with self._instance._write(NOTHING):
+            current = {q.name: q for q in self.queues()}.get(name)
+            if current is None:
+                raise NotFoundError(f"queue {name!r} does not exist in database {self.name!r}")
+            merged = Queue(
+                name,
+                current.status if status is None else status,
+                current.retention if retention is None else retention,
+                current.poison_message_handling if poison_message_handling is None
+                else poison_message_handling,
+            )
+            self._store.run("instance/update_queue.sql", {
+                "database_id": self.database_id, "name": name, "status": merged.status,
+                "retention": merged.retention,
+                "poison_message_handling": merged.poison_message_handling})
+        return merged
+
+    def drop_queue(self, name: str) -> None:
+        """DROP QUEUE: refused while a service is bound to it; its messages go with it."""
+        check_name("queue", name)
+        with self._instance._write(NOTHING):
+            if not any(q.name == name for q in self.queues()):
+                raise NotFoundError(f"queue {name!r} does not exist in database {self.name!r}")
+            users = sorted(s.name for s in self.services() if s.queue == name)
+            if users:
+                raise InUseError(
+                    f"queue {name!r} is used by service(s) {', '.join(users)} in database "
+                    f"{self.name!r}; drop them or move them (ALTER SERVICE ... ON QUEUE) first")
+            params = {"database_id": self.database_id, "name": name}
+            self._store.run("instance/delete_queue_messages.sql",
+                            {"database_id": self.database_id, "queue_name": name})
+            self._store.run("instance/delete_queue.sql", params)
 
     def queues(self) -> list[Queue]:
-        rows = self._store.run("instance/select_queues.sql", {"database_id": self.database_id})
-        return [Queue(name, bool(status)) for name, status in rows]
+        rows = self._store.run("instance/select_queue_settings.sql",
+                               {"database_id": self.database_id})
+        return [Queue(n, bool(s), bool(r), p is None or bool(p)) for n, s, r, p in rows]
 
-    def create_service(self, name: str, queue: str) -> Service:
+    def create_service(
+        self, name: str, queue: str, contracts: Iterable[str] | None = None
+    ) -> Service:
+        """CREATE SERVICE name ON QUEUE queue [(contract, ...)]. A service that lists no
+        contracts can only initiate conversations; ``contracts=["DEFAULT"]`` accepts the
+        default contract (as in SQL Server)."""
         check_name("service", name, MAX_VALUE_LENGTH)
         check_name("queue", queue)
+        wanted = _contract_list(contracts)
         with self._instance._write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
             if not any(q.name == queue for q in self.queues()):
                 raise NotFoundError(
@@ -286,16 +596,146 @@ class Database:
                 )
             if any(s.name == name for s in self.services()):
                 raise AlreadyExistsError(f"service {name!r} already exists in {self.name!r}")
+            self._check_contracts_exist(wanted)
             self._store.run(
                 "instance/insert_service.sql",
                 {"database_id": self.database_id, "name": name, "queue_name": queue,
                  "now": self._instance._now()},
             )
-        return Service(name, queue)
+            for contract in wanted:
+                self._store.run("instance/insert_service_contract_usage.sql", {
+                    "database_id": self.database_id, "service_name": name,
+                    "contract_name": contract})
+        return Service(name, queue, tuple(sorted(wanted)))
+
+    def alter_service(
+        self,
+        name: str,
+        queue: str | None = None,
+        *,
+        add_contracts: Iterable[str] = (),
+        drop_contracts: Iterable[str] = (),
+    ) -> Service:
+        """ALTER SERVICE name [ON QUEUE queue] [(ADD CONTRACT c, DROP CONTRACT c, ...)]."""
+        check_name("service", name, MAX_VALUE_LENGTH)
+        adding = _contract_list(add_contracts)
+        dropping = _contract_list(drop_contracts)
+        if set(adding) & set(dropping):
+            raise InvalidArgumentError(
+                f"ALTER SERVICE {name!r} both adds and drops {sorted(set(adding) & set(dropping))}")
+        with self._instance._write(NOTHING):  # routing reads service names only
+            current = {s.name: s for s in self.services()}.get(name)
+            if current is None:
+                raise NotFoundError(f"service {name!r} does not exist in database {self.name!r}")
+            if queue is not None:
+                check_name("queue", queue)
+                if not any(q.name == queue for q in self.queues()):
+                    raise NotFoundError(
+                        f"queue {queue!r} does not exist in database {self.name!r}")
+                self._store.run("instance/update_service_queue.sql", {
+                    "database_id": self.database_id, "name": name, "queue_name": queue})
+            self._check_contracts_exist(adding)
+            for contract in adding:
+                if contract in current.contracts:
+                    raise AlreadyExistsError(
+                        f"service {name!r} already accepts contract {contract!r}")
+                self._store.run("instance/insert_service_contract_usage.sql", {
+                    "database_id": self.database_id, "service_name": name,
+                    "contract_name": contract})
+            for contract in dropping:
+                if contract not in current.contracts:
+                    raise NotFoundError(
+                        f"service {name!r} does not accept contract {contract!r}")
+                self._store.run("instance/delete_service_contract_usage.sql", {
+                    "database_id": self.database_id, "service_name": name,
+                    "contract_name": contract})
+        return {s.name: s for s in self.services()}[name]
+
+    def drop_service(self, name: str) -> None:
+        """DROP SERVICE: its conversations end at once (their far sides in this instance
+        get error -8490, C2), then the service goes."""
+        check_name("service", name, MAX_VALUE_LENGTH)
+        with self._instance._write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
+            if not any(s.name == name for s in self.services()):
+                raise NotFoundError(f"service {name!r} does not exist in database {self.name!r}")
+            self._instance._messaging.end_service_conversations(self, name)
+            params = {"database_id": self.database_id, "service_name": name}
+            self._store.run("instance/delete_service_contract_usages.sql", params)
+            self._store.run("instance/delete_service.sql",
+                            {"database_id": self.database_id, "name": name})
 
     def services(self) -> list[Service]:
         rows = self._store.run("instance/select_services.sql", {"database_id": self.database_id})
-        return [Service(*row) for row in rows]
+        usages = self._store.run("instance/select_service_contract_usages.sql",
+                                 {"database_id": self.database_id})
+        accepted: dict[str, list[str]] = {}
+        for service, contract in usages:
+            accepted.setdefault(service, []).append(contract)
+        return [Service(n, q, tuple(sorted(accepted.get(n, ())))) for n, q in rows]
+
+    # -- conversations (C1-C5, P3) -----------------------------------------------------------
+
+    def begin_dialog(
+        self,
+        from_service: str,
+        to_service: str,
+        *,
+        contract: str = "DEFAULT",
+        broker_instance: str | None = None,
+        lifetime: int | None = None,
+        related_conversation_group: str | None = None,
+    ) -> Conversation:
+        """BEGIN DIALOG: a conversation from ``from_service`` (of this database) to
+        ``to_service``, routed with this database's routing table at the first send (R1.1).
+        ``lifetime`` in seconds (default 2^31, C1)."""
+        handle = self._instance._messaging.begin_dialog(
+            self, from_service, to_service, contract, broker_instance, lifetime,
+            related_conversation_group)
+        return Conversation(self, handle)
+
+    def conversation(self, handle: str) -> Conversation:
+        """The conversation endpoint of this database with that handle (e.g. to reply on a
+        received message's ``conversation_handle``)."""
+        ep = self._instance._messaging.endpoint(handle, self.database_id)
+        return Conversation(self, ep.conversation_handle)
+
+    def receive(
+        self, queue: str, *, max_messages: int = 1, timeout: float = 0.0
+    ) -> list[Message]:
+        """RECEIVE TOP (max_messages) FROM queue, waiting up to ``timeout`` seconds for the
+        first message (WAITFOR). Returns messages of one conversation group, in order; they
+        leave the queue when the transaction commits (C3)."""
+        return self._instance._messaging.receive(self, queue, max_messages, timeout)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Database]:
+        """One transaction for every send, receive, begin_dialog and end inside: all commit
+        together or roll back together (a rolled-back receive puts its messages back)."""
+        with self._instance._messaging.unit_of_work():
+            yield self
+
+    # -- internals (conversations) ---------------------------------------------------------
+
+    def _catalog(self):
+        return self._instance._messaging.catalog(self.database_id)
+
+    def _user_message_type(self, name: str, verb: str) -> None:
+        catalog = self._catalog()
+        if name not in catalog.message_types:
+            raise NotFoundError(f"message type {name!r} does not exist in database {self.name!r}")
+        if name in catalog.system_message_types:
+            raise InUseError(f"message type {name!r} is a system message type; it cannot be "
+                             f"{verb}ped" if verb == "drop" else
+                             f"message type {name!r} is a system message type; it cannot be "
+                             f"{verb}ed")
+
+    def _check_contracts_exist(self, contracts: list[str]) -> None:
+        catalog = self._catalog()
+        for contract in contracts:
+            if contract not in catalog.contracts:
+                raise NotFoundError(
+                    f"contract {contract!r} does not exist in database {self.name!r}; "
+                    "create it first")
 
     # -- routes --------------------------------------------------------------------------
 
@@ -391,15 +831,20 @@ class Database:
         return found
 
     def execute(self, tsql: str) -> None:
-        """Run T-SQL route DDL: CREATE ROUTE, ALTER ROUTE, DROP ROUTE (R10).
-
-        A batch of several statements is all or nothing.
-        """
-        from pybroker.tsql import AlterRoute, CreateRoute, DropRoute, parse_batch
+        """Run T-SQL DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and
+        SERVICE (C2, C3). A batch of several statements is all or nothing."""
+        from pybroker.tsql import parse_batch
 
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
-        statements = parse_batch(tsql)
+        self.run_statements(parse_batch(tsql))
+
+    def run_statements(self, statements: Iterable[object]) -> None:
+        """Run parsed statements (pybroker.tsql) in one transaction: any error, nothing
+        changed."""
+        from pybroker.tsql import AlterRoute, CreateRoute, DropRoute
+        from pybroker.tsql import object_ddl as ddl
+
         with self._instance._write(NOTHING):  # each statement says what it changes
             for statement in statements:
                 if isinstance(statement, CreateRoute):
@@ -412,8 +857,36 @@ class Database:
                     self.alter_route(statement.name, **dict(statement.changes))
                 elif isinstance(statement, DropRoute):
                     self.drop_route(statement.name)
-                else:  # pragma: no cover - parse_batch returns only these
-                    raise BrokerError(f"cannot run {statement!r}")
+                elif isinstance(statement, ddl.CreateMessageType):
+                    self.create_message_type(statement.name, statement.validation)
+                elif isinstance(statement, ddl.AlterMessageType):
+                    self.alter_message_type(statement.name, statement.validation)
+                elif isinstance(statement, ddl.DropMessageType):
+                    self.drop_message_type(statement.name)
+                elif isinstance(statement, ddl.CreateContract):
+                    self.create_contract(statement.name, statement.messages)
+                elif isinstance(statement, ddl.DropContract):
+                    self.drop_contract(statement.name)
+                elif isinstance(statement, ddl.CreateQueue):
+                    self.create_queue(
+                        statement.name, statement.status, retention=statement.retention,
+                        poison_message_handling=statement.poison_message_handling)
+                elif isinstance(statement, ddl.AlterQueue):
+                    self.alter_queue(
+                        statement.name, statement.status, retention=statement.retention,
+                        poison_message_handling=statement.poison_message_handling)
+                elif isinstance(statement, ddl.DropQueue):
+                    self.drop_queue(statement.name)
+                elif isinstance(statement, ddl.CreateService):
+                    self.create_service(statement.name, statement.queue, statement.contracts)
+                elif isinstance(statement, ddl.AlterService):
+                    self.alter_service(
+                        statement.name, statement.queue, add_contracts=statement.add_contracts,
+                        drop_contracts=statement.drop_contracts)
+                elif isinstance(statement, ddl.DropService):
+                    self.drop_service(statement.name)
+                else:
+                    raise BrokerError(f"execute() cannot run {statement!r}")
 
     # -- internals -----------------------------------------------------------------------
 
@@ -446,3 +919,32 @@ class Database:
             "mirror_address": definition.mirror_address,
             "now": now,
         }
+
+
+def _validation_code(validation: object) -> str:
+    if isinstance(validation, str) and validation.upper() in VALIDATION_CODES:
+        return VALIDATION_CODES[validation.upper()]
+    raise InvalidArgumentError(
+        f"VALIDATION must be NONE, EMPTY or WELL_FORMED_XML, not {validation!r}")
+
+
+def _contract_list(contracts: Iterable[str] | None) -> list[str]:
+    if contracts is None:
+        return []
+    if isinstance(contracts, str):
+        raise InvalidArgumentError(
+            f"contracts is a list of contract names, not the string {contracts!r}")
+    names = list(contracts)
+    for name in names:
+        check_name("contract", name)
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"a contract is named twice: {names}")
+    return names
+
+
+def _contract(name: str, usages: dict[str, tuple[bool, bool]], is_system: bool) -> Contract:
+    def who(by_initiator: bool, by_target: bool) -> str:
+        return "ANY" if by_initiator and by_target else (
+            "INITIATOR" if by_initiator else "TARGET")
+
+    return Contract(name, tuple((t, who(*u)) for t, u in sorted(usages.items())), is_system)

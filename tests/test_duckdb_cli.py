@@ -105,3 +105,41 @@ def test_catalog_views_in_the_cli(instance_file):
     assert queues and {r["is_receive_enabled"] for r in queues} == {"true"}
     (settings,) = cli(instance_file, "SELECT is_forwarding_enabled FROM instance_settings")
     assert settings["is_forwarding_enabled"] == "true"  # example 6
+
+
+def test_conversation_views_in_the_cli(tmp_path):
+    """C1, C4, C3: endpoints, the transmission queue and queue contents read in the CLI."""
+    path = tmp_path / "conversations.duckdb"
+    with pybroker.connect(path, worker=False) as inst:
+        a = inst.create_database("A")
+        b = inst.create_database("B")
+        a.create_queue("QA")
+        a.create_service("SA", queue="QA")
+        b.create_queue("QB")
+        b.create_service("SB", queue="QB", contracts=["DEFAULT"])
+        conv = a.begin_dialog("SA", "SB")
+        conv.send("hello")
+        a.begin_dialog("SA", "Nowhere").send(b"waits")
+    rows = cli(path, "SELECT database_name, is_initiator, state, state_desc, send_sequence, "
+                     "receive_sequence FROM sys.conversation_endpoints "
+                     "ORDER BY database_name, far_service")
+    assert [tuple(r.values()) for r in rows] == [
+        ("A", "true", "CO", "CONVERSING", "1", "0"),
+        ("A", "true", "CO", "CONVERSING", "1", "0"),
+        ("B", "false", "CO", "CONVERSING", "0", "1"),
+    ]
+    (tq,) = cli(path, "SELECT to_service_name, message_sequence_number, transmission_status "
+                      "FROM sys.transmission_queue")
+    assert (tq["to_service_name"], tq["message_sequence_number"]) == ("Nowhere", "0")
+    assert tq["transmission_status"].startswith("The target service name could not be found")
+    (msg,) = cli(path, "SELECT status, message_type_name, casted_message_body "
+                       "FROM queue_contents('B', 'QB')")
+    assert (msg["status"], msg["message_type_name"], msg["casted_message_body"]) == (
+        "1", "DEFAULT", "hello")
+    usages = cli(path, "SELECT service_contract_name, message_type_name FROM "
+                       "sys.service_contract_message_usages WHERE database_name = 'B' "
+                       "AND service_contract_name = 'DEFAULT'")
+    assert usages == [{"service_contract_name": "DEFAULT", "message_type_name": "DEFAULT"}]
+    (mt,) = cli(path, "SELECT validation_desc FROM sys.service_message_types WHERE "
+                      "database_name = 'A' AND name LIKE '%/Error'")
+    assert mt["validation_desc"] == "XML"

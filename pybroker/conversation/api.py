@@ -1,0 +1,125 @@
+"""What a conversation looks like to the application: ``Conversation`` and ``Message``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.instance import Database
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One received message, with the columns of SQL Server's RECEIVE.
+
+    ``message_sequence_number`` is the far side's number (P3.1, from 0); messages the broker
+    puts in the queue itself (DialogTimer, an Error about this side: lifetime expired, the
+    far side unreachable) are unsequenced and carry -1.
+    """
+
+    conversation_handle: str
+    conversation_group_id: str
+    message_sequence_number: int
+    message_type_name: str
+    message_body: bytes
+    service_name: str
+    service_contract_name: str
+    queuing_order: int
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8 (the encoding ``send()`` gives a ``str`` body)."""
+        return self.message_body.decode("utf-8")
+
+
+class Conversation:
+    """This side of a dialog (a conversation endpoint), addressed by its handle.
+
+    The object is a handle: its methods act on the endpoint's current state, so several
+    ``Conversation`` objects for one handle behave the same.
+    """
+
+    __slots__ = ("_database", "_messaging", "handle")
+
+    def __init__(self, database: Database, handle: str) -> None:
+        self._database = database
+        self._messaging = database._instance._messaging
+        self.handle = handle
+
+    def __repr__(self) -> str:
+        return f"Conversation(handle={self.handle!r}, database={self._database.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Conversation)
+            and other.handle == self.handle
+            and other._database == self._database
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.handle)
+
+    # -- the endpoint's columns (sys.conversation_endpoints) -----------------------------
+
+    @property
+    def conversation_id(self) -> str:
+        return self._endpoint().conversation_id
+
+    @property
+    def conversation_group_id(self) -> str:
+        return self._endpoint().conversation_group_id
+
+    @property
+    def is_initiator(self) -> bool:
+        return self._endpoint().is_initiator
+
+    @property
+    def state(self) -> str:
+        """SO, SI, CO, DI, DO, ER or CD (SPEC C1)."""
+        return self._endpoint().state
+
+    @property
+    def service_name(self) -> str:
+        return self._endpoint().service_name
+
+    @property
+    def far_service(self) -> str:
+        return self._endpoint().far_service
+
+    @property
+    def service_contract_name(self) -> str:
+        return self._endpoint().service_contract_name
+
+    @property
+    def lifetime(self) -> datetime:
+        """When the conversation expires (naive UTC)."""
+        return self._endpoint().lifetime
+
+    # -- verbs ---------------------------------------------------------------------------
+
+    def send(self, body: bytes | str | None = b"", message_type: str = "DEFAULT") -> int:
+        """SEND ON CONVERSATION: returns the message's sequence number (P3.1).
+
+        ``body`` is bytes (or bytearray/memoryview); a ``str`` is sent as its UTF-8 bytes;
+        None is an empty body.
+        """
+        return self._messaging.send(self._database, self.handle, body, message_type)
+
+    def end(
+        self,
+        error: int | None = None,
+        description: str | None = None,
+        cleanup: bool = False,
+    ) -> None:
+        """END CONVERSATION [WITH ERROR = error DESCRIPTION = description | WITH CLEANUP]."""
+        self._messaging.end(self._database, self.handle, error, description, cleanup)
+
+    def begin_timer(self, seconds: float) -> None:
+        """BEGIN CONVERSATION TIMER: a DialogTimer message arrives in this side's queue
+        after ``seconds``; 0 cancels the timer."""
+        self._messaging.begin_timer(self._database, self.handle, seconds)
+
+    def _endpoint(self):
+        return self._messaging.endpoint(self.handle, self._database.database_id)

@@ -1,0 +1,1 @@
+DELETE FROM message_types WHERE database_id = $database_id AND name = $name

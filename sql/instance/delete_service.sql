@@ -1,0 +1,1 @@
+DELETE FROM services WHERE database_id = $database_id AND name = $name

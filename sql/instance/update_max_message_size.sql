@@ -1,0 +1,1 @@
+UPDATE instance_settings SET max_message_size = $size
