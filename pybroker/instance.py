@@ -325,6 +325,10 @@ class _Write:
         self._tx = instance._store.transaction()
 
     def __enter__(self) -> None:
+        uow = self._instance._messaging.current()
+        if uow is not None:  # inside Database.transaction(): the write joins it
+            uow.ensure_tx()
+            uow.catalog_written = True
         self._tx.__enter__()
         self._instance._write_depth += 1
 

@@ -43,7 +43,7 @@ class Store:
             raise StorageError(_explain_open_error(target, exc)) from exc
         self._lock = threading.RLock()
         self._depth = 0
-        self._rollback_callbacks: list[Callable[[], None]] = []
+        self._end_callbacks: list[Callable[[bool], None]] = []
         try:
             self._migrate()
             self._install_definitions()
@@ -104,21 +104,23 @@ class Store:
             except BaseException:
                 self._depth = 0
                 self._con.execute("ROLLBACK")
-                for callback in self._rollback_callbacks:
-                    callback()
+                for callback in self._end_callbacks:
+                    callback(False)
                 raise
             else:
                 self._depth = 0
                 self._con.execute("COMMIT")
+                for callback in self._end_callbacks:
+                    callback(True)
 
     @property
     def in_transaction(self) -> bool:
         """Whether a transaction is open (its changes are not yet committed)."""
         return self._depth > 0
 
-    def on_rollback(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` after every rollback: what was read inside is void."""
-        self._rollback_callbacks.append(callback)
+    def on_transaction_end(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(committed)`` after every outermost COMMIT (True) or ROLLBACK."""
+        self._end_callbacks.append(callback)
 
     def close(self) -> None:
         with self._lock:

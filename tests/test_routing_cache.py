@@ -107,7 +107,35 @@ def test_a_rolled_back_batch_leaves_no_remembered_answer_from_inside_it(inst):
     assert remembered(inst, ("A", "S1", None)) == fresh(inst, ("A", "S1", None))
 
 
+def test_answers_decided_inside_a_rolled_back_transaction_are_voided(inst):
+    a = inst.database("A")
+    with pytest.raises(RuntimeError, match="roll back"), a.transaction():
+        a.create_route("ToS1", service_name="S1", address="tcp://s1:1")
+        assert inst.route("S1", origin="A").outcome == "send"  # the uncommitted route
+        raise RuntimeError("roll back")
+    assert inst.route("S1", origin="A").outcome == "delay"  # R2.7: the route never was
+    assert "ToS1" not in {r.name for r in a.routes()}  # the write joined the transaction
+
+
+def test_a_rolled_back_transaction_without_a_catalog_change_keeps_every_answer(inst):
+    a = inst.database("A")
+    a.create_service("Receiver", queue="q", contracts=["DEFAULT"])
+    conversation = a.begin_dialog("Known", "Receiver")
+    conversation.send(b"first")  # routes (A, Receiver, None)
+    plans = dict(inst._routing._plans)
+    assert ("A", "Receiver", None) in plans
+    with pytest.raises(RuntimeError, match="roll back"), a.transaction():
+        assert [m.message_body for m in a.receive("q")] == [b"first"]
+        conversation.send(b"undone")
+        raise RuntimeError("roll back")
+    after = inst._routing._plans
+    assert all(after.get(key) is plan for key, plan in plans.items())  # none voided
+    # C3: the rollback put the received message back, and the send never happened
+    assert [m.message_body for m in a.receive("q", max_messages=10)] == [b"first"]
+
+
 def test_catalog_change_rules():
+
     change = CatalogChange(routes_of="msdb", route_services=frozenset(["S"]))
     assert change.affects(("outside", "S", None))  # R1.2: outside routes with msdb's table
     assert change.affects(("msdb", "S", None))

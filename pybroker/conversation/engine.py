@@ -202,6 +202,7 @@ class UnitOfWork:
         self.enqueued = False
         self.wake = False
         self.retry_after_commit = False
+        self.catalog_written = False  # a catalog write joined this transaction
         self._tx: Any = None
 
     def activate(self) -> None:
@@ -359,6 +360,8 @@ class Messaging:
             self.run_pending(retry_all=True)
 
     def _after_rollback(self, uow: UnitOfWork) -> None:
+        if uow.catalog_written:  # what the catalog cache read inside never was
+            self.catalog_changed()
         disable = []
         for key in uow.received:  # C3: consecutive rolled-back receives
             count = self._poison.rollbacks.get(key, 0) + 1

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pybroker.errors import NotFoundError
 from pybroker.routing.cache import (
     EVERYTHING,
+    NOTHING,
     OUTSIDE,
     CatalogChange,
     Key,
@@ -84,14 +85,21 @@ class RoutingEngine:
         self._epoch = 0
         self._lock = threading.Lock()
         self._voided: set[Key] = set()
-        store.on_rollback(self.invalidate)
+        # A change inside an open transaction that then rolls back leaves answers decided on
+        # rows that never were: they are all voided then (rollbacks without one void none).
+        self._changed_in_transaction = False
+        store.on_transaction_end(self._transaction_ended)
 
     def invalidate(self) -> None:
-        """Every cached answer is void (databases changed, or a write rolled back)."""
+        """Every cached answer is void (databases changed, or a change rolled back)."""
         self.changed(EVERYTHING)
 
     def changed(self, change: CatalogChange) -> None:
         """A write changed the catalog: void the answers ``change`` can alter."""
+        if change == NOTHING:
+            return
+        if self._store.in_transaction:
+            self._changed_in_transaction = True
         with self._lock:
             self._epoch += 1
             if change.everything:
@@ -112,6 +120,11 @@ class RoutingEngine:
                 self._known_services |= change.named_services
             if change.routes_of is not None:
                 self._valid_until = -math.inf  # a lifetime may have changed: recompute
+
+    def _transaction_ended(self, committed: bool) -> None:
+        changed, self._changed_in_transaction = self._changed_in_transaction, False
+        if changed and not committed:
+            self.invalidate()
 
     def redecide(self) -> None:
         """After a write committed: decide again, in one query, the keys it voided that
