@@ -19,9 +19,11 @@ the group meanwhile). Only one process can open the file.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -184,6 +186,80 @@ class _Delivery:
 Outgoing = tuple[int, str, str, bytes, bool, bool]  # seq, type, validation, body, end, error
 
 
+# -- RECEIVE read ahead ---------------------------------------------------------------------
+
+READ_AHEAD_FIRST = 256  # messages read ahead by the first RECEIVE of a queue in a transaction
+READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
+
+
+class ReceiveBuffer:
+    """Ready messages of one queue read ahead by a transaction (C3, P3.1).
+
+    It holds the first conversation groups of the queue (in the order RECEIVE takes them:
+    by their first ready message) with their ready messages in order, read by
+    select_ready_messages.sql, so RECEIVE can hand out the next group exactly as
+    receive_messages.sql would take it from the table, without a statement per call.
+    Every ready message before ``horizon`` (a queuing order; None: no limit) is here,
+    except the rest of the groups in ``beyond``, which go on after what was read. When it
+    cannot answer for sure, ``take`` says so and the queue is read again. Messages
+    delivered into the queue in the same transaction come after everything read
+    (queuing_order grows), so they only extend a group or move the horizon.
+    """
+
+    __slots__ = ("beyond", "groups", "horizon", "order", "reads")
+
+    def __init__(self, rows: list[tuple[Any, ...]], reads: int) -> None:
+        self.groups: dict[str, deque[tuple[Any, ...]]] = {}
+        ready: dict[str, int] = {}
+        for row in rows:
+            self.groups.setdefault(row[2], deque()).append(row[:8])
+            ready[row[2]] = row[8]
+        self.beyond = {g for g, count in ready.items() if count > len(self.groups[g])}
+        self.horizon: int | None = rows[0][9] if rows else None
+        # (first queuing order not yet handed out, group): the next group is the least
+        self.order = [(found[0][0], g) for g, found in self.groups.items()]
+        heapq.heapify(self.order)
+        self.reads = reads
+
+    def take(self, max_messages: int) -> list[tuple[Any, ...]] | None:
+        """The next group's messages, up to ``max_messages`` in order ([]: the queue has
+        no ready message); None when the messages read do not say for sure."""
+        order, groups = self.order, self.groups
+        while order:
+            first, group = order[0]
+            found = groups.get(group)
+            if found and found[0][0] == first:
+                break
+            heapq.heappop(order)  # stale: that group was handed out since
+        else:
+            return [] if self.horizon is None and not self.beyond else None
+        if self.horizon is not None and first > self.horizon:
+            return None  # an unread group may come first
+        if len(found) < max_messages and group in self.beyond:
+            return None  # more of the group is ready than was read
+        heapq.heappop(order)
+        out = [found.popleft() for _ in range(min(max_messages, len(found)))]
+        if found:
+            heapq.heappush(order, (found[0][0], group))
+        else:
+            del groups[group]
+            if group in self.beyond:  # its next ready message is after the last read
+                self.beyond.discard(group)
+                self._limit(out[-1][0])
+        return out
+
+    def delivered(self, group: str, queuing_order: int) -> None:
+        """A message of ``group`` entered the queue (after every message read)."""
+        if group in self.groups:
+            self.beyond.add(group)
+        else:
+            self._limit(queuing_order)
+
+    def _limit(self, queuing_order: int) -> None:
+        if self.horizon is None or queuing_order < self.horizon:
+            self.horizon = queuing_order
+
+
 # -- the unit of work ---------------------------------------------------------------------
 
 
@@ -198,6 +274,11 @@ class UnitOfWork:
         self.queue_rows: list[tuple[Any, ...]] = []
         self.tx_rows: list[tuple[Any, ...]] = []
         self.received: set[tuple[int, str]] = set()
+        # RECEIVE inside a transaction: messages read ahead per queue, and the queuing
+        # orders handed out, removed (or retained) at the next flush (C3).
+        self.buffers: dict[tuple[int, str], ReceiveBuffer] = {}
+        self.taken: list[int] = []
+        self.taken_retained: list[int] = []
         self.locked = False
         self.enqueued = False
         self.wake = False
@@ -222,11 +303,32 @@ class UnitOfWork:
         else:
             self.new[ep.conversation_handle] = ep
 
+    def enqueue(self, row: tuple[Any, ...]) -> None:
+        """A message into a queue (a row of insert_queue_messages.sql), written at flush."""
+        self.queue_rows.append(row)
+        if self.buffers:
+            buffer = self.buffers.get((row[0], row[1]))
+            if buffer is not None:
+                buffer.delivered(row[5], row[2])
+
+    def forget_read_ahead(self) -> None:
+        """Messages left queues other than by RECEIVE: read them again when needed."""
+        self.buffers.clear()
+
     def flush(self) -> None:
-        if not (self.new or self.dirty or self.queue_rows or self.tx_rows):
+        if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
+                or self.taken_retained):
             return
         self.ensure_tx()
         run = self.m._store.run
+        if self.taken:  # C3: received messages leave with this transaction
+            run("conversation/delete_received_messages.sql",
+                {"queuing_order": columns.ints(self.taken)})
+            self.taken.clear()
+        if self.taken_retained:
+            run("conversation/retain_received_by_order.sql",
+                {"queuing_order": columns.ints(self.taken_retained)})
+            self.taken_retained.clear()
         if self.new:
             run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
                 list(self.new.values())))
@@ -387,6 +489,9 @@ class Messaging:
             self.run_pending(retry_all=True)
 
     def catalog_changed(self) -> None:
+        uow = self.current()
+        if uow is not None:  # e.g. DROP QUEUE took messages out: read them again
+            uow.forget_read_ahead()
         self._catalogs.clear()
         self._database_ids = None
         self._max_message_size = None
@@ -742,12 +847,12 @@ class Messaging:
                 self._drop_transmissions(uow, far)  # C4: an error ends its sending
             uow.touch(far)
             if t.enqueue:
-                uow.queue_rows.append((
+                uow.enqueue((
                     catalog.database_id, target.queue_name, self._next_order(), 1,
                     far.priority, far.conversation_group_id, far.conversation_handle, seq,
                     far.service_name, far.service_contract_name, mtype, validation, body, now))
             if retain and not (is_end or is_error):  # sent user messages are retained
-                uow.queue_rows.append((
+                uow.enqueue((
                     sender.database_id, own_queue, self._next_order(), 3, sender.priority,
                     sender.conversation_group_id, sender.conversation_handle, seq,
                     sender.service_name, sender.service_contract_name, mtype, validation,
@@ -814,7 +919,7 @@ class Messaging:
         queue = catalog.services.get(ep.service_name)
         if queue is None:
             return  # the service is gone; nothing can receive it
-        uow.queue_rows.append((
+        uow.enqueue((
             ep.database_id, queue, self._next_order(), 1, ep.priority,
             ep.conversation_group_id, ep.conversation_handle, UNSEQUENCED, ep.service_name,
             ep.service_contract_name, mtype, validation, body, self._now()))
@@ -855,6 +960,7 @@ class Messaging:
             t = transition(ep.role, ep.state, event)
             if ep.persisted:  # END removes the endpoint's messages from its queue
                 uow.queue_rows = [r for r in uow.queue_rows if r[6] != ep.conversation_handle]
+                uow.forget_read_ahead()
                 uow.sql("conversation/delete_endpoint_messages.sql",
                         {"conversation_handle": ep.conversation_handle})
             if error is not None:
@@ -877,6 +983,7 @@ class Messaging:
         """WITH CLEANUP: this side goes, with its queued and waiting messages (C4)."""
         handle = ep.conversation_handle
         uow.queue_rows = [r for r in uow.queue_rows if r[6] != handle]
+        uow.forget_read_ahead()
         uow.tx_rows = [r for r in uow.tx_rows if r[1] != handle]
         uow.new.pop(handle, None)
         uow.dirty.pop(handle, None)
@@ -937,19 +1044,53 @@ class Messaging:
                     raise QueueDisabledError(
                         f"the service queue {queue!r} of database {database.name!r} is "
                         "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
-                template = ("conversation/retain_received_messages.sql" if settings.retention
-                            else "conversation/receive_messages.sql")
-                rows = uow.sql(template, {
-                    "database_id": database.database_id, "queue_name": queue,
-                    "max_messages": max_messages})
-                uow.received.add((database.database_id, queue))
+                key = (database.database_id, queue)
+                if key not in uow.received:
+                    # The first RECEIVE from the queue in this transaction (often the only
+                    # one): one statement takes the group out of the table.
+                    template = ("conversation/retain_received_messages.sql"
+                                if settings.retention else "conversation/receive_messages.sql")
+                    rows = uow.sql(template, {
+                        "database_id": database.database_id, "queue_name": queue,
+                        "max_messages": max_messages})
+                    rows.sort(key=lambda r: r[0])
+                else:
+                    rows = self._receive_read_ahead(uow, key, max_messages, settings.retention)
+                uow.received.add(key)
             if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
                 break
-        rows.sort(key=lambda r: r[0])
         return [
             Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"", r[6], r[7], r[0])
             for r in rows
         ]
+
+    def _receive_read_ahead(
+        self, uow: UnitOfWork, key: tuple[int, str], max_messages: int, retention: bool
+    ) -> list[tuple[Any, ...]]:
+        """RECEIVE inside a transaction: the next group from the messages read ahead, read
+        again (after writing out what was taken) when they run out or hold too little of
+        the group. What is handed out leaves the queue at the next flush, in the same
+        DuckDB transaction, so it leaves exactly when the transaction commits and comes
+        back if it rolls back (C3)."""
+        buffer = uow.buffers.get(key)
+        rows = None if buffer is None else buffer.take(max_messages)
+        if rows is None:
+            reads = 0 if buffer is None else buffer.reads + 1
+            fetched = uow.sql("conversation/select_ready_messages.sql", {
+                "database_id": key[0], "queue_name": key[1], "per_group": max_messages,
+                "budget": max(max_messages, min(READ_AHEAD_FIRST << reads, READ_AHEAD_MAX))})
+            buffer = uow.buffers[key] = ReceiveBuffer(fetched, reads)
+            rows = buffer.take(max_messages)
+            if rows is None:  # cannot happen as the read is built; the table is sure
+                del uow.buffers[key]
+                template = ("conversation/retain_received_messages.sql" if retention
+                            else "conversation/receive_messages.sql")
+                rows = uow.sql(template, {"database_id": key[0], "queue_name": key[1],
+                                          "max_messages": max_messages})
+                rows.sort(key=lambda r: r[0])
+                return rows
+        (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
+        return rows
 
     def _wait_ready(self, database_id: int, queue: str, deadline: float) -> None:
         params = {"database_id": database_id, "queue_name": queue}
