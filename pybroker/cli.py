@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("bench", "run a benchmark (results belong in README's Performance section)",
                 cmd_bench)
-    p.add_argument("name", choices=("routing",))
+    p.add_argument("name", choices=("routing", "messaging"))
     p.add_argument("--repeat", type=int, default=5, help="runs to take the median of")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--json", action="store_true")
@@ -265,10 +265,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.bench import routing
+    from pybroker.bench import messaging, routing
 
-    report = routing.run(repeat=args.repeat, quick=args.quick)
-    print(json.dumps(report, indent=2) if args.json else routing.format_report(report))
+    bench = {"routing": routing, "messaging": messaging}[args.name]
+    report = bench.run(repeat=args.repeat, quick=args.quick)
+    print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
     return 0
 
 

@@ -147,6 +147,7 @@ class Endpoint:
         "requested_broker_instance",
         "role",
         "route",
+        "saved",
         "send_sequence",
         "service_contract_name",
         "service_name",
@@ -168,10 +169,19 @@ class Endpoint:
         self.transmission_status = status or ""
         self.role = INITIATOR if self.is_initiator else TARGET
         self.persisted = persisted
+        self.saved = wide_columns(self) if persisted else None  # as the file holds them
         self.epoch = -1  # the catalog epoch of route/far_handle/permissions
         self.route: Any = None
         self.far_handle: str | None = None
         self.permissions: dict[str, str] | None = None
+
+
+def wide_columns(ep: Endpoint) -> tuple[Any, ...]:
+    """The columns of update_conversation_endpoints.sql other than the sequence numbers of
+    update_endpoint_sequences.sql."""
+    return (ep.state, ep.far_broker_instance, ep.dialog_timer, ep.end_dialog_sequence,
+            ep.receive_sequence_frag, ep.transmission_retry_count,
+            ep.transmission_next_attempt, ep.error_code, ep.error_description)
 
 
 @dataclass(slots=True)
@@ -334,9 +344,23 @@ class UnitOfWork:
                 list(self.new.values())))
             for ep in self.new.values():
                 ep.persisted = True
+                ep.saved = wide_columns(ep)
         if self.dirty:
-            run("conversation/update_conversation_endpoints.sql", _endpoint_changes(
-                list(self.dirty.values())))
+            # Most endpoints of a SEND change only their sequence numbers: a narrow UPDATE.
+            narrow, wide = [], []
+            for ep in self.dirty.values():
+                now = wide_columns(ep)
+                (narrow if now == ep.saved else wide).append(ep)
+                ep.saved = now
+            if wide:
+                run("conversation/update_conversation_endpoints.sql", _endpoint_changes(wide))
+            if narrow:
+                run("conversation/update_endpoint_sequences.sql", {
+                    "conversation_handle": columns.guids(e.conversation_handle for e in narrow),
+                    "send_sequence": columns.ints(e.send_sequence for e in narrow),
+                    "first_unacked_send_sequence": columns.ints(
+                        e.first_unacked_send_sequence for e in narrow),
+                    "receive_sequence": columns.ints(e.receive_sequence for e in narrow)})
         if self.queue_rows:
             run("conversation/insert_queue_messages.sql", _queue_columns(self.queue_rows))
             self.enqueued = True
@@ -1306,17 +1330,23 @@ def _endpoint_columns(eps: list[Endpoint]) -> dict[str, str]:
     }
 
 
-_CHANGED = (
-    "conversation_handle", "state", "far_broker_instance", "dialog_timer", "send_sequence",
-    "first_unacked_send_sequence", "end_dialog_sequence", "receive_sequence",
-    "receive_sequence_frag", "transmission_retry_count", "transmission_next_attempt",
-    "error_code", "error_description",
-)
-
-
 def _endpoint_changes(eps: list[Endpoint]) -> dict[str, str]:
-    every = _endpoint_columns(eps)
-    return {name: every[name] for name in _CHANGED}
+    return {
+        "conversation_handle": columns.guids(e.conversation_handle for e in eps),
+        "state": ",".join(e.state for e in eps),
+        "far_broker_instance": columns.guids(e.far_broker_instance for e in eps),
+        "dialog_timer": columns.times(e.dialog_timer for e in eps),
+        "send_sequence": columns.ints(e.send_sequence for e in eps),
+        "first_unacked_send_sequence": columns.ints(
+            e.first_unacked_send_sequence for e in eps),
+        "end_dialog_sequence": columns.ints(e.end_dialog_sequence for e in eps),
+        "receive_sequence": columns.ints(e.receive_sequence for e in eps),
+        "receive_sequence_frag": columns.ints(e.receive_sequence_frag for e in eps),
+        "transmission_retry_count": columns.ints(e.transmission_retry_count for e in eps),
+        "transmission_next_attempt": columns.times(e.transmission_next_attempt for e in eps),
+        "error_code": columns.ints(e.error_code for e in eps),
+        "error_description": columns.texts(e.error_description for e in eps),
+    }
 
 
 def _queue_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
