@@ -248,3 +248,24 @@ def test_c3_a_queue_turned_off_inside_the_transaction_refuses_the_next_receive(b
         broker.b.receive("QB")
     broker.b.alter_queue("QB", status=True)
     assert [broker.b.receive("QB")[0].text for _ in range(2)] == ["0", "1"]
+
+
+def test_c3_read_ahead_kept_across_transactions_sees_later_deliveries_and_rollbacks(broker,
+                                                                                   reads):
+    convs = [broker.a.begin_dialog("SA", "SB") for _ in range(4)]
+    for n, conv in enumerate(convs):
+        conv.send(f"{n}:0")
+    with broker.b.transaction():
+        assert [m.text for m in broker.b.receive("QB")] == ["0:0"]
+        assert [m.text for m in broker.b.receive("QB")] == ["1:0"]  # reads ahead 2:0, 3:0
+    assert len(reads) == 1
+    convs[0].send("0:1")  # own transaction: after 2:0 and 3:0
+    with pytest.raises(Rollback), broker.a.transaction():
+        convs[1].send("1:1")  # rolled back: must never be received
+        raise Rollback
+    convs[3].send("3:1")
+    got = [[m.text for m in broker.b.receive("QB", max_messages=5)] for _ in range(4)]
+    assert got == [["2:0"], ["3:0", "3:1"], ["0:1"], []]
+    convs[1].send("1:1 again")
+    assert [m.text for m in broker.b.receive("QB")] == ["1:1 again"]
+    assert broker.b.receive("QB") == []

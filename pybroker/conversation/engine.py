@@ -198,12 +198,12 @@ Outgoing = tuple[int, str, str, bytes, bool, bool]  # seq, type, validation, bod
 
 # -- RECEIVE read ahead ---------------------------------------------------------------------
 
-READ_AHEAD_FIRST = 256  # messages read ahead by the first RECEIVE of a queue in a transaction
+READ_AHEAD_FIRST = 256  # messages (at least max_messages) of the first read of a queue
 READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
 
 
 class ReceiveBuffer:
-    """Ready messages of one queue read ahead by a transaction (C3, P3.1).
+    """Ready messages of one queue read ahead by RECEIVE (C3, P3.1).
 
     It holds the first conversation groups of the queue (in the order RECEIVE takes them:
     by their first ready message) with their ready messages in order, read by
@@ -212,8 +212,10 @@ class ReceiveBuffer:
     Every ready message before ``horizon`` (a queuing order; None: no limit) is here,
     except the rest of the groups in ``beyond``, which go on after what was read. When it
     cannot answer for sure, ``take`` says so and the queue is read again. Messages
-    delivered into the queue in the same transaction come after everything read
-    (queuing_order grows), so they only extend a group or move the horizon.
+    delivered into the queue later come after everything read (queuing_order grows), so
+    they only extend a group or move the horizon. It is kept across transactions
+    (Messaging._read_ahead): every change to a queue's contents goes through the engine,
+    which keeps it true or drops it.
     """
 
     __slots__ = ("beyond", "groups", "horizon", "order", "reads")
@@ -284,9 +286,8 @@ class UnitOfWork:
         self.queue_rows: list[tuple[Any, ...]] = []
         self.tx_rows: list[tuple[Any, ...]] = []
         self.received: set[tuple[int, str]] = set()
-        # RECEIVE inside a transaction: messages read ahead per queue, and the queuing
-        # orders handed out, removed (or retained) at the next flush (C3).
-        self.buffers: dict[tuple[int, str], ReceiveBuffer] = {}
+        # RECEIVE: the queuing orders handed out from read-ahead (Messaging._read_ahead),
+        # removed (or retained) at the next flush (C3).
         self.taken: list[int] = []
         self.taken_retained: list[int] = []
         self.locked = False
@@ -316,14 +317,15 @@ class UnitOfWork:
     def enqueue(self, row: tuple[Any, ...]) -> None:
         """A message into a queue (a row of insert_queue_messages.sql), written at flush."""
         self.queue_rows.append(row)
-        if self.buffers:
-            buffer = self.buffers.get((row[0], row[1]))
+        buffers = self.m._read_ahead
+        if buffers:
+            buffer = buffers.get((row[0], row[1]))
             if buffer is not None:
                 buffer.delivered(row[5], row[2])
 
     def forget_read_ahead(self) -> None:
         """Messages left queues other than by RECEIVE: read them again when needed."""
-        self.buffers.clear()
+        self.m._read_ahead.clear()
 
     def flush(self) -> None:
         if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
@@ -401,6 +403,7 @@ class UnitOfWork:
         finally:
             for handle in self.touched:
                 self.m._endpoints.pop(handle, None)
+            self.m._read_ahead.clear()  # what this transaction received is back
             self._release()
         self.m._after_rollback(self)
 
@@ -428,6 +431,11 @@ class Messaging:
         self._store = instance._store
         self.retry_scale = float(retry_scale)
         self._endpoints: dict[str, Endpoint] = {}
+        # RECEIVE read-ahead per queue (database_id, queue): what the file holds after the
+        # last commit less what the open transaction took, kept across transactions (every
+        # change to queue_messages goes through this engine: a delivery extends it, END,
+        # DROP QUEUE or a rollback drops it).
+        self._read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
         self._catalogs: dict[int, DatabaseCatalog] = {}
         self._database_ids: dict[str, int] | None = None
         self._max_message_size: int | None = None
@@ -513,9 +521,7 @@ class Messaging:
             self.run_pending(retry_all=True)
 
     def catalog_changed(self) -> None:
-        uow = self.current()
-        if uow is not None:  # e.g. DROP QUEUE took messages out: read them again
-            uow.forget_read_ahead()
+        self._read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
         self._catalogs.clear()
         self._database_ids = None
         self._max_message_size = None
@@ -1069,9 +1075,9 @@ class Messaging:
                         f"the service queue {queue!r} of database {database.name!r} is "
                         "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
                 key = (database.database_id, queue)
-                if key not in uow.received:
+                if key not in uow.received and key not in self._read_ahead:
                     # The first RECEIVE from the queue in this transaction (often the only
-                    # one): one statement takes the group out of the table.
+                    # one) and nothing read ahead: one statement takes the group out.
                     template = ("conversation/retain_received_messages.sql"
                                 if settings.retention else "conversation/receive_messages.sql")
                     rows = uow.sql(template, {
@@ -1091,22 +1097,24 @@ class Messaging:
     def _receive_read_ahead(
         self, uow: UnitOfWork, key: tuple[int, str], max_messages: int, retention: bool
     ) -> list[tuple[Any, ...]]:
-        """RECEIVE inside a transaction: the next group from the messages read ahead, read
-        again (after writing out what was taken) when they run out or hold too little of
-        the group. What is handed out leaves the queue at the next flush, in the same
-        DuckDB transaction, so it leaves exactly when the transaction commits and comes
-        back if it rolls back (C3)."""
-        buffer = uow.buffers.get(key)
+        """RECEIVE from the messages read ahead: the next group, read again (after writing
+        out what was taken) when they run out or cannot say. What is handed out leaves the
+        table at the next flush, in this unit of work's DuckDB transaction, so it leaves
+        exactly when the transaction commits (C3); a rollback puts it back and drops every
+        read-ahead. Each read takes twice as many messages as the last, up to
+        READ_AHEAD_MAX, so a long stream of receives costs a few statements."""
+        buffer = self._read_ahead.get(key)
         rows = None if buffer is None else buffer.take(max_messages)
         if rows is None:
             reads = 0 if buffer is None else buffer.reads + 1
             fetched = uow.sql("conversation/select_ready_messages.sql", {
                 "database_id": key[0], "queue_name": key[1], "per_group": max_messages,
-                "budget": max(max_messages, min(READ_AHEAD_FIRST << reads, READ_AHEAD_MAX))})
-            buffer = uow.buffers[key] = ReceiveBuffer(fetched, reads)
+                "budget": min(max(max_messages, READ_AHEAD_FIRST) << reads,
+                              max(max_messages, READ_AHEAD_MAX))})
+            buffer = self._read_ahead[key] = ReceiveBuffer(fetched, reads)
             rows = buffer.take(max_messages)
             if rows is None:  # cannot happen as the read is built; the table is sure
-                del uow.buffers[key]
+                del self._read_ahead[key]
                 template = ("conversation/retain_received_messages.sql" if retention
                             else "conversation/receive_messages.sql")
                 rows = uow.sql(template, {"database_id": key[0], "queue_name": key[1],
