@@ -1107,10 +1107,11 @@ class Messaging:
         rows = None if buffer is None else buffer.take(max_messages)
         if rows is None:
             reads = 0 if buffer is None else buffer.reads + 1
+            budget = min(max(max_messages, READ_AHEAD_FIRST) << reads,
+                         max(max_messages, READ_AHEAD_MAX))
             fetched = uow.sql("conversation/select_ready_messages.sql", {
-                "database_id": key[0], "queue_name": key[1], "per_group": max_messages,
-                "budget": min(max(max_messages, READ_AHEAD_FIRST) << reads,
-                              max(max_messages, READ_AHEAD_MAX))})
+                "database_id": key[0], "queue_name": key[1], "per_group": budget,
+                "budget": budget})
             buffer = self._read_ahead[key] = ReceiveBuffer(fetched, reads)
             rows = buffer.take(max_messages)
             if rows is None:  # cannot happen as the read is built; the table is sure
