@@ -269,3 +269,16 @@ def test_c3_read_ahead_kept_across_transactions_sees_later_deliveries_and_rollba
     convs[1].send("1:1 again")
     assert [m.text for m in broker.b.receive("QB")] == ["1:1 again"]
     assert broker.b.receive("QB") == []
+
+
+def test_read_ahead_of_large_bodies_reads_fewer_messages(broker, reads, monkeypatch):
+    monkeypatch.setattr(engine, "READ_AHEAD_FIRST", 4)
+    monkeypatch.setattr(engine, "READ_AHEAD_BYTES", 3_000)
+    convs = [broker.a.begin_dialog("SA", "SB") for _ in range(12)]
+    with broker.a.transaction():
+        for n, conv in enumerate(convs):
+            conv.send(f"{n:02d}".encode() * 500)  # 1,000 bytes
+    with broker.b.transaction():
+        got = [broker.b.receive("QB") for _ in range(12)]
+    assert [g[0].message_body[:2] for g in got] == [f"{n:02d}".encode() for n in range(12)]
+    assert reads[:2] == [4, 3]  # then about 3,000 bytes a read, not 8 messages

@@ -200,6 +200,7 @@ Outgoing = tuple[int, str, str, bytes, bool, bool]  # seq, type, validation, bod
 
 READ_AHEAD_FIRST = 256  # messages (at least max_messages) of the first read of a queue
 READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
+READ_AHEAD_BYTES = 32 * 2**20  # ... and to about this many bytes of bodies (by the last read)
 
 
 class ReceiveBuffer:
@@ -218,7 +219,7 @@ class ReceiveBuffer:
     which keeps it true or drops it.
     """
 
-    __slots__ = ("beyond", "groups", "horizon", "order", "reads")
+    __slots__ = ("beyond", "body_size", "groups", "horizon", "order", "reads")
 
     def __init__(self, rows: list[tuple[Any, ...]], reads: int) -> None:
         self.groups: dict[str, deque[tuple[Any, ...]]] = {}
@@ -232,6 +233,8 @@ class ReceiveBuffer:
         self.order = [(found[0][0], g) for g, found in self.groups.items()]
         heapq.heapify(self.order)
         self.reads = reads
+        bodies = sum(len(row[5] or b"") for row in rows)
+        self.body_size = bodies / len(rows) if rows else 0.0  # average, bounds the next read
 
     def take(self, max_messages: int) -> list[tuple[Any, ...]] | None:
         """The next group's messages, up to ``max_messages`` in order ([]: the queue has
@@ -1111,8 +1114,10 @@ class Messaging:
         rows = None if buffer is None else buffer.take(max_messages)
         if rows is None:
             reads = 0 if buffer is None else buffer.reads + 1
-            budget = min(max(max_messages, READ_AHEAD_FIRST) << reads,
-                         max(max_messages, READ_AHEAD_MAX))
+            budget = min(max(max_messages, READ_AHEAD_FIRST) << reads, READ_AHEAD_MAX)
+            if buffer is not None and buffer.body_size:  # large bodies: read fewer
+                budget = min(budget, int(READ_AHEAD_BYTES // buffer.body_size))
+            budget = max(budget, max_messages)
             fetched = uow.sql("conversation/select_ready_messages.sql", {
                 "database_id": key[0], "queue_name": key[1], "per_group": budget,
                 "budget": budget})
