@@ -10,6 +10,14 @@ its route decision, its far endpoint and the contract's permissions are cached i
 The cache of endpoints is the state of the file after the last commit. A unit of work that
 rolls back evicts every endpoint it touched, so they are read again from the file.
 
+RECEIVE reads ahead (ReceiveBuffer): the first RECEIVE of a queue in a transaction takes its
+group out of the table with one statement (receive_messages.sql); a second one reads the
+first groups of the queue into memory, and from then on RECEIVE hands out groups from
+memory, exactly as the table would, and the messages handed out leave the table in one
+statement at the next flush (C3: when the receiving transaction commits). The read-ahead is
+kept across transactions; deliveries extend it, END CONVERSATION, DROP QUEUE and any
+rollback drop it.
+
 One DuckDB connection serves the instance, so units of work are serialized: a unit of work
 holds the store's lock from its first action to its end. That is also the conversation
 group lock of SQL Server's RECEIVE (no other transaction of this instance can receive from
