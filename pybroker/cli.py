@@ -60,12 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = command("demo", "build the seven routing examples of the seeds and explain each "
-                "decision", cmd_demo)
+                "decision, then run a conversation between two databases and show its "
+                "endpoints, queues and transmission queue", cmd_demo)
     p.add_argument("file", nargs="?", type=Path,
-                   help="a new instance file to keep the last example built in "
-                   "(default: everything in memory)")
+                   help="a new instance file to keep the last example built in, with the "
+                   "conversation's databases Shop and Warehouse (default: all in memory)")
     p.add_argument("--example", type=int, choices=range(1, 8), metavar="N",
-                   help="run only example N (1-7)")
+                   help="run only example N (1-7), without the conversation")
 
     p = command("create-database", "create a database (its own broker identifier and "
                 "AutoCreatedLocal route); creates the file if needed", cmd_create_database)
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("bench", "run a benchmark (results belong in README's Performance section)",
                 cmd_bench)
-    p.add_argument("name", choices=("routing",))
+    p.add_argument("name", choices=("routing", "messaging"))
     p.add_argument("--repeat", type=int, default=5, help="runs to take the median of")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--json", action="store_true")
@@ -222,7 +223,13 @@ def cmd_forwarding(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from pybroker.examples import build_example, check_case, decide_case, load_examples
+    from pybroker.examples import (
+        build_example,
+        check_case,
+        decide_case,
+        load_examples,
+        run_conversation,
+    )
 
     if args.file is not None and args.file.exists():
         raise UsageError(f"{args.file} already exists; the demo writes only to a new file")
@@ -250,10 +257,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 verdict = "as the seeds require" if not problems else "; ".join(problems)
                 print(f"    {'ok' if not problems else 'MISMATCH'}: {verdict}")
             print()
+            if args.example is None and index == len(examples) - 1:
+                run_conversation(inst)  # issue 3: in the last example's instance
+                print()
     if args.file is not None:
         print(f"The instance of example {examples[-1].number} is kept in {args.file}; try:")
         print(f"  duckdb -readonly {args.file} \"SELECT * FROM route_decision("
               f"'{examples[-1].cases[0].origin}', '{examples[-1].cases[0].service}')\"")
+        if args.example is None:
+            print(f"  duckdb -readonly {args.file} \"SELECT database_name, service_name, "
+                  "state_desc, far_service FROM sys.conversation_endpoints\"")
     if failures:
         print(f"{PROG}: error: {failures} case(s) differ from the seeds", file=sys.stderr)
         return 1
@@ -265,10 +278,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.bench import routing
+    from pybroker.bench import messaging, routing
 
-    report = routing.run(repeat=args.repeat, quick=args.quick)
-    print(json.dumps(report, indent=2) if args.json else routing.format_report(report))
+    bench = {"routing": routing, "messaging": messaging}[args.name]
+    report = bench.run(repeat=args.repeat, quick=args.quick)
+    print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
     return 0
 
 

@@ -12,7 +12,7 @@ The JSON is a copy of ``shared/conformance/routing_examples.json`` shipped in th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -127,3 +127,80 @@ def iter_cases(examples: tuple[Example, ...]) -> Iterator[tuple[Example, Case]]:
     for example in examples:
         for case in example.cases:
             yield example, case
+
+
+# -- the demo's conversation (issue 3) -------------------------------------------------------
+
+CONVERSATION_DATABASES = ("Shop", "Warehouse")
+
+
+def run_conversation(inst: Instance, out: Callable[[str], None] = print) -> None:
+    """A short conversation between two services in two databases of ``inst``, printed as
+    an analyst sees it in the sys.* views (sql/demo/): BEGIN DIALOG and SENDs, RECEIVE, a
+    reply, END CONVERSATION on both sides, and a message that waits in the transmission
+    queue for a service not yet created, then delivered when it is created (R2.7, C4)."""
+    shop, warehouse = (inst.create_database(name) for name in CONVERSATION_DATABASES)
+    for db in (shop, warehouse):
+        db.create_message_type("StockRequest", validation="WELL_FORMED_XML")
+        db.create_message_type("StockReply", validation="WELL_FORMED_XML")
+        db.create_contract("StockContract",
+                           {"StockRequest": "INITIATOR", "StockReply": "TARGET"})
+    shop.create_queue("OrderQueue")
+    shop.create_service("OrderService", queue="OrderQueue")
+    warehouse.create_queue("StockQueue")
+    warehouse.create_service("StockService", queue="StockQueue", contracts=["StockContract"])
+    out("Conversation: Shop's OrderService -> Warehouse's StockService "
+        "(contract StockContract; routed by Shop's AutoCreatedLocal, R1.1, R4.2)")
+
+    with shop.transaction():
+        conv = shop.begin_dialog("OrderService", "StockService", contract="StockContract")
+        for sku, quantity in (("A-100", 2), ("B-200", 1), ("C-300", 5)):
+            conv.send(f'<StockRequest sku="{sku}" quantity="{quantity}"/>',
+                      message_type="StockRequest")
+    out("  Shop: BEGIN DIALOG, three SENDs, COMMIT (delivered straight into StockQueue)")
+    _show(inst, "show_conversation_endpoints", out)
+    _show(inst, "show_queue_messages", out)
+
+    with warehouse.transaction():
+        got = warehouse.receive("StockQueue", max_messages=10)
+        out(f"  Warehouse: RECEIVE TOP (10) FROM StockQueue -> {len(got)} messages, "
+            f"sequence {', '.join(str(m.message_sequence_number) for m in got)}")
+        reply = warehouse.conversation(got[0].conversation_handle)
+        reply.send("<StockReply reserved=\"8\"/>", message_type="StockReply")
+        reply.end()
+    out("  Warehouse: SEND StockReply, END CONVERSATION, COMMIT")
+    with shop.transaction():
+        got = shop.receive("OrderQueue", max_messages=10)
+        names = ", ".join(m.message_type_name.rsplit("/", 1)[-1] for m in got)
+        out(f"  Shop: RECEIVE FROM OrderQueue -> {names}; END CONVERSATION, COMMIT")
+        conv.end()
+    _show(inst, "show_conversation_endpoints", out)
+
+    billing = shop.begin_dialog("OrderService", "BillingService")
+    billing.send("<Invoice order=\"1001\"/>")
+    out("  Shop: BEGIN DIALOG to BillingService, which no database has yet, and SEND "
+        "(DELAYED, R2.7; it waits in Shop's transmission queue, C4)")
+    _show(inst, "show_transmission_queue", out)
+    warehouse.create_queue("BillingQueue")
+    warehouse.create_service("BillingService", queue="BillingQueue", contracts=["DEFAULT"])
+    out("  Warehouse: CREATE QUEUE BillingQueue, CREATE SERVICE BillingService "
+        "(the waiting message is delivered at once)")
+    _show(inst, "show_transmission_queue", out)
+    _show(inst, "show_queue_messages", out)
+
+
+def _show(inst: Instance, query: str, out: Callable[[str], None]) -> None:
+    """Run sql/demo/<query>.sql on its own cursor and print it and its rows."""
+    from pybroker.sql_templates import render
+
+    text = render(f"demo/{query}.sql")
+    relation = inst.sql(text)
+    columns, rows = relation.columns, relation.fetchall()
+    sql = " ".join(line.strip() for line in text.splitlines() if not line.startswith("--"))
+    out(f"    {sql}")
+    cells = [["NULL" if v is None else str(v) for v in row] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    for row in [list(columns), *cells]:
+        out("      " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    if not rows:
+        out("      (no rows)")

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import pybroker
+
 pytestmark = pytest.mark.cli
 
 
@@ -26,6 +28,69 @@ def test_demo_routes_every_seed_case_as_required():
     assert "MISMATCH" not in done.stdout
     assert done.stdout.count("why: ") == 33
     assert "send via ForwardingRoute to tcp://elsewhere.Adventure-Works.com:4022/" in done.stdout
+
+
+def _table(out: str, after: str, header: str) -> list[list[str]]:
+    """The rows the demo printed under the first table with ``header`` after ``after``."""
+    lines = out[out.index(after):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split() == header.split())
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.startswith("      ") or line.strip() == "(no rows)":
+            break
+        rows.append(line.split(None))
+    return rows
+
+
+def test_demo_runs_a_conversation_and_shows_what_an_analyst_sees():
+    done = run("demo")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.index("Example 7") < out.index("Conversation: Shop's OrderService -> "
+                                              "Warehouse's StockService")
+    endpoints = ("database_name service_name far_service is_initiator state_desc "
+                 "send_sequence receive_sequence")
+    # C1: after three SENDs, both sides CONVERSING with their sequence numbers
+    assert _table(out, "three SENDs", endpoints) == [
+        ["Shop", "OrderService", "StockService", "True", "CONVERSING", "3", "0"],
+        ["Warehouse", "StockService", "OrderService", "False", "CONVERSING", "0", "3"]]
+    queue = ("database_name queue_name status_desc message_sequence_number "
+             "message_type_name casted_message_body")
+    assert [r[:5] for r in _table(out, "three SENDs", queue)] == [
+        ["Warehouse", "StockQueue", "READY", str(n), "StockRequest"] for n in range(3)]
+    assert "RECEIVE TOP (10) FROM StockQueue -> 3 messages, sequence 0, 1, 2" in out
+    assert "RECEIVE FROM OrderQueue -> StockReply, EndDialog" in out
+    # both sides ended: CLOSED, the reply and the EndDialog counted (P3.1)
+    assert _table(out, "END CONVERSATION, COMMIT\n    SELECT", endpoints) == [
+        ["Shop", "OrderService", "StockService", "True", "CLOSED", "3", "2"],
+        ["Warehouse", "StockService", "OrderService", "False", "CLOSED", "2", "3"]]
+    # C4: the message to a service not yet created waits, with its status in words...
+    waiting = _table(out, "which no database has yet", "database_name from_service_name "
+                     "to_service_name message_sequence_number message_type_name message_body "
+                     "transmission_status")
+    assert len(waiting) == 1 and waiting[0][:5] == [
+        "Shop", "OrderService", "BillingService", "0", "DEFAULT"]
+    assert "The target service name could not be found." in " ".join(waiting[0])
+    # ... and is delivered when the service is created
+    after = out[out.index("CREATE SERVICE BillingService"):]
+    assert "      (no rows)" in after
+    assert [r[:5] for r in _table(after, "sys.queue_messages", queue)] == [
+        ["Warehouse", "BillingQueue", "READY", "0", "DEFAULT"]]
+
+
+def test_demo_file_keeps_the_conversation_databases_for_the_duckdb_cli(tmp_path):
+    path = tmp_path / "demo.duckdb"
+    done = run("demo", path)
+    assert done.returncode == 0, done.stderr
+    assert "SELECT database_name, service_name, state_desc, far_service FROM " in done.stdout
+    listed = json.loads(run("databases", path, "--json").stdout)
+    assert {"AdventureWorks2008R2", "Shop", "Warehouse"} <= {d["name"] for d in listed}
+    with pybroker.connect(path, worker=False) as inst:
+        rows = inst.sql("SELECT database_name, service_name, state_desc FROM "
+                        "sys.conversation_endpoints ORDER BY ALL").fetchall()
+    assert rows == [("Shop", "OrderService", "CLOSED"), ("Shop", "OrderService", "CONVERSING"),
+                    ("Warehouse", "BillingService", "CONVERSING"),
+                    ("Warehouse", "StockService", "CLOSED")]
 
 
 def test_demo_keeps_an_example_in_a_new_file_and_refuses_an_existing_one(tmp_path):
@@ -114,3 +179,36 @@ def test_bench_routing_quick_smoke():
     report = json.loads(done.stdout)
     assert report["batch"]["conversations"] == 50_000
     assert report["warm"]["p50_us"] > 0 and report["cold"]["unseen_key_ms"] > 0
+
+
+def test_bench_messaging_quick_smoke():
+    done = run("bench", "messaging", "--quick", "--repeat", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["sizes"]["messages"] == 2_000 and report["body_bytes"] == 256
+    for case in ("one_conversation", "many_conversations"):
+        r = report[case]
+        assert r["messages"] == 2_000
+        for key in ("sent_per_s", "received_per_s", "end_to_end_per_s", "receive_p50_ms",
+                    "receive_p99_ms", "ratio_floor"):
+            assert r[key] > 0, (case, key)
+        assert r["receive_p99_ms"] >= r["receive_p50_ms"]
+        assert report[f"floor_{case}"]["end_to_end_per_s"] > 0
+    assert report["one_conversation"]["messages_per_receive"] == 1_000
+    assert report["many_conversations"]["messages_per_receive"] == 20  # one group per call
+    single = report["one_per_transaction"]
+    assert all(single[k] > 0 for k in ("send_per_s", "receive_per_s", "receive_p50_ms"))
+    assert report["targets"]["end_to_end_per_s"] == 20_000
+
+
+def test_bench_messaging_report_reads_as_a_report():
+    from pybroker.bench import messaging
+
+    report = messaging.run(repeat=1, sizes={
+        "messages": 60, "conversations": 6, "sends_per_transaction": 25, "max_messages": 1000,
+        "receives_per_transaction": 4, "single": 3})
+    text = messaging.format_report(report)
+    assert "(a) 1 conversation: sent " in text and "(b) 6 conversations: sent " in text
+    assert "target >= 20,000/s" in text and "floor/pybroker" in text
+    assert "one message per transaction (3 each): send " in text
+    assert report["many_conversations"]["messages_per_receive"] == 10

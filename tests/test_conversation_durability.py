@@ -32,8 +32,9 @@ CHILD = textwrap.dedent("""
         print(n, flush=True)  # everything below n is committed
         if {receive}:  # relay some back, receive and send in one transaction
             with b.transaction():
-                for m in b.receive("QB", max_messages=7):
-                    b.conversation(m.conversation_handle).send(m.message_body)
+                for _ in range(3):  # the second and third RECEIVE read ahead
+                    for m in b.receive("QB", max_messages=7):
+                        b.conversation(m.conversation_handle).send(m.message_body)
 """)
 
 

@@ -10,6 +10,14 @@ its route decision, its far endpoint and the contract's permissions are cached i
 The cache of endpoints is the state of the file after the last commit. A unit of work that
 rolls back evicts every endpoint it touched, so they are read again from the file.
 
+RECEIVE reads ahead (ReceiveBuffer): the first RECEIVE of a queue in a transaction takes its
+group out of the table with one statement (receive_messages.sql); a second one reads the
+first groups of the queue into memory, and from then on RECEIVE hands out groups from
+memory, exactly as the table would, and the messages handed out leave the table in one
+statement at the next flush (C3: when the receiving transaction commits). The read-ahead is
+kept across transactions; deliveries extend it, END CONVERSATION, DROP QUEUE and any
+rollback drop it.
+
 One DuckDB connection serves the instance, so units of work are serialized: a unit of work
 holds the store's lock from its first action to its end. That is also the conversation
 group lock of SQL Server's RECEIVE (no other transaction of this instance can receive from
@@ -19,9 +27,11 @@ the group meanwhile). Only one process can open the file.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -145,6 +155,7 @@ class Endpoint:
         "requested_broker_instance",
         "role",
         "route",
+        "saved",
         "send_sequence",
         "service_contract_name",
         "service_name",
@@ -166,10 +177,19 @@ class Endpoint:
         self.transmission_status = status or ""
         self.role = INITIATOR if self.is_initiator else TARGET
         self.persisted = persisted
+        self.saved = wide_columns(self) if persisted else None  # as the file holds them
         self.epoch = -1  # the catalog epoch of route/far_handle/permissions
         self.route: Any = None
         self.far_handle: str | None = None
         self.permissions: dict[str, str] | None = None
+
+
+def wide_columns(ep: Endpoint) -> tuple[Any, ...]:
+    """The columns of update_conversation_endpoints.sql other than the sequence numbers of
+    update_endpoint_sequences.sql."""
+    return (ep.state, ep.far_broker_instance, ep.dialog_timer, ep.end_dialog_sequence,
+            ep.receive_sequence_frag, ep.transmission_retry_count,
+            ep.transmission_next_attempt, ep.error_code, ep.error_description)
 
 
 @dataclass(slots=True)
@@ -182,6 +202,85 @@ class _Delivery:
 
 
 Outgoing = tuple[int, str, str, bytes, bool, bool]  # seq, type, validation, body, end, error
+
+
+# -- RECEIVE read ahead ---------------------------------------------------------------------
+
+READ_AHEAD_FIRST = 256  # messages (at least max_messages) of the first read of a queue
+READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
+READ_AHEAD_BYTES = 32 * 2**20  # ... and to about this many bytes of bodies (by the last read)
+
+
+class ReceiveBuffer:
+    """Ready messages of one queue read ahead by RECEIVE (C3, P3.1).
+
+    It holds the first conversation groups of the queue (in the order RECEIVE takes them:
+    by their first ready message) with their ready messages in order, read by
+    select_ready_messages.sql, so RECEIVE can hand out the next group exactly as
+    receive_messages.sql would take it from the table, without a statement per call.
+    Every ready message before ``horizon`` (a queuing order; None: no limit) is here,
+    except the rest of the groups in ``beyond``, which go on after what was read. When it
+    cannot answer for sure, ``take`` says so and the queue is read again. Messages
+    delivered into the queue later come after everything read (queuing_order grows), so
+    they only extend a group or move the horizon. It is kept across transactions
+    (Messaging._read_ahead): every change to a queue's contents goes through the engine,
+    which keeps it true or drops it.
+    """
+
+    __slots__ = ("beyond", "body_size", "groups", "horizon", "order", "reads")
+
+    def __init__(self, rows: list[tuple[Any, ...]], reads: int) -> None:
+        self.groups: dict[str, deque[tuple[Any, ...]]] = {}
+        ready: dict[str, int] = {}
+        for row in rows:
+            self.groups.setdefault(row[2], deque()).append(row[:8])
+            ready[row[2]] = row[8]
+        self.beyond = {g for g, count in ready.items() if count > len(self.groups[g])}
+        self.horizon: int | None = rows[0][9] if rows else None
+        # (first queuing order not yet handed out, group): the next group is the least
+        self.order = [(found[0][0], g) for g, found in self.groups.items()]
+        heapq.heapify(self.order)
+        self.reads = reads
+        bodies = sum(len(row[5] or b"") for row in rows)
+        self.body_size = bodies / len(rows) if rows else 0.0  # average, bounds the next read
+
+    def take(self, max_messages: int) -> list[tuple[Any, ...]] | None:
+        """The next group's messages, up to ``max_messages`` in order ([]: the queue has
+        no ready message); None when the messages read do not say for sure."""
+        order, groups = self.order, self.groups
+        while order:
+            first, group = order[0]
+            found = groups.get(group)
+            if found and found[0][0] == first:
+                break
+            heapq.heappop(order)  # stale: that group was handed out since
+        else:
+            return [] if self.horizon is None and not self.beyond else None
+        if self.horizon is not None and first > self.horizon:
+            return None  # an unread group may come first
+        if len(found) < max_messages and group in self.beyond:
+            return None  # more of the group is ready than was read
+        heapq.heappop(order)
+        out = [found.popleft() for _ in range(min(max_messages, len(found)))]
+        if found:
+            heapq.heappush(order, (found[0][0], group))
+        else:
+            del groups[group]
+            if group in self.beyond:  # its next ready message is after the last read
+                self.beyond.discard(group)
+                self._limit(out[-1][0])
+        return out
+
+    def delivered(self, group: str, queuing_order: int) -> None:
+        """A message of ``group`` entered the queue (after every message read)."""
+        if group in self.groups:
+            self.beyond.add(group)
+        else:
+            self._limit(queuing_order)
+
+    def _limit(self, queuing_order: int) -> None:
+        if self.horizon is None or queuing_order < self.horizon:
+            self.horizon = queuing_order
 
 
 # -- the unit of work ---------------------------------------------------------------------
@@ -198,6 +297,10 @@ class UnitOfWork:
         self.queue_rows: list[tuple[Any, ...]] = []
         self.tx_rows: list[tuple[Any, ...]] = []
         self.received: set[tuple[int, str]] = set()
+        # RECEIVE: the queuing orders handed out from read-ahead (Messaging._read_ahead),
+        # removed (or retained) at the next flush (C3).
+        self.taken: list[int] = []
+        self.taken_retained: list[int] = []
         self.locked = False
         self.enqueued = False
         self.wake = False
@@ -223,20 +326,60 @@ class UnitOfWork:
         else:
             self.new[ep.conversation_handle] = ep
 
+    def enqueue(self, row: tuple[Any, ...]) -> None:
+        """A message into a queue (a row of insert_queue_messages.sql), written at flush."""
+        self.queue_rows.append(row)
+        buffers = self.m._read_ahead
+        if buffers:
+            buffer = buffers.get((row[0], row[1]))
+            if buffer is not None:
+                buffer.delivered(row[5], row[2])
+
+    def forget_read_ahead(self) -> None:
+        """Messages left queues other than by RECEIVE: read them again when needed."""
+        self.m._read_ahead.clear()
+
     def flush(self) -> None:
-        if not (self.new or self.dirty or self.queue_rows or self.tx_rows):
+        if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
+                or self.taken_retained):
             return
         self.ensure_tx()
         run = self.m._store.run
+        if self.taken:  # C3: received messages leave with this transaction
+            run("conversation/delete_received_messages.sql",
+                {"queuing_order": columns.ints(self.taken)})
+            self.taken.clear()
+        if self.taken_retained:
+            run("conversation/retain_received_by_order.sql",
+                {"queuing_order": columns.ints(self.taken_retained)})
+            self.taken_retained.clear()
         if self.new:
             run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
                 list(self.new.values())))
             for ep in self.new.values():
                 ep.persisted = True
+                ep.saved = wide_columns(ep)
         if self.dirty:
-            run("conversation/update_conversation_endpoints.sql", _endpoint_changes(
-                list(self.dirty.values())))
-        if self.queue_rows:
+            # Most endpoints of a SEND change only their sequence numbers: a narrow UPDATE.
+            narrow, wide = [], []
+            for ep in self.dirty.values():
+                now = wide_columns(ep)
+                (narrow if now == ep.saved else wide).append(ep)
+                ep.saved = now
+            if wide:
+                run("conversation/update_conversation_endpoints.sql", _endpoint_changes(wide))
+            if narrow:
+                run("conversation/update_endpoint_sequences.sql", {
+                    "conversation_handle": columns.guids(e.conversation_handle for e in narrow),
+                    "send_sequence": columns.ints(e.send_sequence for e in narrow),
+                    "first_unacked_send_sequence": columns.ints(
+                        e.first_unacked_send_sequence for e in narrow),
+                    "receive_sequence": columns.ints(e.receive_sequence for e in narrow)})
+        if len(self.queue_rows) == 1:  # one SEND: plain bound values cost less for one row
+            run("conversation/insert_queue_message.sql",
+                dict(zip(_QUEUE_COLUMNS, self.queue_rows[0], strict=True)))
+            self.enqueued = True
+        elif self.queue_rows:
             run("conversation/insert_queue_messages.sql", _queue_columns(self.queue_rows))
             self.enqueued = True
         if self.tx_rows:
@@ -276,6 +419,7 @@ class UnitOfWork:
         finally:
             for handle in self.touched:
                 self.m._endpoints.pop(handle, None)
+            self.m._read_ahead.clear()  # what this transaction received is back
             self._release()
         self.m._after_rollback(self)
 
@@ -303,6 +447,11 @@ class Messaging:
         self._store = instance._store
         self.retry_scale = float(retry_scale)
         self._endpoints: dict[str, Endpoint] = {}
+        # RECEIVE read-ahead per queue (database_id, queue): what the file holds after the
+        # last commit less what the open transaction took, kept across transactions (every
+        # change to queue_messages goes through this engine: a delivery extends it, END,
+        # DROP QUEUE or a rollback drops it).
+        self._read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
         self._catalogs: dict[int, DatabaseCatalog] = {}
         self._database_ids: dict[str, int] | None = None
         self._max_message_size: int | None = None
@@ -390,6 +539,7 @@ class Messaging:
             self.run_pending(retry_all=True)
 
     def catalog_changed(self) -> None:
+        self._read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
         self._catalogs.clear()
         self._database_ids = None
         self._max_message_size = None
@@ -745,12 +895,12 @@ class Messaging:
                 self._drop_transmissions(uow, far)  # C4: an error ends its sending
             uow.touch(far)
             if t.enqueue:
-                uow.queue_rows.append((
+                uow.enqueue((
                     catalog.database_id, target.queue_name, self._next_order(), 1,
                     far.priority, far.conversation_group_id, far.conversation_handle, seq,
                     far.service_name, far.service_contract_name, mtype, validation, body, now))
             if retain and not (is_end or is_error):  # sent user messages are retained
-                uow.queue_rows.append((
+                uow.enqueue((
                     sender.database_id, own_queue, self._next_order(), 3, sender.priority,
                     sender.conversation_group_id, sender.conversation_handle, seq,
                     sender.service_name, sender.service_contract_name, mtype, validation,
@@ -817,7 +967,7 @@ class Messaging:
         queue = catalog.services.get(ep.service_name)
         if queue is None:
             return  # the service is gone; nothing can receive it
-        uow.queue_rows.append((
+        uow.enqueue((
             ep.database_id, queue, self._next_order(), 1, ep.priority,
             ep.conversation_group_id, ep.conversation_handle, UNSEQUENCED, ep.service_name,
             ep.service_contract_name, mtype, validation, body, self._now()))
@@ -858,6 +1008,7 @@ class Messaging:
             t = transition(ep.role, ep.state, event)
             if ep.persisted:  # END removes the endpoint's messages from its queue
                 uow.queue_rows = [r for r in uow.queue_rows if r[6] != ep.conversation_handle]
+                uow.forget_read_ahead()
                 uow.sql("conversation/delete_endpoint_messages.sql",
                         {"conversation_handle": ep.conversation_handle})
             if error is not None:
@@ -880,6 +1031,7 @@ class Messaging:
         """WITH CLEANUP: this side goes, with its queued and waiting messages (C4)."""
         handle = ep.conversation_handle
         uow.queue_rows = [r for r in uow.queue_rows if r[6] != handle]
+        uow.forget_read_ahead()
         uow.tx_rows = [r for r in uow.tx_rows if r[1] != handle]
         uow.new.pop(handle, None)
         uow.dirty.pop(handle, None)
@@ -940,19 +1092,58 @@ class Messaging:
                     raise QueueDisabledError(
                         f"the service queue {queue!r} of database {database.name!r} is "
                         "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
-                template = ("conversation/retain_received_messages.sql" if settings.retention
-                            else "conversation/receive_messages.sql")
-                rows = uow.sql(template, {
-                    "database_id": database.database_id, "queue_name": queue,
-                    "max_messages": max_messages})
-                uow.received.add((database.database_id, queue))
+                key = (database.database_id, queue)
+                if key not in uow.received and key not in self._read_ahead:
+                    # The first RECEIVE from the queue in this transaction (often the only
+                    # one) and nothing read ahead: one statement takes the group out.
+                    template = ("conversation/retain_received_messages.sql"
+                                if settings.retention else "conversation/receive_messages.sql")
+                    rows = uow.sql(template, {
+                        "database_id": database.database_id, "queue_name": queue,
+                        "max_messages": max_messages})
+                    rows.sort(key=lambda r: r[0])
+                else:
+                    rows = self._receive_read_ahead(uow, key, max_messages, settings.retention)
+                uow.received.add(key)
             if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
                 break
-        rows.sort(key=lambda r: r[0])
         return [
             Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"", r[6], r[7], r[0])
             for r in rows
         ]
+
+    def _receive_read_ahead(
+        self, uow: UnitOfWork, key: tuple[int, str], max_messages: int, retention: bool
+    ) -> list[tuple[Any, ...]]:
+        """RECEIVE from the messages read ahead: the next group, read again (after writing
+        out what was taken) when they run out or cannot say. What is handed out leaves the
+        table at the next flush, in this unit of work's DuckDB transaction, so it leaves
+        exactly when the transaction commits (C3); a rollback puts it back and drops every
+        read-ahead. Each read takes twice as many messages as the last, up to
+        READ_AHEAD_MAX, so a long stream of receives costs a few statements."""
+        buffer = self._read_ahead.get(key)
+        rows = None if buffer is None else buffer.take(max_messages)
+        if rows is None:
+            reads = 0 if buffer is None else buffer.reads + 1
+            budget = min(max(max_messages, READ_AHEAD_FIRST) << reads, READ_AHEAD_MAX)
+            if buffer is not None and buffer.body_size:  # large bodies: read fewer
+                budget = min(budget, int(READ_AHEAD_BYTES // buffer.body_size))
+            budget = max(budget, max_messages)
+            fetched = uow.sql("conversation/select_ready_messages.sql", {
+                "database_id": key[0], "queue_name": key[1], "per_group": budget,
+                "budget": budget})
+            buffer = self._read_ahead[key] = ReceiveBuffer(fetched, reads)
+            rows = buffer.take(max_messages)
+            if rows is None:  # cannot happen as the read is built; the table is sure
+                del self._read_ahead[key]
+                template = ("conversation/retain_received_messages.sql" if retention
+                            else "conversation/receive_messages.sql")
+                rows = uow.sql(template, {"database_id": key[0], "queue_name": key[1],
+                                          "max_messages": max_messages})
+                rows.sort(key=lambda r: r[0])
+                return rows
+        (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
+        return rows
 
     def _wait_ready(self, database_id: int, queue: str, deadline: float) -> None:
         params = {"database_id": database_id, "queue_name": queue}
@@ -1168,17 +1359,30 @@ def _endpoint_columns(eps: list[Endpoint]) -> dict[str, str]:
     }
 
 
-_CHANGED = (
-    "conversation_handle", "state", "far_broker_instance", "dialog_timer", "send_sequence",
-    "first_unacked_send_sequence", "end_dialog_sequence", "receive_sequence",
-    "receive_sequence_frag", "transmission_retry_count", "transmission_next_attempt",
-    "error_code", "error_description",
-)
-
-
 def _endpoint_changes(eps: list[Endpoint]) -> dict[str, str]:
-    every = _endpoint_columns(eps)
-    return {name: every[name] for name in _CHANGED}
+    return {
+        "conversation_handle": columns.guids(e.conversation_handle for e in eps),
+        "state": ",".join(e.state for e in eps),
+        "far_broker_instance": columns.guids(e.far_broker_instance for e in eps),
+        "dialog_timer": columns.times(e.dialog_timer for e in eps),
+        "send_sequence": columns.ints(e.send_sequence for e in eps),
+        "first_unacked_send_sequence": columns.ints(
+            e.first_unacked_send_sequence for e in eps),
+        "end_dialog_sequence": columns.ints(e.end_dialog_sequence for e in eps),
+        "receive_sequence": columns.ints(e.receive_sequence for e in eps),
+        "receive_sequence_frag": columns.ints(e.receive_sequence_frag for e in eps),
+        "transmission_retry_count": columns.ints(e.transmission_retry_count for e in eps),
+        "transmission_next_attempt": columns.times(e.transmission_next_attempt for e in eps),
+        "error_code": columns.ints(e.error_code for e in eps),
+        "error_description": columns.texts(e.error_description for e in eps),
+    }
+
+
+_QUEUE_COLUMNS = (
+    "database_id", "queue_name", "queuing_order", "status", "priority",
+    "conversation_group_id", "conversation_handle", "message_sequence_number", "service_name",
+    "service_contract_name", "message_type_name", "validation", "message_body",
+    "message_enqueue_time")
 
 
 def _queue_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
