@@ -298,6 +298,11 @@ def test_c2_a_service_that_does_not_accept_the_contract_answers_error_8408(broke
     assert err.message_type_name == ERROR and b"<Code>-8408</Code>" in err.message_body
     assert conv.state == "ER"
     assert broker.b.receive("QB") == []
+    # P3.3: a broker-generated error is unsequenced and sent once, never retried itself
+    assert err.message_sequence_number == -1
+    assert transmission_queue(broker) == []
+    broker.inst._messaging.run_pending(retry_all=True)
+    assert broker.a.receive("QA", max_messages=10) == []
 
 
 def test_message_validation_empty_xml_and_maximum_size(broker):
