@@ -46,3 +46,8 @@ class StorageError(BrokerError):
 
 class TemplateError(BrokerError):
     """A SQL template failed to render, parse or transpile."""
+
+
+class PipelineError(BrokerError):
+    """A pipeline job cannot run: a missing or malformed input file, a column of the wrong
+    type, an unreachable Spark master, a Spark or DuckDB failure while running a job."""
