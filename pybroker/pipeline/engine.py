@@ -110,6 +110,10 @@ class Engine(ABC):
         """A small relation of given rows (scalar inputs of a template)."""
 
     @abstractmethod
+    def register_numbers(self, name: str, count: int) -> None:
+        """The numbers 0 .. count - 1 as column ``n``."""
+
+    @abstractmethod
     def stage(self, name: str, template: str, *, small: bool, **variables: Any) -> None:
         """Run ``template`` as relation ``name``; ``small`` results are computed and kept
         now (they are read several times), large ones may stay lazy."""
@@ -183,6 +187,10 @@ class DuckDBEngine(Engine):
         self.con.from_arrow(arrow).create_view(name, replace=True)
         self._keep = getattr(self, "_keep", {})
         self._keep[name] = arrow  # the view reads the Arrow table: keep it alive
+
+    def register_numbers(self, name: str, count: int) -> None:
+        sql = sql_templates.render("pipeline/duckdb__numbers.sql")
+        self.con.sql(sql, params={"count": count}).to_table(name)
 
     def stage(self, name: str, template: str, *, small: bool, **variables: Any) -> None:
         sql = sql_templates.render(template, **variables)
@@ -331,6 +339,9 @@ class SparkEngine(Engine):
         schema = ", ".join(f"{c.name} {_SPARK_TYPE[c.type]}" for c in table.columns)
         self._view(self.spark.createDataFrame(list(rows), schema=schema), name)
 
+    def register_numbers(self, name: str, count: int) -> None:
+        self._view(self.spark.range(count).withColumnRenamed("id", "n"), name)
+
     def stage(self, name: str, template: str, *, small: bool, **variables: Any) -> None:
         # Each CTE of the template runs as its own relation, and one read more than once is
         # computed once (see sql_templates.to_spark_stages: Spark inlines CTEs otherwise).
@@ -346,7 +357,7 @@ class SparkEngine(Engine):
                             df = df.localCheckpoint(eager=True)
                         self._view(df, name)
                     else:
-                        if references > 1:
+                        if references > 1 and small:
                             df = df.localCheckpoint(eager=True)
                         self._view(df, cte_name)
             except Exception as exc:

@@ -13,14 +13,11 @@
   begin_time, keeps a row with NULL decision columns.
   Inputs: {{ conversation_keys }}, {{ key_options }}.
 -#}
+{% from 'pipeline/_draw.sql' import hex_int %}
 WITH conversation_draw AS (
     SELECT
         h.conversation_id, h.origin, h.service_name, h.broker_instance, h.routed_at,
-        (
-        {%- for i in range(12) %}
-            {{ "+ " if not loop.first }}CAST(strpos('0123456789abcdef', substr(h.digest, {{ i + 1 }}, 1)) - 1 AS BIGINT) * {{ 16 ** (11 - i) }}
-        {%- endfor %}
-        ) AS draw
+        {{ hex_int('h.digest', 1, 12) }} AS draw
     FROM (
         SELECT k.*, md5(k.conversation_id) AS digest
         FROM {{ conversation_keys }} AS k
@@ -39,11 +36,37 @@ SELECT
     o.locate_step,
     o.decided_by
 FROM conversation_draw AS d
-LEFT JOIN {{ key_options }} AS o
+JOIN {{ key_options }} AS o
     ON o.origin = d.origin
     AND o.service_name = d.service_name
     AND o.broker_key = COALESCE(d.broker_instance, '')
     AND o.routed_at = d.routed_at
-    AND o.group_rank = d.draw % o.group_count
+WHERE o.group_rank = d.draw % o.group_count
     AND o.route_rank = (d.draw // o.group_count) % o.route_count
     AND o.db_rank = (d.draw // (o.group_count * o.route_count)) % o.db_count
+UNION ALL
+-- Conversations with no decision (origin not a database of the instance, or no
+-- begin_time): a plain inner join above, and this anti join, keep both joins hash joins
+-- (a LEFT JOIN with the pick conditions becomes a nested-loop join in DuckDB).
+SELECT
+    c.conversation_id,
+    CAST(NULL AS VARCHAR) AS outcome,
+    CAST(NULL AS VARCHAR) AS route,
+    CAST(NULL AS VARCHAR) AS address,
+    CAST(NULL AS VARCHAR) AS mirror_address,
+    CAST(NULL AS VARCHAR) AS "database",
+    CAST(NULL AS VARCHAR) AS broker_instance,
+    CAST(NULL AS VARCHAR) AS match_step,
+    CAST(NULL AS VARCHAR) AS choose_step,
+    CAST(NULL AS VARCHAR) AS locate_step,
+    CAST(NULL AS VARCHAR) AS decided_by
+FROM {{ conversation_keys }} AS c
+LEFT JOIN (
+    SELECT DISTINCT ko.origin, ko.service_name, ko.broker_key, ko.routed_at
+    FROM {{ key_options }} AS ko
+) AS k
+    ON k.origin = c.origin
+    AND k.service_name = c.service_name
+    AND k.broker_key = COALESCE(c.broker_instance, '')
+    AND k.routed_at = c.routed_at
+WHERE k.origin IS NULL
