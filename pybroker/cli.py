@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
-        parser.print_help(sys.stderr)
+        getattr(args, "parser", parser).print_help(sys.stderr)
         return 2
     try:
         return int(args.handler(args) or 0)
@@ -111,9 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("state", nargs="?", choices=("on", "off"))
     p.add_argument("--size-mb", type=int, help="memory bound for forwarded messages, in MB")
 
+    from pybroker.pipeline.cli import add_commands
+
+    add_commands(sub, command, UsageError)
+
     p = command("bench", "run a benchmark (results belong in README's Performance section)",
                 cmd_bench)
-    p.add_argument("name", choices=("routing",))
+    p.add_argument("name", choices=("routing", "pipeline"))
     p.add_argument("--repeat", type=int, default=5, help="runs to take the median of")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--json", action="store_true")

@@ -60,9 +60,17 @@ def load_conversations(engine: Engine, path: Path, name: str = "conversations") 
     return name
 
 
-def resolve(engine: Engine, conversations: str, catalog: dict[str, str], prefix: str) -> str:
+def resolve(
+    engine: Engine,
+    conversations: str,
+    catalog: dict[str, str],
+    prefix: str,
+    *,
+    small: bool = False,
+) -> str:
     """Stage the decisions of ``conversations`` against the catalog relations; returns the
-    name of the decisions relation (columns of schema.DECISIONS)."""
+    name of the decisions relation (columns of schema.DECISIONS). ``small``: the decisions
+    are read again (impact), so Spark computes them once."""
     p = prefix
     engine.stage(f"{p}_epochs", "pipeline/route_epochs.sql", small=True,
                  routes=catalog["routes"])
@@ -72,7 +80,7 @@ def resolve(engine: Engine, conversations: str, catalog: dict[str, str], prefix:
                  conversation_keys=f"{p}_conversation_keys")
     engine.stage(f"{p}_key_options", "pipeline/key_options.sql", small=True,
                  conversations=f"{p}_keys", **catalog)
-    engine.stage(f"{p}_decisions", "pipeline/decide_conversations.sql", small=False,
+    engine.stage(f"{p}_decisions", "pipeline/decide_conversations.sql", small=small,
                  conversation_keys=f"{p}_conversation_keys",
                  key_options=f"{p}_key_options")
     return f"{p}_decisions"
