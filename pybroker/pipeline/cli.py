@@ -20,7 +20,7 @@ examples:
   pybroker pipeline generate work/ --conversations 1000000 --routes 10000 --seed 7
   pybroker pipeline resolve work/ work/conversations.parquet work/decisions
   pybroker pipeline resolve broker.duckdb conv.parquet out/ --engine spark --master spark://host:7077
-  pybroker pipeline impact broker.duckdb conv.parquet impact/ --script change.sql -d AdventureWorks2008R2
+  pybroker pipeline impact broker.duckdb conv.parquet impact/ --script change.sql -d Sales
   pybroker export broker.duckdb state/ && pybroker pipeline traffic state/ traffic/
 """
 
