@@ -9,7 +9,8 @@
     < 95 %    service svc_k, network address, expiring at one of four
               instants inside the conversations' time span                 (R1.4)
     < 99.9 %  msdb: forwarding routes for messages from outside            (R1.2, R3.6)
-    rest      wildcards (no service, no broker identifier), network        (R2.5)
+    rest      wildcards (no service, no broker identifier), network; at
+              least three, so every user database has one              (R2.5)
   plus AutoCreatedLocal in msdb and each user database (R1.3).
   Inputs: {{ params }} (one row: seed, route_count, start_us, span_us), {{ numbers }} (n).
 -#}
@@ -19,6 +20,7 @@ WITH route_number AS (
         n.n AS k,
         CAST(n.n AS DOUBLE) / CAST(p.route_count AS DOUBLE) AS share,
         CAST(floor(p.route_count * 0.45) AS BIGINT) AS base,
+        n.n >= p.route_count - 3 - CAST(floor(p.route_count * 0.001) AS BIGINT) AS is_wildcard,
         p.seed,
         p.start_us,
         p.span_us
@@ -37,13 +39,13 @@ shaped AS (
 )
 SELECT
     CAST(CASE
-        WHEN s.share >= 0.95 AND s.share < 0.999 THEN 4
+        WHEN s.share >= 0.95 AND NOT s.is_wildcard THEN 4
         ELSE 5 + s.service_number % 3
     END AS INTEGER) AS database_id,
     CAST(65546 + s.k AS INTEGER) AS route_id,
     'Route' || lpad(CAST(s.k AS VARCHAR), 7, '0') AS name,
     CASE
-        WHEN s.share >= 0.999 THEN CAST(NULL AS VARCHAR)
+        WHEN s.is_wildcard THEN CAST(NULL AS VARCHAR)
         ELSE 'svc_' || lpad(CAST(s.service_number AS VARCHAR), 7, '0')
     END AS remote_service_name,
     CASE
