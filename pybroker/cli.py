@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("bench", "run a benchmark (results belong in README's Performance section)",
                 cmd_bench)
     p.add_argument("name", choices=("routing", "pipeline"))
-    p.add_argument("--repeat", type=int, default=5, help="runs to take the median of")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="runs to take the median of (default: 5 for routing, 3 for pipeline)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--json", action="store_true")
     return parser
@@ -267,12 +268,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.repeat is None:
+        args.repeat = 3 if args.name == "pipeline" else 5
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.bench import routing
+    if args.name == "pipeline":
+        from pybroker.bench import pipeline as bench
+    else:
+        from pybroker.bench import routing as bench  # type: ignore[no-redef]
 
-    report = routing.run(repeat=args.repeat, quick=args.quick)
-    print(json.dumps(report, indent=2) if args.json else routing.format_report(report))
+    report = bench.run(repeat=args.repeat, quick=args.quick)
+    print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
     return 0
 
 

@@ -422,3 +422,23 @@ def test_progress_writes_only_when_enabled():
     progress.show("x")
     progress.done("y")
     assert quiet.getvalue() == "" and progress.enabled is False
+
+
+def test_bench_pipeline_report_format():
+    from pybroker.bench.pipeline import format_report
+
+    engine = {"seconds": 2.0, "conversations_per_s": 500_000.0, "peak_rss_mb": 300.0,
+              "jvm_peak_rss_mb": 0.0, "startup_seconds": 0.0, "runs": [2.0]}
+    report = {
+        "machine": {"cpus": 2, "platform": "p", "python": "3", "duckdb": "1.5.6",
+                    "pyspark": "4", "java": "17"},
+        "sizes": {"conversations": 1_000_000, "routes": 10}, "repeat": 1,
+        "generate_seconds": 1.0, "distinct_keys": 5, "spark_master": "local[2]",
+        "duckdb": engine,
+        "spark": {**engine, "seconds": 8.0, "conversations_per_s": 125_000.0,
+                  "jvm_peak_rss_mb": 2000.0, "startup_seconds": 9.0, "runs": [8.0]},
+        "ratio_spark_to_duckdb": 4.0,
+    }
+    text = format_report(report)
+    assert "duckdb:        2.00 s = 500,000 conversations/s, peak RSS 300 MB" in text
+    assert "JVM 2,000 MB" in text and "spark/duckdb:  4.00x" in text

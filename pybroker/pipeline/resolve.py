@@ -2,7 +2,8 @@
 
 The stages (templates of sql/pipeline/, the routing steps of sql/routing/_route_steps.sql):
 
-1. ``route_epochs``: the instants at which routes expire split time into epochs (R1.4);
+1. ``route_epochs``: the instants at which routes expire split time into epochs, per
+   routing database and service (R1.4);
 2. ``conversation_keys``: each conversation's routing key, with the epoch of its begin_time;
 3. ``decision_keys``: the distinct keys (far fewer than conversations);
 4. ``key_options``: the routing process R1-R4 on the keys: every possible decision, ranked;
@@ -73,9 +74,10 @@ def resolve(
     are read again (impact), so Spark computes them once."""
     p = prefix
     engine.stage(f"{p}_epochs", "pipeline/route_epochs.sql", small=True,
-                 routes=catalog["routes"])
+                 routes=catalog["routes"], databases=catalog["databases"])
     engine.stage(f"{p}_conversation_keys", "pipeline/conversation_keys.sql", small=False,
-                 conversations=conversations, epochs=f"{p}_epochs")
+                 conversations=conversations, epochs=f"{p}_epochs",
+                 databases=catalog["databases"])
     engine.stage(f"{p}_keys", "pipeline/decision_keys.sql", small=True,
                  conversation_keys=f"{p}_conversation_keys")
     engine.stage(f"{p}_key_options", "pipeline/key_options.sql", small=True,
