@@ -114,9 +114,12 @@ class Engine(ABC):
         """The numbers 0 .. count - 1 as column ``n``."""
 
     @abstractmethod
-    def stage(self, name: str, template: str, *, small: bool, **variables: Any) -> None:
+    def stage(
+        self, name: str, template: str, *, small: bool, reused: bool = False, **variables: Any
+    ) -> None:
         """Run ``template`` as relation ``name``; ``small`` results are computed and kept
-        now (they are read several times), large ones may stay lazy."""
+        now (they are read several times), large ones may stay lazy; a large ``reused``
+        one is kept once computed (memory, spilling to disk)."""
 
     @abstractmethod
     def write(self, relation: str, path: Path) -> None:
@@ -192,7 +195,9 @@ class DuckDBEngine(Engine):
         sql = sql_templates.render("pipeline/duckdb__numbers.sql")
         self.con.sql(sql, params={"count": count}).to_table(name)
 
-    def stage(self, name: str, template: str, *, small: bool, **variables: Any) -> None:
+    def stage(
+        self, name: str, template: str, *, small: bool, reused: bool = False, **variables: Any
+    ) -> None:
         sql = sql_templates.render(template, **variables)
         with self._running(name):
             self._execute_ddl_of(name, sql)
@@ -313,6 +318,7 @@ class SparkEngine(Engine):
         self._owns_session = session is None
         self.spark = session if session is not None else spark_session(master, conf)
         self._views: list[str] = []
+        self._persisted: list[Any] = []
 
     def read_parquet(self, name: str, path: Path, table: Table) -> None:
         from pyspark.sql import functions as F
@@ -342,7 +348,9 @@ class SparkEngine(Engine):
     def register_numbers(self, name: str, count: int) -> None:
         self._view(self.spark.range(count).withColumnRenamed("id", "n"), name)
 
-    def stage(self, name: str, template: str, *, small: bool, **variables: Any) -> None:
+    def stage(
+        self, name: str, template: str, *, small: bool, reused: bool = False, **variables: Any
+    ) -> None:
         # Each CTE of the template runs as its own relation, and one read more than once is
         # computed once (see sql_templates.to_spark_stages: Spark inlines CTEs otherwise).
         parts = sql_templates.to_spark_stages(template, **variables)
@@ -355,6 +363,11 @@ class SparkEngine(Engine):
                             # read several times by the next stages: computed once, with
                             # its lineage cut
                             df = df.localCheckpoint(eager=True)
+                        elif reused:
+                            from pyspark import StorageLevel
+
+                            df = df.persist(StorageLevel.MEMORY_AND_DISK)
+                            self._persisted.append(df)
                         self._view(df, name)
                     else:
                         if references > 1 and small:
@@ -380,6 +393,9 @@ class SparkEngine(Engine):
         return list(df.columns), rows
 
     def close(self) -> None:
+        for df in self._persisted:
+            with contextlib.suppress(Exception):
+                df.unpersist()
         for name in self._views:
             with contextlib.suppress(Exception):
                 self.spark.catalog.dropTempView(name)

@@ -76,6 +76,7 @@ def resolve(
     engine.stage(f"{p}_epochs", "pipeline/route_epochs.sql", small=True,
                  routes=catalog["routes"], databases=catalog["databases"])
     engine.stage(f"{p}_conversation_keys", "pipeline/conversation_keys.sql", small=False,
+                 reused=True,
                  conversations=conversations, epochs=f"{p}_epochs",
                  databases=catalog["databases"])
     engine.stage(f"{p}_keys", "pipeline/decision_keys.sql", small=True,
