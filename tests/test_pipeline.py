@@ -442,3 +442,13 @@ def test_bench_pipeline_report_format():
     text = format_report(report)
     assert "duckdb:        2.00 s = 500,000 conversations/s, peak RSS 300 MB" in text
     assert "JVM 2,000 MB" in text and "spark/duckdb:  4.00x" in text
+
+
+def test_duckdb_never_prints_its_own_progress_bar():
+    # DuckDB's bar goes to stdout even off a terminal (it broke --json output of a long
+    # run); the engine keeps the tracking for its own progress line and drops the printing
+    with DuckDBEngine() as engine:
+        printing, tracking = engine.con.execute(
+            "SELECT current_setting('enable_progress_bar_print'), "
+            "current_setting('enable_progress_bar')").fetchone()
+    assert (printing, tracking) == (False, True)

@@ -153,6 +153,10 @@ class DuckDBEngine(Engine):
         self.con = duckdb.connect()
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET preserve_insertion_order = false")
+        # DuckDB prints its own progress bar to stdout, terminal or not; keep the tracking
+        # (query_progress(), shown by _running on a terminal) and drop the printing
+        self.con.execute("SET enable_progress_bar = true")
+        self.con.execute("SET enable_progress_bar_print = false")
         if threads is not None:
             self.con.execute("SET threads = $n", {"n": threads})
 

@@ -24,6 +24,7 @@ def open_instance_read_only(path: Path) -> duckdb.DuckDBPyConnection:
     except duckdb.Error as exc:
         raise PipelineError(f"cannot open instance file {path}: {exc}") from exc
     con.execute("SET TimeZone = 'UTC'")  # TIMESTAMPTZ -> naive UTC TIMESTAMP
+    con.execute("SET enable_progress_bar_print = false")  # never on stdout
     return con
 
 
