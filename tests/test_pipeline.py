@@ -452,3 +452,35 @@ def test_duckdb_never_prints_its_own_progress_bar():
             "SELECT current_setting('enable_progress_bar_print'), "
             "current_setting('enable_progress_bar')").fetchone()
     assert (printing, tracking) == (False, True)
+
+
+def test_cli_impact_between_two_exports_and_traffic(tmp_path, capsys):
+    before = tmp_path / "before.duckdb"
+    with pybroker.connect(before) as inst:
+        db = inst.create_database("Sales")
+        db.create_route("R", service_name="S", address="tcp://old:1")
+    export_instance(before, tmp_path / "before")
+    with pybroker.connect(before) as inst:
+        inst.database("Sales").alter_route("R", address="tcp://new:1")
+    export_instance(before, tmp_path / "after")
+    conv = write_rows(tmp_path / "c.parquet", CONVERSATIONS, [
+        {"conversation_id": f"c{i}", "origin": "Sales", "service_name": s,
+         "broker_instance": None, "begin_time": datetime(2030, 1, 1)}
+        for i, s in enumerate(["S", "S", "S", "T"])])
+    assert main(["pipeline", "impact", str(tmp_path / "before"), str(conv),
+                 str(tmp_path / "impact"), "--after", str(tmp_path / "after")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "3 conversations change their decision -> " \
+        f"{tmp_path / 'impact'}/changes"
+    assert "        3  S: send via R -> send via R (moves)" in out
+    changes = read_rows(tmp_path / "impact" / "changes")
+    assert {(r[7], r[12]) for r in changes} == {("tcp://old:1", "tcp://new:1")}
+    assert main(["pipeline", "impact", str(tmp_path / "before"), str(conv),
+                 str(tmp_path / "i2"), "--script", "DROP ROUTE R"]) == 2  # no --database
+
+    state = tmp_path / "state"
+    traffic_instance(state)
+    assert main(["pipeline", "traffic", str(state), str(tmp_path / "t"),
+                 "--as-of", "2026-03-01T12:00:00Z"]) == 0
+    out = capsys.readouterr().out
+    assert "volume (4 rows), delayed (2 rows), stuck (2 rows), endpoints (2 rows)" in out
