@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
-        parser.print_help(sys.stderr)
+        getattr(args, "parser", parser).print_help(sys.stderr)
         return 2
     try:
         return int(args.handler(args) or 0)
@@ -112,10 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("state", nargs="?", choices=("on", "off"))
     p.add_argument("--size-mb", type=int, help="memory bound for forwarded messages, in MB")
 
+    from pybroker.pipeline.cli import add_commands
+
+    add_commands(sub, command, UsageError)
+
     p = command("bench", "run a benchmark (results belong in README's Performance section)",
                 cmd_bench)
-    p.add_argument("name", choices=("routing", "messaging"))
-    p.add_argument("--repeat", type=int, default=5, help="runs to take the median of")
+    p.add_argument("name", choices=("routing", "messaging", "pipeline"))
+    p.add_argument("--repeat", type=int, default=None,
+                   help="runs to take the median of (default: 5, 3 for pipeline)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--json", action="store_true")
     return parser
@@ -276,11 +281,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.repeat is None:
+        args.repeat = 3 if args.name == "pipeline" else 5
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.bench import messaging, routing
+    from pybroker.bench import messaging, pipeline, routing
 
-    bench = {"routing": routing, "messaging": messaging}[args.name]
+    bench = {"routing": routing, "messaging": messaging, "pipeline": pipeline}[args.name]
     report = bench.run(repeat=args.repeat, quick=args.quick)
     print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
     return 0

@@ -79,3 +79,8 @@ class QueueDisabledError(BrokerError):
 class InUseError(BrokerError):
     """An object cannot be dropped or changed while another uses it (a message type in a
     contract, a contract bound to a service, a queue bound to a service)."""
+
+
+class PipelineError(BrokerError):
+    """A pipeline job cannot run: a missing or malformed input file, a column of the wrong
+    type, an unreachable Spark master, a Spark or DuckDB failure while running a job."""

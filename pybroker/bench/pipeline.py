@@ -1,0 +1,165 @@
+"""``pybroker bench pipeline``: ``pipeline resolve`` of generated conversations on DuckDB and
+on Spark ``local[2]`` (issue 4: 10,000,000 conversations against 100,000 routes).
+
+The workload is written once by ``pipeline generate`` (DuckDB, seed 1). Each measured run
+is a fresh child process (``python -m pybroker.bench.pipeline``) so that each engine's peak
+memory is its own: the child reports the time of the resolve job alone (read Parquet,
+decide, write Parquet; Spark's start-up is reported apart), its own peak RSS, and for Spark
+the JVM's peak RSS (VmHWM of /proc/<pid>/status; in local mode the JVM is also the
+executor). Figures are medians of ``repeat`` runs; the Spark/DuckDB ratio compares the
+medians of the same invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+FULL = {"conversations": 10_000_000, "routes": 100_000}
+QUICK = {"conversations": 200_000, "routes": 2_000}
+SPARK_MASTER = "local[2]"
+SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"}
+
+
+def run(
+    *, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = None
+) -> dict[str, Any]:
+    from pybroker.pipeline.engine import DuckDBEngine
+    from pybroker.pipeline.generate import run_generate
+
+    sizes = sizes or (QUICK if quick else FULL)
+    with tempfile.TemporaryDirectory(prefix="pybroker-bench-pipeline-") as tmp:
+        work = Path(tmp) / "work"
+        start = time.perf_counter()
+        with DuckDBEngine() as engine:
+            run_generate(engine, work, conversations=sizes["conversations"],
+                         routes=sizes["routes"], seed="1")
+        generate_s = time.perf_counter() - start
+        keys = _distinct_keys(work)
+        runs: dict[str, list[dict[str, float]]] = {"duckdb": [], "spark": []}
+        for engine_name in ("duckdb", "spark"):
+            for i in range(repeat):
+                runs[engine_name].append(_child(engine_name, work, Path(tmp) / f"out{i}"))
+    report: dict[str, Any] = {
+        "machine": _machine(), "sizes": sizes, "repeat": repeat,
+        "generate_seconds": generate_s, "distinct_keys": keys,
+        "spark_master": SPARK_MASTER, "spark_conf": SPARK_CONF,
+    }
+    for name, results in runs.items():
+        seconds = statistics.median(r["seconds"] for r in results)
+        report[name] = {
+            "seconds": seconds,
+            "conversations_per_s": sizes["conversations"] / seconds,
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+            "jvm_peak_rss_mb": max(r.get("jvm_peak_rss_mb", 0.0) for r in results),
+            "startup_seconds": statistics.median(r.get("startup_seconds", 0.0)
+                                                 for r in results),
+            "runs": [r["seconds"] for r in results],
+        }
+    report["ratio_spark_to_duckdb"] = report["spark"]["seconds"] / report["duckdb"]["seconds"]
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    m, s, d, k = report["machine"], report["sizes"], report["duckdb"], report["spark"]
+    return "\n".join([
+        f"machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}, "
+        f"DuckDB {m['duckdb']}, PySpark {m['pyspark']}, Java {m['java']}",
+        f"workload: {s['conversations']:,} conversations x {s['routes']:,} routes "
+        f"({report['distinct_keys']:,} distinct (origin, service, broker) keys), generated in "
+        f"{report['generate_seconds']:.1f} s; median of {report['repeat']} runs",
+        f"duckdb:        {d['seconds']:.2f} s = {d['conversations_per_s']:,.0f} "
+        f"conversations/s, peak RSS {d['peak_rss_mb']:,.0f} MB (runs {_runs(d)})",
+        f"spark {report['spark_master']}: {k['seconds']:.2f} s = "
+        f"{k['conversations_per_s']:,.0f} conversations/s, peak RSS driver "
+        f"{k['peak_rss_mb']:,.0f} MB + JVM {k['jvm_peak_rss_mb']:,.0f} MB, start-up "
+        f"{k['startup_seconds']:.1f} s not included (runs {_runs(k)})",
+        f"spark/duckdb:  {report['ratio_spark_to_duckdb']:.2f}x the time",
+    ])
+
+
+def _runs(r: dict[str, Any]) -> str:
+    return ", ".join(f"{x:.2f}" for x in r["runs"])
+
+
+def _distinct_keys(work: Path) -> int:
+    con = duckdb.connect()
+    try:
+        files = [str(p) for p in sorted((work / "conversations.parquet").glob("*.parquet"))]
+        rel = con.read_parquet(files)
+        return len(rel.aggregate("origin, service_name, broker_instance",
+                                 "origin, service_name, broker_instance").fetchall())
+    finally:
+        con.close()
+
+
+def _child(engine: str, work: Path, out: Path) -> dict[str, float]:
+    args = [sys.executable, "-m", "pybroker.bench.pipeline", engine, str(work), str(out)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench child {engine} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
+    """One resolve run in this (child) process."""
+    from pybroker.pipeline.engine import DuckDBEngine, SparkEngine
+    from pybroker.pipeline.resolve import run_resolve
+
+    result: dict[str, float] = {}
+    start = time.perf_counter()
+    engine = (DuckDBEngine() if engine_name == "duckdb"
+              else SparkEngine(master=SPARK_MASTER, conf=SPARK_CONF))
+    result["startup_seconds"] = time.perf_counter() - start
+    try:
+        start = time.perf_counter()
+        run_resolve(engine, work / "conversations.parquet", work, out)
+        result["seconds"] = time.perf_counter() - start
+        if isinstance(engine, SparkEngine):
+            pid = engine.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+            result["jvm_peak_rss_mb"] = _vm_hwm_mb(int(pid))
+    finally:
+        engine.close()
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def _vm_hwm_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _machine() -> dict[str, Any]:
+    import pyspark
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+    return {
+        "cpus": os.cpu_count(), "platform": platform.platform(),
+        "python": platform.python_version(), "duckdb": duckdb.__version__,
+        "pyspark": pyspark.__version__,
+        "java": (java.stderr.splitlines() or ["?"])[0].split('"')[1 if '"' in java.stderr
+                                                                 else 0],
+    }
+
+
+if __name__ == "__main__":  # a measured child run: ENGINE WORK OUT -> one JSON line
+    parser = argparse.ArgumentParser()
+    parser.add_argument("engine", choices=("duckdb", "spark"))
+    parser.add_argument("work", type=Path)
+    parser.add_argument("out", type=Path)
+    ns = parser.parse_args()
+    print(json.dumps(_measure(ns.engine, ns.work, ns.out)))

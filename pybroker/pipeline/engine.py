@@ -1,0 +1,451 @@
+"""The two engines a pipeline job runs on: DuckDB (embedded, the default) and Spark.
+
+Both run the same templates of sql/ (Spark through :func:`pybroker.sql_templates.to_spark`)
+over named relations: Parquet inputs are registered under a name after their columns are
+checked against :mod:`pybroker.pipeline.schema`, each stage's result gets a name the next
+template reads. Values never enter SQL text: paths go to the engines' Parquet readers, and
+scalar inputs are rows of a registered relation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from pybroker import sql_templates
+from pybroker.errors import PipelineError
+from pybroker.pipeline.progress import Poller, Progress, elapsed
+from pybroker.pipeline.schema import Table
+
+ENGINES = ("duckdb", "spark")
+MASTER_CONNECT_TIMEOUT_S = 5.0
+
+# Accepted stored types per schema type (DuckDB's names); anything else is a wrong type.
+_DUCKDB_ACCEPTS = {
+    "VARCHAR": {"VARCHAR"},
+    "INTEGER": {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT"},
+    "BIGINT": {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"},
+    "BOOLEAN": {"BOOLEAN"},
+    "TIMESTAMP": {"TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S"},
+    "BLOB": {"BLOB"},
+    "DOUBLE": {"DOUBLE", "FLOAT"},
+}
+_SPARK_TYPE = {
+    "VARCHAR": "string", "INTEGER": "int", "BIGINT": "bigint", "BOOLEAN": "boolean",
+    "TIMESTAMP": "timestamp_ntz", "BLOB": "binary", "DOUBLE": "double",
+}
+_SPARK_ACCEPTS = {
+    "VARCHAR": {"string"},
+    "INTEGER": {"tinyint", "smallint", "int"},
+    "BIGINT": {"tinyint", "smallint", "int", "bigint"},
+    "BOOLEAN": {"boolean"},
+    "TIMESTAMP": {"timestamp_ntz"},
+    "BLOB": {"binary"},
+    "DOUBLE": {"float", "double"},
+}
+_TYPE_HINT = {
+    "TIMESTAMP": "a naive UTC timestamp (no time zone)",
+    "VARCHAR": "text (GUIDs as lowercase strings)",
+}
+
+
+def _wrong_type(path: Path, column: str, expected: str, found: str) -> PipelineError:
+    hint = _TYPE_HINT.get(expected, expected)
+    return PipelineError(
+        f"{path}: column {column} is {found}, expected {expected} ({hint})"
+    )
+
+
+def parquet_files(path: Path) -> list[Path]:
+    """A Parquet file, or the *.parquet files of a directory (Spark writes part files)."""
+    if not path.exists():
+        raise PipelineError(f"no such file or directory: {path}")
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.parquet") if p.is_file())
+        if not files:
+            raise PipelineError(f"{path} holds no .parquet files")
+        return files
+    return [path]
+
+
+def prepare_output(path: Path) -> Path:
+    """An output directory: created, or emptied when it holds only a previous output
+    (Parquet part files, _SUCCESS, .crc); any other existing path is refused."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise PipelineError(f"output {path} exists and is not a directory")
+        for p in path.iterdir():
+            ok = p.is_file() and (p.suffix in (".parquet", ".crc") or p.name.startswith(
+                ("_SUCCESS", "._SUCCESS")))
+            if not ok:
+                raise PipelineError(
+                    f"output {path} holds {p.name}, which is no previous pipeline output; "
+                    "choose a new or empty directory"
+                )
+        for p in path.iterdir():
+            p.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class Engine(ABC):
+    name: str
+
+    def __init__(self, progress: Progress | None = None) -> None:
+        self.progress = progress or Progress(enabled=False)
+
+    @abstractmethod
+    def read_parquet(self, name: str, path: Path, table: Table) -> None:
+        """Register Parquet at ``path`` as relation ``name``, checked against ``table``."""
+
+    @abstractmethod
+    def register_rows(self, name: str, table: Table, rows: Sequence[tuple]) -> None:
+        """A small relation of given rows (scalar inputs of a template)."""
+
+    @abstractmethod
+    def register_numbers(self, name: str, count: int) -> None:
+        """The numbers 0 .. count - 1 as column ``n``."""
+
+    @abstractmethod
+    def stage(
+        self, name: str, template: str, *, small: bool, reused: bool = False, **variables: Any
+    ) -> None:
+        """Run ``template`` as relation ``name``; ``small`` results are computed and kept
+        now (they are read several times), large ones may stay lazy; a large ``reused``
+        one is kept once computed (memory, spilling to disk)."""
+
+    @abstractmethod
+    def write(self, relation: str, path: Path) -> None:
+        """Write a relation as Parquet part files in directory ``path``."""
+
+    @abstractmethod
+    def fetch(self, relation: str) -> tuple[list[str], list[tuple]]:
+        """All rows of a (small) relation."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- DuckDB ------------------------------------------------------------------------------
+
+
+class DuckDBEngine(Engine):
+    name = "duckdb"
+
+    def __init__(self, progress: Progress | None = None, *, threads: int | None = None) -> None:
+        super().__init__(progress)
+        import duckdb
+
+        self._duckdb = duckdb
+        self.con = duckdb.connect()
+        self.con.execute("SET TimeZone = 'UTC'")
+        self.con.execute("SET preserve_insertion_order = false")
+        # DuckDB prints its own progress bar to stdout, terminal or not; keep the tracking
+        # (query_progress(), shown by _running on a terminal) and drop the printing
+        self.con.execute("SET enable_progress_bar = true")
+        self.con.execute("SET enable_progress_bar_print = false")
+        if threads is not None:
+            self.con.execute("SET threads = $n", {"n": threads})
+
+    def read_parquet(self, name: str, path: Path, table: Table) -> None:
+        duckdb = self._duckdb
+        files = parquet_files(Path(path))
+        try:
+            rel = self.con.read_parquet([str(f) for f in files])
+        except duckdb.Error as exc:
+            raise PipelineError(f"{path} is not readable Parquet: {_first_line(exc)}") from exc
+        found = dict(zip(rel.columns, (str(t) for t in rel.types), strict=True))
+        exprs = []
+        for column in table.columns:
+            if column.name not in found:
+                raise PipelineError(
+                    f"{path}: column {column.name} is missing (a {table.name} file needs "
+                    f"{', '.join(table.column_names)})"
+                )
+            stored = found[column.name]
+            if stored not in _DUCKDB_ACCEPTS[column.type]:
+                raise _wrong_type(path, column.name, column.type, stored)
+            exprs.append(
+                duckdb.ColumnExpression(column.name)
+                .cast(duckdb.sqltype(column.type)).alias(column.name)
+            )
+        rel.project(*exprs).create_view(name, replace=True)
+
+    def register_rows(self, name: str, table: Table, rows: Sequence[tuple]) -> None:
+        import pyarrow as pa
+
+        arrow = pa.Table.from_pylist(
+            [dict(zip(table.column_names, r, strict=True)) for r in rows],
+            schema=_arrow_schema(table),
+        )
+        self.con.from_arrow(arrow).create_view(name, replace=True)
+        self._keep = getattr(self, "_keep", {})
+        self._keep[name] = arrow  # the view reads the Arrow table: keep it alive
+
+    def register_numbers(self, name: str, count: int) -> None:
+        sql = sql_templates.render("pipeline/duckdb__numbers.sql")
+        self.con.sql(sql, params={"count": count}).to_table(name)
+
+    def stage(
+        self, name: str, template: str, *, small: bool, reused: bool = False, **variables: Any
+    ) -> None:
+        sql = sql_templates.render(template, **variables)
+        with self._running(name):
+            self._execute_ddl_of(name, sql)
+
+    def _execute_ddl_of(self, name: str, sql: str) -> None:
+        try:
+            self.con.sql(sql).to_table(name)
+        except self._duckdb.Error as exc:
+            raise PipelineError(f"DuckDB failed at stage {name}: {_first_line(exc)}") from exc
+
+    def write(self, relation: str, path: Path) -> None:
+        target = prepare_output(path) / "part-00000.parquet"
+        with self._running(f"writing {path}"):
+            try:
+                self.con.table(relation).write_parquet(str(target))
+            except self._duckdb.Error as exc:
+                raise PipelineError(f"DuckDB failed writing {path}: {_first_line(exc)}") from exc
+
+    def fetch(self, relation: str) -> tuple[list[str], list[tuple]]:
+        rel = self.con.table(relation)
+        return list(rel.columns), rel.fetchall()
+
+    def close(self) -> None:
+        self.con.close()
+
+    @contextlib.contextmanager
+    def _running(self, what: str) -> Iterator[None]:
+        start = time.perf_counter()
+
+        def poll() -> None:
+            pct = self.con.query_progress()
+            if pct is not None and pct >= 0:
+                self.progress.show(f"[duckdb] {what}: {pct:.0f}% ({elapsed(start)})")
+
+        with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
+            yield
+        self.progress.done(f"[duckdb] {what}: done in {elapsed(start)}")
+
+
+def _arrow_schema(table: Table):
+    import pyarrow as pa
+
+    to_arrow = {
+        "VARCHAR": pa.string(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
+        "BOOLEAN": pa.bool_(), "TIMESTAMP": pa.timestamp("us"), "BLOB": pa.binary(),
+        "DOUBLE": pa.float64(),
+    }
+    return pa.schema([(c.name, to_arrow[c.type]) for c in table.columns])
+
+
+# -- Spark -------------------------------------------------------------------------------
+
+
+def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT_S) -> None:
+    """A spark://host:port master must accept a TCP connection within ``timeout`` seconds;
+    otherwise SparkSession's own retries would hang for minutes."""
+    if not master.startswith("spark://"):
+        return
+    for hostport in master.removeprefix("spark://").split(","):  # HA: several masters
+        parsed = urlparse(f"spark://{hostport}")
+        host, port = parsed.hostname, parsed.port or 7077
+        if not host:
+            raise PipelineError(f"Spark master URL {master!r} names no host")
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError:
+            continue
+    raise PipelineError(
+        f"cannot reach Spark master {master} within {timeout:.0f} s "
+        "(is the master running, and is the host:port right?)"
+    )
+
+
+def spark_session(master: str, conf: dict[str, str] | None = None, *, app_name: str = "pybroker"):
+    """A SparkSession on ``master`` (local[*], local[N], spark://host:port, yarn, ...)."""
+    check_master_reachable(master)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - pyspark is an optional dependency
+        raise PipelineError("the Spark engine needs pyspark: pip install 'pybroker[spark]'") \
+            from exc
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "16")
+        .config("spark.network.timeout", "60s")
+    )
+    host = urlparse(master.split(",")[0]).hostname if master.startswith("spark://") else None
+    if master.startswith("local") or host in ("127.0.0.1", "localhost"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:
+        raise PipelineError(f"cannot start Spark on {master}: {_first_line(exc)}") from exc
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+class SparkEngine(Engine):
+    name = "spark"
+
+    def __init__(
+        self,
+        session=None,
+        *,
+        master: str = "local[*]",
+        conf: dict[str, str] | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        super().__init__(progress)
+        self._owns_session = session is None
+        self.spark = session if session is not None else spark_session(master, conf)
+        self._views: list[str] = []
+        self._persisted: list[Any] = []
+
+    def read_parquet(self, name: str, path: Path, table: Table) -> None:
+        from pyspark.sql import functions as F
+
+        files = parquet_files(Path(path))
+        try:
+            df = self.spark.read.parquet(*(str(f.resolve()) for f in files))
+        except Exception as exc:
+            raise PipelineError(f"{path} is not readable Parquet: {_first_line(exc)}") from exc
+        found = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        cols = []
+        for column in table.columns:
+            if column.name not in found:
+                raise PipelineError(
+                    f"{path}: column {column.name} is missing (a {table.name} file needs "
+                    f"{', '.join(table.column_names)})"
+                )
+            if found[column.name] not in _SPARK_ACCEPTS[column.type]:
+                raise _wrong_type(path, column.name, column.type, found[column.name])
+            cols.append(F.col(column.name).cast(_SPARK_TYPE[column.type]).alias(column.name))
+        self._view(df.select(*cols), name)
+
+    def register_rows(self, name: str, table: Table, rows: Sequence[tuple]) -> None:
+        schema = ", ".join(f"{c.name} {_SPARK_TYPE[c.type]}" for c in table.columns)
+        self._view(self.spark.createDataFrame(list(rows), schema=schema), name)
+
+    def register_numbers(self, name: str, count: int) -> None:
+        self._view(self.spark.range(count).withColumnRenamed("id", "n"), name)
+
+    def stage(
+        self, name: str, template: str, *, small: bool, reused: bool = False, **variables: Any
+    ) -> None:
+        # Each CTE of the template runs as its own relation, and one read more than once is
+        # computed once (see sql_templates.to_spark_stages: Spark inlines CTEs otherwise).
+        parts = sql_templates.to_spark_stages(template, **variables)
+        with self._running(name):
+            try:
+                for cte_name, sql, references in parts:
+                    df = self.spark.sql(sql)
+                    if cte_name is None:
+                        if small:
+                            # read several times by the next stages: computed once, with
+                            # its lineage cut
+                            df = df.localCheckpoint(eager=True)
+                        elif reused:
+                            from pyspark import StorageLevel
+
+                            df = df.persist(StorageLevel.MEMORY_AND_DISK)
+                            self._persisted.append(df)
+                        self._view(df, name)
+                    else:
+                        if references > 1 and small:
+                            df = df.localCheckpoint(eager=True)
+                        self._view(df, cte_name)
+            except Exception as exc:
+                raise PipelineError(f"Spark failed at stage {name}: {_first_line(exc)}") \
+                    from exc
+
+    def write(self, relation: str, path: Path) -> None:
+        path = Path(path)
+        prepare_output(path)
+        with self._running(f"writing {path}"):
+            try:
+                self.spark.table(relation).write.mode("overwrite").parquet(str(path.resolve()))
+            except Exception as exc:
+                raise PipelineError(f"Spark failed writing {path}: {_first_line(exc)}") from exc
+
+    def fetch(self, relation: str) -> tuple[list[str], list[tuple]]:
+        df = self.spark.table(relation)
+        with self._running(f"collecting {relation}"):
+            rows = [tuple(r) for r in df.collect()]
+        return list(df.columns), rows
+
+    def close(self) -> None:
+        for df in self._persisted:
+            with contextlib.suppress(Exception):
+                df.unpersist()
+        for name in self._views:
+            with contextlib.suppress(Exception):
+                self.spark.catalog.dropTempView(name)
+        if self._owns_session:
+            self.spark.stop()
+
+    def _view(self, df, name: str) -> None:
+        df.createOrReplaceTempView(name)
+        self._views.append(name)
+
+    @contextlib.contextmanager
+    def _running(self, what: str) -> Iterator[None]:
+        start = time.perf_counter()
+        tracker = self.spark.sparkContext.statusTracker()
+
+        def poll() -> None:
+            parts = []
+            for stage_id in sorted(tracker.getActiveStageIds()):
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    parts.append(f"stage {stage_id} {info.numCompletedTasks}/{info.numTasks}")
+            if parts:
+                if len(parts) > 3:
+                    parts = [*parts[:3], f"+{len(parts) - 3} more"]
+                self.progress.show(f"[spark] {what}: {', '.join(parts)} ({elapsed(start)})")
+
+        with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
+            yield
+        self.progress.done(f"[spark] {what}: done in {elapsed(start)}")
+
+
+def open_engine(
+    engine: str,
+    *,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    progress: Progress | None = None,
+    spark=None,
+) -> Engine:
+    if engine == "duckdb":
+        return DuckDBEngine(progress)
+    if engine == "spark":
+        return SparkEngine(spark, master=master, conf=conf, progress=progress)
+    raise PipelineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:500]

@@ -1,0 +1,98 @@
+"""``pipeline resolve``: route decisions for a table of conversations, in bulk.
+
+The stages (templates of sql/pipeline/, the routing steps of sql/routing/_route_steps.sql):
+
+1. ``route_epochs``: the instants at which routes expire split time into epochs, per
+   routing database and service (R1.4);
+2. ``conversation_keys``: each conversation's routing key, with the epoch of its begin_time;
+3. ``decision_keys``: the distinct keys (far fewer than conversations);
+4. ``key_options``: the routing process R1-R4 on the keys: every possible decision, ranked;
+5. ``decide_conversations``: one decision per conversation, the arbitrary picks (R2.3, R3,
+   R4.2) taken from md5(conversation_id), so DuckDB and Spark give the same rows.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pybroker.errors import PipelineError
+from pybroker.pipeline.engine import Engine
+from pybroker.pipeline.export import export_instance
+from pybroker.pipeline.schema import CONVERSATIONS, ROUTING_TABLES
+
+
+@contextmanager
+def routing_state_dir(source: Path) -> Iterator[Path]:
+    """A directory of exported routing tables: ``source`` itself when it is one (from
+    ``pybroker export``), else the instance file ``source`` exported to a temporary one."""
+    source = Path(source)
+    if source.is_dir():
+        yield source
+        return
+    if not source.exists():
+        raise PipelineError(f"no instance file or export directory at {source}")
+    with tempfile.TemporaryDirectory(prefix="pybroker-state-") as tmp:
+        export_instance(source, Path(tmp))
+        yield Path(tmp)
+
+
+def load_routing_state(engine: Engine, directory: Path, prefix: str) -> dict[str, str]:
+    """Register the routing tables of an export directory as ``<prefix>_<table>``; returns
+    the catalog relation names the routing templates take."""
+    names: dict[str, str] = {}
+    for table in ROUTING_TABLES:
+        path = Path(directory) / f"{table.name}.parquet"
+        if not path.exists():
+            raise PipelineError(
+                f"{directory} has no {table.name}.parquet: not a directory written by "
+                "`pybroker export`"
+            )
+        relation = f"{prefix}_{table.name}"
+        engine.read_parquet(relation, path, table)
+        names[table.name] = relation
+    return names
+
+
+def load_conversations(engine: Engine, path: Path, name: str = "conversations") -> str:
+    engine.read_parquet(name, Path(path), CONVERSATIONS)
+    return name
+
+
+def resolve(
+    engine: Engine,
+    conversations: str,
+    catalog: dict[str, str],
+    prefix: str,
+    *,
+    small: bool = False,
+) -> str:
+    """Stage the decisions of ``conversations`` against the catalog relations; returns the
+    name of the decisions relation (columns of schema.DECISIONS). ``small``: the decisions
+    are read again (impact), so Spark computes them once."""
+    p = prefix
+    engine.stage(f"{p}_epochs", "pipeline/route_epochs.sql", small=True,
+                 routes=catalog["routes"], databases=catalog["databases"])
+    engine.stage(f"{p}_conversation_keys", "pipeline/conversation_keys.sql", small=False,
+                 reused=True,
+                 conversations=conversations, epochs=f"{p}_epochs",
+                 databases=catalog["databases"])
+    engine.stage(f"{p}_keys", "pipeline/decision_keys.sql", small=True,
+                 conversation_keys=f"{p}_conversation_keys")
+    engine.stage(f"{p}_key_options", "pipeline/key_options.sql", small=True,
+                 conversations=f"{p}_keys", **catalog)
+    engine.stage(f"{p}_decisions", "pipeline/decide_conversations.sql", small=small,
+                 conversation_keys=f"{p}_conversation_keys",
+                 key_options=f"{p}_key_options")
+    return f"{p}_decisions"
+
+
+def run_resolve(engine: Engine, conversations: Path, routing: Path, output: Path) -> None:
+    """The whole job: read, decide, write ``output`` (a directory of Parquet part files)."""
+    with routing_state_dir(routing) as state:
+        catalog = load_routing_state(engine, state, "state")
+        relation = load_conversations(engine, conversations)
+        decisions = resolve(engine, relation, catalog, "resolve")
+        engine.write(decisions, output)

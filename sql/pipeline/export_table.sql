@@ -1,0 +1,18 @@
+{#-
+  `pybroker export`: one table of an instance file in the exported schema of
+  pybroker/pipeline/schema.py (the column list and types come from there, never from input).
+  GUIDs become lowercase text and times naive UTC TIMESTAMP, the forms that survive
+  DuckDB -> Parquet -> Spark; a column the file lacks is exported as NULL of its type.
+  DuckDB only: it reads the instance file.
+-#}
+SELECT
+{%- for c in columns %}
+    {% if c.name not in present -%}
+    CAST(NULL AS {{ c.type }})
+    {%- elif c.guid -%}
+    lower(CAST(t.{{ c.name }} AS VARCHAR))
+    {%- else -%}
+    CAST(t.{{ c.name }} AS {{ c.type }})
+    {%- endif %} AS {{ c.name }}{{ "," if not loop.last }}
+{%- endfor %}
+FROM {{ table }} AS t

@@ -1,0 +1,67 @@
+{#-
+  pipeline resolve, stage 4: every possible decision per routing key (the route_option CTE
+  of _route_steps.sql, as in resolve_route_options.sql), ranked for an exact pick.
+
+  The live engine and decide_route.sql draw a uniform number into slices as wide as each
+  option's weight. Across engines that is not reproducible: the weights are DOUBLE in
+  DuckDB and DECIMAL in Spark, so a draw near a slice boundary can fall on different sides.
+  Here each arbitrary pick is an integer rank instead, in the same nesting as the weights:
+  R2.3 picks one broker identifier (group_rank of group_count), R3 one of the routes of
+  the choosing step that count as distinct (route_rank of route_count; identical routes
+  share one name, the lowest), R4.2 one database holding the service (db_rank of
+  db_count). decide_conversations.sql takes the ranks from one integer per conversation,
+  so every option keeps exactly its weight's share of the conversations.
+  Input: {{ conversations }} (the keys of decision_keys.sql) and the catalog relations.
+-#}
+WITH
+{% include 'routing/_route_steps.sql' %},
+
+ranked_option AS (
+    SELECT
+        o.*,
+        DENSE_RANK() OVER (
+            PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at
+            ORDER BY o.pick_group
+        ) AS group_rank,
+        DENSE_RANK() OVER (
+            PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group
+            ORDER BY COALESCE(o.route_name, '')
+        ) AS route_rank,
+        ROW_NUMBER() OVER (
+            PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group,
+                COALESCE(o.route_name, '')
+            ORDER BY COALESCE(o.database_name, '')
+        ) AS db_rank,
+        COUNT(*) OVER (
+            PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group,
+                COALESCE(o.route_name, '')
+        ) AS db_count
+    FROM route_option AS o
+)
+SELECT
+    r.origin,
+    r.service_name,
+    r.broker_key,
+    r.routed_at,
+    r.outcome,
+    r.route_name AS route,
+    r.address,
+    r.mirror_address,
+    r.database_name AS "database",
+    r.decision_broker_instance AS broker_instance,
+    'R2.' || CAST(r.match_order AS VARCHAR) AS match_step,
+    CASE WHEN r.choose_order IS NOT NULL THEN 'R3.' || CAST(r.choose_order AS VARCHAR) END
+        AS choose_step,
+    r.locate_step,
+    r.decided_by,
+    CAST(r.group_rank - 1 AS BIGINT) AS group_rank,
+    CAST(MAX(r.group_rank) OVER (
+        PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at
+    ) AS BIGINT) AS group_count,
+    CAST(r.route_rank - 1 AS BIGINT) AS route_rank,
+    CAST(MAX(r.route_rank) OVER (
+        PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at, r.pick_group
+    ) AS BIGINT) AS route_count,
+    CAST(r.db_rank - 1 AS BIGINT) AS db_rank,
+    CAST(r.db_count AS BIGINT) AS db_count
+FROM ranked_option AS r

@@ -1,0 +1,220 @@
+"""Parity of the pipeline on Spark and DuckDB (issue 4's acceptance test): the seven seed
+examples as a batch, the generate workload (100,000 conversations), impact and traffic give
+identical rows on both engines; and one resolve job submitted to a real standalone cluster
+(a master and a worker started from the pyspark installation, stopped by pid)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+
+from pybroker.examples import check_case
+from pybroker.pipeline.engine import DuckDBEngine, SparkEngine
+from pybroker.pipeline.generate import TEMPLATES, run_generate
+from pybroker.pipeline.impact import run_impact
+from pybroker.pipeline.traffic import run_traffic
+from tests.pipeline_fixtures import (
+    AS_OF,
+    decision,
+    read_rows,
+    resolve_to_rows,
+    seed_states,
+    traffic_instance,
+    write_rows,
+)
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def spark_engine(spark):
+    engine = SparkEngine(spark)
+    yield engine
+    engine.close()  # drops the temp views; the session stays for the next test
+
+
+def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path):
+    states = seed_states(tmp_path)
+    for state in states:
+        with DuckDBEngine() as duck:
+            expected = resolve_to_rows(duck, state.conversations, state.file,
+                                       tmp_path / f"{state.name}_duck")
+        on_spark = resolve_to_rows(spark_engine, state.conversations, state.file,
+                                   tmp_path / f"{state.name}_spark")
+        assert on_spark == expected, state.name
+        assert len(on_spark) == len(state.expect)
+        for row in on_spark:
+            d = decision(row)
+            assert check_case(state.expect[d.conversation_id], d) == [], state.name
+
+
+def test_generate_workload_of_100000_conversations_gives_identical_rows(spark_engine,
+                                                                        tmp_path):
+    sizes = {"conversations": 100_000, "routes": 2_000, "seed": "42"}
+    with DuckDBEngine() as duck:
+        run_generate(duck, tmp_path / "duck", **sizes)
+    run_generate(spark_engine, tmp_path / "spark", **sizes)
+    for table in TEMPLATES:  # the generator itself is engine-independent
+        assert read_rows(tmp_path / "spark" / f"{table}.parquet") == read_rows(
+            tmp_path / "duck" / f"{table}.parquet"), table
+
+    work = tmp_path / "duck"
+    with DuckDBEngine() as duck:
+        expected = resolve_to_rows(duck, work / "conversations.parquet", work,
+                                   tmp_path / "d_duck")
+    on_spark = resolve_to_rows(spark_engine, work / "conversations.parquet", work,
+                               tmp_path / "d_spark")
+    assert len(expected) == 100_000
+    assert on_spark == expected
+    decided_by = {decision(r).decided_by for r in expected}
+    assert {"R3.1", "R3.2", "R3.3", "R3.5"} <= decided_by
+
+
+def test_impact_gives_identical_rows(spark_engine, tmp_path):
+    from datetime import datetime
+
+    import pybroker
+    from pybroker.pipeline.schema import CONVERSATIONS
+
+    file = tmp_path / "i.duckdb"
+    with pybroker.connect(file) as inst:
+        db = inst.create_database("Sales")
+        db.create_route("Keep", service_name="K", address="tcp://keep:1")
+        db.create_route("Two1", service_name="M", address="tcp://m1:1")
+        db.create_route("Two2", service_name="M", address="tcp://m2:1")
+    rows = [{"conversation_id": f"{o}-{s}{i}", "origin": o, "service_name": s,
+             "broker_instance": None, "begin_time": datetime(2030, 1, 1)}
+            for s in ("K", "M", "Z") for o in ("Sales", "outside") for i in range(200)]
+    conv = write_rows(tmp_path / "c.parquet", CONVERSATIONS, rows)
+    script = "DROP ROUTE Keep; CREATE ROUTE Two3 WITH SERVICE_NAME = 'M', ADDRESS = 'tcp://m3:1'"
+    with DuckDBEngine() as duck:
+        expected = run_impact(duck, conv, file, tmp_path / "duck", script=script,
+                              database="Sales")
+    on_spark = run_impact(spark_engine, conv, file, tmp_path / "spark", script=script,
+                          database="Sales")
+    assert on_spark == expected
+    assert read_rows(tmp_path / "spark" / "changes") == read_rows(tmp_path / "duck" / "changes")
+    changes: dict[tuple, int] = {}
+    for r in expected:
+        key = (r["service_name"], r["change"])
+        changes[key] = changes.get(key, 0) + r["conversations"]
+    assert changes[("K", "becomes DELAYED")] == 200
+    # the R3 pick is re-dealt over three routes: draw % 2 and draw % 3 name different
+    # routes for 4 of every 6 draws
+    assert 100 < changes[("M", "moves")] < 170
+    assert set(changes) == {("K", "becomes DELAYED"), ("M", "moves")}
+
+
+def test_traffic_gives_identical_rows(spark_engine, tmp_path):
+    state = tmp_path / "state"
+    traffic_instance(state)
+    with DuckDBEngine() as duck:
+        expected = run_traffic(duck, state, tmp_path / "duck", as_of=AS_OF)
+    on_spark = run_traffic(spark_engine, state, tmp_path / "spark", as_of=AS_OF)
+    assert on_spark["rows"] == expected["rows"]
+    for report in expected["rows"]:
+        assert read_rows(tmp_path / "spark" / report) == read_rows(tmp_path / "duck" / report)
+
+
+# -- a standalone cluster ------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(check, what: str, timeout: float, procs) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"{p.args[1]} exited with {p.returncode} before {what}")
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@contextmanager
+def _daemon(args: list[str], log: Path, env: dict[str, str]):
+    """A Spark daemon in the foreground of its own process; stopped by its pid."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+            return int(json.load(r).get("aliveworkers", 0))
+    except OSError:
+        return 0
+
+
+def test_resolve_on_a_standalone_cluster(tmp_path):
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).resolve().parent
+    spark_class = str(spark_home / "bin" / "spark-class")
+    env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_NO_DAEMONIZE": "1"}
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    state = seed_states(tmp_path)[4]  # example 5: the R2.3 and R2.1 picks
+    with DuckDBEngine() as duck:
+        expected = resolve_to_rows(duck, state.conversations, state.file, tmp_path / "duck")
+
+    with ExitStack() as stack:
+        master = stack.enter_context(_daemon(
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(port), "--webui-port", str(ui)], tmp_path / "master.log", env))
+        _wait_for(lambda: _alive_workers(ui) == 0 and _port_open(port), "the master", 90,
+                  [master])
+        worker = stack.enter_context(_daemon(
+            [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+             "--webui-port", str(worker_ui), "--cores", "1", "--memory", "1g",
+             "--work-dir", str(tmp_path / "work"), master_url],
+            tmp_path / "worker.log", env))
+        _wait_for(lambda: _alive_workers(ui) == 1, "the worker to register", 90,
+                  [master, worker])
+        job = subprocess.run(
+            [sys.executable, "-m", "pybroker", "pipeline", "resolve", str(state.file),
+             str(state.conversations), str(tmp_path / "cluster"), "--engine", "spark",
+             "--master", master_url, "--conf", "spark.executor.memory=512m",
+             "--conf", "spark.cores.max=1", "--json"],
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=420,
+        )
+        assert job.returncode == 0, job.stderr[-3000:]
+        result = json.loads(job.stdout[job.stdout.index("{"):])
+        assert result["engine"] == "spark"
+        assert result["conversations"] == len(state.expect)
+    assert read_rows(tmp_path / "cluster") == expected
+    assert master.returncode is not None and worker.returncode is not None  # both stopped
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
