@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -1329,53 +1329,53 @@ def _uuid(what: str, value: object) -> str:
 # -- rows to bound columns ----------------------------------------------------------------
 
 
+# How each column of conversation_endpoints travels as one bound string (columns.py).
+# "state" is two letters, never a comma: it goes as it is (columns.guids).
+_ENDPOINT_ENCODING = {
+    "conversation_handle": columns.guids,
+    "database_id": columns.ints,
+    "conversation_id": columns.guids,
+    "conversation_group_id": columns.guids,
+    "is_initiator": columns.flags,
+    "service_name": columns.texts,
+    "service_contract_name": columns.texts,
+    "far_service": columns.texts,
+    "far_broker_instance": columns.guids,
+    "requested_broker_instance": columns.guids,
+    "state": columns.guids,
+    "lifetime": columns.times,
+    "dialog_timer": columns.times,
+    "send_sequence": columns.ints,
+    "first_unacked_send_sequence": columns.ints,
+    "end_dialog_sequence": columns.ints,
+    "receive_sequence": columns.ints,
+    "receive_sequence_frag": columns.ints,
+    "transmission_retry_count": columns.ints,
+    "transmission_next_attempt": columns.times,
+    "error_code": columns.ints,
+    "error_description": columns.texts,
+    "priority": columns.ints,
+    "create_date": columns.times,
+}
+# What an endpoint can change after it is created (update_conversation_endpoints.sql).
+_ENDPOINT_CHANGES = (
+    "conversation_handle", "state", "far_broker_instance", "dialog_timer", "send_sequence",
+    "first_unacked_send_sequence", "end_dialog_sequence", "receive_sequence",
+    "receive_sequence_frag", "transmission_retry_count", "transmission_next_attempt",
+    "error_code", "error_description",
+)
+
+
+def _encode_endpoints(eps: list[Endpoint], names: Iterable[str]) -> dict[str, str]:
+    return {name: _ENDPOINT_ENCODING[name](getattr(e, name) for e in eps) for name in names}
+
+
 def _endpoint_columns(eps: list[Endpoint]) -> dict[str, str]:
-    return {
-        "conversation_handle": columns.guids(e.conversation_handle for e in eps),
-        "database_id": columns.ints(e.database_id for e in eps),
-        "conversation_id": columns.guids(e.conversation_id for e in eps),
-        "conversation_group_id": columns.guids(e.conversation_group_id for e in eps),
-        "is_initiator": columns.flags(e.is_initiator for e in eps),
-        "service_name": columns.texts(e.service_name for e in eps),
-        "service_contract_name": columns.texts(e.service_contract_name for e in eps),
-        "far_service": columns.texts(e.far_service for e in eps),
-        "far_broker_instance": columns.guids(e.far_broker_instance for e in eps),
-        "requested_broker_instance": columns.guids(e.requested_broker_instance for e in eps),
-        "state": ",".join(e.state for e in eps),
-        "lifetime": columns.times(e.lifetime for e in eps),
-        "dialog_timer": columns.times(e.dialog_timer for e in eps),
-        "send_sequence": columns.ints(e.send_sequence for e in eps),
-        "first_unacked_send_sequence": columns.ints(
-            e.first_unacked_send_sequence for e in eps),
-        "end_dialog_sequence": columns.ints(e.end_dialog_sequence for e in eps),
-        "receive_sequence": columns.ints(e.receive_sequence for e in eps),
-        "receive_sequence_frag": columns.ints(e.receive_sequence_frag for e in eps),
-        "transmission_retry_count": columns.ints(e.transmission_retry_count for e in eps),
-        "transmission_next_attempt": columns.times(e.transmission_next_attempt for e in eps),
-        "error_code": columns.ints(e.error_code for e in eps),
-        "error_description": columns.texts(e.error_description for e in eps),
-        "priority": columns.ints(e.priority for e in eps),
-        "create_date": columns.times(e.create_date for e in eps),
-    }
+    return _encode_endpoints(eps, _ENDPOINT_ENCODING)
 
 
 def _endpoint_changes(eps: list[Endpoint]) -> dict[str, str]:
-    return {
-        "conversation_handle": columns.guids(e.conversation_handle for e in eps),
-        "state": ",".join(e.state for e in eps),
-        "far_broker_instance": columns.guids(e.far_broker_instance for e in eps),
-        "dialog_timer": columns.times(e.dialog_timer for e in eps),
-        "send_sequence": columns.ints(e.send_sequence for e in eps),
-        "first_unacked_send_sequence": columns.ints(
-            e.first_unacked_send_sequence for e in eps),
-        "end_dialog_sequence": columns.ints(e.end_dialog_sequence for e in eps),
-        "receive_sequence": columns.ints(e.receive_sequence for e in eps),
-        "receive_sequence_frag": columns.ints(e.receive_sequence_frag for e in eps),
-        "transmission_retry_count": columns.ints(e.transmission_retry_count for e in eps),
-        "transmission_next_attempt": columns.times(e.transmission_next_attempt for e in eps),
-        "error_code": columns.ints(e.error_code for e in eps),
-        "error_description": columns.texts(e.error_description for e in eps),
-    }
+    return _encode_endpoints(eps, _ENDPOINT_CHANGES)
 
 
 _QUEUE_COLUMNS = (
