@@ -84,3 +84,13 @@ class InUseError(BrokerError):
 class PipelineError(BrokerError):
     """A pipeline job cannot run: a missing or malformed input file, a column of the wrong
     type, an unreachable Spark master, a Spark or DuckDB failure while running a job."""
+
+
+class WireError(BrokerError):
+    """Broker-to-broker communication failed: the endpoint cannot start (port taken,
+    started twice), a certificate cannot be read, a peer is not trusted."""
+
+
+class FrameError(WireError):
+    """Bytes from the network are not a valid frame (P1): the only error the frame decoder
+    raises, whatever it is fed. The connection that sent them is closed."""

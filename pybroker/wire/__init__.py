@@ -1,0 +1,15 @@
+"""Between instances (SPEC P1-P9): a sans-I/O protocol core and the one module that does
+the I/O.
+
+- ``frames``: the frame format (encode, incremental bounded decode, MACs).
+- ``dialog``: per conversation direction: fragmenting, acknowledgement bookkeeping,
+  retransmission timers (P3-P5); the receiver's reassembly decisions.
+- ``adjacent``: one connection to an adjacent broker: handshake, framing, batching of
+  acknowledgements, keepalive, idle close (P2).
+- ``certificates``: endpoint certificates and the dialog session keys (P6).
+- ``transport``: the only module that touches sockets, TLS and the clock (asyncio in a
+  background thread); it feeds bytes to the core and hands arrivals to the messaging engine.
+
+The core takes ``now`` (epoch seconds) as an argument and exposes its deadlines with
+``get_timer()``; it imports neither asyncio, ssl, sockets nor duckdb.
+"""

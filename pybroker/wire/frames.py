@@ -1,0 +1,558 @@
+"""The adjacent broker protocol's frames: encode and decode, nothing else (P1).
+
+Service Broker's wire format is unpublished, so this one is pybroker's own. Every frame is
+
+    magic "PB" (2) | version (1) | type (1) | flags (1) | 0 (1) | header_len (2) | body_len (4)
+    header (header_len bytes, per type below) | body (body_len bytes)
+
+all integers big-endian. Strings are a 2-byte length and UTF-8; GUIDs are 16 bytes (all zero
+for "none"). The header of a message fragment carries everything a forwarder needs to route
+(services, broker identifiers, hops) in clear; the body is the fragment's bytes.
+
+Integrity (P6) is a keyed MAC (BLAKE2b, 16 bytes) under the dialog's session key: a message
+fragment's MAC covers its header and body; an acknowledgement entry and a notice carry their
+own. ``signed_bytes`` gives what a MAC covers; the keys live in the dialog layer.
+
+Decoding is incremental (``FrameDecoder.feed``) and bounded: a header over MAX_HEADER or a
+body over the decoder's ``max_body`` is refused as soon as its length field arrives. Any
+malformed input raises :class:`FrameError` and nothing else; after one, the decoder refuses
+every later feed (the connection is closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+import uuid
+from dataclasses import dataclass, replace
+
+from pybroker.errors import FrameError
+
+MAGIC = b"PB"
+VERSION = 1
+PREFIX = struct.Struct("!2sBBBBHI")
+PREFIX_SIZE = PREFIX.size  # 12
+MAX_HEADER = 16 * 1024
+DEFAULT_MAX_BODY = 16 * 2**20  # bytes of one frame's body; a fragment is at most this
+MAX_ACK_ENTRIES = 4096
+MAX_ACK_RANGES = 1024
+MAC_SIZE = 16
+KEY_ID_SIZE = 8
+NO_GUID = bytes(16)
+
+HELLO, MESSAGE, ACK, NOTICE, KEEPALIVE, CLOSE = 1, 2, 3, 4, 5, 6
+TYPE_NAMES = {HELLO: "HELLO", MESSAGE: "MESSAGE", ACK: "ACK", NOTICE: "NOTICE",
+              KEEPALIVE: "KEEPALIVE", CLOSE: "CLOSE"}
+
+# MESSAGE flags
+_FROM_INITIATOR, _END_OF_DIALOG, _ERROR, _HAS_ACK = 1, 2, 4, 8
+# NOTICE flags
+_ABOUT_INITIATOR, _FATAL = 1, 2
+_VALIDATIONS = ("N", "E", "X")
+
+
+# -- the frames -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """The first frame each way on a connection (after TLS): who is talking."""
+
+    instance_id: str  # the instance's GUID
+    broker_instances: tuple[str, ...]  # the databases it holds (R6, R7.2)
+    max_body: int  # the largest frame body it accepts
+
+
+@dataclass(frozen=True, slots=True)
+class AckEntry:
+    """P5.1: one conversation direction's acknowledgement, covering many fragments:
+    every message below ``through_sequence`` and the (sequence, first, last fragment)
+    ``ranges``. ``broker_instance`` is the acknowledging database's identifier (R5 pins the
+    conversation to it)."""
+
+    conversation_id: str
+    acks_initiator: bool  # acknowledges what the initiator sent
+    broker_instance: str
+    key_id: bytes
+    through_sequence: int
+    ranges: tuple[tuple[int, int, int], ...] = ()
+    mac: bytes = bytes(MAC_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFragment:
+    """One fragment of a sequenced message (P3.1, P4.1), with an acknowledgement for the
+    other direction riding in its header when there is one (P5.1)."""
+
+    conversation_id: str
+    from_initiator: bool
+    sequence: int
+    fragment_number: int
+    fragment_count: int
+    message_size: int
+    from_service: str
+    to_service: str
+    from_broker_instance: str
+    to_broker_instance: str | None
+    contract: str
+    message_type: str
+    validation: str  # N, E or X
+    is_end_of_dialog: bool
+    is_error: bool
+    priority: int
+    lifetime_ms: int  # the conversation's expiry, epoch milliseconds (both sides share it)
+    hops_remaining: int  # R7.1
+    key_id: bytes  # which instance's key signs it (the originator's certificate)
+    body: bytes | memoryview
+    ack: AckEntry | None = None
+    mac: bytes = bytes(MAC_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """An unsequenced broker error or refusal about a message (P3.3): fatal ones end the
+    conversation (``code`` is SQL Server's error number), the others say why the target
+    cannot take it now, and the sender keeps retrying."""
+
+    conversation_id: str
+    about_initiator: bool  # about a message the initiator sent (so it goes to the initiator)
+    broker_instance: str | None  # the notifier's database, if it has one
+    sequence: int
+    code: int
+    text: str
+    is_fatal: bool
+    key_id: bytes
+    mac: bytes = bytes(MAC_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A dedicated acknowledgement frame (P5.1): entries for many conversations."""
+
+    entries: tuple[AckEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    reason: str
+
+
+Frame = Hello | MessageFragment | Ack | Notice | Keepalive | Close
+
+
+# -- writing ----------------------------------------------------------------------------
+
+
+class _Writer:
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def u8(self, v: int) -> None:
+        self.parts.append(struct.pack("!B", v))
+
+    def u16(self, v: int) -> None:
+        self.parts.append(struct.pack("!H", v))
+
+    def u32(self, v: int) -> None:
+        self.parts.append(struct.pack("!I", v))
+
+    def i32(self, v: int) -> None:
+        self.parts.append(struct.pack("!i", v))
+
+    def i64(self, v: int) -> None:
+        self.parts.append(struct.pack("!q", v))
+
+    def u64(self, v: int) -> None:
+        self.parts.append(struct.pack("!Q", v))
+
+    def guid(self, v: str | None) -> None:
+        self.parts.append(NO_GUID if v is None else uuid.UUID(v).bytes)
+
+    def text(self, v: str) -> None:
+        data = v.encode("utf-8")
+        if len(data) > 0xFFFF:
+            raise FrameError(f"a string of {len(data)} bytes does not fit a frame field")
+        self.u16(len(data))
+        self.parts.append(data)
+
+    def raw(self, v: bytes, size: int) -> None:
+        if len(v) != size:
+            raise FrameError(f"a {size}-byte field was given {len(v)} bytes")
+        self.parts.append(bytes(v))
+
+    def value(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def _write_ack_entry(w: _Writer, e: AckEntry, *, with_mac: bool = True) -> None:
+    w.guid(e.conversation_id)
+    w.u8(1 if e.acks_initiator else 0)
+    w.guid(e.broker_instance)
+    w.raw(e.key_id, KEY_ID_SIZE)
+    w.i64(e.through_sequence)
+    if len(e.ranges) > MAX_ACK_RANGES:
+        raise FrameError(f"an acknowledgement carries at most {MAX_ACK_RANGES} ranges")
+    w.u16(len(e.ranges))
+    for seq, first, last in e.ranges:
+        w.i64(seq)
+        w.u32(first)
+        w.u32(last)
+    if with_mac:
+        w.raw(e.mac, MAC_SIZE)
+
+
+def _message_header(f: MessageFragment, *, with_mac: bool = True) -> bytes:
+    w = _Writer()
+    w.guid(f.conversation_id)
+    w.i64(f.sequence)
+    w.u32(f.fragment_number)
+    w.u32(f.fragment_count)
+    w.u64(f.message_size)
+    w.text(f.from_service)
+    w.text(f.to_service)
+    w.guid(f.from_broker_instance)
+    w.guid(f.to_broker_instance)
+    w.text(f.contract)
+    w.text(f.message_type)
+    w.u8(_VALIDATIONS.index(f.validation) if f.validation in _VALIDATIONS else 255)
+    w.u8(f.priority)
+    w.i64(f.lifetime_ms)
+    w.u8(f.hops_remaining)
+    w.raw(f.key_id, KEY_ID_SIZE)
+    if f.ack is not None:
+        _write_ack_entry(w, f.ack)
+    if with_mac:
+        w.raw(f.mac, MAC_SIZE)
+    return w.value()
+
+
+def _message_flags(f: MessageFragment) -> int:
+    return ((_FROM_INITIATOR if f.from_initiator else 0)
+            | (_END_OF_DIALOG if f.is_end_of_dialog else 0)
+            | (_ERROR if f.is_error else 0)
+            | (_HAS_ACK if f.ack is not None else 0))
+
+
+def _notice_header(n: Notice, *, with_mac: bool = True) -> bytes:
+    w = _Writer()
+    w.guid(n.conversation_id)
+    w.guid(n.broker_instance)
+    w.i64(n.sequence)
+    w.i32(n.code)
+    w.text(n.text)
+    w.raw(n.key_id, KEY_ID_SIZE)
+    if with_mac:
+        w.raw(n.mac, MAC_SIZE)
+    return w.value()
+
+
+def _notice_flags(n: Notice) -> int:
+    return (_ABOUT_INITIATOR if n.about_initiator else 0) | (_FATAL if n.is_fatal else 0)
+
+
+def encode(frame: Frame) -> bytes:
+    """The bytes of one frame. Raises FrameError for a value no frame can carry."""
+    body: bytes | memoryview = b""
+    flags = 0
+    try:
+        if isinstance(frame, MessageFragment):
+            kind, flags, header, body = (
+                MESSAGE, _message_flags(frame), _message_header(frame), frame.body)
+        elif isinstance(frame, Ack):
+            if len(frame.entries) > MAX_ACK_ENTRIES:
+                raise FrameError(f"an ACK frame carries at most {MAX_ACK_ENTRIES} entries")
+            w = _Writer()
+            w.u16(len(frame.entries))
+            for entry in frame.entries:
+                _write_ack_entry(w, entry)
+            kind, header, body = ACK, b"", w.value()
+        elif isinstance(frame, Notice):
+            kind, flags, header = NOTICE, _notice_flags(frame), _notice_header(frame)
+        elif isinstance(frame, Hello):
+            w = _Writer()
+            w.guid(frame.instance_id)
+            w.u32(frame.max_body)
+            w.u16(len(frame.broker_instances))
+            for b in frame.broker_instances:
+                w.guid(b)
+            kind, header = HELLO, w.value()
+        elif isinstance(frame, Keepalive):
+            kind, header = KEEPALIVE, b""
+        elif isinstance(frame, Close):
+            w = _Writer()
+            w.text(frame.reason[:1000])
+            kind, header = CLOSE, w.value()
+        else:
+            raise FrameError(f"not a frame: {type(frame).__name__}")
+    except (struct.error, ValueError, AttributeError, TypeError) as exc:
+        if isinstance(exc, FrameError):
+            raise
+        raise FrameError(f"cannot encode {type(frame).__name__}: {exc}") from None
+    if len(header) > MAX_HEADER:
+        raise FrameError(f"a frame header of {len(header)} bytes is over {MAX_HEADER}")
+    return b"".join((PREFIX.pack(MAGIC, VERSION, kind, flags, 0, len(header), len(body)),
+                     header, body))
+
+
+# -- MACs (P6) --------------------------------------------------------------------------
+
+
+def signed_bytes(item: MessageFragment | AckEntry | Notice) -> bytes:
+    """What the MAC of ``item`` covers: every field but the MAC (a fragment's body too)."""
+    if isinstance(item, MessageFragment):
+        return b"".join((bytes((_message_flags(item) & ~_HAS_ACK,)),
+                         _message_header(replace(item, ack=None), with_mac=False),
+                         bytes(item.body)))
+    if isinstance(item, AckEntry):
+        w = _Writer()
+        _write_ack_entry(w, item, with_mac=False)
+        return w.value()
+    return bytes((_notice_flags(item),)) + _notice_header(item, with_mac=False)
+
+
+def compute_mac(key: bytes, data: bytes) -> bytes:
+    return hashlib.blake2b(data, key=key, digest_size=MAC_SIZE).digest()
+
+
+def sign(item, key: bytes):  # type: ignore[no-untyped-def]
+    """``item`` with its MAC set under ``key``."""
+    return replace(item, mac=compute_mac(key, signed_bytes(item)))
+
+
+def verify(item: MessageFragment | AckEntry | Notice, key: bytes) -> bool:
+    return hmac.compare_digest(item.mac, compute_mac(key, signed_bytes(item)))
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+
+    def take(self, n: int) -> memoryview:
+        end = self.pos + n
+        if end > len(self.data):
+            raise FrameError(f"a field runs past the end of its frame part ({n} bytes at "
+                             f"offset {self.pos} of {len(self.data)})")
+        chunk = self.data[self.pos:end]
+        self.pos = end
+        return chunk
+
+    def u8(self) -> int:
+        return self.take(1)[0]
+
+    def u16(self) -> int:
+        return struct.unpack("!H", self.take(2))[0]
+
+    def u32(self) -> int:
+        return struct.unpack("!I", self.take(4))[0]
+
+    def i32(self) -> int:
+        return struct.unpack("!i", self.take(4))[0]
+
+    def i64(self) -> int:
+        return struct.unpack("!q", self.take(8))[0]
+
+    def u64(self) -> int:
+        return struct.unpack("!Q", self.take(8))[0]
+
+    def guid(self) -> str | None:
+        raw = bytes(self.take(16))
+        return None if raw == NO_GUID else str(uuid.UUID(bytes=raw))
+
+    def required_guid(self, what: str) -> str:
+        value = self.guid()
+        if value is None:
+            raise FrameError(f"the {what} of a frame is missing (all-zero GUID)")
+        return value
+
+    def text(self) -> str:
+        raw = bytes(self.take(self.u16()))
+        try:
+            value = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FrameError("a string field is not valid UTF-8") from None
+        if "\x00" in value:
+            raise FrameError("a string field holds a NUL character")
+        return value
+
+    def end(self, what: str) -> None:
+        if self.pos != len(self.data):
+            raise FrameError(f"{len(self.data) - self.pos} bytes left over after the {what}")
+
+
+def _read_ack_entry(r: _Reader) -> AckEntry:
+    conversation_id = r.required_guid("conversation id")
+    role = r.u8()
+    if role > 1:
+        raise FrameError(f"an acknowledgement's direction byte is {role}, not 0 or 1")
+    broker = r.required_guid("acknowledging broker instance")
+    key_id = bytes(r.take(KEY_ID_SIZE))
+    through = r.i64()
+    count = r.u16()
+    if count > MAX_ACK_RANGES:
+        raise FrameError(f"an acknowledgement with {count} ranges (at most {MAX_ACK_RANGES})")
+    ranges = []
+    for _ in range(count):
+        seq, first, last = r.i64(), r.u32(), r.u32()
+        if first > last or seq < 0:
+            raise FrameError(f"an acknowledged range ({seq}, {first}-{last}) is not valid")
+        ranges.append((seq, first, last))
+    mac = bytes(r.take(MAC_SIZE))
+    if through < 0:
+        raise FrameError(f"an acknowledgement through sequence {through} is negative")
+    return AckEntry(conversation_id, role == 1, broker, key_id, through, tuple(ranges), mac)
+
+
+def _decode_message(flags: int, header: memoryview, body: memoryview) -> MessageFragment:
+    if flags & ~(_FROM_INITIATOR | _END_OF_DIALOG | _ERROR | _HAS_ACK):
+        raise FrameError(f"unknown MESSAGE flags 0x{flags:02x}")
+    r = _Reader(header)
+    conversation_id = r.required_guid("conversation id")
+    sequence, fragment_number, fragment_count, message_size = r.i64(), r.u32(), r.u32(), r.u64()
+    from_service, to_service = r.text(), r.text()
+    from_broker = r.required_guid("sending broker instance")
+    to_broker = r.guid()
+    contract, message_type = r.text(), r.text()
+    validation = r.u8()
+    priority, lifetime_ms, hops = r.u8(), r.i64(), r.u8()
+    key_id = bytes(r.take(KEY_ID_SIZE))
+    ack = _read_ack_entry(r) if flags & _HAS_ACK else None
+    mac = bytes(r.take(MAC_SIZE))
+    r.end("MESSAGE header")
+    if validation >= len(_VALIDATIONS):
+        raise FrameError(f"unknown validation code {validation}")
+    if sequence < 0:
+        raise FrameError(f"a message sequence number {sequence} is negative")
+    if not 0 <= fragment_number < fragment_count:
+        raise FrameError(f"fragment {fragment_number} of {fragment_count} is not valid")
+    if not from_service or not to_service or not contract or not message_type:
+        raise FrameError("a MESSAGE names an empty service, contract or message type")
+    if len(body) > message_size or (fragment_count == 1 and len(body) != message_size):
+        raise FrameError(f"a fragment of {len(body)} bytes does not fit a message of "
+                         f"{message_size} bytes")
+    if priority > 10:
+        raise FrameError(f"priority {priority} is over 10")
+    return MessageFragment(
+        conversation_id, bool(flags & _FROM_INITIATOR), sequence, fragment_number,
+        fragment_count, message_size, from_service, to_service, from_broker, to_broker,
+        contract, message_type, _VALIDATIONS[validation], bool(flags & _END_OF_DIALOG),
+        bool(flags & _ERROR), priority, lifetime_ms, hops, key_id, bytes(body), ack, mac)
+
+
+def _decode(kind: int, flags: int, header: memoryview, body: memoryview) -> Frame:
+    if kind == MESSAGE:
+        return _decode_message(flags, header, body)
+    if flags and kind != NOTICE:
+        raise FrameError(f"a {TYPE_NAMES.get(kind, kind)} frame has flags 0x{flags:02x}")
+    if kind == ACK:
+        if len(header):
+            raise FrameError("an ACK frame has a header")
+        r = _Reader(body)
+        count = r.u16()
+        if count > MAX_ACK_ENTRIES:
+            raise FrameError(f"an ACK frame with {count} entries (at most {MAX_ACK_ENTRIES})")
+        entries = tuple(_read_ack_entry(r) for _ in range(count))
+        r.end("ACK entries")
+        return Ack(entries)
+    if len(body):
+        raise FrameError(f"a {TYPE_NAMES.get(kind, kind)} frame has a body")
+    r = _Reader(header)
+    if kind == NOTICE:
+        if flags & ~(_ABOUT_INITIATOR | _FATAL):
+            raise FrameError(f"unknown NOTICE flags 0x{flags:02x}")
+        conversation_id = r.required_guid("conversation id")
+        broker, sequence, code, text = r.guid(), r.i64(), r.i32(), r.text()
+        key_id, mac = bytes(r.take(KEY_ID_SIZE)), bytes(r.take(MAC_SIZE))
+        r.end("NOTICE header")
+        return Notice(conversation_id, bool(flags & _ABOUT_INITIATOR), broker, sequence, code,
+                      text, bool(flags & _FATAL), key_id, mac)
+    if kind == HELLO:
+        instance_id = r.required_guid("instance id")
+        max_body = r.u32()
+        count = r.u16()
+        if count > 4096:
+            raise FrameError(f"a HELLO lists {count} databases (at most 4096)")
+        brokers = tuple(r.required_guid("broker instance") for _ in range(count))
+        r.end("HELLO header")
+        return Hello(instance_id, brokers, max_body)
+    if kind == KEEPALIVE:
+        r.end("KEEPALIVE header")
+        return Keepalive()
+    if kind == CLOSE:
+        reason = r.text()
+        r.end("CLOSE header")
+        return Close(reason)
+    raise FrameError(f"unknown frame type {kind}")
+
+
+def decode(data: bytes) -> Frame:
+    """Exactly one whole frame (tests and fuzzing); FrameError for anything else."""
+    decoder = FrameDecoder()
+    frames = decoder.feed(data)
+    if len(frames) != 1 or decoder.buffered:
+        raise FrameError(f"expected one whole frame, got {len(frames)} and "
+                         f"{decoder.buffered} bytes more")
+    return frames[0]
+
+
+class FrameDecoder:
+    """Bytes in, whole frames out; bounded by MAX_HEADER and ``max_body``."""
+
+    def __init__(self, max_body: int = DEFAULT_MAX_BODY) -> None:
+        self.max_body = max_body
+        self._buffer = bytearray()
+        self._failed: FrameError | None = None
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        if self._failed is not None:
+            raise FrameError(f"the stream already failed: {self._failed}")
+        self._buffer += data
+        frames: list[Frame] = []
+        try:
+            while len(self._buffer) >= PREFIX_SIZE:
+                magic, version, kind, flags, zero, header_len, body_len = PREFIX.unpack_from(
+                    self._buffer)
+                if magic != MAGIC:
+                    raise FrameError(f"not a pybroker frame (starts {bytes(magic)!r})")
+                if version != VERSION:
+                    raise FrameError(f"frame version {version}; this broker speaks {VERSION}")
+                if zero:
+                    raise FrameError("a reserved byte of the frame prefix is not zero")
+                if header_len > MAX_HEADER:
+                    raise FrameError(f"a frame header of {header_len} bytes is over "
+                                     f"{MAX_HEADER}")
+                if body_len > self.max_body:
+                    raise FrameError(f"a frame body of {body_len} bytes is over "
+                                     f"{self.max_body}")
+                end = PREFIX_SIZE + header_len + body_len
+                if len(self._buffer) < end:
+                    break
+                view = memoryview(self._buffer)
+                try:
+                    header = view[PREFIX_SIZE:PREFIX_SIZE + header_len]
+                    body = view[PREFIX_SIZE + header_len:end]
+                    frames.append(_decode(kind, flags, header, body))
+                finally:
+                    del header, body, view
+                del self._buffer[:end]
+        except FrameError as exc:
+            self._failed = exc
+            raise
+        return frames
