@@ -41,6 +41,7 @@ from xml.sax.saxutils import escape
 
 from pybroker.conversation import columns
 from pybroker.conversation.api import Message
+from pybroker.conversation.remote import Remote, RemoteDelivery
 from pybroker.conversation.states import (
     INITIATOR,
     TARGET,
@@ -296,6 +297,9 @@ class UnitOfWork:
         self.touched: set[str] = set()
         self.queue_rows: list[tuple[Any, ...]] = []
         self.tx_rows: list[tuple[Any, ...]] = []
+        self.inbound_rows: list[tuple[Any, ...]] = []  # P8: arrivals for a queue that is OFF
+        self.outbound: list[Any] = []  # to the wire after commit (remote.py)
+        self.arrivals = False  # applied arrivals from the wire (remote.py keeps their maps)
         self.received: set[tuple[int, str]] = set()
         # RECEIVE: the queuing orders handed out from read-ahead (Messaging._read_ahead),
         # removed (or retained) at the next flush (C3).
@@ -341,7 +345,7 @@ class UnitOfWork:
 
     def flush(self) -> None:
         if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
-                or self.taken_retained):
+                or self.taken_retained or self.inbound_rows):
             return
         self.ensure_tx()
         run = self.m._store.run
@@ -383,7 +387,12 @@ class UnitOfWork:
             run("conversation/insert_queue_messages.sql", _queue_columns(self.queue_rows))
             self.enqueued = True
         if self.tx_rows:
-            run("conversation/insert_transmission_queue.sql", _tx_columns(self.tx_rows))
+            run("conversation/insert_transmission_queue.sql",
+                {**_tx_columns(self.tx_rows), "is_inbound": False})
+        if self.inbound_rows:
+            run("conversation/insert_transmission_queue.sql",
+                {**_tx_columns(self.inbound_rows), "is_inbound": True})
+            self.inbound_rows.clear()
         self.new.clear()
         self.dirty.clear()
         self.queue_rows.clear()
@@ -465,6 +474,10 @@ class Messaging:
             row = self._store.run("conversation/select_max_queuing_order.sql")
             deadline = self._store.run("conversation/select_next_deadline.sql")[0][0]
         self._queuing_order = int(row[0][0])
+        self.remote = RemoteDelivery(self)
+        self.remote.load()
+        with self._store._lock:
+            deadline = self._store.run("conversation/select_next_deadline.sql")[0][0]
         self._set_next_deadline(deadline)
 
     def _set_next_deadline(self, deadline: datetime | None) -> None:
@@ -505,10 +518,14 @@ class Messaging:
                 self._arrival.notify_all()
         if uow.wake:
             self._wake.set()
+        if uow.outbound:
+            self.remote.after_commit(uow.outbound)
         if uow.retry_after_commit:
             self.run_pending(retry_all=True)
 
     def _after_rollback(self, uow: UnitOfWork) -> None:
+        if uow.arrivals:  # what the wire's maps say of held fragments never was
+            self.remote.reload()
         if uow.catalog_written:  # what the catalog cache read inside never was
             self.catalog_changed()
         disable = []
@@ -793,9 +810,12 @@ class Messaging:
         if isinstance(target, str):
             self._stage_transmission(uow, ep, messages, target)
             return
+        if isinstance(target, Remote):
+            self.remote.stage(uow, ep, messages, target)
+            return
         self._deliver(uow, ep, target, messages)
 
-    def _target(self, uow: UnitOfWork, ep: Endpoint) -> _Delivery | str | None:
+    def _target(self, uow: UnitOfWork, ep: Endpoint) -> _Delivery | Remote | str | None:
         """Where ``ep``'s messages go now (R1.1: routed with its own database's table), or
         why they cannot go (a transmission status, C4), or None if ``ep`` was just told it
         cannot send at all (a broker error arrived in its queue)."""
@@ -810,7 +830,9 @@ class Messaging:
                 origin=self.catalog(ep.database_id).name)
             ep.route = decision
         if decision.outcome == "send":
-            return STATUS_NO_TRANSPORT
+            if self.remote.wire is None:
+                return STATUS_NO_TRANSPORT
+            return Remote(decision.address, decision.mirror_address)
         if decision.outcome != "deliver":
             return STATUS_NO_ROUTE
         catalog = self.catalog_named(decision.database)
@@ -946,6 +968,7 @@ class Messaging:
         ep.transmission_retry_count = 0
         ep.transmission_status = ""
         uow.touch(ep)
+        self.remote.forget(ep)
 
     def _bounce(self, uow: UnitOfWork, ep: Endpoint, code: int, description: str) -> None:
         """A broker error about ``ep`` (P3.3, unsequenced) arrives in its own queue."""
@@ -1033,6 +1056,7 @@ class Messaging:
         uow.queue_rows = [r for r in uow.queue_rows if r[6] != handle]
         uow.forget_read_ahead()
         uow.tx_rows = [r for r in uow.tx_rows if r[1] != handle]
+        self.remote.forget(ep)
         uow.new.pop(handle, None)
         uow.dirty.pop(handle, None)
         params = {"conversation_handle": handle}
@@ -1191,6 +1215,9 @@ class Messaging:
                     retries.append(ep)
             if retries:
                 self._retry(uow, retries, now_dt)
+            if retry_all:
+                self.remote.release_inbound(uow)
+            self.remote.flush_events(uow)
             uow.flush()
             self._set_next_deadline(uow.sql("conversation/select_next_deadline.sql", {})[0][0])
         return len(rows)
@@ -1209,6 +1236,7 @@ class Messaging:
 
     def _retry(self, uow: UnitOfWork, endpoints: list[Endpoint], now: datetime) -> None:
         deliverable: list[tuple[Endpoint, _Delivery]] = []
+        remote: list[tuple[Endpoint, Remote]] = []
         failing: dict[str, list[str]] = {}
         for ep in endpoints:
             ep.route = None  # DELAYED and failed conversations are routed again
@@ -1217,7 +1245,9 @@ class Messaging:
             target = self._target(uow, ep)
             if target is None:
                 continue  # bounced: its transmissions were dropped
-            if isinstance(target, str):
+            if isinstance(target, Remote):
+                remote.append((ep, target))
+            elif isinstance(target, str):
                 ep.transmission_retry_count += 1
                 ep.transmission_next_attempt = now + timedelta(
                     seconds=self._backoff(ep.transmission_retry_count))
@@ -1230,6 +1260,8 @@ class Messaging:
         for status, handles in failing.items():
             uow.sql("conversation/update_transmission_status.sql", {
                 "conversation_handle": columns.guids(handles), "transmission_status": status})
+        if remote:
+            self.remote.resubmit(uow, remote)
         if not deliverable:
             return
         handles = columns.guids(ep.conversation_handle for ep, _ in deliverable)

@@ -12,3 +12,15 @@ SELECT d.name AS database_name, m.queue_name, m.status,
     m.message_enqueue_time
 FROM main.queue_messages AS m
 JOIN main.databases AS d ON d.database_id = m.database_id
+UNION ALL
+-- P4.4: a message still being reassembled from the network shows as INCOMPLETE, with the
+-- bytes that have arrived so far as its size and no body yet
+SELECT d.name, s.queue_name, 2, 'INCOMPLETE', e.priority, NULL, e.conversation_group_id,
+    f.conversation_handle, f.message_sequence_number, e.service_name, e.service_contract_name,
+    any_value(f.message_type_name), any_value(f.validation), NULL, NULL,
+    min(f.arrival_time)
+FROM main.message_fragments AS f
+JOIN main.conversation_endpoints AS e ON e.conversation_handle = f.conversation_handle
+JOIN main.services AS s ON s.database_id = e.database_id AND s.name = e.service_name
+JOIN main.databases AS d ON d.database_id = f.database_id
+GROUP BY ALL

@@ -4,7 +4,7 @@ INSERT INTO transmission_queue (database_id, conversation_handle, message_sequen
     fragment_number, fragment_count, message_size, to_service_name, to_broker_instance,
     from_service_name, service_contract_name, message_type_name, validation,
     is_end_of_dialog, is_conversation_error, priority, enqueue_time, message_body,
-    transmission_status)
+    transmission_status, is_inbound)
 SELECT
     CAST(t.database_id AS INTEGER),
     t.conversation_handle,
@@ -23,7 +23,8 @@ SELECT
     CAST(t.priority AS TINYINT),
     make_timestamp(CAST(t.enqueue_time AS BIGINT)),
     from_base64(NULLIF(t.message_body, '~')),
-    decode(unhex(t.transmission_status))
+    decode(unhex(t.transmission_status)),
+    CAST($is_inbound AS BOOLEAN)
 FROM (
     SELECT
         UNNEST(string_split($database_id, ',')) AS database_id,

@@ -2,5 +2,5 @@
 SELECT t.conversation_handle, t.message_sequence_number, t.message_type_name, t.validation,
     t.message_body, t.is_end_of_dialog, t.is_conversation_error
 FROM transmission_queue AS t
-WHERE t.conversation_handle IN (SELECT UNNEST(string_split($conversation_handle, ',')))
+WHERE NOT t.is_inbound AND t.conversation_handle IN (SELECT UNNEST(string_split($conversation_handle, ',')))
 ORDER BY t.conversation_handle, t.message_sequence_number, t.fragment_number

@@ -1,0 +1,611 @@
+"""The messaging engine's side of the wire (P3-P5, P8, R5, R6): what leaves for the network
+and what arrives from it, written to DuckDB by the engine and nowhere else.
+
+Outbound: a message whose route says ``send`` waits in the sending database's transmission
+queue with an empty status while it is in flight; after the transaction commits it is
+handed to the wire (``Wire.submit``), which fragments, sends, and resends it until every
+fragment is acknowledged. Then ``acknowledged`` deletes its row (P5.2), pins the
+conversation to the broker identifier that acknowledged (R5) and closes a side whose
+EndDialog was acknowledged (DO -> CD). An endpoint with rows in flight has no
+``transmission_next_attempt``; one whose route does not say ``send`` keeps the engine's
+C5 retry loop, which hands its rows to the wire once the route appears.
+
+Inbound: ``arrive`` applies a batch of fragments in ONE unit of work (group commit): each is
+routed with msdb's table (R1.2) or, for a reply to a conversation begun here, delivered to
+the database that holds the broker identifier (R6); a duplicate is acknowledged again and
+not queued (P3.2, P5.4); a fragment of a larger message is kept in message_fragments until
+the message is whole (P4.4); a whole message ahead of a missing one waits in the queue with
+status 2; an arrival for a queue that is OFF waits in the receiving database's transmission
+queue (P8). Only after the commit are the acknowledgements handed back to the wire (P5.2).
+A target that cannot take a message says why with a notice (never a silent drop) and
+records a broker event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pybroker.conversation import columns
+from pybroker.conversation.states import TRANSITIONS, transition
+from pybroker.wire import dialog
+from pybroker.wire.frames import AckEntry, MessageFragment, Notice
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.conversation.engine import Endpoint, Messaging, Outgoing, UnitOfWork
+
+ALL_FRAGMENTS = 0xFFFFFFFF  # an acknowledged range's end: every fragment of the message
+HOPS = 32  # R7.1: hops a message starts with (SQL Server's is unpublished)
+MAX_EVENTS = 10_000  # broker_events keeps the newest rows only
+
+ALREADY_ACKNOWLEDGED = -8495
+_ALREADY_ACKNOWLEDGED_TEXT = (
+    "The conversation has already been acknowledged by another instance.")
+STATUS_FORWARDING_OFF = (
+    "The target instance could not deliver the message: no service of that name is in the "
+    "instance and message forwarding is off there.")
+STATUS_NOT_FORWARDED = (
+    "The target instance does not forward messages to other instances.")
+
+
+class Wire(Protocol):
+    """What the engine needs of the transport (pybroker/wire/transport.py)."""
+
+    instance_id: str
+    key_id: bytes
+
+    def submit(self, items: list[tuple[str, str, MessageFragment]]) -> None: ...
+
+    def forget(self, conversation_id: str, from_initiator: bool) -> None: ...
+
+    def reply(self, connection: int, acks: list[AckEntry], notices: list[Notice]) -> None: ...
+
+
+@dataclass(slots=True)
+class Remote:
+    """A next hop on the network (the route said ``send``)."""
+
+    address: str
+    mirror_address: str | None
+
+
+@dataclass(slots=True)
+class Arrival:
+    connection: int  # where the acknowledgement goes back
+    peer: str  # for events
+    fragment: MessageFragment
+
+
+@dataclass(slots=True)
+class _Replies:
+    acks: dict[tuple[int, str, bool], tuple[Endpoint, str]] = field(default_factory=dict)
+    notices: list[tuple[int, Notice]] = field(default_factory=list)
+
+
+class RemoteDelivery:
+    def __init__(self, messaging: Messaging) -> None:
+        self.m = messaging
+        self.wire: Wire | None = None
+        # (conversation_id, is_initiator) -> handle of an endpoint that talks to the network
+        self._index: dict[tuple[str, bool], str] = {}
+        # endpoint -> sequence -> fragments held in message_fragments
+        self._fragments: dict[str, dict[int, set[int]]] = {}
+        # endpoint -> sequence -> (message type, end, error) of whole messages held (status 2)
+        self._held: dict[str, dict[int, tuple[str, bool, bool]]] = {}
+        self.inbound_waiting = False
+        self._event_id = 0
+        self._lock = threading.Lock()
+        self._events: list[tuple[Any, ...]] = []
+
+    # -- start ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """At open: what the file holds of reassembly and held messages, and the rows
+        that were in flight when the process stopped."""
+        store = self.m._store
+        self.reload()
+        with store._lock:
+            self._event_id = int(store.run("wire/select_max_event_id.sql")[0][0])
+            # Rows in flight when the process stopped go again: the retry loop routes them
+            # and hands them to the wire (or says why they cannot leave).
+            store.run("wire/reschedule_in_flight.sql", {"now": self.m._now()})
+            store.run("wire/delete_connections.sql")
+
+    def reload(self) -> None:
+        """Read the held fragments and messages again (at open, after a rollback)."""
+        store = self.m._store
+        self._fragments.clear()
+        self._held.clear()
+        with store._lock:
+            for handle, seq, frag in store.run("wire/select_held_fragments.sql"):
+                self._fragments.setdefault(handle, {}).setdefault(seq, set()).add(frag)
+            for handle, seq, mtype, is_end, is_error in store.run(
+                    "wire/select_held_messages.sql"):
+                self._held.setdefault(handle, {})[seq] = (mtype, is_end, is_error)
+            self.inbound_waiting = bool(store.run("wire/count_inbound.sql")[0][0])
+
+    # -- outbound ------------------------------------------------------------------------
+
+    def stage(self, uow: UnitOfWork, ep: Endpoint, messages: list[Outgoing],
+              target: Remote) -> None:
+        """The messages go to the network: into the transmission queue (status '') and,
+        after commit, to the wire."""
+        now = self.m._now()
+        to_broker = ep.far_broker_instance or ep.requested_broker_instance
+        for seq, mtype, validation, body, is_end, is_error in messages:
+            uow.tx_rows.append((
+                ep.database_id, ep.conversation_handle, seq, len(body), ep.far_service,
+                to_broker, ep.service_name, ep.service_contract_name, mtype, validation,
+                is_end, is_error, ep.priority, now, body, ""))
+            uow.outbound.append((ep.conversation_handle, target.address,
+                                 self.fragment(ep, seq, mtype, validation, body, is_end,
+                                               is_error)))
+        self._index[(ep.conversation_id, ep.is_initiator)] = ep.conversation_handle
+        uow.touch(ep)
+
+    def fragment(self, ep: Endpoint, seq: int, mtype: str, validation: str, body: bytes,
+                 is_end: bool, is_error: bool) -> MessageFragment:
+        catalog = self.m.catalog(ep.database_id)
+        wire = self.wire
+        return MessageFragment(
+            conversation_id=ep.conversation_id, from_initiator=bool(ep.is_initiator),
+            sequence=seq, fragment_number=0, fragment_count=1, message_size=len(body),
+            from_service=ep.service_name, to_service=ep.far_service,
+            from_broker_instance=catalog.broker_instance,
+            to_broker_instance=ep.far_broker_instance or ep.requested_broker_instance,
+            contract=ep.service_contract_name, message_type=mtype, validation=validation,
+            is_end_of_dialog=is_end, is_error=is_error, priority=ep.priority,
+            lifetime_ms=int((ep.lifetime - datetime(1970, 1, 1)).total_seconds() * 1000),
+            hops_remaining=HOPS, key_id=wire.key_id if wire else bytes(8), body=body)
+
+    def resubmit(self, uow: UnitOfWork, targets: list[tuple[Endpoint, Remote]]) -> None:
+        """The retry loop found a next hop for endpoints whose messages waited: they go
+        to the wire, their rows stay until acknowledged."""
+        handles = columns.guids(ep.conversation_handle for ep, _ in targets)
+        rows = uow.sql("conversation/select_transmission_queue_of.sql",
+                       {"conversation_handle": handles})
+        uow.sql("conversation/update_transmission_status.sql",
+                {"conversation_handle": handles, "transmission_status": ""})
+        by_handle = {ep.conversation_handle: (ep, target) for ep, target in targets}
+        for handle, seq, mtype, validation, body, is_end, is_error in rows:
+            ep, target = by_handle[handle]
+            uow.outbound.append((handle, target.address, self.fragment(
+                ep, seq, mtype, validation, body or b"", is_end, is_error)))
+        for ep, _ in targets:
+            self._index[(ep.conversation_id, ep.is_initiator)] = ep.conversation_handle
+            ep.transmission_retry_count = 0
+            ep.transmission_status = ""
+            uow.touch(ep)
+
+    def after_commit(self, outbound: list[tuple[str, str, MessageFragment]]) -> None:
+        if self.wire is not None:
+            self.wire.submit(outbound)
+
+    def forget(self, ep: Endpoint) -> None:
+        """``ep`` sends nothing more (an error, cleanup): stop its retransmissions."""
+        if self.wire is not None:
+            self.wire.forget(ep.conversation_id, bool(ep.is_initiator))
+
+    def acknowledged(self, acks: list[dialog.Acknowledged]) -> None:
+        """P5.2: the far side has these messages; their rows leave."""
+        m = self.m
+        with m.unit_of_work() as uow:
+            uow.activate()
+            handles, seqs = [], []
+            for ack in acks:
+                try:
+                    ep = m.endpoint(ack.handle)
+                except Exception:  # ended WITH CLEANUP meanwhile: nothing to do
+                    continue
+                handles.append(ack.handle)
+                seqs.append(ack.sequence)
+                if ep.first_unacked_send_sequence <= ack.sequence:
+                    ep.first_unacked_send_sequence = ack.sequence + 1
+                if ep.far_broker_instance is None:  # R5: pinned from now on
+                    ep.far_broker_instance = ack.broker_instance
+                    ep.route = None
+                if (ack.is_end_of_dialog or ack.is_error) and ep.state == "DO":
+                    ep.state = transition(ep.role, "DO", "acknowledged_end").state
+                uow.touch(ep)
+            if handles:
+                uow.sql("wire/delete_acknowledged.sql", {
+                    "conversation_handle": columns.guids(handles),
+                    "message_sequence_number": columns.ints(seqs)})
+
+    def notice(self, notice: Notice, peer: str) -> None:
+        """A notice about a message this instance sent: a fatal one ends the conversation
+        with that error (C2); any other says why the far side cannot take it yet (C4)."""
+        m = self.m
+        with m.unit_of_work() as uow:
+            uow.activate()
+            ep = self._find(uow, notice.conversation_id, notice.about_initiator, None)
+            if ep is None or ep.state == "CD":
+                return
+            if notice.is_fatal:
+                self.forget(ep)
+                m._bounce(uow, ep, notice.code, notice.text)
+            else:
+                ep.transmission_status = notice.text
+                uow.touch(ep)
+                uow.sql("conversation/update_transmission_status.sql", {
+                    "conversation_handle": ep.conversation_handle,
+                    "transmission_status": notice.text})
+
+    def transmission_status(self, handles: Iterable[str], status: str) -> None:
+        """Why these endpoints' messages have not left (a connection failed, C4)."""
+        handles = list(handles)
+        if not handles:
+            return
+        with self.m.unit_of_work() as uow:
+            uow.activate()
+            for handle in handles:
+                ep = self.m._endpoints.get(handle)
+                if ep is not None:
+                    ep.transmission_status = status
+            uow.sql("conversation/update_transmission_status.sql", {
+                "conversation_handle": columns.guids(handles), "transmission_status": status})
+
+    # -- inbound -------------------------------------------------------------------------
+
+    def arrive(self, arrivals: list[Arrival]) -> None:
+        """Apply a batch of arrivals in one transaction; acknowledge after the commit."""
+        replies = _Replies()
+        m = self.m
+        with m.unit_of_work() as uow:
+            uow.activate()
+            uow.arrivals = True
+            for arrival in arrivals:
+                self._arrive(uow, arrival, replies)
+        wire = self.wire
+        if wire is None:
+            return
+        by_connection: dict[int, tuple[list[AckEntry], list[Notice]]] = {}
+        for (connection, _, _), (ep, broker) in replies.acks.items():
+            by_connection.setdefault(connection, ([], []))[0].append(self._ack_of(ep, broker))
+        for connection, notice in replies.notices:
+            by_connection.setdefault(connection, ([], []))[1].append(notice)
+        for connection, (acks, notices) in by_connection.items():
+            wire.reply(connection, acks, notices)
+
+    def _ack_of(self, ep: Endpoint, broker: str) -> AckEntry:
+        handle = ep.conversation_handle
+        held = [(seq, f) for seq, frags in self._fragments.get(handle, {}).items()
+                for f in frags]
+        entry = dialog.ack_entry(ep.conversation_id, not ep.is_initiator, broker,
+                                 self.wire.key_id if self.wire else bytes(8),
+                                 ep.receive_sequence, held)
+        whole = self._held.get(handle)
+        if whole:  # a whole message held (status 2) is acknowledged in every fragment
+            ranges = [r for r in entry.ranges if r[0] not in whole]
+            ranges += [(seq, 0, ALL_FRAGMENTS) for seq in sorted(whole)]
+            entry = AckEntry(entry.conversation_id, entry.acks_initiator,
+                             entry.broker_instance, entry.key_id, entry.through_sequence,
+                             tuple(sorted(ranges))[:1024])
+        return entry
+
+    def _find(self, uow: UnitOfWork, conversation_id: str, is_initiator: bool,
+              database_id: int | None) -> Endpoint | None:
+        m = self.m
+        handle = self._index.get((conversation_id, is_initiator))
+        if handle is not None:
+            ep = m._endpoints.get(handle)
+            if ep is None:
+                with contextlib.suppress(Exception):
+                    ep = m.endpoint(handle)
+            if ep is not None and (database_id is None or ep.database_id == database_id):
+                return ep
+            self._index.pop((conversation_id, is_initiator), None)
+        uow.ensure_tx()  # endpoints new in this unit of work are in the index already
+        rows = m._store.run("wire/select_endpoint_by_conversation.sql", {
+            "conversation_id": conversation_id, "is_initiator": is_initiator})
+        for (found, db) in rows:
+            if database_id is None or db == database_id:
+                self._index[(conversation_id, is_initiator)] = found
+                return m.endpoint(found)
+        return None
+
+    def _arrive(self, uow: UnitOfWork, arrival: Arrival, replies: _Replies) -> None:
+        m = self.m
+        f = arrival.fragment
+        conn = arrival.connection
+        database_id = self._destination(f)
+        if isinstance(database_id, str):
+            self._refuse(arrival, replies, database_id, fatal=False)
+            return
+        catalog = m.catalog(database_id)
+        ep = self._find(uow, f.conversation_id, not f.from_initiator, database_id)
+        if ep is None:
+            if not f.from_initiator:
+                self._refuse(arrival, replies, _endpoint_closed_text(), fatal=True,
+                             code=REMOTE_ENDPOINT_CLOSED, broker=catalog.broker_instance)
+                return
+            if f.to_service not in catalog.services:
+                self._refuse(arrival, replies, STATUS_FORWARDING_OFF, fatal=False)
+                return
+            if f.contract not in catalog.service_contracts.get(f.to_service, frozenset()):
+                self._refuse(arrival, replies, (
+                    f"Target service '{f.to_service}' does not support contract "
+                    f"'{f.contract}'."), fatal=True, code=CONTRACT_NOT_SUPPORTED,
+                    broker=catalog.broker_instance)
+                return
+            ep = self._new_target(uow, f, catalog)
+        elif ep.is_initiator and ep.far_broker_instance not in (None, f.from_broker_instance):
+            self._refuse(arrival, replies, _ALREADY_ACKNOWLEDGED_TEXT, fatal=True,
+                         code=ALREADY_ACKNOWLEDGED, broker=catalog.broker_instance)
+            return
+        if ep.is_initiator and ep.far_broker_instance is None:
+            ep.far_broker_instance = f.from_broker_instance  # R5: a reply pins too
+            ep.route = None
+        handle = ep.conversation_handle
+        held_frags = self._fragments.get(handle, {}).get(f.sequence, ())
+        kind = dialog.classify(f, ep.receive_sequence, held_frags)
+        if kind != dialog.DUPLICATE and f.sequence in self._held.get(handle, {}):
+            kind = dialog.DUPLICATE
+        replies.acks[(conn, f.conversation_id, f.from_initiator)] = (
+            ep, catalog.broker_instance)
+        if kind == dialog.DUPLICATE:
+            return  # P3.2, P5.4: acknowledged again, not queued again
+        now = m._now()
+        if kind == dialog.FRAGMENT:
+            uow.sql("wire/insert_message_fragment.sql", {
+                "database_id": database_id, "conversation_handle": handle,
+                "message_sequence_number": f.sequence, "fragment_number": f.fragment_number,
+                "fragment_count": f.fragment_count, "message_size": f.message_size,
+                "message_type_name": f.message_type, "validation": f.validation,
+                "is_end_of_dialog": f.is_end_of_dialog, "is_conversation_error": f.is_error,
+                "message_body": bytes(f.body), "arrival_time": now})
+            self._fragments.setdefault(handle, {}).setdefault(f.sequence, set()).add(
+                f.fragment_number)
+            if ep.state is None:  # SI: the first message is incomplete (C1)
+                ep.state = transition(ep.role, None, "receive_fragment").state
+            ep.receive_sequence_frag = len(self._fragments[handle][f.sequence])
+            uow.touch(ep)
+            return
+        body = bytes(f.body)
+        if f.fragment_count > 1:  # the last fragment: the message is whole
+            rows = uow.sql("wire/take_message_fragments.sql", {
+                "conversation_handle": handle, "message_sequence_number": f.sequence})
+            parts = {r[0]: r[1] or b"" for r in rows}
+            parts[f.fragment_number] = body
+            body = b"".join(parts[i] for i in range(f.fragment_count))
+            frags = self._fragments.get(handle)
+            if frags is not None:
+                frags.pop(f.sequence, None)
+                if not frags:
+                    del self._fragments[handle]
+            ep.receive_sequence_frag = 0
+        if kind == dialog.HOLD:
+            self._hold(uow, ep, catalog, f, body, now)
+            return
+        self._accept(uow, ep, catalog, f.sequence, f.message_type, f.validation, body,
+                     f.is_end_of_dialog, f.is_error, now, arrival, replies)
+        self._release(uow, ep, catalog, now, arrival, replies)
+
+    def _destination(self, f: MessageFragment) -> int | str:
+        """The database the fragment goes to (an id), or why it cannot be delivered."""
+        m = self.m
+        if not f.from_initiator and f.to_broker_instance is not None:
+            found = self._database_of(f.to_broker_instance)
+            if found is not None:
+                return found  # R6: a reply to a conversation begun here
+        from pybroker.routing.engine import OUTSIDE
+        decision = m._instance.route(f.to_service, broker_instance=f.to_broker_instance,
+                                     origin=OUTSIDE)  # R1.2: msdb's table
+        if decision.outcome == "deliver":
+            return m.catalog_named(decision.database).database_id
+        if decision.outcome == "send":
+            return STATUS_NOT_FORWARDED
+        return STATUS_FORWARDING_OFF
+
+    def _database_of(self, broker_instance: str) -> int | None:
+        m = self.m
+        if m._database_ids is None:
+            with contextlib.suppress(Exception):
+                m.catalog_named("master")
+        for database_id in (m._database_ids or {}).values():
+            if m.catalog(database_id).broker_instance == broker_instance:
+                return database_id
+        return None
+
+    def _new_target(self, uow: UnitOfWork, f: MessageFragment, catalog: Any) -> Endpoint:
+        from pybroker.conversation.engine import Endpoint
+
+        now = self.m._now()
+        lifetime = datetime(1970, 1, 1) + timedelta(milliseconds=f.lifetime_ms)
+        ep = Endpoint((
+            str(uuid.uuid4()), catalog.database_id, f.conversation_id, str(uuid.uuid4()),
+            False, f.to_service, f.contract, f.from_service, f.from_broker_instance, None,
+            None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None, f.priority, now, "",
+        ), persisted=False)
+        self.m._endpoints[ep.conversation_handle] = ep
+        self._index[(f.conversation_id, False)] = ep.conversation_handle
+        self.m._note_deadline(uow, lifetime)
+        return ep
+
+    def _accept(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, seq: int, mtype: str,
+                validation: str, body: bytes, is_end: bool, is_error: bool, now: datetime,
+                arrival: Arrival, replies: _Replies) -> None:
+        """The next message in sequence, whole: the endpoint's event (C1), then the queue
+        (or, the queue being OFF, the receiving database's transmission queue, P8)."""
+        m = self.m
+        event = ("receive_end_dialog" if is_end
+                 else "receive_error" if is_error else "receive_message")
+        t = TRANSITIONS.get((ep.role, ep.state, event))
+        if t is None:
+            if ep.state == "SI":
+                t = TRANSITIONS.get((ep.role, None, event))
+            if t is None:
+                ep.receive_sequence = seq + 1  # taken (and acknowledged), but discarded
+                uow.touch(ep)
+                return
+        if ep.state is None:
+            self.m._endpoints[ep.conversation_handle] = ep
+        ep.state = t.state
+        ep.receive_sequence = seq + 1
+        if is_error:
+            from pybroker.conversation.engine import _parse_error
+
+            ep.error_code, ep.error_description = _parse_error(body)
+            m._drop_transmissions(uow, ep)  # C4: an error ends its sending
+            self.forget(ep)
+        uow.touch(ep)
+        if not t.enqueue:
+            return
+        queue = catalog.services.get(ep.service_name)
+        if queue is None:
+            return
+        settings = catalog.queues.get(queue)
+        if settings is not None and not settings.status:
+            from pybroker.conversation.engine import STATUS_QUEUE_DISABLED
+
+            uow.inbound_rows.append((
+                ep.database_id, ep.conversation_handle, seq, len(body), ep.service_name,
+                catalog.broker_instance, ep.far_service, ep.service_contract_name, mtype,
+                validation, is_end, is_error, ep.priority, now, body,
+                STATUS_QUEUE_DISABLED))
+            self.inbound_waiting = True
+            return
+        uow.enqueue((
+            ep.database_id, queue, m._next_order(), 1, ep.priority, ep.conversation_group_id,
+            ep.conversation_handle, seq, ep.service_name, ep.service_contract_name, mtype,
+            validation, body, now))
+
+    def _hold(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, f: MessageFragment,
+              body: bytes, now: datetime) -> None:
+        """P4.4: a whole message ahead of a missing one waits in the queue with status 2."""
+        queue = catalog.services.get(ep.service_name)
+        if queue is None:
+            return
+        uow.sql("conversation/insert_queue_message.sql", {
+            "database_id": ep.database_id, "queue_name": queue,
+            "queuing_order": self.m._next_order(), "status": 2, "priority": ep.priority,
+            "conversation_group_id": ep.conversation_group_id,
+            "conversation_handle": ep.conversation_handle,
+            "message_sequence_number": f.sequence, "service_name": ep.service_name,
+            "service_contract_name": ep.service_contract_name,
+            "message_type_name": f.message_type, "validation": f.validation,
+            "message_body": body, "message_enqueue_time": now})
+        self._held.setdefault(ep.conversation_handle, {})[f.sequence] = (
+            f.message_type, f.is_end_of_dialog, f.is_error)
+        if ep.state is None:
+            ep.state = transition(ep.role, None, "receive_fragment").state  # SI
+            self.m._endpoints[ep.conversation_handle] = ep
+        uow.touch(ep)
+
+    def _release(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, now: datetime,
+                 arrival: Arrival, replies: _Replies) -> None:
+        """Held messages that are next in sequence now become receivable, in order."""
+        held = self._held.get(ep.conversation_handle)
+        while held and ep.receive_sequence in held:
+            seq = ep.receive_sequence
+            mtype, is_end, is_error = held.pop(seq)
+            rows = uow.sql("wire/take_held_message.sql", {
+                "conversation_handle": ep.conversation_handle,
+                "message_sequence_number": seq})
+            uow.forget_read_ahead()
+            body = rows[0][1] if rows else b""
+            validation = rows[0][0] if rows else "N"
+            self._accept(uow, ep, catalog, seq, mtype, validation, body or b"", is_end,
+                         is_error, now, arrival, replies)
+        if held is not None and not held:
+            self._held.pop(ep.conversation_handle, None)
+
+    def release_inbound(self, uow: UnitOfWork) -> None:
+        """P8: arrivals that waited for a queue turned ON go into it, in order."""
+        if not self.inbound_waiting:
+            return
+        rows = uow.sql("wire/take_inbound.sql", {})
+        uow.forget_read_ahead()
+        waiting = False
+        keep: list[tuple[Any, ...]] = []
+        for (database_id, handle, seq, mtype, validation, body, enqueued) in rows:
+            catalog = self.m.catalog(database_id)
+            ep = self.m.endpoint(handle)
+            queue = catalog.services.get(ep.service_name)
+            settings = None if queue is None else catalog.queues.get(queue)
+            if settings is None or not settings.status:
+                keep.append((database_id, handle, seq, mtype, validation, body, enqueued))
+                waiting = True
+                continue
+            uow.enqueue((
+                database_id, queue, self.m._next_order(), 1, ep.priority,
+                ep.conversation_group_id, handle, seq, ep.service_name,
+                ep.service_contract_name, mtype, validation, body, enqueued))
+        if keep:
+            from pybroker.conversation.engine import STATUS_QUEUE_DISABLED
+
+            for database_id, handle, seq, mtype, validation, body, enqueued in keep:
+                ep = self.m.endpoint(handle)
+                catalog = self.m.catalog(database_id)
+                uow.inbound_rows.append((
+                    database_id, handle, seq, len(body or b""), ep.service_name,
+                    catalog.broker_instance, ep.far_service, ep.service_contract_name,
+                    mtype, validation, False, False, ep.priority, enqueued, body or b"",
+                    STATUS_QUEUE_DISABLED))
+        self.inbound_waiting = waiting
+
+    def _refuse(self, arrival: Arrival, replies: _Replies, text: str, *, fatal: bool,
+                code: int = 0, broker: str | None = None) -> None:
+        """No silent rejection: an event here, a notice to the sender."""
+        f = arrival.fragment
+        self.event("Broker:Message Undeliverable", "refused", arrival.peer,
+                   f.conversation_id, f.sequence, text)
+        replies.notices.append((arrival.connection, Notice(
+            f.conversation_id, f.from_initiator, broker, f.sequence, code, text, fatal,
+            self.wire.key_id if self.wire else bytes(8))))
+
+    # -- events --------------------------------------------------------------------------
+
+    def event(self, event_class: str, subclass: str, peer: str | None,
+              conversation_id: str | None, sequence: int | None, description: str) -> None:
+        """Record a broker event (any thread); written with the next unit of work."""
+        with self._lock:
+            self._event_id += 1
+            self._events.append((self._event_id, self.m._now(), event_class, subclass, peer,
+                                 conversation_id, sequence, description[:2000]))
+
+    def flush_events(self, uow: UnitOfWork) -> None:
+        with self._lock:
+            events, self._events = self._events, []
+        if not events:
+            return
+        cols = list(zip(*events, strict=True))
+        uow.sql("wire/insert_broker_events.sql", {
+            "event_id": columns.ints(cols[0]), "event_time": columns.times(cols[1]),
+            "event_class": columns.texts(cols[2]), "subclass": columns.texts(cols[3]),
+            "peer_address": columns.texts(cols[4]), "conversation_id": columns.guids(cols[5]),
+            "message_sequence_number": columns.ints(cols[6]),
+            "description": columns.texts(cols[7])})
+        uow.sql("wire/prune_broker_events.sql", {"keep": MAX_EVENTS})
+
+    def write_connections(self, rows: list[tuple[Any, ...]]) -> None:
+        """The snapshot behind sys.dm_broker_connections, and the events so far."""
+        with self.m.unit_of_work() as uow:
+            uow.activate()
+            self.flush_events(uow)
+            uow.sql("wire/delete_connections.sql", {})
+            for row in rows:
+                uow.sql("wire/insert_connection.sql", dict(zip(_CONNECTION_COLUMNS, row,
+                                                               strict=True)))
+
+
+_CONNECTION_COLUMNS = (
+    "connection_id", "peer_address", "state_desc", "is_accept", "connect_time", "login_time",
+    "last_activity_time", "authentication_method", "principal_name", "login_state_desc",
+    "encryption_algorithm_desc", "total_bytes_sent", "total_bytes_received",
+    "total_fragments_sent", "total_fragments_received", "total_sends", "total_receives",
+    "is_send_flow_controlled")
+
+REMOTE_ENDPOINT_CLOSED = -8462
+CONTRACT_NOT_SUPPORTED = -8408
+
+
+def _endpoint_closed_text() -> str:
+    from pybroker.conversation.engine import _ENDPOINT_CLOSED_TEXT
+
+    return _ENDPOINT_CLOSED_TEXT

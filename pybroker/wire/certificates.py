@@ -1,0 +1,124 @@
+"""Endpoint certificates and dialog session keys (P6, endpoint security).
+
+Each instance has one self-signed certificate (EC P-256) whose private key is kept in the
+instance file. Peers are admitted by their certificate (``Instance.trust``); as in SQL Server
+only the validity dates are checked, not a chain or a name.
+
+Session keys: Service Broker generates a key per dialog direction and sends it wrapped with
+the certificates. pybroker derives it instead: the two instances' certificate keys agree on
+a shared secret (ECDH), and each dialog direction's key is HMAC(secret, conversation id,
+direction). Nothing secret crosses the network, a forwarder cannot sign, and both ends
+compute the same key from the certificates they already trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.x509.oid import NameOID
+
+from pybroker.errors import WireError
+
+KEY_ID_SIZE = 8
+CERTIFICATE_DAYS = 3650
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateInfo:
+    pem: str
+    fingerprint: str  # SHA-256 of the DER, hex
+    key_id: bytes  # the first 8 bytes of the fingerprint: names the key in frames
+    subject: str
+    not_before: datetime  # naive UTC
+    not_after: datetime
+
+
+def make_certificate(common_name: str, now: datetime) -> tuple[str, str]:
+    """A new self-signed endpoint certificate and its private key, both PEM."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64] or "pybroker")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=CERTIFICATE_DAYS))
+        # a self-signed certificate that peers load as their trust anchor
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(
+            digital_signature=True, content_commitment=False, key_encipherment=False,
+            data_encipherment=False, key_agreement=True, key_cert_sign=True, crl_sign=False,
+            encipher_only=False, decipher_only=False), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()).decode("ascii")
+    return cert_pem, key_pem
+
+
+def _load(pem: str | bytes) -> x509.Certificate:
+    if isinstance(pem, str):
+        try:
+            pem = pem.encode("ascii")
+        except UnicodeEncodeError:
+            raise WireError("a certificate PEM must be ASCII text") from None
+    if not isinstance(pem, bytes):
+        raise WireError(f"a certificate is PEM text, not {type(pem).__name__}")
+    try:
+        return x509.load_pem_x509_certificate(pem)
+    except ValueError as exc:
+        raise WireError(f"not a PEM certificate: {exc}") from None
+
+
+def certificate_info(pem: str | bytes) -> CertificateInfo:
+    """Read a PEM certificate; WireError if it is not one or its key is not EC P-256."""
+    cert = _load(pem)
+    if not isinstance(cert.public_key(), ec.EllipticCurvePublicKey) or not isinstance(
+        cert.public_key().curve, ec.SECP256R1  # type: ignore[union-attr]
+    ):
+        raise WireError("an endpoint certificate must have an EC P-256 key (pybroker cert)")
+    der = cert.public_bytes(serialization.Encoding.DER)
+    digest = hashlib.sha256(der).digest()
+    text = cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+    return CertificateInfo(
+        pem=text, fingerprint=digest.hex(), key_id=digest[:KEY_ID_SIZE],
+        subject=cert.subject.rfc4514_string(),
+        not_before=cert.not_valid_before_utc.replace(tzinfo=None),
+        not_after=cert.not_valid_after_utc.replace(tzinfo=None))
+
+
+def fingerprint_of_der(der: bytes) -> str:
+    return hashlib.sha256(der).hexdigest()
+
+
+def peer_secret(own_key_pem: str, peer_cert_pem: str) -> bytes:
+    """The secret two instances share: ECDH of this instance's key and the peer's
+    certificate key, through HKDF (the same value on both sides)."""
+    key = serialization.load_pem_private_key(own_key_pem.encode("ascii"), password=None)
+    peer = _load(peer_cert_pem).public_key()
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(
+        peer, ec.EllipticCurvePublicKey
+    ):
+        raise WireError("endpoint keys must be EC P-256")
+    shared = key.exchange(ec.ECDH(), peer)
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                info=b"pybroker peer secret v1").derive(shared)
+
+
+def dialog_key(secret: bytes, conversation_id: str, from_initiator: bool) -> bytes:
+    """P6: the session key of one direction of one dialog."""
+    return hmac.digest(
+        secret, b"pybroker dialog v1" + uuid.UUID(conversation_id).bytes
+        + (b"\x01" if from_initiator else b"\x00"), "sha256")
