@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(sub, command, UsageError)
 
+    from pybroker.wire.cli import add_commands as add_wire_commands
+
+    add_wire_commands(sub, command, UsageError)
+
     p = command("bench", "run a benchmark (results belong in README's Performance section)",
                 cmd_bench)
     p.add_argument("name", choices=("routing", "messaging", "pipeline"))

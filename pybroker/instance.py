@@ -30,6 +30,7 @@ from pybroker.errors import (
     InvalidArgumentError,
     NotFoundError,
     RouteDefinitionError,
+    WireError,
 )
 from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
@@ -43,6 +44,13 @@ from pybroker.routing.definition import (
 )
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
 from pybroker.storage import Store
+from pybroker.wire.endpoint import (
+    Endpoint,
+    endpoint_identity,
+    settings_for,
+    trust,
+    untrust,
+)
 
 _ROUTE_CLAUSES = ("service_name", "broker_instance", "lifetime", "address", "mirror_address")
 
@@ -135,6 +143,7 @@ class Instance:
             self._store.close()
             raise
         self._worker: Worker | None = None
+        self._endpoint: Endpoint | None = None
         if worker:
             self._worker = Worker(self._messaging, self._clock)
             self._worker.start()
@@ -147,6 +156,8 @@ class Instance:
 
     def close(self) -> None:
         if not self._closed:
+            if self._endpoint is not None:
+                self._endpoint.close()
             if self._worker is not None:
                 self._worker.stop()
             self._closed = True
@@ -177,6 +188,61 @@ class Instance:
             if db.database_id == database_id:
                 return db
         raise NotFoundError(f"database id {database_id} does not exist in this instance")
+
+    # -- the broker endpoint (P2) ------------------------------------------------------
+
+    def start_endpoint(
+        self,
+        port: int = 4022,
+        host: str = "127.0.0.1",
+        *,
+        idle_timeout: float | None = None,
+        fragment_size: int | None = None,
+        connect_timeout: float | None = None,
+        handshake_timeout: float | None = None,
+        max_connections: int | None = None,
+    ) -> Endpoint:
+        """Listen for adjacent brokers on ``host:port`` (``port=0``: a free port) and send
+        the messages whose route names a network address. Mutual TLS with this instance's
+        certificate; only peers admitted with ``trust()`` can connect, either way.
+        ``idle_timeout`` (default 90 s) closes a connection nothing flowed on;
+        ``fragment_size`` (default 1 MiB) is the largest fragment a message travels in."""
+        if self._closed:
+            raise BrokerError("the instance is closed")
+        if self._endpoint is not None and not self._endpoint.is_closed:
+            raise WireError(
+                f"the broker endpoint of this instance is already started, on "
+                f"{self._endpoint.address}; close it first")
+        settings = settings_for(
+            port, host, self._messaging.retry_scale, idle_timeout=idle_timeout,
+            fragment_size=fragment_size, connect_timeout=connect_timeout,
+            handshake_timeout=handshake_timeout, max_connections=max_connections)
+        self._endpoint = Endpoint(self, settings)
+        return self._endpoint
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        """The running broker endpoint, if started."""
+        return self._endpoint
+
+    @property
+    def certificate(self) -> str:
+        """This instance's endpoint certificate (PEM), made on first need; its private
+        key stays in the instance file."""
+        return endpoint_identity(self).certificate
+
+    def trust(self, name: str, pem: str) -> None:
+        """Admit the peer instance whose endpoint certificate is ``pem`` as ``name``
+        (replacing a certificate of that name)."""
+        trust(self, name, pem)
+
+    def untrust(self, name: str) -> None:
+        """Stop admitting the peer ``name``; its connections are closed."""
+        untrust(self, name)
+
+    def run_pending_all(self) -> None:
+        """Retry every waiting transmission now (a transport or route appeared)."""
+        self._messaging.run_pending(retry_all=True)
 
     # -- the delay/retry loop ------------------------------------------------------------
 

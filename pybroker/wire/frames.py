@@ -62,6 +62,8 @@ class Hello:
     instance_id: str  # the instance's GUID
     broker_instances: tuple[str, ...]  # the databases it holds (R6, R7.2)
     max_body: int  # the largest frame body it accepts
+    address: str = ""  # its own endpoint's address (tcp://host:port), "" if none: the
+    # other side may send on this connection instead of opening one back
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +285,7 @@ def encode(frame: Frame) -> bytes:
             w.u16(len(frame.broker_instances))
             for b in frame.broker_instances:
                 w.guid(b)
+            w.text(frame.address)
             kind, header = HELLO, w.value()
         elif isinstance(frame, Keepalive):
             kind, header = KEEPALIVE, b""
@@ -486,8 +489,9 @@ def _decode(kind: int, flags: int, header: memoryview, body: memoryview) -> Fram
         if count > 4096:
             raise FrameError(f"a HELLO lists {count} databases (at most 4096)")
         brokers = tuple(r.required_guid("broker instance") for _ in range(count))
+        address = r.text()
         r.end("HELLO header")
-        return Hello(instance_id, brokers, max_body)
+        return Hello(instance_id, brokers, max_body, address)
     if kind == KEEPALIVE:
         r.end("KEEPALIVE header")
         return Keepalive()

@@ -1,0 +1,101 @@
+"""The broker endpoint's commands: ``serve``, ``cert``, ``trust``, ``untrust``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from pybroker.errors import BrokerError
+
+
+def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
+    p = command("serve", "run the instance with its broker endpoint and worker until "
+                "SIGINT or SIGTERM; prints the address it listens on", cmd_serve)
+    p.add_argument("file", type=Path)
+    p.add_argument("--port", type=int, default=4022, help="TCP port (0: a free one; "
+                   "default 4022)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on "
+                   "(default 127.0.0.1)")
+    p.add_argument("--trust", action="append", default=[], metavar="NAME=PEM_FILE",
+                   help="admit a peer by its certificate (repeatable; kept in the file)")
+    p.add_argument("--retry-scale", type=float, default=1.0,
+                   help="multiply every retry time-out (C5) by this")
+    p.add_argument("--idle-timeout", type=float, default=None,
+                   help="seconds before an idle connection closes (default 90)")
+    p.set_defaults(usage_error=usage_error)
+
+    p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
+                "first need", cmd_cert)
+    p.add_argument("file", type=Path)
+
+    p = command("trust", "admit a peer instance by its endpoint certificate", cmd_trust)
+    p.add_argument("file", type=Path)
+    p.add_argument("name", help="the name the peer is known by here")
+    p.add_argument("pem_file", type=Path, help="the peer's certificate ('-': stdin)")
+
+    p = command("untrust", "stop admitting a peer instance", cmd_untrust)
+    p.add_argument("file", type=Path)
+    p.add_argument("name")
+
+
+def _read_pem(path: Path) -> str:
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BrokerError(f"cannot read certificate file {path}: {exc}") from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pybroker.instance import connect
+
+    peers = []
+    for item in args.trust:
+        name, sep, pem_file = item.partition("=")
+        if not sep or not name or not pem_file:
+            raise args.usage_error(f"--trust takes NAME=PEM_FILE, not {item!r}")
+        peers.append((name, _read_pem(Path(pem_file))))
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with connect(args.file, retry_scale=args.retry_scale) as inst:
+        for name, pem in peers:
+            inst.trust(name, pem)
+        endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
+        print(f"listening on {endpoint.address}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    print("stopped", flush=True)
+    return 0
+
+
+def cmd_cert(args: argparse.Namespace) -> int:
+    from pybroker.instance import connect
+
+    with connect(args.file, worker=False) as inst:
+        sys.stdout.write(inst.certificate)
+    return 0
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    from pybroker.instance import connect
+
+    pem = _read_pem(args.pem_file)
+    with connect(args.file, worker=False) as inst:
+        inst.trust(args.name, pem)
+    print(f"trusted {args.name}")
+    return 0
+
+
+def cmd_untrust(args: argparse.Namespace) -> int:
+    from pybroker.instance import connect
+
+    with connect(args.file, worker=False) as inst:
+        inst.untrust(args.name)
+    print(f"no longer trusted: {args.name}")
+    return 0

@@ -1,0 +1,275 @@
+"""The broker endpoint of an instance (P2): ``Instance.start_endpoint()`` returns one.
+
+It owns the transport (the event loop thread that does all network I/O) and the engine's
+writer for the wire: a thread that takes what arrives from the transport and applies it
+through the messaging engine, the only code that writes DuckDB. Arrivals of many
+conversations that are waiting together are applied in one transaction and acknowledged
+together after it commits (P5.2, group commit). Once a second it writes the connection
+table behind sys.dm_broker_connections and the broker events gathered meanwhile.
+
+Also here: the instance's endpoint certificate and the peers it trusts, kept in the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from pybroker.errors import BrokerError, InvalidArgumentError, NotFoundError, WireError
+from pybroker.wire import certificates
+from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE, Acknowledged
+from pybroker.wire.frames import MessageFragment, Notice
+from pybroker.wire.transport import Identity, Settings, Transport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.instance import Instance
+
+MAX_BATCH = 4096  # arrivals applied in one transaction at most
+MAX_BATCH_BYTES = 64 * 2**20
+SNAPSHOT_INTERVAL = 1.0  # seconds: sys.dm_broker_connections is at most this old
+
+
+class Endpoint:
+    """A running broker endpoint: ``port``, ``address`` and ``close()``."""
+
+    def __init__(self, instance: Instance, settings: Settings) -> None:
+        self._instance = instance
+        messaging = instance._messaging
+        self._remote = messaging.remote
+        identity = endpoint_identity(instance)
+        self._bridge = _Bridge(self)
+        self._transport = Transport(self._bridge, identity, trusted_certificates(instance),
+                                    settings, clock=instance._clock)
+        self._closed = False
+        self._transport.start()
+        self._remote.wire = self._transport
+        self._bridge.start()
+        self._remote.event("Broker:Connection", "Listening", None, None, None,
+                           f"the broker endpoint listens on {self.address}")
+        instance.run_pending_all()  # what waited for a transport goes now
+
+    @property
+    def port(self) -> int:
+        return self._transport.port
+
+    @property
+    def address(self) -> str:
+        return f"tcp://{self._transport.settings.host}:{self.port}"
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def connections(self) -> list[tuple[Any, ...]]:
+        return self._transport.snapshot()
+
+    def close(self) -> None:
+        """Stop listening, close every connection, write the last events. Messages in
+        flight stay in the transmission queue and go again at the next start."""
+        if self._closed:
+            return
+        self._closed = True
+        self._remote.wire = None
+        self._transport.close()
+        self._bridge.stop()
+        with contextlib.suppress(BrokerError):
+            self._remote.write_connections([])
+        if self._instance._endpoint is self:
+            self._instance._endpoint = None
+
+    def __repr__(self) -> str:
+        return f"<Endpoint {self.address}{' closed' if self._closed else ''}>"
+
+
+class _Bridge:
+    """What the transport hands over, applied by one thread through the engine."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self._remote = endpoint._remote
+        self._items: deque[tuple[str, Any]] = deque()
+        self._ready = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="pybroker-wire-engine",
+                                        daemon=True)
+        self._last_snapshot: list[tuple[Any, ...]] | None = None
+        self.last_error: BaseException | None = None
+
+    # the Sink of transport.py: called on the event loop thread, never blocks
+    def arrived(self, connection: int, peer: str, fragment: MessageFragment) -> None:
+        self._put("arrival", (connection, peer, fragment))
+
+    def acknowledged(self, acks: list[Acknowledged]) -> None:
+        self._put("acks", acks)
+
+    def notice(self, notice: Notice, peer: str) -> None:
+        self._put("notice", (notice, peer))
+
+    def status(self, handles: list[str], text: str) -> None:
+        if handles:
+            self._put("status", (handles, text))
+
+    def event(self, event_class: str, subclass: str, peer: str | None,
+              conversation_id: str | None, sequence: int | None, description: str) -> None:
+        self._remote.event(event_class, subclass, peer, conversation_id, sequence,
+                           description)
+
+    def _put(self, kind: str, item: Any) -> None:
+        with self._ready:
+            self._items.append((kind, item))
+            self._ready.notify()
+
+    # the writer thread
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._ready:
+            self._stopped = True
+            self._ready.notify()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        from pybroker.conversation.remote import Arrival
+
+        next_snapshot = time.monotonic()
+        while True:
+            with self._ready:
+                while not self._items and not self._stopped:
+                    wait = next_snapshot - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self._ready.wait(wait)
+                if self._stopped and not self._items:
+                    return
+                items = list(self._items)
+                self._items.clear()
+            try:
+                self._apply(items, Arrival)
+            except Exception as exc:  # never let the writer die; the senders resend
+                self.last_error = exc
+                self._remote.event("Broker:Message Undeliverable", "engine error", None, None,
+                                   None, f"arrivals were not applied: {exc}")
+            if time.monotonic() >= next_snapshot:
+                next_snapshot = time.monotonic() + SNAPSHOT_INTERVAL
+                try:
+                    rows = self._endpoint.connections()
+                    self._remote.write_connections(rows)
+                except Exception as exc:
+                    self.last_error = exc
+
+    def _apply(self, items: list[tuple[str, Any]], arrival_type: Any) -> None:
+        remote = self._remote
+        batch: list[Any] = []
+        size = 0
+        acks: list[Acknowledged] = []
+
+        def flush() -> None:
+            nonlocal batch, size, acks
+            if acks:
+                remote.acknowledged(acks)
+                acks = []
+            if batch:
+                remote.arrive(batch)
+                batch, size = [], 0
+
+        for kind, item in items:
+            if kind == "arrival":
+                connection, peer, fragment = item
+                batch.append(arrival_type(connection, peer, fragment))
+                size += len(fragment.body)
+                if len(batch) >= MAX_BATCH or size >= MAX_BATCH_BYTES:
+                    flush()
+            elif kind == "acks":
+                acks += item
+            else:
+                flush()
+                if kind == "notice":
+                    remote.notice(*item)
+                elif kind == "status":
+                    remote.transmission_status(*item)
+        flush()
+
+
+# -- identity and trust, kept in the instance file -----------------------------------------
+
+
+def endpoint_identity(instance: Instance) -> Identity:
+    """This instance's identity on the wire; its certificate is made on first need."""
+    store = instance._store
+    with instance._write():
+        row = store.run("wire/select_identity.sql")[0]
+        instance_id, cert, key = row
+        if instance_id is None or cert is None or key is None:
+            instance_id = instance_id or str(uuid.uuid4())
+            name = instance.path.stem if instance.path is not None else "pybroker"
+            cert, key = certificates.make_certificate(
+                f"pybroker {name} {instance_id[:8]}", instance._now())
+            store.run("wire/update_identity.sql", {
+                "instance_id": instance_id, "certificate": cert, "private_key": key})
+    brokers = tuple(db.broker_instance for db in instance.databases())
+    return Identity(instance_id, cert, key, brokers)
+
+
+def trusted_certificates(instance: Instance) -> dict[str, str]:
+    with instance._store._lock:
+        return dict(instance._store.run("wire/select_trusted_certificates.sql"))
+
+
+def trust(instance: Instance, name: str, pem: str) -> None:
+    if not isinstance(name, str) or not name.strip() or len(name) > 128:
+        raise InvalidArgumentError(
+            f"a trusted peer's name is a non-empty string of at most 128 characters: {name!r}")
+    if not isinstance(pem, (str, bytes)):
+        raise InvalidArgumentError(f"a certificate is PEM text, not {type(pem).__name__}")
+    info = certificates.certificate_info(pem)
+    if info.not_after < instance._now():
+        raise WireError(f"the certificate for {name!r} expired on {info.not_after:%Y-%m-%d}")
+    with instance._write():
+        instance._store.run("wire/delete_trusted_certificate.sql", {"name": name})
+        instance._store.run("wire/insert_trusted_certificate.sql", {
+            "name": name, "certificate": info.pem, "thumbprint": info.fingerprint,
+            "subject": info.subject, "start_date": info.not_before,
+            "expiry_date": info.not_after, "create_date": instance._now()})
+    _retrust(instance)
+
+
+def untrust(instance: Instance, name: str) -> None:
+    with instance._write():
+        gone = instance._store.run("wire/delete_trusted_certificate.sql", {"name": name})
+    if not gone:
+        raise NotFoundError(f"no trusted peer is called {name!r}")
+    _retrust(instance)
+
+
+def _retrust(instance: Instance) -> None:
+    endpoint = instance._endpoint
+    if endpoint is not None and not endpoint.is_closed:
+        endpoint._transport.trust(trusted_certificates(instance))
+
+
+def settings_for(port: int, host: str, retry_scale: float, **options: Any) -> Settings:
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InvalidArgumentError(f"port must be a whole number from 0 to 65535: {port!r}")
+    if not isinstance(host, str) or not host:
+        raise InvalidArgumentError(f"host must be a host name or address: {host!r}")
+    settings = Settings(host=host, port=port, retry_scale=retry_scale)
+    for name, value in options.items():
+        if value is None:
+            continue
+        if not hasattr(settings, name) or isinstance(value, bool) or not isinstance(
+                value, (int, float)) or not value > 0:
+            raise InvalidArgumentError(f"{name} must be a positive number: {value!r}")
+        setattr(settings, name, type(getattr(settings, name))(value))
+    if settings.fragment_size > settings.max_body:
+        raise InvalidArgumentError(
+            f"fragment_size is at most {settings.max_body} bytes: {settings.fragment_size}")
+    return settings
+
+
+__all__ = ["DEFAULT_FRAGMENT_SIZE", "Endpoint"]

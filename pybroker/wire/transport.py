@@ -1,0 +1,665 @@
+"""The broker endpoint's I/O (P2): the only code that touches sockets, TLS and the clock.
+
+asyncio runs in a background thread of the instance. The listener accepts connections from
+adjacent brokers; outbound connections are opened on demand, one per next-hop address,
+shared by every conversation, and closed after an idle period. Each connection upgrades to
+mutual TLS 1.3 (certificates pinned to the trusted ones: only validity dates are checked,
+as in SQL Server), then runs an ``AdjacentConnection`` (sans-I/O) fed with the decrypted
+bytes. Fragments to send come from the ``Transmitter``, round robin across conversations.
+
+What arrives (fragments, acknowledgements, notices, status changes, events) goes to a sink
+that runs in another thread (the engine's writer): the event loop never waits for DuckDB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import ssl
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from pybroker.errors import WireError
+from pybroker.wire import certificates, frames
+from pybroker.wire.adjacent import (
+    AcksReceived,
+    AdjacentConnection,
+    ConnectionClosed,
+    FragmentReceived,
+    NoticeReceived,
+    PeerHello,
+)
+from pybroker.wire.dialog import Acknowledged, Transmitter, backoff
+
+READ_SIZE = 256 * 1024
+HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (flow control)
+
+
+class Sink(Protocol):
+    """Where the transport hands what arrives (called from the event loop thread; must
+    not block)."""
+
+    def arrived(self, connection: int, peer: str, fragment: frames.MessageFragment) -> None: ...
+
+    def acknowledged(self, acks: list[Acknowledged]) -> None: ...
+
+    def notice(self, notice: frames.Notice, peer: str) -> None: ...
+
+    def status(self, handles: list[str], text: str) -> None: ...
+
+    def event(self, event_class: str, subclass: str, peer: str | None,
+              conversation_id: str | None, sequence: int | None, description: str) -> None: ...
+
+
+@dataclass
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 4022
+    retry_scale: float = 1.0
+    fragment_size: int = 1 * 2**20
+    idle_timeout: float = 90.0
+    keepalive_interval: float = 30.0
+    connect_timeout: float = 10.0
+    handshake_timeout: float = 10.0
+    ack_delay: float = 0.005
+    max_connections: int = 256
+    max_body: int = frames.DEFAULT_MAX_BODY
+
+
+@dataclass
+class Identity:
+    instance_id: str
+    certificate: str  # PEM
+    private_key: str  # PEM
+    broker_instances: tuple[str, ...]
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``tcp://host:port[/...]`` -> (host, port)."""
+    rest = address.strip()
+    if rest[:6].lower() != "tcp://":
+        raise WireError(f"{address!r} is not a network address (tcp://host:port)")
+    rest = rest[6:].split("/", 1)[0]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise WireError(f"{address!r} does not name a host and a port from 1 to 65535")
+    return host.strip("[]"), int(port)
+
+
+def next_hop(address: str) -> str:
+    host, port = parse_address(address)
+    return f"tcp://{host}:{port}"
+
+
+@dataclass(eq=False)
+class _Conn:
+    conn_id: int
+    is_accept: bool
+    peer_address: str  # the remote socket's host:port
+    writer: asyncio.StreamWriter
+    core: AdjacentConnection | None = None
+    address: str | None = None  # the next hop it serves (outbound)
+    trusted_name: str | None = None
+    peer_key_id: bytes = b""
+    secret: bytes = b""
+    timer: asyncio.TimerHandle | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    connect_time: datetime = field(default_factory=lambda: datetime.now(UTC).replace(
+        tzinfo=None))
+    state: str = "CONNECTING"
+    flow_controlled: bool = False
+    closed: bool = False
+    keys: dict[tuple[str, bool], bytes] = field(default_factory=dict)
+
+
+def _utc(epoch: float | None) -> datetime | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None)
+
+
+class Transport:
+    def __init__(self, sink: Sink, identity: Identity, trusted: dict[str, str],
+                 settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        self.sink = sink
+        self.identity = identity
+        self.settings = settings
+        self.clock = clock
+        info = certificates.certificate_info(identity.certificate)
+        self.key_id = info.key_id
+        self.instance_id = identity.instance_id
+        self.transmitter = Transmitter(fragment_size=settings.fragment_size,
+                                       retry_scale=settings.retry_scale)
+        self._trusted: dict[str, certificates.CertificateInfo] = {}
+        self._secrets: dict[bytes, bytes] = {}
+        self._server_ctx: ssl.SSLContext | None = None
+        self._client_ctx: ssl.SSLContext | None = None
+        self._set_trusted(trusted)
+        self._conns: dict[int, _Conn] = {}
+        self._outbound: dict[str, _Conn] = {}  # next hop -> its connection
+        self._connecting: set[str] = set()
+        self._failures: dict[str, tuple[int, float]] = {}  # next hop -> (failures, until)
+        self._ids = itertools.count(1)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="pybroker-endpoint",
+                                        daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self.port = settings.port
+
+    @property
+    def address(self) -> str:
+        return f"tcp://{self.settings.host}:{self.port}"
+
+    # -- lifecycle (any thread) -------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._listen(), self._loop)
+        try:
+            future.result(timeout=30)
+        except OSError as exc:
+            self._stop_loop()
+            raise WireError(
+                f"cannot start the broker endpoint on {self.settings.host}:"
+                f"{self.settings.port}: {exc.strerror or exc} (is the port taken by another "
+                "process?)") from None
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(
+            self._accept, self.settings.host, self.settings.port, limit=READ_SIZE,
+            reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=10)
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+        with contextlib.suppress(Exception):
+            self._loop.close()
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._conns.values()):
+            self._close(conn, "the endpoint is closing", error=False)
+        await asyncio.sleep(0)
+
+    # -- calls from the engine (any thread) -------------------------------------------
+
+    def submit(self, items: list[tuple[str, str, frames.MessageFragment]]) -> None:
+        self._call(self._submit, items)
+
+    def forget(self, conversation_id: str, from_initiator: bool) -> None:
+        self._call(self.transmitter.forget, conversation_id, from_initiator)
+
+    def reply(self, connection: int, acks: list[frames.AckEntry],
+              notices: list[frames.Notice]) -> None:
+        self._call(self._reply, connection, acks, notices)
+
+    def trust(self, trusted: dict[str, str]) -> None:
+        """The trusted certificates changed: new connections use the new set, and
+        connections of peers no longer trusted are closed."""
+        self._call(self._retrust, trusted)
+
+    def snapshot(self) -> list[tuple[Any, ...]]:
+        """Rows of sys.dm_broker_connections."""
+        if self._closed:
+            return []
+        future: Any = asyncio.run_coroutine_threadsafe(self._snapshot(), self._loop)
+        try:
+            return future.result(timeout=5)
+        except Exception:
+            return []
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> None:
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):  # the loop has stopped
+                self._loop.call_soon_threadsafe(fn, *args)
+
+    # -- trust and keys ---------------------------------------------------------------
+
+    def _set_trusted(self, trusted: dict[str, str]) -> None:
+        self._trusted = {name: certificates.certificate_info(pem)
+                         for name, pem in trusted.items()}
+        self._secrets = {}
+        self._server_ctx = self._context(server=True)
+        self._client_ctx = self._context(server=False)
+
+    def _retrust(self, trusted: dict[str, str]) -> None:
+        self._set_trusted(trusted)
+        known = {info.fingerprint for info in self._trusted.values()}
+        for conn in list(self._conns.values()):
+            if conn.trusted_name is not None and conn.secret and not any(
+                info.key_id == conn.peer_key_id and info.fingerprint in known
+                for info in self._trusted.values()
+            ):
+                self._close(conn, "the peer is no longer trusted", error=True)
+
+    def _context(self, *, server: bool) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        with tempfile.TemporaryDirectory() as folder:  # load_cert_chain reads files only
+            path = os.path.join(folder, "endpoint.pem")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(self.identity.private_key)
+                out.write(self.identity.certificate)
+            ctx.load_cert_chain(path)
+        pems = "".join(info.pem for info in self._trusted.values())
+        if pems:
+            ctx.load_verify_locations(cadata=pems)
+        return ctx
+
+    def _peer(self, der: bytes | None) -> certificates.CertificateInfo | None:
+        if not der:
+            return None
+        fingerprint = certificates.fingerprint_of_der(der)
+        for info in self._trusted.values():
+            if info.fingerprint == fingerprint:
+                return info
+        return None
+
+    def _secret(self, info: certificates.CertificateInfo) -> bytes:
+        found = self._secrets.get(info.key_id)
+        if found is None:
+            found = self._secrets[info.key_id] = certificates.peer_secret(
+                self.identity.private_key, info.pem)
+        return found
+
+    def _key(self, conn: _Conn, conversation_id: str, from_initiator: bool) -> bytes:
+        k = (conversation_id, from_initiator)
+        key = conn.keys.get(k)
+        if key is None:
+            if len(conn.keys) > 4096:
+                conn.keys.clear()
+            key = conn.keys[k] = certificates.dialog_key(conn.secret, conversation_id,
+                                                         from_initiator)
+        return key
+
+    # -- connections (event loop thread) ----------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        peer = _peer_text(writer)
+        if len(self._conns) >= self.settings.max_connections:
+            self.sink.event("Broker:Connection", "Connect Failed", peer, None, None,
+                            f"refused: the endpoint already has {len(self._conns)} "
+                            "connections (its limit)")
+            writer.close()
+            return
+        conn = _Conn(next(self._ids), True, peer, writer)
+        self._conns[conn.conn_id] = conn
+        self.sink.event("Broker:Connection", "Accept", peer, None, None,
+                        "accepted a connection")
+        await self._serve(conn, reader, server=True)
+
+    def _ensure_outbound(self, address: str) -> None:
+        if address in self._outbound or address in self._connecting or self._closed:
+            return
+        _failures, until = self._failures.get(address, (0, 0.0))
+        now = self.clock()
+        if now < until:  # not hammered: back off per destination
+            self._loop.call_later(until - now, self._ensure_outbound, address)
+            return
+        self._connecting.add(address)
+        self._loop.create_task(self._connect(address))
+
+    async def _connect(self, address: str) -> None:
+        peer = address
+        self.sink.event("Broker:Connection", "Connecting", peer, None, None,
+                        f"connecting to {address}")
+        try:
+            host, port = parse_address(address)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, limit=READ_SIZE),
+                self.settings.connect_timeout)
+        except (TimeoutError, OSError, WireError) as exc:
+            self._connecting.discard(address)
+            self._connect_failed(address, _describe(exc))
+            return
+        conn = _Conn(next(self._ids), False, _peer_text(writer), writer, address=address)
+        self._conns[conn.conn_id] = conn
+        self._connecting.discard(address)
+        self._outbound[address] = conn
+        await self._serve(conn, reader, server=False)
+
+    def _connect_failed(self, address: str, reason: str) -> None:
+        failures, _ = self._failures.get(address, (0, 0.0))
+        failures += 1
+        wait = backoff(failures - 1, self.settings.retry_scale)
+        self._failures[address] = (failures, self.clock() + wait)
+        self.sink.event("Broker:Connection", "Connect Failed", address, None, None, reason)
+        self.sink.status(self.transmitter.handles(address),
+                         f"Connection attempt failed with error: '{reason}'.")
+        if self.transmitter.has_work(address) or self.transmitter.handles(address):
+            self._loop.call_later(wait, self._ensure_outbound, address)
+
+    async def _serve(self, conn: _Conn, reader: asyncio.StreamReader, *, server: bool) -> None:
+        try:
+            try:
+                await conn.writer.start_tls(
+                    self._server_ctx if server else self._client_ctx,  # type: ignore[arg-type]
+                    server_hostname=None, ssl_handshake_timeout=self.settings.handshake_timeout)
+            except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
+                self._login_failed(conn, _describe(exc))
+                return
+            sslobj = conn.writer.get_extra_info("ssl_object")
+            info = self._peer(sslobj.getpeercert(binary_form=True) if sslobj else None)
+            if info is None:
+                self._login_failed(conn, "the peer's certificate is not trusted here")
+                return
+            conn.trusted_name = next(n for n, i in self._trusted.items() if i is info)
+            conn.peer_key_id = info.key_id
+            conn.secret = self._secret(info)
+            conn.state = "CONNECTED"
+            hello = frames.Hello(self.instance_id, self.identity.broker_instances,
+                                 self.settings.max_body, self.address)
+            s = self.settings
+            conn.core = AdjacentConnection(
+                is_accept=server, hello=hello, now=self.clock(),
+                sign_ack=lambda entry, c=conn: frames.sign(entry, self._key(
+                    c, entry.conversation_id, entry.acks_initiator)),
+                handshake_timeout=s.handshake_timeout, idle_timeout=s.idle_timeout,
+                keepalive_interval=s.keepalive_interval, ack_delay=s.ack_delay,
+                max_body=s.max_body)
+            self._flush(conn)
+            pump = self._loop.create_task(self._pump(conn))
+            try:
+                while not conn.closed:
+                    try:
+                        data = await reader.read(READ_SIZE)
+                    except (OSError, ssl.SSLError, ConnectionError) as exc:
+                        if conn.core.peer is None:
+                            self._login_failed(conn, _describe(exc))
+                        else:
+                            self.sink.event("Broker:Connection", "Receive IO Error",
+                                            conn.peer_address, None, None, _describe(exc))
+                        data = b""
+                    conn.core.receive_data(data, self.clock())
+                    self._process(conn)
+                    if not data:
+                        break
+            finally:
+                pump.cancel()
+        finally:
+            self._close(conn, "connection ended", error=False, quiet=True)
+
+    def _login_failed(self, conn: _Conn, reason: str) -> None:
+        self.sink.event("Audit Broker Login", "Authentication Failure", conn.peer_address,
+                        None, None, reason)
+        if conn.address is not None:
+            text = (f"Connection attempt failed with error: 'the peer did not accept this "
+                    f"instance or is not trusted here: {reason}'.")
+            failures, _ = self._failures.get(conn.address, (0, 0.0))
+            wait = backoff(failures, self.settings.retry_scale)
+            self._failures[conn.address] = (failures + 1, self.clock() + wait)
+            self.sink.status(self.transmitter.handles(conn.address), text)
+            self._loop.call_later(wait, self._ensure_outbound, conn.address)
+        self._close(conn, reason, error=True, quiet=True)
+
+    def _close(self, conn: _Conn, reason: str, *, error: bool, quiet: bool = False) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        conn.state = "CLOSED"
+        if conn.core is not None and conn.core.state != "CLOSED":
+            conn.core.close(reason, self.clock())
+            with contextlib.suppress(Exception):
+                conn.writer.write(conn.core.data_to_send())
+        with contextlib.suppress(Exception):
+            conn.writer.close()
+        if conn.timer is not None:
+            conn.timer.cancel()
+        conn.wake.set()
+        self._conns.pop(conn.conn_id, None)
+        if conn.address is not None and self._outbound.get(conn.address) is conn:
+            del self._outbound[conn.address]
+            if self.transmitter.has_work(conn.address) or self.transmitter.handles(
+                    conn.address):
+                # reconnect for what is in flight, after the disconnect pause (scaled)
+                self._loop.call_later(min(15.0, backoff(0, self.settings.retry_scale)),
+                                      self._ensure_outbound, conn.address)
+        if not quiet or conn.core is not None:
+            self.sink.event("Broker:Connection", "Closed", conn.peer_address, None, None,
+                            reason)
+
+    def _process(self, conn: _Conn) -> None:
+        core = conn.core
+        assert core is not None
+        while (event := core.next_event()) is not None:
+            if isinstance(event, FragmentReceived):
+                self._fragment(conn, event.fragment)
+            elif isinstance(event, AcksReceived):
+                self._acks(conn, event.entries)
+            elif isinstance(event, NoticeReceived):
+                n = event.notice
+                if n.key_id != conn.peer_key_id or not frames.verify(
+                        n, self._key(conn, n.conversation_id, n.about_initiator)):
+                    self._corrupted(conn, n.conversation_id, n.sequence, "notice")
+                    continue
+                if n.is_fatal:
+                    self.transmitter.forget(n.conversation_id, n.about_initiator)
+                self.sink.notice(n, conn.peer_address)
+            elif isinstance(event, PeerHello):
+                conn.state = "CONNECTED"
+                self.sink.event("Broker:Connection", "Connected", conn.peer_address, None,
+                                None, f"logged in as {conn.trusted_name}")
+                if conn.address is not None:
+                    self._failures.pop(conn.address, None)
+                elif event.hello.address:  # P2: one connection per peer serves both ways
+                    with contextlib.suppress(WireError):
+                        hop = next_hop(event.hello.address)
+                        if hop not in self._outbound and hop not in self._connecting:
+                            conn.address = hop
+                            self._outbound[hop] = conn
+                            self._failures.pop(hop, None)
+                conn.wake.set()
+            elif isinstance(event, ConnectionClosed):
+                if event.error:
+                    self.sink.event("Broker:Connection", "Closing", conn.peer_address, None,
+                                    None, event.reason)
+                self._close(conn, event.reason, error=event.error)
+        self._flush(conn)
+
+    def _fragment(self, conn: _Conn, f: frames.MessageFragment) -> None:
+        if f.key_id != conn.peer_key_id:
+            self.sink.event("Broker:Message Undeliverable", "not forwarded", conn.peer_address,
+                            f.conversation_id, f.sequence,
+                            "the message was signed by another instance than the adjacent "
+                            "one; this instance does not forward")
+            return
+        if not frames.verify(f, self._key(conn, f.conversation_id, f.from_initiator)):
+            self._corrupted(conn, f.conversation_id, f.sequence, "message fragment")
+            return
+        self.sink.arrived(conn.conn_id, conn.peer_address, f)
+
+    def _acks(self, conn: _Conn, entries: tuple[frames.AckEntry, ...]) -> None:
+        done: list[Acknowledged] = []
+        for entry in entries:
+            if entry.key_id != conn.peer_key_id or not frames.verify(
+                    entry, self._key(conn, entry.conversation_id, entry.acks_initiator)):
+                self._corrupted(conn, entry.conversation_id, entry.through_sequence,
+                                "acknowledgement")
+                continue
+            done += self.transmitter.on_ack(entry)
+        if done:
+            self.sink.acknowledged(done)
+
+    def _corrupted(self, conn: _Conn, conversation_id: str, sequence: int, what: str) -> None:
+        self.sink.event("Broker:Corrupted Message", "MAC mismatch", conn.peer_address,
+                        conversation_id, sequence,
+                        f"a {what} failed its integrity check (P6) and was discarded")
+
+    # -- sending ------------------------------------------------------------------------
+
+    def _submit(self, items: list[tuple[str, str, frames.MessageFragment]]) -> None:
+        hops: set[str] = set()
+        for handle, address, message in items:
+            try:
+                hop = next_hop(address)
+            except WireError as exc:
+                self.sink.status([handle], f"Connection attempt failed with error: '{exc}'.")
+                continue
+            self.transmitter.submit(handle, hop, message)
+            hops.add(hop)
+        for hop in hops:
+            self._kick(hop)
+        self._arm()
+
+    def _kick(self, address: str) -> None:
+        conn = self._outbound.get(address)
+        if conn is None:
+            self._ensure_outbound(address)
+        else:
+            conn.wake.set()
+
+    def _reply(self, connection: int, acks: list[frames.AckEntry],
+               notices: list[frames.Notice]) -> None:
+        conn = self._conns.get(connection)
+        if conn is None or conn.core is None or conn.closed:
+            return  # gone: the sender resends, and the next copy is acknowledged (P3.3)
+        now = self.clock()
+        if acks:
+            conn.core.queue_acks(acks, now)
+        for notice in notices:
+            conn.core.send_notice(frames.sign(notice, self._key(
+                conn, notice.conversation_id, notice.about_initiator)), now)
+        self._flush(conn)
+
+    async def _pump(self, conn: _Conn) -> None:
+        """Fragments to this connection's next hop, while the socket keeps up."""
+        transport = conn.writer.transport
+        while not conn.closed:
+            await conn.wake.wait()
+            conn.wake.clear()
+            core = conn.core
+            if core is None or core.peer is None or conn.closed or conn.address is None:
+                continue
+            while not conn.closed:
+                now = self.clock()
+                sent = 0
+                while transport.get_write_buffer_size() < HIGH_WATER:
+                    f = self.transmitter.next_fragment(conn.address, now)
+                    if f is None:
+                        break
+                    core.send_fragment(frames.sign(f, self._key(
+                        conn, f.conversation_id, f.from_initiator)), now)
+                    sent += 1
+                    if sent % 64 == 0:
+                        self._flush(conn)
+                self._flush(conn)
+                self._arm()
+                if transport.get_write_buffer_size() < HIGH_WATER:
+                    break
+                conn.flow_controlled = True
+                try:
+                    await conn.writer.drain()
+                except (OSError, ConnectionError):
+                    break
+                conn.flow_controlled = False
+
+    def _flush(self, conn: _Conn) -> None:
+        core = conn.core
+        if core is None:
+            return
+        data = core.data_to_send()
+        if data and not conn.writer.is_closing():
+            conn.writer.write(data)
+        if conn.timer is not None:
+            conn.timer.cancel()
+            conn.timer = None
+        when = core.get_timer()
+        if when is not None and not conn.closed:
+            conn.timer = self._loop.call_later(max(0.0, when - self.clock()),
+                                               self._conn_timer, conn)
+        if core.state == "CLOSED" and not conn.closed:
+            self._close(conn, "closed", error=False)
+
+    def _conn_timer(self, conn: _Conn) -> None:
+        conn.timer = None
+        if conn.core is not None and not conn.closed:
+            conn.core.handle_timer(self.clock())
+            self._process(conn)
+
+    def _arm(self) -> None:
+        """One timer for every fragment's retransmission (P5.3)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        when = self.transmitter.get_timer()
+        if when is not None:
+            self._timer = self._loop.call_later(max(0.0, when - self.clock()), self._retry)
+
+    def _retry(self) -> None:
+        self._timer = None
+        for address in self.transmitter.handle_timer(self.clock()):
+            self._kick(address)
+        self._arm()
+
+    # -- what an analyst sees ---------------------------------------------------------
+
+    async def _snapshot(self) -> list[tuple[Any, ...]]:
+        rows = []
+        for conn in self._conns.values():
+            core = conn.core
+            logged_in = core is not None and core.peer is not None
+            rows.append((
+                str(uuid.UUID(int=conn.conn_id)), conn.peer_address,
+                "CONNECTED" if logged_in else conn.state, conn.is_accept, conn.connect_time,
+                _utc(core.login_time) if core else None,
+                _utc(core.last_activity_time) if core else None,
+                "CERTIFICATE" if conn.trusted_name else None, conn.trusted_name,
+                core.login_state_desc if core else "WAIT LOGIN NEGOTIATE",
+                "AES (TLS 1.3)" if conn.trusted_name else "NONE",
+                core.total_bytes_sent if core else 0,
+                core.total_bytes_received if core else 0,
+                core.total_fragments_sent if core else 0,
+                core.total_fragments_received if core else 0,
+                core.total_sends if core else 0, core.total_receives if core else 0,
+                conn.flow_controlled))
+        return rows
+
+
+def _peer_text(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"tcp://{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {exc.reason or exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} ({exc.errno})"
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,2 @@
+-- A peer is no longer admitted.
+DELETE FROM trusted_certificates WHERE name = $name RETURNING name
