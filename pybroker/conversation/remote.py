@@ -41,7 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ALL_FRAGMENTS = 0xFFFFFFFF  # an acknowledged range's end: every fragment of the message
 HOPS = 32  # R7.1: hops a message starts with (SQL Server's is unpublished)
-MAX_EVENTS = 10_000  # broker_events keeps the newest rows only
+MAX_EVENTS = 10_000
+INDEX_SIZE = 65_536  # conversations whose endpoint handle is remembered for arrivals  # broker_events keeps the newest rows only
 
 ALREADY_ACKNOWLEDGED = -8495
 _ALREADY_ACKNOWLEDGED_TEXT = (
@@ -145,8 +146,14 @@ class RemoteDelivery:
             uow.outbound.append((ep.conversation_handle, target.address,
                                  self.fragment(ep, seq, mtype, validation, body, is_end,
                                                is_error)))
-        self._index[(ep.conversation_id, ep.is_initiator)] = ep.conversation_handle
+        self._remember(ep.conversation_id, bool(ep.is_initiator), ep.conversation_handle)
         uow.touch(ep)
+
+    def _remember(self, conversation_id: str, is_initiator: bool, handle: str) -> None:
+        """A cache, not the truth (P7: memory must not grow with idle conversations)."""
+        if len(self._index) >= INDEX_SIZE:
+            self._index.clear()
+        self._index[(conversation_id, is_initiator)] = handle
 
     def fragment(self, ep: Endpoint, seq: int, mtype: str, validation: str, body: bytes,
                  is_end: bool, is_error: bool) -> MessageFragment:
@@ -177,7 +184,7 @@ class RemoteDelivery:
             uow.outbound.append((handle, target.address, self.fragment(
                 ep, seq, mtype, validation, body or b"", is_end, is_error)))
         for ep, _ in targets:
-            self._index[(ep.conversation_id, ep.is_initiator)] = ep.conversation_handle
+            self._remember(ep.conversation_id, bool(ep.is_initiator), ep.conversation_handle)
             ep.transmission_retry_count = 0
             ep.transmission_status = ""
             uow.touch(ep)
@@ -305,7 +312,7 @@ class RemoteDelivery:
             "conversation_id": conversation_id, "is_initiator": is_initiator})
         for (found, db) in rows:
             if database_id is None or db == database_id:
-                self._index[(conversation_id, is_initiator)] = found
+                self._remember(conversation_id, is_initiator, found)
                 return m.endpoint(found)
         return None
 
@@ -423,7 +430,7 @@ class RemoteDelivery:
             None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None, f.priority, now, "",
         ), persisted=False)
         self.m._endpoints[ep.conversation_handle] = ep
-        self._index[(f.conversation_id, False)] = ep.conversation_handle
+        self._remember(f.conversation_id, False, ep.conversation_handle)
         self.m._note_deadline(uow, lifetime)
         return ep
 

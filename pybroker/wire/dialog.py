@@ -177,7 +177,7 @@ class Transmitter:
             picked = self._pick(dialog)
             if picked is not None:
                 msg, seq, frag, again = picked
-                count = msg.retries.get(frag, -1) + 1 if again else 0
+                count = msg.retries.get(frag, 0) + 1 if again else 0
                 if again:
                     msg.retries[frag] = count
                     self.fragments_resent += 1
