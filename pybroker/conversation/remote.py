@@ -41,8 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ALL_FRAGMENTS = 0xFFFFFFFF  # an acknowledged range's end: every fragment of the message
 HOPS = 32  # R7.1: hops a message starts with (SQL Server's is unpublished)
-MAX_EVENTS = 10_000
-INDEX_SIZE = 65_536  # conversations whose endpoint handle is remembered for arrivals  # broker_events keeps the newest rows only
+MAX_EVENTS = 10_000  # broker_events keeps the newest rows only
+INDEX_SIZE = 65_536  # conversations whose endpoint handle is remembered for arrivals
 
 ALREADY_ACKNOWLEDGED = -8495
 _ALREADY_ACKNOWLEDGED_TEXT = (
