@@ -13,6 +13,7 @@ from pybroker.errors import (
     ContractViolationError,
     ConversationError,
     ConversationStateError,
+    FrameError,
     InUseError,
     InvalidArgumentError,
     MessageValidationError,
@@ -24,6 +25,7 @@ from pybroker.errors import (
     TemplateError,
     TsqlSyntaxError,
     UnsupportedStatementError,
+    WireError,
 )
 from pybroker.instance import (
     Contract,
@@ -37,6 +39,7 @@ from pybroker.instance import (
 )
 from pybroker.routing.decision import RouteDecision, TraceStep
 from pybroker.routing.engine import OUTSIDE, ExplainStep
+from pybroker.wire.endpoint import Endpoint
 
 __version__ = "0.1.0"
 
@@ -50,7 +53,9 @@ __all__ = [
     "ConversationError",
     "ConversationStateError",
     "Database",
+    "Endpoint",
     "ExplainStep",
+    "FrameError",
     "InUseError",
     "Instance",
     "InvalidArgumentError",
@@ -70,5 +75,6 @@ __all__ = [
     "TraceStep",
     "TsqlSyntaxError",
     "UnsupportedStatementError",
+    "WireError",
     "connect",
 ]

@@ -3,6 +3,8 @@ dialog over TCP (P2-P5, P8, R1.2, R5, R6, C1, C4, C6)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
@@ -37,6 +39,75 @@ def test_dialog_over_tcp_in_order_with_reply_and_end(tmp_path):
         wait_for(lambda: b.sql("SELECT state FROM sys.conversation_endpoints").fetchone()[0]
                  == "CD", what="the target side to close")
         assert a.sql("SELECT state FROM sys.conversation_endpoints").fetchone()[0] == "CD"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_endpoint_twice_or_on_a_taken_port_is_refused(tmp_path):
+    import socket
+
+    import pybroker
+
+    with pybroker.connect(tmp_path / "x.duckdb") as inst:
+        endpoint = inst.start_endpoint(0)
+        assert endpoint.address == f"tcp://127.0.0.1:{endpoint.port}" and endpoint.port > 0
+        with pytest.raises(pybroker.WireError, match="already started"):
+            inst.start_endpoint(0)
+        endpoint.close()
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            with pytest.raises(pybroker.WireError, match=r"port taken|in use"):
+                inst.start_endpoint(taken.getsockname()[1])
+        again = inst.start_endpoint(0)  # a closed endpoint can be started anew
+        assert not again.is_closed
+    assert again.is_closed  # Instance.close() closes it too
+
+
+def test_idle_connection_closes_and_reopens_on_demand(tmp_path):
+    a, b, shop, stock = instance_pair(tmp_path, idle_timeout=0.3)
+    try:
+        conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        conv.send(b"<one/>", message_type=ORDER)
+        drain(stock, "StockQueue", 1)
+        assert len(a.endpoint.connections()) == 1  # one connection, opened on demand
+        wait_for(lambda: not a.endpoint.connections(), what="the idle connection to close")
+        conv.send(b"<two/>", message_type=ORDER)  # P2: a new connection for the same dialog
+        assert drain(stock, "StockQueue", 1)[0].message_body == b"<two/>"
+        a.run_pending()
+        kinds = [r[0] for r in a.sql("SELECT subclass FROM sys.broker_events").fetchall()]
+        assert kinds.count("Connecting") == 2 and "Closed" in kinds
+        reasons = a.sql("SELECT description FROM sys.broker_events WHERE subclass = "
+                        "'Closed'").fetchall()
+        assert any("idle" in r[0] for r in reasons)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_connections_view_counts_what_crossed(tmp_path):
+    # retry_scale 1: no resend within 4 s, so the counts are exact even on a busy machine
+    a, b, shop, stock = instance_pair(tmp_path, retry_scale=1.0)
+    try:
+        conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        with shop.transaction():
+            for _ in range(30):
+                conv.send(b"x" * 100, message_type=ORDER)
+        drain(stock, "StockQueue", 30)
+        wait_for(lambda: a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0]
+                 == 0, what="acknowledgements")
+
+        def view():
+            rows = a.sql("SELECT peer_address, state_desc, is_accept, principal_name, "
+                         "login_state_desc, total_fragments_sent, total_bytes_sent, "
+                         "authentication_method FROM sys.dm_broker_connections").fetchall()
+            return rows if rows and rows[0][5] >= 30 else None
+
+        (row,) = wait_for(view, what="sys.dm_broker_connections to catch up (<= 1 s)")
+        assert row[0] == b.endpoint.address and row[1:5] == ("CONNECTED", False, "B",
+                                                               "ONLINE")
+        assert row[5] == 30 and row[6] > 30 * 100 and row[7] == "CERTIFICATE"
     finally:
         a.close()
         b.close()

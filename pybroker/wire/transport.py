@@ -209,6 +209,10 @@ class Transport:
         for conn in list(self._conns.values()):
             self._close(conn, "the endpoint is closing", error=False)
         await asyncio.sleep(0)
+        tasks = [t for t in asyncio.all_tasks(self._loop) if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- calls from the engine (any thread) -------------------------------------------
 
