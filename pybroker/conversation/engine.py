@@ -209,6 +209,7 @@ Outgoing = tuple[int, str, str, bytes, bool, bool]  # seq, type, validation, bod
 
 READ_AHEAD_FIRST = 256  # messages (at least max_messages) of the first read of a queue
 READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
+LARGE_BODY = 256 * 1024  # bytes: a body this large is inserted as its own bound row
 READ_AHEAD_BYTES = 32 * 2**20  # ... and to about this many bytes of bodies (by the last read)
 
 
@@ -379,20 +380,26 @@ class UnitOfWork:
                     "first_unacked_send_sequence": columns.ints(
                         e.first_unacked_send_sequence for e in narrow),
                     "receive_sequence": columns.ints(e.receive_sequence for e in narrow)})
-        if len(self.queue_rows) == 1:  # one SEND: plain bound values cost less for one row
-            run("conversation/insert_queue_message.sql",
-                dict(zip(_QUEUE_COLUMNS, self.queue_rows[0], strict=True)))
+        # One SEND, or a large body: plain bound values (the encoded columns cost more for
+        # one row, and copy a large body into base64 text).
+        queue_rows = self.queue_rows
+        if len(queue_rows) == 1 or any(len(r[12] or b"") > LARGE_BODY for r in queue_rows):
+            for row in queue_rows:
+                run("conversation/insert_queue_message.sql",
+                    dict(zip(_QUEUE_COLUMNS, row, strict=True)))
+        elif queue_rows:
+            run("conversation/insert_queue_messages.sql", _queue_columns(queue_rows))
+        if queue_rows:
             self.enqueued = True
-        elif self.queue_rows:
-            run("conversation/insert_queue_messages.sql", _queue_columns(self.queue_rows))
-            self.enqueued = True
-        if self.tx_rows:
-            run("conversation/insert_transmission_queue.sql",
-                {**_tx_columns(self.tx_rows), "is_inbound": False})
-        if self.inbound_rows:
-            run("conversation/insert_transmission_queue.sql",
-                {**_tx_columns(self.inbound_rows), "is_inbound": True})
-            self.inbound_rows.clear()
+        for rows, inbound in ((self.tx_rows, False), (self.inbound_rows, True)):
+            if any(len(r[14] or b"") > LARGE_BODY for r in rows):
+                for row in rows:
+                    run("conversation/insert_transmission_queue_row.sql",
+                        {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound})
+            elif rows:
+                run("conversation/insert_transmission_queue.sql",
+                    {**_tx_columns(rows), "is_inbound": inbound})
+        self.inbound_rows.clear()
         self.new.clear()
         self.dirty.clear()
         self.queue_rows.clear()
@@ -1435,6 +1442,13 @@ def _queue_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
         "message_body": columns.blobs(cols[12]),
         "message_enqueue_time": columns.times(cols[13]),
     }
+
+
+_TX_COLUMNS = (
+    "database_id", "conversation_handle", "message_sequence_number", "message_size",
+    "to_service_name", "to_broker_instance", "from_service_name", "service_contract_name",
+    "message_type_name", "validation", "is_end_of_dialog", "is_conversation_error",
+    "priority", "enqueue_time", "message_body", "transmission_status")
 
 
 def _tx_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
