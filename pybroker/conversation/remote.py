@@ -203,7 +203,7 @@ class RemoteDelivery:
         m = self.m
         with m.unit_of_work() as uow:
             uow.activate()
-            handles, seqs = [], []
+            handles, seqs, cleared = [], [], []
             for ack in acks:
                 try:
                     ep = m.endpoint(ack.handle)
@@ -218,11 +218,17 @@ class RemoteDelivery:
                     ep.route = None
                 if (ack.is_end_of_dialog or ack.is_error) and ep.state == "DO":
                     ep.state = transition(ep.role, "DO", "acknowledged_end").state
+                if ep.transmission_status:  # the far side takes them now: no reason left
+                    ep.transmission_status = ""
+                    cleared.append(ack.handle)
                 uow.touch(ep)
             if handles:
                 uow.sql("wire/delete_acknowledged.sql", {
                     "conversation_handle": columns.guids(handles),
                     "message_sequence_number": columns.ints(seqs)})
+            if cleared:
+                uow.sql("conversation/update_transmission_status.sql", {
+                    "conversation_handle": columns.guids(cleared), "transmission_status": ""})
 
     def notice(self, notice: Notice, peer: str) -> None:
         """A notice about a message this instance sent: a fatal one ends the conversation
