@@ -201,12 +201,15 @@ class Instance:
         connect_timeout: float | None = None,
         handshake_timeout: float | None = None,
         max_connections: int | None = None,
+        encryption: bool = True,
     ) -> Endpoint:
         """Listen for adjacent brokers on ``host:port`` (``port=0``: a free port) and send
         the messages whose route names a network address. Mutual TLS with this instance's
         certificate; only peers admitted with ``trust()`` can connect, either way.
         ``idle_timeout`` (default 90 s) closes a connection nothing flowed on;
-        ``fragment_size`` (default 1 MiB) is the largest fragment a message travels in."""
+        ``fragment_size`` (default 1 MiB) is the largest fragment a message travels in.
+        ``encryption=False`` (SQL Server's ENCRYPTION = DISABLED) speaks without TLS: peers
+        still must be trusted, and every dialog frame is still signed (P6)."""
         if self._closed:
             raise BrokerError("the instance is closed")
         if self._endpoint is not None and not self._endpoint.is_closed:
@@ -216,7 +219,8 @@ class Instance:
         settings = settings_for(
             port, host, self._messaging.retry_scale, idle_timeout=idle_timeout,
             fragment_size=fragment_size, connect_timeout=connect_timeout,
-            handshake_timeout=handshake_timeout, max_connections=max_connections)
+            handshake_timeout=handshake_timeout, max_connections=max_connections,
+            encryption=encryption)
         self._endpoint = Endpoint(self, settings)
         return self._endpoint
 

@@ -111,3 +111,30 @@ def test_connections_view_counts_what_crossed(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_without_tls_peers_still_must_be_trusted_and_frames_signed(tmp_path):
+    """ENCRYPTION = DISABLED: no TLS, the HELLO names the certificate and every frame's MAC
+    proves it (P6)."""
+    a, b, shop, stock = instance_pair(tmp_path, encryption=False)
+    try:
+        conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        conv.send(b"<plain/>", message_type=ORDER)
+        assert drain(stock, "StockQueue", 1)[0].message_body == b"<plain/>"
+        row = wait_for(lambda: a.sql("SELECT principal_name, encryption_algorithm_desc "
+                                     "FROM sys.dm_broker_connections").fetchone(),
+                       what="the connection row")
+        assert row == ("B", "NONE")
+        b.untrust("A")  # A's connection is closed; a new one is refused
+        conv.send(b"<refused/>", message_type=ORDER)
+
+        def refused():
+            b.run_pending()
+            return b.sql("SELECT count(*) FROM sys.broker_events WHERE subclass = "
+                         "'Authentication Failure'").fetchone()[0]
+
+        wait_for(refused, what="an authentication failure at B")
+        assert stock.receive("StockQueue", max_messages=10) == []
+    finally:
+        a.close()
+        b.close()

@@ -262,6 +262,11 @@ def settings_for(port: int, host: str, retry_scale: float, **options: Any) -> Se
     for name, value in options.items():
         if value is None:
             continue
+        if name == "encryption":
+            if not isinstance(value, bool):
+                raise InvalidArgumentError(f"encryption must be True or False: {value!r}")
+            settings.encryption = value
+            continue
         if not hasattr(settings, name) or isinstance(value, bool) or not isinstance(
                 value, (int, float)) or not value > 0:
             raise InvalidArgumentError(f"{name} must be a positive number: {value!r}")

@@ -64,6 +64,8 @@ class Hello:
     max_body: int  # the largest frame body it accepts
     address: str = ""  # its own endpoint's address (tcp://host:port), "" if none: the
     # other side may send on this connection instead of opening one back
+    key_id: bytes = bytes(KEY_ID_SIZE)  # its certificate's key id: who it says it is on a
+    # connection without TLS (every dialog frame's MAC then proves it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +288,7 @@ def encode(frame: Frame) -> bytes:
             for b in frame.broker_instances:
                 w.guid(b)
             w.text(frame.address)
+            w.raw(frame.key_id, KEY_ID_SIZE)
             kind, header = HELLO, w.value()
         elif isinstance(frame, Keepalive):
             kind, header = KEEPALIVE, b""
@@ -490,8 +493,9 @@ def _decode(kind: int, flags: int, header: memoryview, body: memoryview) -> Fram
             raise FrameError(f"a HELLO lists {count} databases (at most 4096)")
         brokers = tuple(r.required_guid("broker instance") for _ in range(count))
         address = r.text()
+        key_id = bytes(r.take(KEY_ID_SIZE))
         r.end("HELLO header")
-        return Hello(instance_id, brokers, max_body, address)
+        return Hello(instance_id, brokers, max_body, address, key_id)
     if kind == KEEPALIVE:
         r.end("KEEPALIVE header")
         return Keepalive()

@@ -72,6 +72,9 @@ class Settings:
     ack_delay: float = 0.005
     max_connections: int = 256
     max_body: int = frames.DEFAULT_MAX_BODY
+    # False: SQL Server's ENCRYPTION = DISABLED: no TLS; a peer says who it is in its HELLO
+    # (its certificate's key id) and proves it with every dialog frame's MAC (P6)
+    encryption: bool = True
 
 
 @dataclass
@@ -368,24 +371,23 @@ class Transport:
 
     async def _serve(self, conn: _Conn, reader: asyncio.StreamReader, *, server: bool) -> None:
         try:
-            try:
-                await conn.writer.start_tls(
-                    self._server_ctx if server else self._client_ctx,  # type: ignore[arg-type]
-                    server_hostname=None, ssl_handshake_timeout=self.settings.handshake_timeout)
-            except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
-                self._login_failed(conn, _describe(exc))
-                return
-            sslobj = conn.writer.get_extra_info("ssl_object")
-            info = self._peer(sslobj.getpeercert(binary_form=True) if sslobj else None)
-            if info is None:
-                self._login_failed(conn, "the peer's certificate is not trusted here")
-                return
-            conn.trusted_name = next(n for n, i in self._trusted.items() if i is info)
-            conn.peer_key_id = info.key_id
-            conn.secret = self._secret(info)
-            conn.state = "CONNECTED"
+            if self.settings.encryption:
+                try:
+                    await conn.writer.start_tls(
+                        self._server_ctx if server else self._client_ctx,  # type: ignore
+                        server_hostname=None,
+                        ssl_handshake_timeout=self.settings.handshake_timeout)
+                except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
+                    self._login_failed(conn, _describe(exc))
+                    return
+                sslobj = conn.writer.get_extra_info("ssl_object")
+                info = self._peer(sslobj.getpeercert(binary_form=True) if sslobj else None)
+                if info is None:
+                    self._login_failed(conn, "the peer's certificate is not trusted here")
+                    return
+                self._admit(conn, info)
             hello = frames.Hello(self.instance_id, self.identity.broker_instances,
-                                 self.settings.max_body, self.address)
+                                 self.settings.max_body, self.address, self.key_id)
             s = self.settings
             conn.core = AdjacentConnection(
                 is_accept=server, hello=hello, now=self.clock(),
@@ -415,6 +417,12 @@ class Transport:
                 pump.cancel()
         finally:
             self._close(conn, "connection ended", error=False, quiet=True)
+
+    def _admit(self, conn: _Conn, info: certificates.CertificateInfo) -> None:
+        conn.trusted_name = next(n for n, i in self._trusted.items() if i is info)
+        conn.peer_key_id = info.key_id
+        conn.secret = self._secret(info)
+        conn.state = "CONNECTED"
 
     def _login_failed(self, conn: _Conn, reason: str) -> None:
         self.sink.event("Audit Broker Login", "Authentication Failure", conn.peer_address,
@@ -473,6 +481,13 @@ class Transport:
                     self.transmitter.forget(n.conversation_id, n.about_initiator)
                 self.sink.notice(n, conn.peer_address)
             elif isinstance(event, PeerHello):
+                if not self.settings.encryption:
+                    info = next((i for i in self._trusted.values()
+                                 if i.key_id == event.hello.key_id), None)
+                    if info is None:
+                        self._login_failed(conn, "the peer's certificate is not trusted here")
+                        return
+                    self._admit(conn, info)
                 conn.state = "CONNECTED"
                 self.sink.event("Broker:Connection", "Connected", conn.peer_address, None,
                                 None, f"logged in as {conn.trusted_name}")
@@ -642,7 +657,7 @@ class Transport:
                 _utc(core.last_activity_time) if core else None,
                 "CERTIFICATE" if conn.trusted_name else None, conn.trusted_name,
                 core.login_state_desc if core else "WAIT LOGIN NEGOTIATE",
-                "AES (TLS 1.3)" if conn.trusted_name else "NONE",
+                "AES (TLS 1.3)" if conn.trusted_name and self.settings.encryption else "NONE",
                 core.total_bytes_sent if core else 0,
                 core.total_bytes_received if core else 0,
                 core.total_fragments_sent if core else 0,
