@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation import columns
 from pybroker.conversation.states import TRANSITIONS, transition
+from pybroker.errors import WireError
 from pybroker.wire import dialog
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
 
@@ -266,7 +267,21 @@ class RemoteDelivery:
     # -- inbound -------------------------------------------------------------------------
 
     def arrive(self, arrivals: list[Arrival]) -> None:
-        """Apply a batch of arrivals in one transaction; acknowledge after the commit."""
+        """Apply a batch of arrivals in one transaction; acknowledge after the commit.
+        If the batch fails, each arrival is tried on its own, so one bad arrival cannot
+        hold back the others (it is recorded and left unacknowledged)."""
+        try:
+            self._arrive_batch(arrivals)
+        except Exception as exc:
+            if len(arrivals) == 1:
+                f = arrivals[0].fragment
+                self.event("Broker:Message Undeliverable", "not applied", arrivals[0].peer,
+                           f.conversation_id, f.sequence, f"the message was not taken: {exc}")
+                return
+            for arrival in arrivals:
+                self.arrive([arrival])
+
+    def _arrive_batch(self, arrivals: list[Arrival]) -> None:
         replies = _Replies()
         m = self.m
         with m.unit_of_work() as uow:
@@ -385,6 +400,11 @@ class RemoteDelivery:
                 "conversation_handle": handle, "message_sequence_number": f.sequence})
             parts = {r[0]: r[1] or b"" for r in rows}
             parts[f.fragment_number] = body
+            if set(parts) != set(range(f.fragment_count)) or sum(
+                    len(p) for p in parts.values()) != f.message_size:
+                raise WireError(  # the batch is retried one by one; this one is refused
+                    f"the fragments of message {f.sequence} do not make a whole message of "
+                    f"{f.message_size} bytes in {f.fragment_count} fragments")
             body = b"".join(parts[i] for i in range(f.fragment_count))
             frags = self._fragments.get(handle)
             if frags is not None:
