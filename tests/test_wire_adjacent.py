@@ -541,3 +541,35 @@ def test_arbitrary_bytes_after_a_handshake_only_give_events(chunks: list[bytes],
     else:
         assert closes == [] and not eof
     link.b.data_to_send()
+
+
+def test_an_ack_too_big_for_a_header_goes_in_an_ack_frame() -> None:
+    link = Link()
+    link.handshake()
+    big = ack(0, [(s, 0, 0) for s in range(frames.MAX_ACK_RANGES)])
+    link.b.queue_acks([big], T0 + 1)
+    link.b.send_fragment(fragment(1, from_initiator=False), T0 + 1)
+    assert link.b.pending_ack_count == 1
+    link.b.handle_timer(T0 + 1.005)
+    out = decode_all(link.b.data_to_send())
+    assert [type(f) for f in out] == [frames.MessageFragment, frames.Ack]
+    assert out[0].ack is None and out[1].entries == (sign_ack(big),)
+
+
+def test_acks_queued_before_login_leave_once_logged_in() -> None:
+    a = connection()
+    a.queue_acks([ack(4)], T0 + 0.5)
+    assert a.get_timer() == T0 + 10.0  # only the handshake until the peer's HELLO
+    a.handle_timer(T0 + 0.6)
+    assert decode_all(a.data_to_send()) == [hello()]
+    a.receive_data(frames.encode(hello(B_ID, DB_B)), T0 + 2)
+    assert a.get_timer() == T0 + 0.505  # overdue: the I/O layer fires it at once
+    a.handle_timer(T0 + 2)
+    assert decode_all(a.data_to_send()) == [frames.Ack((sign_ack(ack(4)),))]
+
+
+def test_an_empty_ack_frame_gives_no_event_but_counts_as_activity() -> None:
+    link = Link(idle_timeout=10.0)
+    link.handshake()
+    link.b.receive_data(frames.encode(frames.Ack(())), T0 + 5)
+    assert events(link.b) == [] and link.b.get_timer() == T0 + 15.0

@@ -41,10 +41,17 @@ MIN_PEER_MAX_BODY = 65536  # a HELLO announcing less is refused
 CONNECTED, LOGGED_IN, CLOSED = "CONNECTED", "LOGGED_IN", "CLOSED"
 WAIT_LOGIN, ONLINE, LOGIN_ERROR = "WAIT LOGIN NEGOTIATE", "ONLINE", "ERROR"
 
-# What one ACK entry costs in an ACK frame's body (frames._write_ack_entry): conversation
-# GUID, direction byte, broker GUID, key id, through sequence, range count, MAC, 16 per range.
-_ACK_ENTRY_FIXED = 16 + 1 + 16 + frames.KEY_ID_SIZE + 8 + 2 + frames.MAC_SIZE
-_ACK_RANGE_SIZE = 8 + 4 + 4
+# What one ACK entry costs in an ACK frame's body, measured on the encoding itself: the
+# count (2 bytes), then per entry a fixed part and 16 bytes a range.
+def _measure_ack_entry(ranges: int) -> int:
+    entry = frames.AckEntry("00000000-0000-0000-0000-000000000001", True,
+                            "00000000-0000-0000-0000-000000000001", bytes(frames.KEY_ID_SIZE),
+                            0, ((0, 0, 0),) * ranges)
+    return len(frames.encode(frames.Ack((entry,)))) - frames.PREFIX_SIZE - 2
+
+
+_ACK_ENTRY_FIXED = _measure_ack_entry(0)
+_ACK_RANGE_SIZE = _measure_ack_entry(1) - _ACK_ENTRY_FIXED
 
 
 # -- events -----------------------------------------------------------------------------
@@ -251,7 +258,8 @@ class AdjacentConnection:
             self._events.append(FragmentReceived(frame))
         elif isinstance(frame, frames.Ack):
             self._last_traffic = now
-            self._events.append(AcksReceived(frame.entries))
+            if frame.entries:
+                self._events.append(AcksReceived(frame.entries))
         elif isinstance(frame, frames.Notice):
             self._last_traffic = now
             self._events.append(NoticeReceived(frame))
