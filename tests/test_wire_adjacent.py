@@ -4,12 +4,13 @@ virtual clock, in the manner of aioquic's tests (exact timer values, no sleeping
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pybroker.errors import WireError
+from pybroker.errors import FrameError, WireError
 from pybroker.wire import frames
 from pybroker.wire.adjacent import (
     MIN_PEER_MAX_BODY,
@@ -573,3 +574,41 @@ def test_an_empty_ack_frame_gives_no_event_but_counts_as_activity() -> None:
     link.handshake()
     link.b.receive_data(frames.encode(frames.Ack(())), T0 + 5)
     assert events(link.b) == [] and link.b.get_timer() == T0 + 15.0
+
+
+@pytest.mark.parametrize("change", [
+    {"from_service": "Init\x00iator"}, {"priority": 11}, {"sequence": -1},
+    {"fragment_number": 1}, {"contract": ""}, {"message_size": 99},
+    {"conversation_id": "00000000-0000-0000-0000-000000000000"}, {"validation": "Q"}])
+def test_a_fragment_the_peer_would_refuse_is_refused_here(change: dict) -> None:
+    link = Link()
+    link.handshake()
+    link.b.queue_acks([ack(1, acks_initiator=False)], T0)
+    with pytest.raises(FrameError, match="not sent, the peer would refuse it"):
+        link.a.send_fragment(replace(fragment(1), **change), T0)
+    with pytest.raises(FrameError, match="not sent"):
+        link.b.send_fragment(replace(fragment(1, from_initiator=False), **change), T0)
+    # nothing was queued, the pending ack was not used up, and the connection is intact
+    assert link.a.data_to_send() == link.b.data_to_send() == b""
+    assert link.b.pending_ack_count == 1 and link.a.state == "LOGGED_IN"
+
+
+def test_an_ack_or_notice_the_peer_would_refuse_is_refused_here() -> None:
+    link = Link()
+    link.handshake()
+    with pytest.raises(FrameError, match="not sent"):
+        link.b.queue_acks([ack(2), ack(-1, conv=CONV2)], T0)
+    with pytest.raises(FrameError, match="not sent"):
+        link.b.queue_acks([ack(2, [(3, 5, 1)], conv=CONV2)], T0)
+    assert link.b.pending_ack_count == 1  # the valid one before the bad one is kept
+    with pytest.raises(FrameError, match="not sent"):
+        link.b.send_notice(replace(notice(), text="bad\x00"), T0)
+    assert link.b.data_to_send() == b""
+
+
+def test_conversation_ids_match_whatever_their_case() -> None:
+    link = Link()
+    link.handshake()
+    link.b.queue_acks([ack(2, conv=CONV.upper())], T0)
+    link.b.send_fragment(fragment(1, from_initiator=False), T0)
+    assert link.b.pending_ack_count == 0

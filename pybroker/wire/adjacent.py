@@ -124,6 +124,21 @@ def _ack_entry_size(entry: frames.AckEntry) -> int:
     return _ACK_ENTRY_FIXED + _ACK_RANGE_SIZE * len(entry.ranges)
 
 
+def _check_peer_accepts(data: bytes) -> None:
+    """Raise FrameError if the peer's decoder would refuse this encoded frame. ``encode``
+    writes some values that ``decode`` refuses (a NUL in a string, priority over 10, an
+    all-zero conversation id, a fragment number not below the count, ...); sent, such a
+    frame would close the connection at the peer, and its retransmission would close the
+    next one, for ever. Refused here, the error reaches the caller that made it."""
+    header_end = frames.PREFIX_SIZE + frames.PREFIX.unpack_from(data)[5]
+    view = memoryview(data)
+    try:  # the decoder's own checks, on memoryviews (no copy of the buffer)
+        frames._decode(data[3], data[4], view[frames.PREFIX_SIZE:header_end],
+                       view[header_end:])
+    except FrameError as exc:
+        raise FrameError(f"not sent, the peer would refuse it: {exc}") from None
+
+
 def _kind(frame: frames.Frame) -> str:
     return {frames.MessageFragment: "MESSAGE", frames.Ack: "ACK", frames.Notice: "NOTICE",
             frames.Keepalive: "KEEPALIVE", frames.Close: "CLOSE"}.get(type(frame), "HELLO")
@@ -289,7 +304,7 @@ class AdjacentConnection:
         if len(fragment.body) > limit:
             raise WireError(f"a fragment of {len(fragment.body)} bytes is over the peer's "
                             f"limit of {limit} bytes; fragment messages to fit it")
-        key = (fragment.conversation_id, not fragment.from_initiator)
+        key = (fragment.conversation_id.lower(), not fragment.from_initiator)
         pending = self._pending_acks.get(key) if fragment.ack is None else None
         data = None
         if pending is not None:
@@ -297,23 +312,29 @@ class AdjacentConnection:
                 data = frames.encode(replace(fragment, ack=self._sign_ack(pending[0])))
             except FrameError:  # the ack's ranges do not fit a header: it goes in an ACK
                 data = None
-            else:
-                del self._pending_acks[key]
         if data is None:
+            pending = None
             data = frames.encode(fragment)
+        _check_peer_accepts(data)
+        if pending is not None:
+            del self._pending_acks[key]
         self._send(frames.MESSAGE, data, now)
 
     def queue_acks(self, entries: Iterable[frames.AckEntry], now: float) -> None:
         """Acknowledgements to send (unsigned): merged per conversation direction, they leave
         in the header of the next fragment going the other way, or in one ACK frame once the
-        earliest has waited ``ack_delay``. A no-op once CLOSED."""
+        earliest has waited ``ack_delay``. A no-op once CLOSED. Raises FrameError for an
+        entry the peer would refuse (negative sequence, a range whose first fragment is
+        after its last, ...), keeping the ones before it."""
         if self.state == CLOSED:
             return
         for entry in entries:
-            key = (entry.conversation_id, entry.acks_initiator)
+            entry = merge_ack(None, entry)
+            _check_peer_accepts(frames.encode(frames.Ack((entry,))))
+            key = (entry.conversation_id.lower(), entry.acks_initiator)
             old = self._pending_acks.get(key)
             if old is None:
-                self._pending_acks[key] = (merge_ack(None, entry), now)
+                self._pending_acks[key] = (entry, now)
             else:
                 self._pending_acks[key] = (merge_ack(old[0], entry), old[1])
 
@@ -321,7 +342,9 @@ class AdjacentConnection:
         """Queue a NOTICE frame (already signed) at once. A no-op once CLOSED."""
         if self.state == CLOSED:
             return
-        self._send(frames.NOTICE, frames.encode(notice), now)
+        data = frames.encode(notice)
+        _check_peer_accepts(data)
+        self._send(frames.NOTICE, data, now)
 
     def data_to_send(self) -> bytes:
         """Everything queued since the last call (then cleared)."""
