@@ -612,3 +612,21 @@ def test_conversation_ids_match_whatever_their_case() -> None:
     link.b.queue_acks([ack(2, conv=CONV.upper())], T0)
     link.b.send_fragment(fragment(1, from_initiator=False), T0)
     assert link.b.pending_ack_count == 0
+
+
+def test_peer_timeout_closes_a_silent_peer_and_keepalives_keep_it_open() -> None:
+    link = Link(peer_timeout=70.0)
+    link.handshake()
+    # both send keepalives every 30 s: nobody is silent, idle close comes first at 90
+    assert link.run_until(T0 + 200) == [T0 + 30.0, T0 + 60.0, T0 + 90.0]
+    assert events(link.a) == [ConnectionClosed("idle for 90 s", False)]
+    silent = connection(peer_timeout=70.0, idle_timeout=1000.0)
+    silent.receive_data(frames.encode(hello(B_ID, DB_B)), T0 + 1)
+    assert silent.get_timer() == T0 + 30.0
+    silent.handle_timer(T0 + 30.0)
+    silent.handle_timer(T0 + 60.0)
+    assert silent.get_timer() == T0 + 71.0
+    silent.handle_timer(T0 + 71.0)
+    assert events(silent)[-1] == ConnectionClosed("no frame from the peer for 70 s", True)
+    assert decode_all(silent.data_to_send())[-1] == frames.Close(
+        "no frame from the peer for 70 s")

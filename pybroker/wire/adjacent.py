@@ -158,7 +158,11 @@ class AdjacentConnection:
                  sign_ack: Callable[[frames.AckEntry], frames.AckEntry],
                  handshake_timeout: float = 10.0, idle_timeout: float = 90.0,
                  keepalive_interval: float = 30.0, ack_delay: float = 0.005,
-                 max_body: int = frames.DEFAULT_MAX_BODY) -> None:
+                 max_body: int = frames.DEFAULT_MAX_BODY,
+                 peer_timeout: float | None = None) -> None:
+        """``peer_timeout``: close (error) once logged in when no frame at all, keepalives
+        included, has come from the peer for that long: a peer that crashed without a TCP
+        reset. Off by default; a few ``keepalive_interval`` of the peer suit it."""
         if max_body < MIN_PEER_MAX_BODY:
             raise WireError(f"max_body {max_body} is below {MIN_PEER_MAX_BODY}: every peer "
                             f"refuses such a HELLO")
@@ -198,6 +202,8 @@ class AdjacentConnection:
         self.total_receives = 0
         self._last_sent = now  # any frame (keepalive deadline)
         self._last_traffic = now  # MESSAGE, ACK or NOTICE sent or received (idle deadline)
+        self._last_received = now  # any frame (peer_timeout)
+        self.peer_timeout = peer_timeout
         self._write(frames.HELLO, frames.encode(hello), now)
 
     # -- state ----------------------------------------------------------------------
@@ -245,6 +251,7 @@ class AdjacentConnection:
 
     def _frame_received(self, frame: frames.Frame, now: float) -> None:
         self.total_receives += 1
+        self._last_received = now
         self.last_activity_time = now
         if self.state == CONNECTED:
             if not isinstance(frame, frames.Hello):
@@ -368,7 +375,8 @@ class AdjacentConnection:
 
     def get_timer(self) -> float | None:
         """The earliest deadline: handshake timeout (until LOGGED_IN); once logged in, the
-        acknowledgement flush, the keepalive and the idle close. None once CLOSED."""
+        acknowledgement flush, the keepalive, the idle close and the peer time-out (if set).
+        None once CLOSED."""
         if self.state == CLOSED:
             return None
         if self.state == CONNECTED:
@@ -379,6 +387,8 @@ class AdjacentConnection:
             deadlines.append(ack)
         elif not self._held:
             deadlines.append(self._last_traffic + self.idle_timeout)
+        if self.peer_timeout is not None:
+            deadlines.append(self._last_received + self.peer_timeout)
         return min(deadlines)
 
     def handle_timer(self, now: float) -> None:
@@ -389,6 +399,10 @@ class AdjacentConnection:
             if now >= self.connect_time + self.handshake_timeout:
                 reason = f"handshake timed out after {_fmt(self.handshake_timeout)} s"
                 self._closed(reason, error=True, notify_peer=True, now=now)
+            return
+        if self.peer_timeout is not None and now >= self._last_received + self.peer_timeout:
+            self._closed(f"no frame from the peer for {_fmt(self.peer_timeout)} s", error=True,
+                         notify_peer=True, now=now)
             return
         ack = self._ack_deadline()
         if ack is not None and now >= ack:

@@ -20,6 +20,7 @@ import random
 import struct
 import uuid
 from collections.abc import Iterator
+from dataclasses import fields, replace
 
 from pybroker.errors import FrameError
 from pybroker.wire import frames
@@ -63,8 +64,11 @@ def sample_frame(rnd: random.Random) -> frames.Frame:
     kind = rnd.choice((frames.HELLO, frames.MESSAGE, frames.MESSAGE, frames.MESSAGE,
                        frames.ACK, frames.NOTICE, frames.KEEPALIVE, frames.CLOSE))
     if kind == frames.HELLO:
-        return frames.Hello(_guid(rnd), tuple(_guid(rnd) for _ in range(rnd.randint(0, 3))),
-                            rnd.choice((65536, frames.DEFAULT_MAX_BODY, 2**32 - 1)))
+        hello = frames.Hello(_guid(rnd), tuple(_guid(rnd) for _ in range(rnd.randint(0, 3))),
+                             rnd.choice((65536, frames.DEFAULT_MAX_BODY, 2**32 - 1)))
+        extra = {f.name: _text(rnd) for f in fields(frames.Hello)  # fields added later
+                 if f.name not in ("instance_id", "broker_instances", "max_body")}
+        return replace(hello, **extra)
     if kind == frames.MESSAGE:
         body = rnd.randbytes(rnd.choice((0, 1, 17, 300)))
         count = rnd.choice((1, 1, 2, 2**32 - 1))
