@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pybroker.errors import FrameError, WireError
 from pybroker.wire import frames
@@ -113,8 +114,9 @@ class Link:
 
     def run_until(self, end: float) -> list[float]:
         """Fire both connections' timers in time order up to ``end``; the times they fired."""
-        fired = []
+        fired: list[float] = []
         while True:
+            assert len(fired) < 10_000, "timers that do not move on when handled"
             timers = [t for t in (self.a.get_timer(), self.b.get_timer()) if t is not None]
             if not timers or min(timers) > end:
                 self.now = end
@@ -630,3 +632,84 @@ def test_peer_timeout_closes_a_silent_peer_and_keepalives_keep_it_open() -> None
     assert events(silent)[-1] == ConnectionClosed("no frame from the peer for 70 s", True)
     assert decode_all(silent.data_to_send())[-1] == frames.Close(
         "no frame from the peer for 70 s")
+
+
+# -- a stateful run of the pair ----------------------------------------------------------
+
+
+class PairMachine(RuleBasedStateMachine):
+    """Random interleavings of sends, acknowledgements, time and transfers: every fragment
+    arrives once and in order, and every acknowledgement arrives (merged) exactly when its
+    ack_delay is up or with a fragment going the other way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.link = Link()
+        self.link.handshake()
+        self.sent: dict[str, list] = {"a": [], "b": []}
+        self.got: dict[str, list] = {"a": [], "b": []}
+        self.acked_through: dict[tuple[str, bool], int] = {}
+        self.ack_seen: dict[tuple[str, bool], int] = {}
+        self.seq = 0
+
+    def _conn(self, side: str) -> AdjacentConnection:
+        return self.link.a if side == "a" else self.link.b
+
+    def _drain(self) -> None:
+        for side in ("a", "b"):
+            for event in events(self._conn(side)):
+                if isinstance(event, FragmentReceived):
+                    self.got[side].append(event.fragment)
+                elif isinstance(event, AcksReceived):
+                    for e in event.entries:
+                        assert frames.verify(e, KEY)
+                        key = (e.conversation_id, e.acks_initiator)
+                        self.ack_seen[key] = max(self.ack_seen.get(key, 0), e.through_sequence)
+                else:
+                    raise AssertionError(f"unexpected {event!r}")
+
+    @rule(side=st.sampled_from("ab"), conv=st.sampled_from([CONV, CONV2]))
+    def send(self, side: str, conv: str) -> None:
+        self.seq += 1
+        f = fragment(self.seq, conv=conv, from_initiator=side == "a")
+        self._conn(side).send_fragment(f, self.link.now)
+        self.sent[side].append(f)
+
+    @rule(side=st.sampled_from("ab"), conv=st.sampled_from([CONV, CONV2]),
+          through=st.integers(1, 50))
+    def queue_ack(self, side: str, conv: str, through: int) -> None:
+        key = (conv, side == "b")  # b acknowledges the initiator (a), a the target (b)
+        self._conn(side).queue_acks([ack(through, conv=conv, acks_initiator=key[1])],
+                                    self.link.now)
+        self.acked_through[key] = max(self.acked_through.get(key, 0), through)
+
+    @rule(dt=st.sampled_from([0.0, 0.001, 0.004, 0.005, 0.02, 1.0]))
+    def advance(self, dt: float) -> None:
+        self.link.run_until(self.link.now + dt)
+        self._drain()
+
+    @rule()
+    def transfer(self) -> None:
+        self.link.transfer()
+        self._drain()
+
+    @invariant()
+    def in_order_and_logged_in(self) -> None:
+        for side, other in (("a", "b"), ("b", "a")):
+            got = [replace(f, ack=None) for f in self.got[other]]
+            assert got == [replace(f, ack=None) for f in self.sent[side]][:len(got)]
+        assert self.link.a.state == self.link.b.state == "LOGGED_IN"
+
+    def teardown(self) -> None:
+        self.link.transfer()
+        self.link.run_until(self.link.now + 0.005)
+        self._drain()
+        assert [len(self.got["b"]), len(self.got["a"])] == [len(self.sent["a"]),
+                                                             len(self.sent["b"])]
+        assert self.ack_seen == self.acked_through
+        assert self.link.a.is_idle and self.link.b.is_idle
+
+
+TestPair = PairMachine.TestCase
+TestPair.settings = settings(max_examples=40, stateful_step_count=30, derandomize=True,
+                             deadline=None, suppress_health_check=[HealthCheck.too_slow])
