@@ -25,6 +25,14 @@ acknowledgement still pending is sent again when the original is retransmitted (
 Sending before the peer's HELLO is allowed: the frames are held and written, in order, the
 moment the HELLO arrives (we do not know the peer's ``max_body`` before, so a fragment sent
 then must fit the smallest limit any peer may announce, MIN_PEER_MAX_BODY).
+
+The send path does raise, for the caller's mistakes only: WireError for a fragment over the
+peer's ``max_body``, FrameError for a value no frame carries or that the peer's decoder would
+refuse (nothing is queued then, and the connection stays up). Whatever ``sign_ack`` raises
+comes out of ``send_fragment`` or ``handle_timer``.
+
+Both ends behave alike (``is_accept`` is recorded for the catalog only): each sends its HELLO
+at once, and either may send fragments, acknowledgements and notices once logged in.
 """
 
 from __future__ import annotations
