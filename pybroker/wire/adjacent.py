@@ -25,6 +25,14 @@ acknowledgement still pending is sent again when the original is retransmitted (
 Sending before the peer's HELLO is allowed: the frames are held and written, in order, the
 moment the HELLO arrives (we do not know the peer's ``max_body`` before, so a fragment sent
 then must fit the smallest limit any peer may announce, MIN_PEER_MAX_BODY).
+
+The send path does raise, for the caller's mistakes only: WireError for a fragment over the
+peer's ``max_body``, FrameError for a value no frame carries or that the peer's decoder would
+refuse (nothing is queued then, and the connection stays up). Whatever ``sign_ack`` raises
+comes out of ``send_fragment`` or ``handle_timer``.
+
+Both ends behave alike (``is_accept`` is recorded for the catalog only): each sends its HELLO
+at once, and either may send fragments, acknowledgements and notices once logged in.
 """
 
 from __future__ import annotations
@@ -41,10 +49,17 @@ MIN_PEER_MAX_BODY = 65536  # a HELLO announcing less is refused
 CONNECTED, LOGGED_IN, CLOSED = "CONNECTED", "LOGGED_IN", "CLOSED"
 WAIT_LOGIN, ONLINE, LOGIN_ERROR = "WAIT LOGIN NEGOTIATE", "ONLINE", "ERROR"
 
-# What one ACK entry costs in an ACK frame's body (frames._write_ack_entry): conversation
-# GUID, direction byte, broker GUID, key id, through sequence, range count, MAC, 16 per range.
-_ACK_ENTRY_FIXED = 16 + 1 + 16 + frames.KEY_ID_SIZE + 8 + 2 + frames.MAC_SIZE
-_ACK_RANGE_SIZE = 8 + 4 + 4
+# What one ACK entry costs in an ACK frame's body, measured on the encoding itself: the
+# count (2 bytes), then per entry a fixed part and 16 bytes a range.
+def _measure_ack_entry(ranges: int) -> int:
+    entry = frames.AckEntry("00000000-0000-0000-0000-000000000001", True,
+                            "00000000-0000-0000-0000-000000000001", bytes(frames.KEY_ID_SIZE),
+                            0, ((0, 0, 0),) * ranges)
+    return len(frames.encode(frames.Ack((entry,)))) - frames.PREFIX_SIZE - 2
+
+
+_ACK_ENTRY_FIXED = _measure_ack_entry(0)
+_ACK_RANGE_SIZE = _measure_ack_entry(1) - _ACK_ENTRY_FIXED
 
 
 # -- events -----------------------------------------------------------------------------
@@ -117,6 +132,26 @@ def _ack_entry_size(entry: frames.AckEntry) -> int:
     return _ACK_ENTRY_FIXED + _ACK_RANGE_SIZE * len(entry.ranges)
 
 
+def _check_peer_accepts(data: bytes) -> None:
+    """Raise FrameError if the peer's decoder would refuse this encoded frame. ``encode``
+    writes some values that ``decode`` refuses (a NUL in a string, priority over 10, an
+    all-zero conversation id, a fragment number not below the count, ...); sent, such a
+    frame would close the connection at the peer, and its retransmission would close the
+    next one, for ever. Refused here, the error reaches the caller that made it."""
+    header_end = frames.PREFIX_SIZE + frames.PREFIX.unpack_from(data)[5]
+    view = memoryview(data)
+    try:  # the decoder's own checks, on memoryviews (no copy of the buffer)
+        frames._decode(data[3], data[4], view[frames.PREFIX_SIZE:header_end],
+                       view[header_end:])
+    except FrameError as exc:
+        raise FrameError(f"not sent, the peer would refuse it: {exc}") from None
+
+
+def _kind(frame: frames.Frame) -> str:
+    return {frames.MessageFragment: "MESSAGE", frames.Ack: "ACK", frames.Notice: "NOTICE",
+            frames.Keepalive: "KEEPALIVE", frames.Close: "CLOSE"}.get(type(frame), "HELLO")
+
+
 def _fmt(seconds: float) -> str:
     return f"{seconds:g}"
 
@@ -131,7 +166,11 @@ class AdjacentConnection:
                  sign_ack: Callable[[frames.AckEntry], frames.AckEntry],
                  handshake_timeout: float = 10.0, idle_timeout: float = 90.0,
                  keepalive_interval: float = 30.0, ack_delay: float = 0.005,
-                 max_body: int = frames.DEFAULT_MAX_BODY) -> None:
+                 max_body: int = frames.DEFAULT_MAX_BODY,
+                 peer_timeout: float | None = None) -> None:
+        """``peer_timeout``: close (error) once logged in when no frame at all, keepalives
+        included, has come from the peer for that long: a peer that crashed without a TCP
+        reset. Off by default; a few ``keepalive_interval`` of the peer suit it."""
         if max_body < MIN_PEER_MAX_BODY:
             raise WireError(f"max_body {max_body} is below {MIN_PEER_MAX_BODY}: every peer "
                             f"refuses such a HELLO")
@@ -171,6 +210,8 @@ class AdjacentConnection:
         self.total_receives = 0
         self._last_sent = now  # any frame (keepalive deadline)
         self._last_traffic = now  # MESSAGE, ACK or NOTICE sent or received (idle deadline)
+        self._last_received = now  # any frame (peer_timeout)
+        self.peer_timeout = peer_timeout
         self._write(frames.HELLO, frames.encode(hello), now)
 
     # -- state ----------------------------------------------------------------------
@@ -218,11 +259,12 @@ class AdjacentConnection:
 
     def _frame_received(self, frame: frames.Frame, now: float) -> None:
         self.total_receives += 1
+        self._last_received = now
         self.last_activity_time = now
         if self.state == CONNECTED:
             if not isinstance(frame, frames.Hello):
-                self._protocol_error(f"Login Protocol Error: a {type(frame).__name__} frame "
-                                     f"before the peer's HELLO", now)
+                self._protocol_error(f"Login Protocol Error: a {_kind(frame)} frame before "
+                                     f"the peer's HELLO", now)
                 return
             if frame.max_body < MIN_PEER_MAX_BODY:
                 self._protocol_error(f"Login Protocol Error: the peer's HELLO announces "
@@ -246,7 +288,8 @@ class AdjacentConnection:
             self._events.append(FragmentReceived(frame))
         elif isinstance(frame, frames.Ack):
             self._last_traffic = now
-            self._events.append(AcksReceived(frame.entries))
+            if frame.entries:
+                self._events.append(AcksReceived(frame.entries))
         elif isinstance(frame, frames.Notice):
             self._last_traffic = now
             self._events.append(NoticeReceived(frame))
@@ -276,7 +319,7 @@ class AdjacentConnection:
         if len(fragment.body) > limit:
             raise WireError(f"a fragment of {len(fragment.body)} bytes is over the peer's "
                             f"limit of {limit} bytes; fragment messages to fit it")
-        key = (fragment.conversation_id, not fragment.from_initiator)
+        key = (fragment.conversation_id.lower(), not fragment.from_initiator)
         pending = self._pending_acks.get(key) if fragment.ack is None else None
         data = None
         if pending is not None:
@@ -284,23 +327,29 @@ class AdjacentConnection:
                 data = frames.encode(replace(fragment, ack=self._sign_ack(pending[0])))
             except FrameError:  # the ack's ranges do not fit a header: it goes in an ACK
                 data = None
-            else:
-                del self._pending_acks[key]
         if data is None:
+            pending = None
             data = frames.encode(fragment)
+        _check_peer_accepts(data)
+        if pending is not None:
+            del self._pending_acks[key]
         self._send(frames.MESSAGE, data, now)
 
     def queue_acks(self, entries: Iterable[frames.AckEntry], now: float) -> None:
         """Acknowledgements to send (unsigned): merged per conversation direction, they leave
         in the header of the next fragment going the other way, or in one ACK frame once the
-        earliest has waited ``ack_delay``. A no-op once CLOSED."""
+        earliest has waited ``ack_delay``. A no-op once CLOSED. Raises FrameError for an
+        entry the peer would refuse (negative sequence, a range whose first fragment is
+        after its last, ...), keeping the ones before it."""
         if self.state == CLOSED:
             return
         for entry in entries:
-            key = (entry.conversation_id, entry.acks_initiator)
+            entry = merge_ack(None, entry)
+            _check_peer_accepts(frames.encode(frames.Ack((entry,))))
+            key = (entry.conversation_id.lower(), entry.acks_initiator)
             old = self._pending_acks.get(key)
             if old is None:
-                self._pending_acks[key] = (merge_ack(None, entry), now)
+                self._pending_acks[key] = (entry, now)
             else:
                 self._pending_acks[key] = (merge_ack(old[0], entry), old[1])
 
@@ -308,7 +357,9 @@ class AdjacentConnection:
         """Queue a NOTICE frame (already signed) at once. A no-op once CLOSED."""
         if self.state == CLOSED:
             return
-        self._send(frames.NOTICE, frames.encode(notice), now)
+        data = frames.encode(notice)
+        _check_peer_accepts(data)
+        self._send(frames.NOTICE, data, now)
 
     def data_to_send(self) -> bytes:
         """Everything queued since the last call (then cleared)."""
@@ -332,7 +383,8 @@ class AdjacentConnection:
 
     def get_timer(self) -> float | None:
         """The earliest deadline: handshake timeout (until LOGGED_IN); once logged in, the
-        acknowledgement flush, the keepalive and the idle close. None once CLOSED."""
+        acknowledgement flush, the keepalive, the idle close and the peer time-out (if set).
+        None once CLOSED."""
         if self.state == CLOSED:
             return None
         if self.state == CONNECTED:
@@ -343,6 +395,8 @@ class AdjacentConnection:
             deadlines.append(ack)
         elif not self._held:
             deadlines.append(self._last_traffic + self.idle_timeout)
+        if self.peer_timeout is not None:
+            deadlines.append(self._last_received + self.peer_timeout)
         return min(deadlines)
 
     def handle_timer(self, now: float) -> None:
@@ -353,6 +407,10 @@ class AdjacentConnection:
             if now >= self.connect_time + self.handshake_timeout:
                 reason = f"handshake timed out after {_fmt(self.handshake_timeout)} s"
                 self._closed(reason, error=True, notify_peer=True, now=now)
+            return
+        if self.peer_timeout is not None and now >= self._last_received + self.peer_timeout:
+            self._closed(f"no frame from the peer for {_fmt(self.peer_timeout)} s", error=True,
+                         notify_peer=True, now=now)
             return
         ack = self._ack_deadline()
         if ack is not None and now >= ack:
