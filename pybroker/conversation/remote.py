@@ -65,7 +65,8 @@ class Wire(Protocol):
 
     def forget(self, conversation_id: str, from_initiator: bool) -> None: ...
 
-    def reply(self, connection: int, acks: list[AckEntry], notices: list[Notice]) -> None: ...
+    def reply(self, connection: int, acks: list[AckEntry], notices: list[Notice],
+              answered: int = 0) -> None: ...
 
 
 @dataclass(slots=True)
@@ -277,6 +278,8 @@ class RemoteDelivery:
                 f = arrivals[0].fragment
                 self.event("Broker:Message Undeliverable", "not applied", arrivals[0].peer,
                            f.conversation_id, f.sequence, f"the message was not taken: {exc}")
+                if self.wire is not None:  # answered: nothing (the sender resends)
+                    self.wire.reply(arrivals[0].connection, [], [], 1)
                 return
             for arrival in arrivals:
                 self.arrive([arrival])
@@ -293,12 +296,16 @@ class RemoteDelivery:
         if wire is None:
             return
         by_connection: dict[int, tuple[list[AckEntry], list[Notice]]] = {}
+        answered: dict[int, int] = {}
+        for arrival in arrivals:
+            answered[arrival.connection] = answered.get(arrival.connection, 0) + 1
+            by_connection.setdefault(arrival.connection, ([], []))
         for (connection, _, _), (ep, broker) in replies.acks.items():
-            by_connection.setdefault(connection, ([], []))[0].append(self._ack_of(ep, broker))
+            by_connection[connection][0].append(self._ack_of(ep, broker))
         for connection, notice in replies.notices:
-            by_connection.setdefault(connection, ([], []))[1].append(notice)
+            by_connection[connection][1].append(notice)
         for connection, (acks, notices) in by_connection.items():
-            wire.reply(connection, acks, notices)
+            wire.reply(connection, acks, notices, answered[connection])
 
     def _ack_of(self, ep: Endpoint, broker: str) -> AckEntry:
         handle = ep.conversation_handle

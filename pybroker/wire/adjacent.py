@@ -142,7 +142,7 @@ def _check_peer_accepts(data: bytes) -> None:
     view = memoryview(data)
     try:  # the decoder's own checks, on memoryviews (no copy of the buffer)
         frames._decode(data[3], data[4], view[frames.PREFIX_SIZE:header_end],
-                       view[header_end:])
+                       view[header_end:], copy_body=False)
     except FrameError as exc:
         raise FrameError(f"not sent, the peer would refuse it: {exc}") from None
 
@@ -210,6 +210,11 @@ class AdjacentConnection:
         self.total_receives = 0
         self._last_sent = now  # any frame (keepalive deadline)
         self._last_traffic = now  # MESSAGE, ACK or NOTICE sent or received (idle deadline)
+        # fragments handed to the application and not answered yet (its acknowledgement
+        # comes after a commit): the connection is not idle while any is outstanding
+        self.outstanding = 0
+        # fragments sent on it and not acknowledged yet (set by the transport): not idle
+        self.awaiting = False
         self._last_received = now  # any frame (peer_timeout)
         self.peer_timeout = peer_timeout
         self._write(frames.HELLO, frames.encode(hello), now)
@@ -393,7 +398,7 @@ class AdjacentConnection:
         ack = self._ack_deadline()
         if ack is not None:
             deadlines.append(ack)
-        elif not self._held:
+        elif not self._held and not self.outstanding and not self.awaiting:
             deadlines.append(self._last_traffic + self.idle_timeout)
         if self.peer_timeout is not None:
             deadlines.append(self._last_received + self.peer_timeout)
@@ -415,8 +420,8 @@ class AdjacentConnection:
         ack = self._ack_deadline()
         if ack is not None and now >= ack:
             self._flush_acks(now)
-        if (not self._pending_acks and not self._held
-                and now >= self._last_traffic + self.idle_timeout):
+        if (not self._pending_acks and not self._held and not self.outstanding
+                and not self.awaiting and now >= self._last_traffic + self.idle_timeout):
             self._closed(f"idle for {_fmt(self.idle_timeout)} s", error=False,
                          notify_peer=True, now=now)
             return

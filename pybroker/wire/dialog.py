@@ -161,6 +161,10 @@ class Transmitter:
                 return True
         return False
 
+    def has_dialogs(self, address: str) -> bool:
+        """Something is in flight to ``address`` (sent or not, not yet acknowledged)."""
+        return address in self._by_address
+
     def handles(self, address: str) -> list[str]:
         return [d.handle for d in self._by_address.get(address, ())]
 

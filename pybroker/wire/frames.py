@@ -422,7 +422,8 @@ def _read_ack_entry(r: _Reader) -> AckEntry:
     return AckEntry(conversation_id, role == 1, broker, key_id, through, tuple(ranges), mac)
 
 
-def _decode_message(flags: int, header: memoryview, body: memoryview) -> MessageFragment:
+def _decode_message(flags: int, header: memoryview, body: memoryview,
+                    copy_body: bool = True) -> MessageFragment:
     if flags & ~(_FROM_INITIATOR | _END_OF_DIALOG | _ERROR | _HAS_ACK):
         raise FrameError(f"unknown MESSAGE flags 0x{flags:02x}")
     r = _Reader(header)
@@ -455,12 +456,14 @@ def _decode_message(flags: int, header: memoryview, body: memoryview) -> Message
         conversation_id, bool(flags & _FROM_INITIATOR), sequence, fragment_number,
         fragment_count, message_size, from_service, to_service, from_broker, to_broker,
         contract, message_type, _VALIDATIONS[validation], bool(flags & _END_OF_DIALOG),
-        bool(flags & _ERROR), priority, lifetime_ms, hops, key_id, bytes(body), ack, mac)
+        bool(flags & _ERROR), priority, lifetime_ms, hops, key_id,
+        bytes(body) if copy_body else body, ack, mac)
 
 
-def _decode(kind: int, flags: int, header: memoryview, body: memoryview) -> Frame:
+def _decode(kind: int, flags: int, header: memoryview, body: memoryview,
+            copy_body: bool = True) -> Frame:
     if kind == MESSAGE:
-        return _decode_message(flags, header, body)
+        return _decode_message(flags, header, body, copy_body)
     if flags and kind != NOTICE:
         raise FrameError(f"a {TYPE_NAMES.get(kind, kind)} frame has flags 0x{flags:02x}")
     if kind == ACK:

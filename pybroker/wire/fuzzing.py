@@ -20,7 +20,7 @@ import random
 import struct
 import uuid
 from collections.abc import Iterator
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from pybroker.errors import FrameError
 from pybroker.wire import frames
@@ -66,8 +66,7 @@ def sample_frame(rnd: random.Random) -> frames.Frame:
     if kind == frames.HELLO:
         hello = frames.Hello(_guid(rnd), tuple(_guid(rnd) for _ in range(rnd.randint(0, 3))),
                              rnd.choice((65536, frames.DEFAULT_MAX_BODY, 2**32 - 1)))
-        extra = {f.name: _text(rnd) for f in fields(frames.Hello)  # fields added later
-                 if f.name not in ("instance_id", "broker_instances", "max_body")}
+        extra = {"address": _text(rnd), "key_id": rnd.randbytes(frames.KEY_ID_SIZE)}
         return replace(hello, **extra)
     if kind == frames.MESSAGE:
         body = rnd.randbytes(rnd.choice((0, 1, 17, 300)))

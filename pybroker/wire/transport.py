@@ -226,8 +226,9 @@ class Transport:
         self._call(self.transmitter.forget, conversation_id, from_initiator)
 
     def reply(self, connection: int, acks: list[frames.AckEntry],
-              notices: list[frames.Notice]) -> None:
-        self._call(self._reply, connection, acks, notices)
+              notices: list[frames.Notice], answered: int = 0) -> None:
+        """Acknowledgements and notices for ``answered`` arrivals of ``connection``."""
+        self._call(self._reply, connection, acks, notices, answered)
 
     def trust(self, trusted: dict[str, str]) -> None:
         """The trusted certificates changed: new connections use the new set, and
@@ -518,6 +519,7 @@ class Transport:
         if not frames.verify(f, self._key(conn, f.conversation_id, f.from_initiator)):
             self._corrupted(conn, f.conversation_id, f.sequence, "message fragment")
             return
+        conn.core.outstanding += 1  # type: ignore[union-attr]
         self.sink.arrived(conn.conn_id, conn.peer_address, f)
 
     def _acks(self, conn: _Conn, entries: tuple[frames.AckEntry, ...]) -> None:
@@ -561,10 +563,11 @@ class Transport:
             conn.wake.set()
 
     def _reply(self, connection: int, acks: list[frames.AckEntry],
-               notices: list[frames.Notice]) -> None:
+               notices: list[frames.Notice], answered: int) -> None:
         conn = self._conns.get(connection)
         if conn is None or conn.core is None or conn.closed:
             return  # gone: the sender resends, and the next copy is acknowledged (P3.3)
+        conn.core.outstanding = max(0, conn.core.outstanding - answered)
         now = self.clock()
         if acks:
             conn.core.queue_acks(acks, now)
@@ -609,6 +612,8 @@ class Transport:
         core = conn.core
         if core is None:
             return
+        if conn.address is not None:
+            core.awaiting = self.transmitter.has_dialogs(conn.address)
         data = core.data_to_send()
         if data and not conn.writer.is_closing():
             conn.writer.write(data)
