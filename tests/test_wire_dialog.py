@@ -266,3 +266,31 @@ def test_a_hostile_ack_range_cannot_blow_up_the_sender():
         t.next_fragment(HOP, 0.0)
     done = t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 0, 0xFFFFFFFF),)))
     assert [d.sequence for d in done] == [0]
+
+
+def test_a_transmission_object_is_under_1_kb_and_gone_once_acknowledged():
+    """P7: memory follows the messages in flight, not the conversations (bodies aside)."""
+    import tracemalloc
+
+    t = Transmitter()
+    cids = [str(uuid.UUID(int=i + 1)) for i in range(2000)]
+    messages = [message(cid, 0, b"x" * 256) for cid in cids]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for i, m in enumerate(messages):
+            t.submit(f"h{i}", HOP, m)
+        for _ in messages:
+            t.next_fragment(HOP, 0.0)
+        during = tracemalloc.take_snapshot()
+        per_conversation = sum(d.size_diff for d in during.compare_to(before, "filename"))
+        per_conversation /= len(cids)
+        for cid in cids:
+            t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 1))
+        assert t.get_timer() is None  # the stale retry timers are dropped with it
+        after = tracemalloc.take_snapshot()
+        left = sum(d.size_diff for d in after.compare_to(before, "filename"))
+    finally:
+        tracemalloc.stop()
+    assert per_conversation <= 1024
+    assert t.dialogs() == 0 and left < 64 * 1024  # nothing per conversation stays

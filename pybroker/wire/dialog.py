@@ -46,30 +46,58 @@ class Acknowledged:
 
 
 class _Message:
+    """One message in flight. Kept small (P7): fragments are sent in order, so what has
+    not been sent is one number; what is unacknowledged is a bit mask."""
+
     __slots__ = ("body", "count", "header", "retries", "sent", "unacked", "unsent")
 
     def __init__(self, header: MessageFragment, fragment_size: int) -> None:
         size = len(header.body)
         self.count = max(1, -(-size // fragment_size))
         self.header = replace(header, body=b"", fragment_count=self.count, message_size=size)
-        self.body = memoryview(header.body)
-        self.unsent: deque[int] = deque(range(self.count))
-        self.unacked: set[int] = set(range(self.count))
-        self.retries: dict[int, int] = {}  # fragment -> times resent
-        self.sent: dict[int, float] = {}  # fragment -> when it is due again
+        self.body = header.body
+        self.unsent = 0  # the next fragment never sent (count: all were sent)
+        self.unacked = (1 << self.count) - 1  # bit n: fragment n not acknowledged
+        self.retries: dict[int, int] | None = None  # fragment -> times resent
+        self.sent: dict[int, float] | float | None = None  # when due again (per fragment)
+
+    def due(self, frag: int) -> float | None:
+        sent = self.sent
+        if isinstance(sent, dict):
+            return sent.get(frag)
+        return sent if frag == 0 else None
+
+    def set_due(self, frag: int, when: float | None) -> None:
+        if self.count == 1:  # most messages: one number, no dict
+            self.sent = when
+        elif when is None:
+            if isinstance(self.sent, dict):
+                self.sent.pop(frag, None)
+        else:
+            if not isinstance(self.sent, dict):
+                self.sent = {}
+            self.sent[frag] = when
+
+    def is_unacked(self, frag: int) -> bool:
+        return bool(self.unacked >> frag & 1)
+
+    def acknowledge(self, first: int, last: int) -> None:
+        last = min(last, self.count - 1)
+        if first <= last:
+            self.unacked &= ~(((1 << (last - first + 1)) - 1) << first)
 
 
 class _Dialog:
     """The transmission object of one conversation direction (P7)."""
 
-    __slots__ = ("address", "handle", "key", "messages", "resend")
+    __slots__ = ("address", "handle", "key", "messages", "resend")  # ~0.5 KB with its dict
 
     def __init__(self, key: tuple[str, bool], handle: str, address: str) -> None:
         self.key = key
         self.handle = handle
         self.address = address
         self.messages: dict[int, _Message] = {}  # in sequence order (inserted in order)
-        self.resend: deque[tuple[int, int]] = deque()  # (sequence, fragment) due again
+        self.resend: list[tuple[int, int]] = []  # (sequence, fragment) due again
 
 
 class Transmitter:
@@ -122,10 +150,10 @@ class Transmitter:
             ranges.setdefault(seq, []).append((first, last))
         for seq, msg in list(dialog.messages.items()):
             if seq < entry.through_sequence:
-                msg.unacked.clear()
+                msg.unacked = 0
             else:
                 for first, last in ranges.get(seq, ()):  # bounded by the message's count
-                    msg.unacked.difference_update(range(first, min(last, msg.count - 1) + 1))
+                    msg.acknowledge(first, last)
             if not msg.unacked:
                 del dialog.messages[seq]
                 h = msg.header
@@ -157,7 +185,7 @@ class Transmitter:
 
     def has_work(self, address: str) -> bool:
         for dialog in self._by_address.get(address, ()):
-            if dialog.resend or any(m.unsent for m in dialog.messages.values()):
+            if dialog.resend or any(m.unsent < m.count for m in dialog.messages.values()):
                 return True
         return False
 
@@ -181,29 +209,34 @@ class Transmitter:
             picked = self._pick(dialog)
             if picked is not None:
                 msg, seq, frag, again = picked
-                count = msg.retries.get(frag, 0) + 1 if again else 0
+                count = 0
                 if again:
-                    msg.retries[frag] = count
+                    if msg.retries is None:
+                        msg.retries = {}
+                    count = msg.retries[frag] = msg.retries.get(frag, 0) + 1
                     self.fragments_resent += 1
                 self.fragments_sent += 1
                 due = now + backoff(count, self.retry_scale)
-                msg.sent[frag] = due
+                msg.set_due(frag, due)
                 self._tick += 1
                 heapq.heappush(self._timers, (due, self._tick, dialog.key, seq, frag))
                 start = frag * self.fragment_size
-                return replace(msg.header, fragment_number=frag,
-                               body=msg.body[start:start + self.fragment_size])
+                body = msg.body if msg.count == 1 else memoryview(msg.body)[
+                    start:start + self.fragment_size]
+                return replace(msg.header, fragment_number=frag, body=body)
         return None
 
     def _pick(self, dialog: _Dialog) -> tuple[_Message, int, int, bool] | None:
-        while dialog.resend:
-            seq, frag = dialog.resend.popleft()
+        resend = dialog.resend
+        while resend:
+            seq, frag = resend.pop(0)
             msg = dialog.messages.get(seq)
-            if msg is not None and frag in msg.unacked:
+            if msg is not None and msg.is_unacked(frag):
                 return msg, seq, frag, True
         for seq, msg in dialog.messages.items():
-            if msg.unsent:
-                return msg, seq, msg.unsent.popleft(), False
+            if msg.unsent < msg.count:
+                msg.unsent += 1
+                return msg, seq, msg.unsent - 1, False
         return None
 
     # -- timers --------------------------------------------------------------------------
@@ -220,7 +253,7 @@ class Transmitter:
     def _live(self, due: float, key: tuple[str, bool], seq: int, frag: int) -> bool:
         dialog = self._dialogs.get(key)
         msg = None if dialog is None else dialog.messages.get(seq)
-        return msg is not None and frag in msg.unacked and msg.sent.get(frag) == due
+        return msg is not None and msg.is_unacked(frag) and msg.due(frag) == due
 
     def handle_timer(self, now: float) -> set[str]:
         """Fragments whose retry time passed are due again (P4.2: only those). Returns the
@@ -231,7 +264,7 @@ class Transmitter:
             due, _, key, seq, frag = heapq.heappop(timers)
             if self._live(due, key, seq, frag):
                 dialog = self._dialogs[key]
-                dialog.messages[seq].sent.pop(frag)
+                dialog.messages[seq].set_due(frag, None)
                 dialog.resend.append((seq, frag))
                 ready.add(dialog.address)
         return ready
