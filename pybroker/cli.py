@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("demo", "build the seven routing examples of the seeds and explain each "
                 "decision, then run a conversation between two databases and show its "
-                "endpoints, queues and transmission queue", cmd_demo)
+                "endpoints, queues and transmission queue, then a dialog between two "
+                "instances over TCP (each in its own file in a temp dir)", cmd_demo)
     p.add_argument("file", nargs="?", type=Path,
                    help="a new instance file to keep the last example built in, with the "
                    "conversation's databases Shop and Warehouse (default: all in memory)")
@@ -243,6 +244,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         decide_case,
         load_examples,
         run_conversation,
+        run_two_instances,
     )
 
     if args.file is not None and args.file.exists():
@@ -274,6 +276,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if args.example is None and index == len(examples) - 1:
                 run_conversation(inst)  # issue 3: in the last example's instance
                 print()
+    if args.example is None:
+        run_two_instances()  # the wire: two instances, two files, TCP on 127.0.0.1
+        print()
     if args.file is not None:
         print(f"The instance of example {examples[-1].number} is kept in {args.file}; try:")
         print(f"  duckdb -readonly {args.file} \"SELECT * FROM route_decision("
