@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,9 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
         with _Pair(folder, retry_scale, profile_dir) as pair:
             pair.warm_up()
             with connect(folder / "local.duckdb", worker=False) as local:
+                # DuckDB draws a progress bar on stdout for long statements (1 MiB bodies):
+                # not in this process's report (the children's stdout is their replies)
+                local._store.connection.execute("SET GLOBAL enable_progress_bar = false")
                 local_db = wire_child.build(local, "local")
                 target_db = local.database(wire_child.TARGET_DB)
                 _local_stream(local_db, target_db, 1, {**sizes, "messages": 100})  # warm-up
@@ -146,6 +150,9 @@ def format_report(report: dict[str, Any]) -> str:
             f"    local delivery (one instance) {lr['end_to_end_per_s']:,.0f}/s: "
             f"{r['ratio_local']:.1f}x; raw frames over TLS {rs['frames_per_s']:,.0f}/s: "
             f"{r['ratio_raw']:.0f}x",
+            f"    CPU per message: sender {r['sender_cpu_us_per_message']:,.0f} us, receiver "
+            f"{r['receiver_cpu_us_per_message']:,.0f} us; local delivery (both sides) "
+            f"{lr['cpu_us_per_message']:,.0f} us",
         ]
     lines += [
         f"(c) paced at {s['rate']:,}/s, {s['paced']:,} messages on 1 conversation: SEND -> "
@@ -159,7 +166,10 @@ def format_report(report: dict[str, Any]) -> str:
         f"{d['mb_per_s']:,.1f} MB/s end to end (target >= {t['mb_per_s']:.0f} MB/s: "
         f"{verdict(d['met'])})",
         f"    local delivery {ld['mb_per_s']:,.1f} MB/s: {d['ratio_local']:.1f}x; raw frames "
-        f"{rl['mb_per_s']:,.1f} MB/s: {d['ratio_raw']:.1f}x",
+        f"{rl['mb_per_s']:,.1f} MB/s: {d['ratio_raw']:.1f}x; CPU per MiB message: sender "
+        f"{d['sender_cpu_us_per_message'] / 1e3:,.1f} ms, receiver "
+        f"{d['receiver_cpu_us_per_message'] / 1e3:,.1f} ms, local (both) "
+        f"{ld['cpu_us_per_message'] / 1e3:,.1f} ms",
         f"raw frames, {report['body_bytes']}-byte bodies: {rs['frames_per_s']:,.0f} frames/s, "
         f"{rs['mb_per_s']:,.1f} MB/s",
     ]
@@ -337,6 +347,9 @@ def _stream_figures(total: int, body_bytes: int, sent: dict[str, Any],
         # queue (P5.2), whether or not RECEIVEd yet
         "acknowledged_per_s": total / (acked - sent["start"]),
         "receive_transactions": got["transactions"],
+        # CPU time of each process (all its threads) per message: what the machine's load
+        # does not change much; the local comparison has one process (counted as sender)
+        **_cpu(total, sent, got),
     }
 
 
@@ -351,7 +364,15 @@ def _paced_figures(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dic
         "sent_per_s": sent["sent_per_s"],
         "messages_per_transaction": total / sent["transactions"],
         "end_to_end_per_s": total / (max(acked, got["done"]) - sent["start"]),
+        **_cpu(total, sent, got),
     }
+
+
+def _cpu(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:
+    if "cpu_seconds" not in sent:  # the local comparison: both sides in one process
+        return {"cpu_us_per_message": sent["process_cpu_seconds"] / total * 1e6}
+    return {"sender_cpu_us_per_message": sent["cpu_seconds"] / total * 1e6,
+            "receiver_cpu_us_per_message": got["cpu_seconds"] / total * 1e6}
 
 
 # -- the comparison inside one instance -----------------------------------------------------
@@ -388,17 +409,23 @@ def _local_stream(db: Any, target_db: Any, conversations: int, sizes: dict[str, 
     per_tx = sizes["large_per_transaction"] if large else sizes["sends_per_transaction"]
     body_bytes = LARGE_BYTES if large else BODY_BYTES
     convs = wire_child.begin(db, conversations)
+    cpu = time.process_time()
     thread, got = _with_receiver(target_db, total, False)
     sent = wire_child.send_stream(db, convs, total, per_tx, os.urandom(body_bytes))
-    return _stream_figures(total, body_bytes, sent, _joined(thread, got))
+    got = _joined(thread, got)
+    sent["process_cpu_seconds"] = time.process_time() - cpu
+    return _stream_figures(total, body_bytes, sent, got)
 
 
 def _local_paced(db: Any, target_db: Any, sizes: dict[str, int]) -> dict[str, float]:
     total = sizes["paced"]
     conv = wire_child.begin(db, 1)[0]
+    cpu = time.process_time()
     thread, got = _with_receiver(target_db, total, True)
     sent = wire_child.send_paced(db, conv, total, sizes["rate"], BODY_BYTES)
-    return _paced_figures(total, sent, _joined(thread, got))
+    got = _joined(thread, got)
+    sent["process_cpu_seconds"] = time.process_time() - cpu
+    return _paced_figures(total, sent, got)
 
 
 def _load() -> str:

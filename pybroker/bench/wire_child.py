@@ -362,7 +362,9 @@ def main(argv: list[str]) -> int:
                 out.write(json.dumps({"ok": True}) + "\n")
                 break
             try:
+                cpu = time.process_time()  # every thread of this process
                 reply = child.handle(cmd)
+                reply["cpu_seconds"] = time.process_time() - cpu
             except Exception as exc:
                 reply = {"error": f"{type(exc).__name__}: {exc}",
                          "traceback": traceback.format_exc()}
