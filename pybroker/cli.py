@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("demo", "build the seven routing examples of the seeds and explain each "
                 "decision, then run a conversation between two databases and show its "
-                "endpoints, queues and transmission queue", cmd_demo)
+                "endpoints, queues and transmission queue, then a dialog between two "
+                "instances over TCP (each in its own file in a temp dir)", cmd_demo)
     p.add_argument("file", nargs="?", type=Path,
                    help="a new instance file to keep the last example built in, with the "
                    "conversation's databases Shop and Warehouse (default: all in memory)")
@@ -122,11 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("bench", "run a benchmark (results belong in README's Performance section)",
                 cmd_bench)
-    p.add_argument("name", choices=("routing", "messaging", "pipeline"))
+    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire"))
     p.add_argument("--repeat", type=int, default=None,
-                   help="runs to take the median of (default: 5, 3 for pipeline)")
+                   help="runs to take the median of (default: 5, 3 for pipeline and wire)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--retry-scale", type=float, default=1.0,
+                   help="wire: multiply the children's retry time-outs (C5) by this")
+    p.add_argument("--profile", type=Path, metavar="DIR",
+                   help="wire: run the two instance processes under cProfile, leaving "
+                   "sender.prof and receiver.prof in DIR")
     return parser
 
 
@@ -238,6 +244,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         decide_case,
         load_examples,
         run_conversation,
+        run_two_instances,
     )
 
     if args.file is not None and args.file.exists():
@@ -269,6 +276,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if args.example is None and index == len(examples) - 1:
                 run_conversation(inst)  # issue 3: in the last example's instance
                 print()
+    if args.example is None:
+        run_two_instances()  # the wire: two instances, two files, TCP on 127.0.0.1
+        print()
     if args.file is not None:
         print(f"The instance of example {examples[-1].number} is kept in {args.file}; try:")
         print(f"  duckdb -readonly {args.file} \"SELECT * FROM route_decision("
@@ -286,13 +296,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat is None:
-        args.repeat = 3 if args.name == "pipeline" else 5
+        args.repeat = 3 if args.name in ("pipeline", "wire") else 5
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.bench import messaging, pipeline, routing
+    from pybroker.bench import messaging, pipeline, routing, wire
 
-    bench = {"routing": routing, "messaging": messaging, "pipeline": pipeline}[args.name]
-    report = bench.run(repeat=args.repeat, quick=args.quick)
+    bench: Any = {"routing": routing, "messaging": messaging, "pipeline": pipeline,
+                  "wire": wire}[args.name]
+    if args.name == "wire":
+        if not args.retry_scale > 0:
+            raise UsageError("--retry-scale must be a positive number")
+        profile = None
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            profile = str(args.profile.resolve())
+        report = wire.run(repeat=args.repeat, quick=args.quick,
+                          retry_scale=args.retry_scale, profile_dir=profile)
+    else:
+        report = bench.run(repeat=args.repeat, quick=args.quick)
     print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
     return 0
 

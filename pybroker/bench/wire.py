@@ -1,0 +1,436 @@
+"""``pybroker bench wire``: the wire targets, measured between two processes.
+
+Two instances in two child processes (``pybroker.bench.wire_child``), each with its own
+file in a temp dir and its endpoint on a free port of 127.0.0.1, mutual TLS 1.3, trusting
+each other by certificate (exchanged through files), routes both ways. 256-byte bodies,
+durable end to end: a case ends when the receiver has committed its last RECEIVE and the
+sender's transmission queue is empty (every row acknowledged, which the receiver does
+only after its commit, P5.2).
+
+- (a) 1 conversation and (b) 100 conversations (round robin): 1,000 sends per
+  transaction; the receiver drains with ``receive(max_messages=1000)`` in transactions;
+  messages/s end to end = messages / (first SEND -> both conditions above hold);
+- (c) paced at 1,000 messages/s on one conversation: each body carries time.time() at its
+  SEND, the send commits alone (several only when the sender fell behind); latency =
+  the receiver's commit time of its RECEIVE - the stamp (p50/p99);
+- (d) 1 MiB bodies (a few per transaction): MB/s end to end (1 MB = 10^6 bytes).
+
+Comparisons in the same run: the same workload inside one instance file (local delivery,
+the sender on the main thread and the receiver on another, the same functions), and raw
+framed bytes: ``pybroker.wire.frames`` MESSAGE frames of the same bodies over a mutual TLS
+1.3 loopback connection between the same two processes, with the same certificates,
+decoded by ``FrameDecoder`` at the far end (no MAC, no DuckDB, no acknowledgement).
+
+Each figure is the median of ``repeat`` runs. A warm-up round (the connection's TLS
+handshake, first routing decisions) comes before the first run and is not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pybroker
+from pybroker.bench import wire_child
+from pybroker.bench.routing import _machine, _median_of
+from pybroker.instance import connect
+
+BODY_BYTES = 256
+LARGE_BYTES = 2**20
+FULL = {"messages": 10_000, "conversations": 100, "sends_per_transaction": 1_000,
+        "paced": 3_000, "rate": 1_000, "large": 50, "large_per_transaction": 5,
+        "raw_frames": 100_000}
+QUICK = {"messages": 2_000, "conversations": 100, "sends_per_transaction": 1_000,
+         "paced": 500, "rate": 1_000, "large": 10, "large_per_transaction": 5,
+         "raw_frames": 20_000}
+TARGETS = {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0, "mb_per_s": 50.0}
+CASES = ("one_conversation", "many_conversations", "paced", "large")
+STARTUP_TIMEOUT = 120.0
+
+
+def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = None,
+        retry_scale: float = 1.0, profile_dir: str | None = None) -> dict[str, Any]:
+    """Run the benchmark; ``sizes`` overrides FULL/QUICK (tests pass tiny ones).
+    ``profile_dir``: the children run under cProfile and leave sender.prof and
+    receiver.prof there."""
+    sizes = {**(QUICK if quick else FULL), **(sizes or {})}
+    runs: dict[str, list[dict[str, float]]] = {}
+    load_before = _load()
+
+    def add(name: str, figures: dict[str, float]) -> None:
+        runs.setdefault(name, []).append(figures)
+
+    with tempfile.TemporaryDirectory(prefix="pybroker-bench-wire-") as tmp:
+        folder = Path(tmp)
+        with _Pair(folder, retry_scale, profile_dir) as pair:
+            pair.warm_up()
+            with connect(folder / "local.duckdb", worker=False) as local:
+                # DuckDB draws a progress bar on stdout for long statements (1 MiB bodies):
+                # not in this process's report (the children's stdout is their replies)
+                local._store.connection.execute("SET enable_progress_bar = false")
+                local_db = wire_child.build(local, "local")
+                target_db = local.database(wire_child.TARGET_DB)
+                _local_stream(local_db, target_db, 1, {**sizes, "messages": 100})  # warm-up
+                for _ in range(repeat):
+                    add("one_conversation", pair.stream(1, sizes))
+                    add("many_conversations", pair.stream(sizes["conversations"], sizes))
+                    add("paced", pair.paced(sizes))
+                    add("large", pair.stream(1, sizes, large=True))
+                    add("local_one_conversation", _local_stream(local_db, target_db, 1, sizes))
+                    add("local_many_conversations", _local_stream(
+                        local_db, target_db, sizes["conversations"], sizes))
+                    add("local_paced", _local_paced(local_db, target_db, sizes))
+                    add("local_large", _local_stream(local_db, target_db, 1, sizes,
+                                                     large=True))
+                    add("raw_stream", pair.raw(sizes["raw_frames"], BODY_BYTES))
+                    add("raw_paced", pair.raw(sizes["paced"], BODY_BYTES,
+                                              rate=sizes["rate"]))
+                    add("raw_large", pair.raw(sizes["large"], LARGE_BYTES))
+    report: dict[str, Any] = {
+        "machine": _machine(),
+        "load": {"before": load_before, "after": _load()},
+        "sizes": sizes,
+        "body_bytes": BODY_BYTES,
+        "large_body_bytes": LARGE_BYTES,
+        "repeat": repeat,
+        "targets": TARGETS,
+    }
+    report.update({name: _median_of(r) for name, r in runs.items()})
+    for name in ("one_conversation", "many_conversations"):
+        r = report[name]
+        r["ratio_local"] = report[f"local_{name}"]["end_to_end_per_s"] / r["end_to_end_per_s"]
+        r["ratio_raw"] = report["raw_stream"]["frames_per_s"] / r["end_to_end_per_s"]
+        r["met"] = r["end_to_end_per_s"] >= TARGETS["messages_per_s"]
+    p = report["paced"]
+    p["ratio_local_p50"] = p["p50_ms"] / report["local_paced"]["p50_ms"]
+    p["ratio_raw_p50"] = p["p50_ms"] / report["raw_paced"]["p50_ms"]
+    p["met"] = p["p50_ms"] <= TARGETS["p50_ms"] and p["p99_ms"] <= TARGETS["p99_ms"]
+    g = report["large"]
+    g["ratio_local"] = report["local_large"]["mb_per_s"] / g["mb_per_s"]
+    g["ratio_raw"] = report["raw_large"]["mb_per_s"] / g["mb_per_s"]
+    g["met"] = g["mb_per_s"] >= TARGETS["mb_per_s"]
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    m, s, t = report["machine"], report["sizes"], report["targets"]
+    a, b, c, d = (report[n] for n in CASES)
+    la, lb, lc, ld = (report[f"local_{n}"] for n in CASES)
+    rs, rp, rl = report["raw_stream"], report["raw_paced"], report["raw_large"]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    lines = [
+        f"machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}, "
+        f"DuckDB {m['duckdb']}; load average (1, 5, 15 min) before "
+        f"{report['load']['before']}, after {report['load']['after']}",
+        f"two instances in two processes, 127.0.0.1, mutual TLS 1.3, file-backed, "
+        f"{report['body_bytes']}-byte bodies, durable end to end (receiver committed, sender's "
+        f"row deleted); median of {report['repeat']} runs",
+        "",
+    ]
+    for r, lr, title in ((a, la, "(a) 1 conversation"),
+                         (b, lb, f"(b) {s['conversations']} conversations")):
+        lines += [
+            f"{title}, {s['messages']:,} messages, {s['sends_per_transaction']:,} sends per "
+            f"transaction: end to end {r['end_to_end_per_s']:,.0f}/s (target >= "
+            f"{t['messages_per_s']:,.0f}/s: {verdict(r['met'])})",
+            f"    sent (committed) {r['sent_per_s']:,.0f}/s; acknowledged (sender's transmission "
+            f"queue empty) {r['acknowledged_per_s']:,.0f}/s; RECEIVEd (committed) "
+            f"{r['received_per_s']:,.0f}/s",
+            f"    local delivery (one instance) {lr['end_to_end_per_s']:,.0f}/s: "
+            f"{r['ratio_local']:.1f}x; raw frames over TLS {rs['frames_per_s']:,.0f}/s: "
+            f"{r['ratio_raw']:.0f}x",
+            f"    CPU per message: sender {r['sender_cpu_us_per_message']:,.0f} us, receiver "
+            f"{r['receiver_cpu_us_per_message']:,.0f} us; local delivery (both sides) "
+            f"{lr['cpu_us_per_message']:,.0f} us",
+        ]
+    lines += [
+        f"(c) paced at {s['rate']:,}/s, {s['paced']:,} messages on 1 conversation: SEND -> "
+        f"RECEIVE committed p50 {c['p50_ms']:.2f} ms, p99 {c['p99_ms']:.2f} ms (target <= "
+        f"{t['p50_ms']:.0f} / {t['p99_ms']:.0f} ms: {verdict(c['met'])}); sent "
+        f"{c['sent_per_s']:,.0f}/s, {c['messages_per_transaction']:.2f} messages per send "
+        f"transaction",
+        f"    local delivery p50 {lc['p50_ms']:.2f} ms, p99 {lc['p99_ms']:.2f} ms; raw frames "
+        f"p50 {rp['p50_ms']:.3f} ms, p99 {rp['p99_ms']:.3f} ms",
+        f"(d) {s['large']} bodies of 1 MiB, {s['large_per_transaction']} per transaction: "
+        f"{d['mb_per_s']:,.1f} MB/s end to end (target >= {t['mb_per_s']:.0f} MB/s: "
+        f"{verdict(d['met'])})",
+        f"    local delivery {ld['mb_per_s']:,.1f} MB/s: {d['ratio_local']:.1f}x; raw frames "
+        f"{rl['mb_per_s']:,.1f} MB/s: {d['ratio_raw']:.1f}x; CPU per MiB message: sender "
+        f"{d['sender_cpu_us_per_message'] / 1e3:,.1f} ms, receiver "
+        f"{d['receiver_cpu_us_per_message'] / 1e3:,.1f} ms, local (both) "
+        f"{ld['cpu_us_per_message'] / 1e3:,.1f} ms",
+        f"raw frames, {report['body_bytes']}-byte bodies: {rs['frames_per_s']:,.0f} frames/s, "
+        f"{rs['mb_per_s']:,.1f} MB/s",
+    ]
+    return "\n".join(lines)
+
+
+# -- the two children -----------------------------------------------------------------------
+
+
+class _Child:
+    """One wire_child process, spoken to in JSON lines; stopped by its pid."""
+
+    def __init__(self, role: str, folder: Path, retry_scale: float,
+                 profile_dir: str | None) -> None:
+        self.role = role
+        self.stderr_path = folder / f"{role}.stderr"
+        env = dict(os.environ)
+        # the children run the same pybroker as this process (a worktree, say)
+        root = str(Path(pybroker.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (root, env.get("PYTHONPATH")) if p)
+        if profile_dir:
+            env["PYBROKER_BENCH_PROFILE"] = profile_dir
+        with open(self.stderr_path, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pybroker.bench.wire_child", role,
+                 str(folder / f"{role}.duckdb"), str(folder), str(retry_scale)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                cwd=root)
+
+    def post(self, cmd: str, **args: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"cmd": cmd, **args}) + "\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.role} process ended: {self._stderr_tail()}")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"the {self.role} process failed: {reply['error']}\n"
+                               f"{reply.get('traceback', '')}")
+        return reply
+
+    def ask(self, cmd: str, **args: Any) -> dict[str, Any]:
+        self.post(cmd, **args)
+        return self.answer()
+
+    def _stderr_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return self.stderr_path.read_text()[-2000:]
+        return ""
+
+    def stop(self) -> None:
+        """Ask it to quit; after 30 s, terminate it, then kill it (by its pid)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                self.post("quit")
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=10)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+
+
+class _Pair:
+    """The sender and the receiver, trusting each other and routed to each other."""
+
+    def __init__(self, folder: Path, retry_scale: float, profile_dir: str | None) -> None:
+        self.folder = folder
+        self.children: list[_Child] = []
+        try:
+            self.sender = self._start("sender", retry_scale, profile_dir)
+            self.receiver = self._start("receiver", retry_scale, profile_dir)
+            s, r = self.sender.ask("hello"), self.receiver.ask("hello")
+            self.pids = {"sender": s["pid"], "receiver": r["pid"]}
+            self.sender.ask("peer", name="receiver", pem_file=str(folder / "receiver.pem"),
+                            address=r["address"])
+            self.receiver.ask("peer", name="sender", pem_file=str(folder / "sender.pem"),
+                              address=s["address"])
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, role: str, retry_scale: float, profile_dir: str | None) -> _Child:
+        child = _Child(role, self.folder, retry_scale, profile_dir)
+        self.children.append(child)
+        return child
+
+    def __enter__(self) -> _Pair:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for child in self.children:
+            child.stop()
+
+    def warm_up(self) -> None:
+        self.stream(1, {"messages": 100, "sends_per_transaction": 100})
+
+    def stream(self, conversations: int, sizes: dict[str, int], *,
+               large: bool = False) -> dict[str, float]:
+        total = sizes["large"] if large else sizes["messages"]
+        per_tx = sizes["large_per_transaction"] if large else sizes["sends_per_transaction"]
+        body_bytes = LARGE_BYTES if large else BODY_BYTES
+        self.sender.ask("begin", conversations=conversations)
+        self.receiver.post("drain", messages=total, stamped=False)
+        self.sender.post("send", messages=total, per_tx=per_tx, body_bytes=body_bytes)
+        sent, got = self.sender.answer(), self.receiver.answer()
+        return _stream_figures(total, body_bytes, sent, got)
+
+    def paced(self, sizes: dict[str, int]) -> dict[str, float]:
+        total = sizes["paced"]
+        self.sender.ask("begin", conversations=1)
+        self.receiver.post("drain", messages=total, stamped=True)
+        self.sender.post("send_paced", messages=total, rate=sizes["rate"],
+                         body_bytes=BODY_BYTES)
+        sent, got = self.sender.answer(), self.receiver.answer()
+        return _paced_figures(total, sent, got)
+
+    def raw(self, total: int, body_bytes: int, rate: int | None = None) -> dict[str, float]:
+        port = self.receiver.ask("raw_listen", messages=total, stamped=rate is not None)["port"]
+        self.receiver.post("raw_wait")
+        self.sender.post("raw_send", port=port, messages=total, body_bytes=body_bytes,
+                         per_write=max(1, 2**20 // (body_bytes + 200)), rate=rate)
+        sent, got = self.sender.answer(), self.receiver.answer()
+        if got["received"] != total:
+            raise RuntimeError(f"raw frames: {got['received']} of {total} arrived")
+        seconds = got["done"] - sent["start"]
+        out = {"messages": total, "delivered": got["received"],
+               "frames_per_s": total / seconds,
+               "mb_per_s": total * body_bytes / seconds / 1e6}
+        if rate is not None:
+            out.update(_percentiles_ms(got["latencies"]))
+        return out
+
+
+# -- figures ----------------------------------------------------------------------------------
+
+
+def _percentiles_ms(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {"p50_ms": ordered[len(ordered) // 2] * 1e3,
+            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3}
+
+
+def _stream_figures(total: int, body_bytes: int, sent: dict[str, Any],
+                    got: dict[str, Any]) -> dict[str, float]:
+    if got["received"] != total:
+        raise RuntimeError(f"{got['received']} of {total} messages arrived")
+    acked = sent.get("acked", got["done"])
+    end = max(acked, got["done"])
+    seconds = end - sent["start"]
+    return {
+        "messages": total,
+        "delivered": got["received"],
+        "seconds": seconds,
+        "end_to_end_per_s": total / seconds,
+        "mb_per_s": total * body_bytes / seconds / 1e6,
+        "sent_per_s": total / (sent["sent"] - sent["start"]),
+        "received_per_s": total / (got["done"] - sent["start"]),
+        # the sender's transmission queue empty: every message durably in the receiver's
+        # queue (P5.2), whether or not RECEIVEd yet
+        "acknowledged_per_s": total / (acked - sent["start"]),
+        "receive_transactions": got["transactions"],
+        # CPU time of each process (all its threads) per message: what the machine's load
+        # does not change much; the local comparison has one process (counted as sender)
+        **_cpu(total, sent, got),
+    }
+
+
+def _paced_figures(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:
+    if got["received"] != total or len(got["latencies"]) != total:
+        raise RuntimeError(f"{got['received']} of {total} paced messages arrived")
+    acked = sent.get("acked", got["done"])
+    return {
+        "messages": total,
+        "delivered": got["received"],
+        **_percentiles_ms(got["latencies"]),
+        "sent_per_s": sent["sent_per_s"],
+        "messages_per_transaction": total / sent["transactions"],
+        "end_to_end_per_s": total / (max(acked, got["done"]) - sent["start"]),
+        **_cpu(total, sent, got),
+    }
+
+
+def _cpu(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:
+    if "cpu_seconds" not in sent:  # the local comparison: both sides in one process
+        return {"cpu_us_per_message": sent["process_cpu_seconds"] / total * 1e6}
+    return {"sender_cpu_us_per_message": sent["cpu_seconds"] / total * 1e6,
+            "receiver_cpu_us_per_message": got["cpu_seconds"] / total * 1e6}
+
+
+# -- the comparison inside one instance -----------------------------------------------------
+
+
+def _with_receiver(target_db: Any, total: int, stamped: bool) -> tuple[
+        threading.Thread, dict[str, Any]]:
+    got: dict[str, Any] = {}
+
+    def receive() -> None:
+        try:
+            got.update(wire_child.drain(target_db, wire_child.TARGET_QUEUE, total,
+                                        stamped=stamped))
+        except BaseException as exc:  # reported by the caller
+            got["error"] = exc
+
+    thread = threading.Thread(target=receive, name="bench-local-receiver", daemon=True)
+    thread.start()
+    return thread, got
+
+
+def _joined(thread: threading.Thread, got: dict[str, Any]) -> dict[str, Any]:
+    thread.join(timeout=600)
+    if "error" in got:
+        raise RuntimeError(f"local receiver: {got['error']}") from got["error"]
+    if thread.is_alive():
+        raise RuntimeError("the local receiver did not finish in 600 s")
+    return got
+
+
+def _local_stream(db: Any, target_db: Any, conversations: int, sizes: dict[str, int], *,
+                  large: bool = False) -> dict[str, float]:
+    total = sizes["large"] if large else sizes["messages"]
+    per_tx = sizes["large_per_transaction"] if large else sizes["sends_per_transaction"]
+    body_bytes = LARGE_BYTES if large else BODY_BYTES
+    convs = wire_child.begin(db, conversations)
+    cpu = time.process_time()
+    thread, got = _with_receiver(target_db, total, False)
+    sent = wire_child.send_stream(db, convs, total, per_tx, os.urandom(body_bytes))
+    got = _joined(thread, got)
+    sent["process_cpu_seconds"] = time.process_time() - cpu
+    return _stream_figures(total, body_bytes, sent, got)
+
+
+def _local_paced(db: Any, target_db: Any, sizes: dict[str, int]) -> dict[str, float]:
+    total = sizes["paced"]
+    conv = wire_child.begin(db, 1)[0]
+    cpu = time.process_time()
+    thread, got = _with_receiver(target_db, total, True)
+    sent = wire_child.send_paced(db, conv, total, sizes["rate"], BODY_BYTES)
+    got = _joined(thread, got)
+    sent["process_cpu_seconds"] = time.process_time() - cpu
+    return _paced_figures(total, sent, got)
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+

@@ -1,0 +1,65 @@
+"""``pybroker bench wire`` at tiny sizes: the report's structure, and every case delivered
+every message (never an assertion on speed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pybroker.bench import wire
+
+TINY = {"messages": 200, "conversations": 10, "sends_per_transaction": 50, "paced": 100,
+        "rate": 1_000, "large": 3, "large_per_transaction": 2, "raw_frames": 500}
+
+
+@pytest.fixture(scope="module")
+def report():
+    return wire.run(repeat=1, sizes=TINY)
+
+
+def test_every_case_delivered_every_message(report):
+    assert report["sizes"] == TINY and report["repeat"] == 1
+    for name in ("one_conversation", "many_conversations", "local_one_conversation",
+                 "local_many_conversations"):
+        assert report[name]["messages"] == report[name]["delivered"] == 200, name
+    for name in ("paced", "local_paced", "raw_paced"):
+        assert report[name]["messages"] == report[name]["delivered"] == 100, name
+    for name in ("large", "local_large", "raw_large"):
+        assert report[name]["messages"] == report[name]["delivered"] == 3, name
+    assert report["raw_stream"]["messages"] == report["raw_stream"]["delivered"] == 500
+
+
+def test_the_report_has_every_figure_and_verdict(report):
+    for name in ("one_conversation", "many_conversations"):
+        r = report[name]
+        assert {"end_to_end_per_s", "sent_per_s", "acknowledged_per_s", "received_per_s",
+                "ratio_local", "ratio_raw", "met"} <= set(r)
+        assert r["met"] == (r["end_to_end_per_s"] >= 10_000)
+    p = report["paced"]
+    assert {"p50_ms", "p99_ms", "sent_per_s", "messages_per_transaction", "ratio_local_p50",
+            "ratio_raw_p50", "met"} <= set(p)
+    assert p["p50_ms"] <= p["p99_ms"]
+    assert p["met"] == (p["p50_ms"] <= 2 and p["p99_ms"] <= 10)
+    assert report["large"]["met"] == (report["large"]["mb_per_s"] >= 50)
+    assert report["targets"] == {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0,
+                                 "mb_per_s": 50.0}
+    assert set(report["load"]) == {"before", "after"}
+    text = wire.format_report(report)
+    assert "(a) 1 conversation, 200 messages" in text
+    assert "(b) 10 conversations, 200 messages" in text
+    assert "(d) 3 bodies of 1 MiB" in text
+
+
+@pytest.mark.cli
+def test_the_command_line_rejects_a_bad_retry_scale():
+    done = subprocess.run([sys.executable, "-m", "pybroker", "bench", "wire",
+                           "--retry-scale", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--retry-scale must be a positive number" in done.stderr
+
+
+def test_json_of_the_report_round_trips(report):
+    assert json.loads(json.dumps(report))["one_conversation"]["delivered"] == 200
