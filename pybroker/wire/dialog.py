@@ -20,6 +20,7 @@ Nothing here reads a clock: ``now`` is a parameter, ``get_timer()`` the next dea
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -90,14 +91,19 @@ class _Message:
 class _Dialog:
     """The transmission object of one conversation direction (P7)."""
 
-    __slots__ = ("address", "handle", "key", "messages", "resend")  # ~0.5 KB with its dict
+    __slots__ = ("address", "handle", "head", "key", "last", "messages", "resend", "unsent")
 
     def __init__(self, key: tuple[str, bool], handle: str, address: str) -> None:
         self.key = key
         self.handle = handle
         self.address = address
-        self.messages: dict[int, _Message] = {}  # in sequence order (inserted in order)
-        self.resend: list[tuple[int, int]] = []  # (sequence, fragment) due again
+        self.messages: dict[int, _Message] = {}  # in sequence order
+        self.last = -1  # the highest sequence submitted
+        # sequences whose messages have fragments never sent, in order, from ``head``: the
+        # next new fragment is found at once, however many messages are in flight
+        self.unsent: list[int] = []
+        self.head = 0
+        self.resend: list[tuple[int, int]] | None = None  # (sequence, fragment) due again
 
 
 class Transmitter:
@@ -131,11 +137,17 @@ class Transmitter:
             self._by_address[dialog.address].remove(dialog)
             dialog.address = address
             self._by_address.setdefault(address, deque()).append(dialog)
-        if message.sequence in dialog.messages:
+        seq = message.sequence
+        if seq in dialog.messages:
             return False
-        dialog.messages[message.sequence] = _Message(message, self.fragment_size)
-        if len(dialog.messages) > 1 and message.sequence < max(dialog.messages):
+        dialog.messages[seq] = _Message(message, self.fragment_size)
+        dialog.unsent.append(seq)
+        if seq < dialog.last:  # out of order (loaded again after a restart): sort
             dialog.messages = dict(sorted(dialog.messages.items()))
+            dialog.unsent = sorted(dialog.unsent[dialog.head:])
+            dialog.head = 0
+        else:
+            dialog.last = seq
         return True
 
     def on_ack(self, entry: AckEntry) -> list[Acknowledged]:
@@ -145,21 +157,23 @@ class Transmitter:
         if dialog is None:
             return []
         done: list[Acknowledged] = []
-        ranges: dict[int, list[tuple[int, int]]] = {}
+        messages = dialog.messages
+        through = entry.through_sequence
+        # everything below ``through`` (a prefix of the messages, in order), then the ranges
+        covered = list(itertools.takewhile(lambda seq: seq < through, messages))
         for seq, first, last in entry.ranges:
-            ranges.setdefault(seq, []).append((first, last))
-        for seq, msg in list(dialog.messages.items()):
-            if seq < entry.through_sequence:
-                msg.unacked = 0
-            else:
-                for first, last in ranges.get(seq, ()):  # bounded by the message's count
-                    msg.acknowledge(first, last)
-            if not msg.unacked:
-                del dialog.messages[seq]
+            msg = messages.get(seq)
+            if msg is not None and seq >= through:
+                msg.acknowledge(first, last)  # bounded by the message's count
+                if not msg.unacked:
+                    covered.append(seq)
+        for seq in covered:
+            msg = messages.pop(seq, None)
+            if msg is not None:
                 h = msg.header
                 done.append(Acknowledged(dialog.handle, seq, entry.broker_instance,
                                          h.is_end_of_dialog, h.is_error))
-        if not dialog.messages:
+        if not messages:
             self._drop(dialog)
         return done
 
@@ -185,7 +199,7 @@ class Transmitter:
 
     def has_work(self, address: str) -> bool:
         for dialog in self._by_address.get(address, ()):
-            if dialog.resend or any(m.unsent < m.count for m in dialog.messages.values()):
+            if dialog.resend or dialog.head < len(dialog.unsent):
                 return True
         return False
 
@@ -233,10 +247,17 @@ class Transmitter:
             msg = dialog.messages.get(seq)
             if msg is not None and msg.is_unacked(frag):
                 return msg, seq, frag, True
-        for seq, msg in dialog.messages.items():
-            if msg.unsent < msg.count:
+        unsent = dialog.unsent
+        while dialog.head < len(unsent):
+            seq = unsent[dialog.head]
+            msg = dialog.messages.get(seq)
+            if msg is not None and msg.unsent < msg.count:
                 msg.unsent += 1
                 return msg, seq, msg.unsent - 1, False
+            dialog.head += 1
+            if dialog.head > 64 and dialog.head * 2 > len(unsent):
+                del unsent[:dialog.head]
+                dialog.head = 0
         return None
 
     # -- timers --------------------------------------------------------------------------
@@ -265,6 +286,8 @@ class Transmitter:
             if self._live(due, key, seq, frag):
                 dialog = self._dialogs[key]
                 dialog.messages[seq].set_due(frag, None)
+                if dialog.resend is None:
+                    dialog.resend = []
                 dialog.resend.append((seq, frag))
                 ready.add(dialog.address)
         return ready
