@@ -21,6 +21,7 @@ every later feed (the connection is closed).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import struct
@@ -178,7 +179,7 @@ class _Writer:
         self.parts.append(struct.pack("!Q", v))
 
     def guid(self, v: str | None) -> None:
-        self.parts.append(NO_GUID if v is None else uuid.UUID(v).bytes)
+        self.parts.append(NO_GUID if v is None else _guid_bytes(v))
 
     def text(self, v: str) -> None:
         data = v.encode("utf-8")
@@ -213,13 +214,25 @@ def _write_ack_entry(w: _Writer, e: AckEntry, *, with_mac: bool = True) -> None:
         w.raw(e.mac, MAC_SIZE)
 
 
-def _message_header(f: MessageFragment, *, with_mac: bool = True) -> bytes:
+@functools.lru_cache(maxsize=65536)
+def _guid_bytes(v: str) -> bytes:
+    return uuid.UUID(v).bytes
+
+
+@functools.lru_cache(maxsize=65536)
+def _guid_text(raw: bytes) -> str:
+    return str(uuid.UUID(bytes=raw))
+
+
+_FIXED = struct.Struct("!qIIQ")
+
+
+def _message_header(f: MessageFragment, *, with_mac: bool = True,
+                    with_ack: bool = True) -> bytes:
     w = _Writer()
     w.guid(f.conversation_id)
-    w.i64(f.sequence)
-    w.u32(f.fragment_number)
-    w.u32(f.fragment_count)
-    w.u64(f.message_size)
+    w.parts.append(_FIXED.pack(f.sequence, f.fragment_number, f.fragment_count,
+                               f.message_size))
     w.text(f.from_service)
     w.text(f.to_service)
     w.guid(f.from_broker_instance)
@@ -231,7 +244,7 @@ def _message_header(f: MessageFragment, *, with_mac: bool = True) -> bytes:
     w.i64(f.lifetime_ms)
     w.u8(f.hops_remaining)
     w.raw(f.key_id, KEY_ID_SIZE)
-    if f.ack is not None:
+    if f.ack is not None and with_ack:
         _write_ack_entry(w, f.ack)
     if with_mac:
         w.raw(f.mac, MAC_SIZE)
@@ -312,11 +325,10 @@ def encode(frame: Frame) -> bytes:
 
 
 def signed_bytes(item: MessageFragment | AckEntry | Notice) -> bytes:
-    """What the MAC of ``item`` covers: every field but the MAC (a fragment's body too)."""
+    """What the MAC of ``item`` covers: every field but the MAC (a fragment's body too;
+    not the acknowledgement riding in its header, which has a MAC of its own)."""
     if isinstance(item, MessageFragment):
-        return b"".join((bytes((_message_flags(item) & ~_HAS_ACK,)),
-                         _message_header(replace(item, ack=None), with_mac=False),
-                         bytes(item.body)))
+        return _signed_header(item) + bytes(item.body)
     if isinstance(item, AckEntry):
         w = _Writer()
         _write_ack_entry(w, item, with_mac=False)
@@ -324,17 +336,30 @@ def signed_bytes(item: MessageFragment | AckEntry | Notice) -> bytes:
     return bytes((_notice_flags(item),)) + _notice_header(item, with_mac=False)
 
 
+def _signed_header(f: MessageFragment) -> bytes:
+    return bytes((_message_flags(f) & ~_HAS_ACK,)) + _message_header(
+        f, with_mac=False, with_ack=False)
+
+
 def compute_mac(key: bytes, data: bytes) -> bytes:
     return hashlib.blake2b(data, key=key, digest_size=MAC_SIZE).digest()
 
 
+def _mac(item: MessageFragment | AckEntry | Notice, key: bytes) -> bytes:
+    if isinstance(item, MessageFragment):  # the body is hashed where it lies, not copied
+        h = hashlib.blake2b(_signed_header(item), key=key, digest_size=MAC_SIZE)
+        h.update(item.body)
+        return h.digest()
+    return compute_mac(key, signed_bytes(item))
+
+
 def sign(item, key: bytes):  # type: ignore[no-untyped-def]
     """``item`` with its MAC set under ``key``."""
-    return replace(item, mac=compute_mac(key, signed_bytes(item)))
+    return replace(item, mac=_mac(item, key))
 
 
 def verify(item: MessageFragment | AckEntry | Notice, key: bytes) -> bool:
-    return hmac.compare_digest(item.mac, compute_mac(key, signed_bytes(item)))
+    return hmac.compare_digest(item.mac, _mac(item, key))
 
 
 # -- reading ----------------------------------------------------------------------------
@@ -376,7 +401,7 @@ class _Reader:
 
     def guid(self) -> str | None:
         raw = bytes(self.take(16))
-        return None if raw == NO_GUID else str(uuid.UUID(bytes=raw))
+        return None if raw == NO_GUID else _guid_text(raw)
 
     def required_guid(self, what: str) -> str:
         value = self.guid()
@@ -428,7 +453,7 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
         raise FrameError(f"unknown MESSAGE flags 0x{flags:02x}")
     r = _Reader(header)
     conversation_id = r.required_guid("conversation id")
-    sequence, fragment_number, fragment_count, message_size = r.i64(), r.u32(), r.u32(), r.u64()
+    sequence, fragment_number, fragment_count, message_size = _FIXED.unpack(r.take(24))
     from_service, to_service = r.text(), r.text()
     from_broker = r.required_guid("sending broker instance")
     to_broker = r.guid()
