@@ -1,0 +1,240 @@
+"""Two instances in two real processes on 127.0.0.1 (tests/wire_child.py): 10,000 messages
+over 100 conversations arrive exactly once and in order while both processes are killed
+with SIGKILL mid-stream and restarted, then replies and EndDialog go back (P3, P5, C1).
+
+Every process is started by pid and stopped by pid in a ``finally``; every wait is bounded."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pybroker
+
+ROOT = Path(__file__).resolve().parents[1]
+CHILD = ROOT / "tests" / "wire_child.py"
+CONVERSATIONS = 100
+QUOTA = 100  # messages per conversation: 10,000 in all
+BATCH = 50  # messages per conversation per transaction
+END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def certificates(*files: Path) -> list[Path]:
+    """Each instance's certificate, from ``pybroker cert FILE`` (one process per file)."""
+    pems = [f.with_suffix(".pem") for f in files]
+    procs = []
+    try:
+        for file, pem in zip(files, pems, strict=True):
+            with pem.open("w") as out:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "pybroker", "cert", str(file)], cwd=ROOT,
+                    stdout=out, env=_env()))
+        for proc in procs:
+            assert proc.wait(timeout=60) == 0
+    finally:
+        for proc in procs:
+            _kill(proc)
+    for pem in pems:
+        assert pem.read_text().startswith("-----BEGIN CERTIFICATE-----")
+    return pems
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+class Child:
+    """One instance's process: started again with the same file and port after a kill."""
+
+    def __init__(self, log: Path, *args: object) -> None:
+        self.log = log
+        self.args = [str(a) for a in args]
+        self.proc: subprocess.Popen | None = None
+        self.mark = 0
+        self.starts = 0
+
+    def start(self, *args: object) -> None:
+        assert self.proc is None or self.proc.poll() is not None
+        if args:
+            self.args = [str(a) for a in args]
+        self.mark = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("a") as out:
+            self.proc = subprocess.Popen([sys.executable, str(CHILD), *self.args], cwd=ROOT,
+                                         stdout=out, stderr=subprocess.STDOUT, env=_env())
+        self.starts += 1
+
+    def lines(self) -> list[str]:
+        """What this run of the process printed."""
+        with self.log.open() as f:
+            f.seek(self.mark)
+            return f.read().splitlines()
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.lines():
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.args[0]} exited with {self.proc.returncode} "
+                                     f"before {text!r}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} from {self.args[0]} in {timeout} s:\n"
+                                     f"{self.tail()}")
+            time.sleep(0.05)
+
+    def listening(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(x.startswith("listening on tcp://127.0.0.1:") for x in self.lines()):
+            assert self.proc is not None and self.proc.poll() is None, self.tail()
+            assert time.monotonic() < deadline, f"not listening in {timeout} s: {self.tail()}"
+            time.sleep(0.05)
+
+    def sent(self) -> int:
+        counts = [int(x.split()[1]) for x in self.lines() if x.startswith("sent ")]
+        return counts[-1] if counts else 0
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        _kill(self.proc)
+        assert self.proc.returncode == -signal.SIGKILL
+
+    def stop(self) -> None:
+        """SIGTERM, a bounded wait, and a clean exit."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                _kill(self.proc)
+                raise AssertionError(
+                    f"{self.args[0]} ignored SIGTERM: {self.tail()}") from None
+        assert self.proc.returncode == 0, self.tail()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            _kill(self.proc)
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text().splitlines()[-15:]) if self.log.exists() else ""
+
+
+def check_exactly_once(a_file: Path, b_file: Path) -> dict[str, str]:
+    """Every conversation's messages are in the receiver's queue once each, in order, and
+    the sender has nothing unacknowledged. Returns conversation_id -> sender's handle."""
+    a = pybroker.connect(a_file, worker=False)
+    b = pybroker.connect(b_file, worker=False)
+    try:
+        sent = a.sql("SELECT conversation_id::VARCHAR, conversation_handle::VARCHAR, "
+                     "send_sequence, first_unacked_send_sequence, far_broker_instance::VARCHAR,"
+                     " state FROM sys.conversation_endpoints WHERE is_initiator").fetchall()
+        assert len(sent) == CONVERSATIONS
+        stock = b.database("Stock").broker_instance
+        for cid, _, seq, unacked, far, state in sent:
+            assert (seq, unacked, far, state) == (QUOTA, QUOTA, stock, "CO"), cid
+        assert a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
+        rows = b.sql(
+            "SELECT e.conversation_id::VARCHAR, m.message_sequence_number, m.status, "
+            "decode(m.message_body) FROM queue_contents('Stock', 'StockQueue') AS m "
+            "JOIN sys.conversation_endpoints AS e USING (conversation_handle) "
+            "ORDER BY m.queuing_order").fetchall()
+        got: dict[str, list[tuple[int, int, str]]] = {}
+        for cid, seq, status, body in rows:
+            got.setdefault(cid, []).append((seq, status, body))
+        assert sorted(got) == sorted(cid for cid, *_ in sent)
+        for cid, messages in got.items():  # no loss, no duplicate, in order, none held
+            assert messages == [(n, 1, f"{cid}:{n}") for n in range(QUOTA)], cid
+        assert b.sql("SELECT count(*) FROM main.message_fragments").fetchone()[0] == 0
+        assert b.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
+        assert b.sql("SELECT count(*), min(receive_sequence), max(receive_sequence) "
+                     "FROM sys.conversation_endpoints").fetchone() == (
+                         CONVERSATIONS, QUOTA, QUOTA)
+        return {cid: handle for cid, handle, *_ in sent}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_10000_messages_survive_sigkill_of_both_processes(tmp_path):
+    a_file, b_file = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    a_pem, b_pem = certificates(a_file, b_file)
+    a_port, b_port = free_ports(2)
+    sender = Child(tmp_path / "a.log", "sender", a_file, a_port, b_port, b_pem,
+                   CONVERSATIONS, QUOTA, BATCH)
+    receiver = Child(tmp_path / "b.log", "receiver", b_file, b_port, a_port, a_pem)
+    rng = random.Random(20261123)
+    try:
+        receiver.start()
+        sender.start()
+        receiver.listening()
+        # SIGKILL mid-stream, three times each side, at moments the seed picks
+        for victim in (sender, receiver, sender, receiver, receiver, sender):
+            goal = min(sender.sent() + rng.randint(200, 900), CONVERSATIONS * QUOTA)
+            deadline = time.monotonic() + 60
+            while sender.sent() < goal and "done" not in sender.lines():
+                assert time.monotonic() < deadline, sender.tail()
+                assert sender.proc is not None and sender.proc.poll() is None, sender.tail()
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0, 0.3))
+            victim.kill()
+            victim.start()
+            victim.listening()
+        assert sender.starts == 4 and receiver.starts == 4
+        sender.wait_for("done", timeout=120)
+        sender.wait_for("drained", timeout=60)
+        sender.stop()
+        receiver.stop()
+        handles = check_exactly_once(a_file, b_file)
+
+        # act 2: the target receives everything, replies and ends; the initiator ends too
+        receiver.start("replier", b_file, b_port, a_port, a_pem, CONVERSATIONS, QUOTA)
+        sender.start("closer", a_file, a_port, b_port, b_pem, CONVERSATIONS)
+        receiver.wait_for("done", timeout=60)
+        sender.wait_for("done", timeout=60)
+        receiver.wait_for("drained", timeout=30)
+        sender.wait_for("drained", timeout=30)
+        replies = sorted(x for x in sender.lines() if x.startswith("got "))
+        assert replies == sorted(f"got //Shop/Order {cid}:reply" for cid in handles)
+        sender.stop()
+        receiver.stop()
+    finally:
+        sender.close()
+        receiver.close()
+    a = pybroker.connect(a_file, worker=False)
+    b = pybroker.connect(b_file, worker=False)
+    try:
+        for inst in (a, b):  # both sides closed, nothing waits anywhere
+            assert inst.sql("SELECT count(*), min(state), max(state) FROM "
+                            "sys.conversation_endpoints").fetchone() in (
+                                (CONVERSATIONS, "CD", "CD"), (0, None, None))
+            assert inst.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
+            assert inst.sql("SELECT count(*) FROM sys.queue_messages").fetchone()[0] == 0
+    finally:
+        a.close()
+        b.close()
