@@ -660,6 +660,10 @@ def _describe(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc}"
+    if isinstance(exc, OSError) and exc.errno:
+        # SQL Server's form, e.g. '10061(No connection could be made ...)': the system's
+        # words for the error number, not asyncio's "Connect call failed (host, port)"
+        return f"{exc.errno}({os.strerror(exc.errno)}.)"
     if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror} ({exc.errno})"
+        return exc.strerror
     return str(exc) or type(exc).__name__
