@@ -80,7 +80,11 @@ def test_an_untrusted_peer_is_refused_both_ways_until_trusted(tmp_path):
         status = wait_for(lambda: [s for _, s, _ in tx_rows(a)
                                    if s.startswith("Connection attempt failed")],
                           what="A's transmission_status")[0]
-        assert "not trusted" in status or "did not accept" in status, status
+        assert "did not accept this instance or is not trusted here" in status, status
+        # both sides record the refusal: every failed attempt of A is a login failure
+        wait_for(lambda: len(events(a, "Connecting")) >= 3, what="three attempts")
+        attempts, refused = len(events(a, "Connecting")), len(events(a, "Authentication Failure"))
+        assert refused >= attempts - 1, (attempts, refused)
         assert count(b, "SELECT count(*) FROM sys.queue_messages") == 0
         assert count(b, "SELECT count(*) FROM sys.conversation_endpoints") == 0
         # B's reply direction: B trusts nobody, so it refuses A's certificate as a client too

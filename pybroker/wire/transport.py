@@ -403,6 +403,14 @@ class Transport:
                             self.sink.event("Broker:Connection", "Receive IO Error",
                                             conn.peer_address, None, None, _describe(exc))
                         data = b""
+                    if not data and conn.core.peer is None and not conn.closed:
+                        # TLS 1.3: the client's handshake ends before the server checks the
+                        # client's certificate, so a peer that does not trust this instance
+                        # shows as a close before its HELLO: a login failure (status, event,
+                        # growing back-off), not an ordinary close
+                        self._login_failed(conn, "the peer closed the connection before "
+                                           "logging in")
+                        break
                     conn.core.receive_data(data, self.clock())
                     self._process(conn)
                     if not data:
