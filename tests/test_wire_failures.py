@@ -217,3 +217,55 @@ def test_a_peer_that_is_down_shows_in_transmission_status(tmp_path):
         assert conv.state == "CO"
     finally:
         a.close()
+
+
+def test_a_reply_from_another_instance_to_a_pinned_conversation_gets_8495(tmp_path):
+    """R5: the first acknowledgement pins the conversation to Stock's broker identifier.
+    A copy of B's file with a new identifier for Stock (as a restored backup gets with
+    NEW_BROKER) holds the same target endpoint and the same certificate; its reply is
+    refused with -8495, and the pinned conversation goes on with B."""
+    import shutil
+    import uuid
+
+    import duckdb
+
+    a, b, shop, stock = instance_pair(tmp_path)
+    c = None
+    try:
+        conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        conv.send(b"<order/>", message_type=ORDER)
+        handle = drain(stock, "StockQueue", 1)[0].conversation_handle
+        wait_for(lambda: not tx_rows(a), what="the acknowledgement")
+        assert a.sql("SELECT far_broker_instance FROM sys.conversation_endpoints"
+                     ).fetchone()[0] == stock.broker_instance
+        b.close()
+        shutil.copy(tmp_path / "b.duckdb", tmp_path / "c.duckdb")
+        with duckdb.connect(str(tmp_path / "c.duckdb")) as raw:
+            raw.execute("UPDATE databases SET service_broker_guid = ? WHERE name = 'Stock'",
+                        [str(uuid.uuid4())])
+        c = pybroker.connect(tmp_path / "c.duckdb", retry_scale=0.01)
+        c.start_endpoint(0)
+        copy = c.database("Stock")
+        assert copy.broker_instance != stock.broker_instance
+        copy.conversation(handle).send(b"<imposter/>", message_type=ORDER)
+        got = drain(copy, "StockQueue", 1)
+        assert got[0].message_type_name == ERROR
+        assert b"-8495" in got[0].message_body, got[0].message_body
+        assert c.sql("SELECT state, error_code FROM sys.conversation_endpoints"
+                     ).fetchone() == ("ER", -8495)
+        wait_for(lambda: not tx_rows(c), what="the copy's row to be dropped")
+        wait_for(lambda: events(a, "refused"), what="A's broker event")
+        assert shop.receive("ShopQueue", timeout=0.2) == []
+        assert conv.state == "CO"
+        c.close()
+        c = None
+        # the instance the conversation is pinned to still talks with A
+        b = pybroker.connect(tmp_path / "b.duckdb", retry_scale=0.01)
+        b.start_endpoint(0)
+        b.database("Stock").conversation(handle).send(b"<ok/>", message_type=ORDER)
+        assert [m.message_body for m in drain(shop, "ShopQueue", 1)] == [b"<ok/>"]
+    finally:
+        a.close()
+        b.close()
+        if c is not None:
+            c.close()
