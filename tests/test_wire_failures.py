@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 
 import pybroker
-from pybroker.conversation.remote import STATUS_FORWARDING_OFF
+from pybroker.conversation.remote import STATUS_BROKER_NOT_HERE, STATUS_FORWARDING_OFF
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 ERROR = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"
@@ -167,7 +167,7 @@ def test_a_broker_identifier_not_at_the_target_is_said(tmp_path):
         conv.send(b"<order/>", message_type=ORDER)
         status = wait_for(lambda: [s for _, s, _ in tx_rows(a) if s],
                           what="the target's reason")[0]
-        assert status.startswith("The target instance"), status
+        assert status == STATUS_BROKER_NOT_HERE.format(elsewhere), status
         wait_for(lambda: events(b, "refused"), what="the target's broker event")
         assert count(b, "SELECT count(*) FROM sys.conversation_endpoints") == 0
         assert count(b, "SELECT count(*) FROM sys.queue_messages") == 0

@@ -49,6 +49,9 @@ _ALREADY_ACKNOWLEDGED_TEXT = (
 STATUS_FORWARDING_OFF = (
     "The target instance could not deliver the message: no service of that name is in the "
     "instance and message forwarding is off there.")
+STATUS_BROKER_NOT_HERE = (
+    "The target instance could not deliver the message: the service is there, but no "
+    "database there has broker identifier '{}' and message forwarding is off there.")
 STATUS_NOT_FORWARDED = (
     "The target instance does not forward messages to other instances.")
 
@@ -400,7 +403,17 @@ class RemoteDelivery:
             return m.catalog_named(decision.database).database_id
         if decision.outcome == "send":
             return STATUS_NOT_FORWARDED
+        if f.to_broker_instance is not None and any(
+                f.to_service in m.catalog(i).services for i in self._database_ids()):
+            return STATUS_BROKER_NOT_HERE.format(f.to_broker_instance)
         return STATUS_FORWARDING_OFF
+
+    def _database_ids(self) -> list[int]:
+        m = self.m
+        if m._database_ids is None:
+            with contextlib.suppress(Exception):
+                m.catalog_named("master")
+        return list((m._database_ids or {}).values())
 
     def _database_of(self, broker_instance: str) -> int | None:
         m = self.m
