@@ -73,8 +73,9 @@ def _kill(proc: subprocess.Popen) -> None:
 class Child:
     """One instance's process: started again with the same file and port after a kill."""
 
-    def __init__(self, log: Path, *args: object) -> None:
+    def __init__(self, log: Path, *args: object, env: dict[str, str] | None = None) -> None:
         self.log = log
+        self.env = {**_env(), **(env or {})}
         self.args = [str(a) for a in args]
         self.proc: subprocess.Popen | None = None
         self.mark = 0
@@ -87,7 +88,7 @@ class Child:
         self.mark = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("a") as out:
             self.proc = subprocess.Popen([sys.executable, str(CHILD), *self.args], cwd=ROOT,
-                                         stdout=out, stderr=subprocess.STDOUT, env=_env())
+                                         stdout=out, stderr=subprocess.STDOUT, env=self.env)
         self.starts += 1
 
     def lines(self) -> list[str]:
@@ -114,6 +115,11 @@ class Child:
             assert self.proc is not None and self.proc.poll() is None, self.tail()
             assert time.monotonic() < deadline, f"not listening in {timeout} s: {self.tail()}"
             time.sleep(0.05)
+
+    def fragments(self) -> int:
+        """How many fragments the receiver holds (its last "fragments N" line)."""
+        counts = [int(x.split()[1]) for x in self.lines() if x.startswith("fragments ")]
+        return counts[-1] if counts else -1
 
     def sent(self) -> int:
         counts = [int(x.split()[1]) for x in self.lines() if x.startswith("sent ")]
@@ -235,6 +241,58 @@ def test_10000_messages_survive_sigkill_of_both_processes(tmp_path):
                                 (CONVERSATIONS, "CD", "CD"), (0, None, None))
             assert inst.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
             assert inst.sql("SELECT count(*) FROM sys.queue_messages").fetchone()[0] == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_20_mb_message_survives_sigkill_mid_reassembly(tmp_path):
+    """The fragments that arrived are kept in message_fragments across a SIGKILL of the
+    receiver (and acknowledged again after the restart); a SIGKILL of the sender sends
+    the message again; the body arrives whole, once, between its neighbours (P4.4)."""
+    a_file, b_file = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    a_pem, b_pem = certificates(a_file, b_file)
+    a_port, b_port = free_ports(2)
+    env = {"WIRE_CHILD_FRAGMENT_SIZE": str(256 * 1024), "WIRE_CHILD_RETRY_SCALE": "0.25"}
+    sender = Child(tmp_path / "a.log", "bigsender", a_file, a_port, b_port, b_pem, 20,
+                   env=env)
+    receiver = Child(tmp_path / "b.log", "receiver", b_file, b_port, a_port, a_pem, env=env)
+
+    def until_fragments(at_least: int) -> int:
+        deadline = time.monotonic() + 60
+        while (held := receiver.fragments()) < at_least:
+            assert receiver.proc is not None and receiver.proc.poll() is None, receiver.tail()
+            assert "drained" not in sender.lines(), "the message arrived before the kill"
+            assert time.monotonic() < deadline, receiver.tail()
+            time.sleep(0.02)
+        return held
+
+    try:
+        receiver.start()
+        sender.start()
+        until_fragments(1)
+        receiver.kill()
+        receiver.start()
+        held = until_fragments(1)  # what arrived before the kill is still there
+        assert held < 80
+        sender.kill()
+        sender.start()
+        sender.wait_for("drained", timeout=120)
+        sender.stop()
+        receiver.stop()
+    finally:
+        sender.close()
+        receiver.close()
+    b = pybroker.connect(b_file, worker=False)
+    a = pybroker.connect(a_file, worker=False)
+    try:
+        rows = b.sql("SELECT message_sequence_number, status, message_body "
+                     "FROM queue_contents('Stock', 'StockQueue')").fetchall()
+        assert [(seq, status) for seq, status, _ in rows] == [(0, 1), (1, 1), (2, 1)]
+        assert rows[0][2] == b"first" and rows[2][2] == b"last"
+        assert rows[1][2] == bytes(range(256)) * (20 * 2**20 // 256)
+        assert b.sql("SELECT count(*) FROM main.message_fragments").fetchone()[0] == 0
+        assert a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
     finally:
         a.close()
         b.close()

@@ -14,7 +14,9 @@ sender    begins CONVERSATIONS dialogs once (in one transaction), then sends eac
           conversation is "<conversation_id>:<n>". After a restart it continues each
           conversation from its send_sequence. Prints "sent N" after every commit, "done"
           when every quota is sent and "drained" when its transmission queue is empty.
-receiver  holds everything in StockQueue (no RECEIVE) and prints "ready".
+bigsender sends one conversation's "first", a body of CONVERSATIONS MiB and "last" once.
+receiver  holds everything in StockQueue (no RECEIVE) and prints "fragments N" whenever the
+          count of fragments it holds for reassembly changes.
 replier   RECEIVEs StockQueue in transactions; after a conversation's last message
           (n = QUOTA - 1) it replies "<conversation_id>:reply" and ends the conversation in
           the same transaction. Prints "replied K" and "done" when it replied to every one.
@@ -23,11 +25,14 @@ closer    (instance A) RECEIVEs ShopQueue: on each EndDialog it ends its side to
           "got TYPE BODY" for every other message.
 Each role that finishes prints "drained" once its transmission queue is empty.
 
+WIRE_CHILD_FRAGMENT_SIZE in the environment sets the endpoint's fragment_size,
+WIRE_CHILD_RETRY_SCALE the instance's retry_scale (default 0.01).
 Runs until SIGTERM or SIGINT, then closes the instance and exits 0.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -51,7 +56,7 @@ def say(text: str) -> None:
 def setup(inst: pybroker.Instance, role: str, peer_port: int) -> pybroker.Database:
     names = {db.name for db in inst.databases()}
     mine, queue, service, far = (("Shop", "ShopQueue", "ShopService", "StockService")
-                                 if role in ("sender", "closer") else
+                                 if role in ("sender", "bigsender", "closer") else
                                  ("Stock", "StockQueue", "StockService", "ShopService"))
     if mine in names:
         return inst.database(mine)
@@ -116,6 +121,28 @@ def drain(inst: pybroker.Instance) -> None:
             return
 
 
+def run_big_sender(inst: pybroker.Instance, db: pybroker.Database, size_mb: int) -> None:
+    """One conversation: "first", a body of SIZE_MB MiB (bytes 0..255 repeated), "last"."""
+    if not conversations(inst):
+        conv = db.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        with db.transaction():
+            conv.send(b"first", message_type=ORDER)
+            conv.send(bytes(range(256)) * (size_mb * 2**20 // 256), message_type=ORDER)
+            conv.send(b"last", message_type=ORDER)
+    say("done")
+    drain(inst)
+
+
+def watch_fragments(inst: pybroker.Instance) -> None:
+    """The receiver says how many fragments it holds whenever that changes."""
+    last = -1
+    while not stop.wait(0.05):
+        held = inst.sql("SELECT count(*) FROM main.message_fragments").fetchone()[0]
+        if held != last:
+            say(f"fragments {held}")
+            last = held
+
+
 def run_replier(inst: pybroker.Instance, db: pybroker.Database, count: int,
                 quota: int) -> None:
     replied = 0
@@ -158,14 +185,20 @@ def main(argv: list[str]) -> int:
     count, quota, batch = (int(x) for x in [*argv[5:8], "0", "0", "0"][:3])
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    inst = pybroker.connect(file, retry_scale=0.01)
+    inst = pybroker.connect(file, retry_scale=float(os.environ.get(
+        "WIRE_CHILD_RETRY_SCALE", "0.01")))
     try:
         inst.trust("peer", Path(peer_pem).read_text())
         db = setup(inst, role, int(peer_port))
-        endpoint = inst.start_endpoint(int(port))
+        fragment_size = int(os.environ.get("WIRE_CHILD_FRAGMENT_SIZE", "0")) or None
+        endpoint = inst.start_endpoint(int(port), fragment_size=fragment_size)
         say(f"listening on {endpoint.address}")
         if role == "sender":
             run_sender(inst, db, count, quota, batch)
+        elif role == "bigsender":
+            run_big_sender(inst, db, count)
+        elif role == "receiver":
+            watch_fragments(inst)
         elif role == "replier":
             run_replier(inst, db, count, quota)
         elif role == "closer":
