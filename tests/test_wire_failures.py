@@ -269,3 +269,34 @@ def test_a_reply_from_another_instance_to_a_pinned_conversation_gets_8495(tmp_pa
         b.close()
         if c is not None:
             c.close()
+
+
+def test_an_arrival_just_after_a_queue_turns_on_stays_behind_those_that_waited(tmp_path):
+    """P8: ALTER QUEUE ... STATUS = ON commits, then the waiting arrivals are released. A
+    message that arrives in between goes into the queue after them, not ahead."""
+    a, b, shop, stock = instance_pair(tmp_path)
+    try:
+        stock.alter_queue("StockQueue", status=False)
+        conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        with shop.transaction():
+            for i in range(3):
+                conv.send(f"{i}", message_type=ORDER)
+        wait_for(lambda: len(tx_rows(b)) == 3, what="the inbound rows")
+        messaging = b._messaging
+        release = messaging.after_catalog_write
+
+        def arrival_first() -> None:  # the writer thread gets in before the release
+            conv.send(b"3", message_type=ORDER)
+            wait_for(lambda: b.sql("SELECT receive_sequence FROM sys.conversation_endpoints"
+                                   ).fetchone()[0] == 4, what="the arrival of message 3")
+            release()
+
+        messaging.after_catalog_write = arrival_first
+        stock.alter_queue("StockQueue", status=True)
+        messaging.after_catalog_write = release
+        got = drain(stock, "StockQueue", 4)
+        assert [m.message_body for m in got] == [b"0", b"1", b"2", b"3"]
+        assert tx_rows(b) == []
+    finally:
+        a.close()
+        b.close()

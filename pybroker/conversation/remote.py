@@ -483,6 +483,11 @@ class RemoteDelivery:
                 STATUS_QUEUE_DISABLED))
             self.inbound_waiting = True
             return
+        if self.inbound_waiting and uow.sql("wire/count_inbound_of.sql", {
+                "conversation_handle": ep.conversation_handle})[0][0]:
+            # the queue was turned ON and its earlier arrivals still wait (the release runs
+            # after the ALTER commits): they go into the queue first, in order (P8)
+            self.release_inbound(uow)
         uow.enqueue((
             ep.database_id, queue, m._next_order(), 1, ep.priority, ep.conversation_group_id,
             ep.conversation_handle, seq, ep.service_name, ep.service_contract_name, mtype,
