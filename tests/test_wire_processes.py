@@ -106,7 +106,7 @@ class Child:
                                      f"before {text!r}:\n{self.tail()}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"no {text!r} from {self.args[0]} in {timeout} s:\n"
-                                     f"{self.tail()}")
+                                     f"{self.stacks()}")
             time.sleep(0.05)
 
     def listening(self, timeout: float = 60) -> None:
@@ -146,6 +146,18 @@ class Child:
     def close(self) -> None:
         if self.proc is not None:
             _kill(self.proc)
+
+    def stacks(self) -> str:
+        """Every thread's stack (faulthandler on SIGUSR1), for a child that seems stuck."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            return self.tail()
+        size = self.log.stat().st_size
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        time.sleep(1)
+        with self.log.open() as f:
+            f.seek(size)
+            return f"{self.args[0]} (pid {self.proc.pid}):\n{f.read()}"
 
     def tail(self) -> str:
         return "\n".join(self.log.read_text().splitlines()[-15:]) if self.log.exists() else ""
@@ -212,8 +224,11 @@ def test_10000_messages_survive_sigkill_of_both_processes(tmp_path):
             victim.start()
             victim.listening()
         assert sender.starts == 4 and receiver.starts == 4
-        sender.wait_for("done", timeout=120)
-        sender.wait_for("drained", timeout=60)
+        try:
+            sender.wait_for("done", timeout=120)
+            sender.wait_for("drained", timeout=60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{receiver.stacks()}") from None
         sender.stop()
         receiver.stop()
         handles = check_exactly_once(a_file, b_file)
@@ -296,3 +311,103 @@ def test_a_20_mb_message_survives_sigkill_mid_reassembly(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def _serve(log: Path, file: Path, port: int, *trust: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", "pybroker", "serve", str(file), "--port", str(port),
+            "--retry-scale", "0.01"]
+    for item in trust:
+        args += ["--trust", item]
+    with log.open("a") as out, log.with_suffix(".err").open("a") as err:
+        return subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=err, env=_env())
+
+
+def _stop_serving(procs: list[subprocess.Popen], logs: list[Path]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+    for proc, log in zip(procs, logs, strict=True):
+        try:
+            assert proc.wait(timeout=60) == 0, log.with_suffix(".err").read_text()
+        finally:
+            _kill(proc)
+        assert log.read_text().splitlines()[-1] == "stopped"
+
+
+def _serve_for(seconds: float, a_file: Path, b_file: Path, a_port: int, b_port: int,
+               a_trust: list[str], b_trust: list[str], tmp_path: Path) -> None:
+    """Both instances under ``pybroker serve`` until both listen, then ``seconds`` more."""
+    logs = [tmp_path / "a-serve.log", tmp_path / "b-serve.log"]
+    for log in logs:
+        log.write_text("")
+    procs = [_serve(logs[0], a_file, a_port, *a_trust),
+             _serve(logs[1], b_file, b_port, *b_trust)]
+    try:
+        for log, port in zip(logs, (a_port, b_port), strict=True):
+            deadline = time.monotonic() + 60
+            while f"listening on tcp://127.0.0.1:{port}" not in log.read_text().splitlines():
+                assert time.monotonic() < deadline, log.with_suffix(".err").read_text()
+                assert all(p.poll() is None for p in procs), [
+                    x.with_suffix(".err").read_text() for x in logs]
+                time.sleep(0.05)
+        time.sleep(seconds)
+        _stop_serving(procs, logs)
+    finally:
+        for proc in procs:
+            _kill(proc)
+    for log in logs:  # nothing on stderr: no traceback, no task left pending at exit
+        assert log.with_suffix(".err").read_text() == ""
+
+
+def test_pybroker_serve_refuses_an_untrusted_peer_then_delivers(tmp_path):
+    a_file, b_file = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    a_port, b_port = free_ports(2)
+    a, b = pybroker.connect(a_file), pybroker.connect(b_file)
+    try:
+        shop, stock = a.create_database("Shop"), b.create_database("Stock")
+        for db in (shop, stock):
+            db.create_message_type("//Shop/Order")
+            db.create_contract("//Shop/OrderContract", {"//Shop/Order": "ANY"})
+        shop.create_queue("ShopQueue")
+        shop.create_service("ShopService", queue="ShopQueue")
+        stock.create_queue("StockQueue")
+        stock.create_service("StockService", queue="StockQueue",
+                             contracts=["//Shop/OrderContract"])
+        shop.create_route("ToStock", service_name="StockService",
+                          address=f"tcp://127.0.0.1:{b_port}")
+        conv = shop.begin_dialog("ShopService", "StockService",
+                                 contract="//Shop/OrderContract")
+        with shop.transaction():  # no endpoint yet: they wait in the transmission queue
+            for i in range(10):
+                conv.send(f"<order n='{i}'/>", message_type="//Shop/Order")
+    finally:
+        a.close()
+        b.close()
+    a_pem, b_pem = certificates(a_file, b_file)
+    # B does not trust A: refused, said on both sides, nothing delivered
+    for _ in range(5):
+        _serve_for(1.0, a_file, b_file, a_port, b_port, [f"B={b_pem}"], [], tmp_path)
+        with pybroker.connect(b_file, worker=False) as b:
+            refusals = b.sql("SELECT count(*) FROM sys.broker_events "
+                             "WHERE subclass = 'Authentication Failure'").fetchone()[0]
+            assert b.sql("SELECT count(*) FROM sys.queue_messages").fetchone()[0] == 0
+        if refusals:
+            break
+    assert refusals
+    with pybroker.connect(a_file, worker=False) as a:
+        statuses = {s for (s,) in a.sql(
+            "SELECT DISTINCT transmission_status FROM sys.transmission_queue").fetchall()}
+        assert a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 10
+    assert len(statuses) == 1 and statuses.pop().startswith(
+        "Connection attempt failed with error: 'the peer did not accept this instance")
+    # B trusts A (--trust keeps it in the file): the ten arrive, once, in order
+    for _ in range(5):
+        _serve_for(1.0, a_file, b_file, a_port, b_port, [], [f"A={a_pem}"], tmp_path)
+        with pybroker.connect(a_file, worker=False) as a:
+            if a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0:
+                break
+    with pybroker.connect(b_file, worker=False) as b:
+        assert b.sql("SELECT message_sequence_number, decode(message_body) FROM "
+                     "queue_contents('Stock', 'StockQueue')").fetchall() == [
+                         (i, f"<order n='{i}'/>") for i in range(10)]
+        assert [n for (n,) in b.sql("SELECT name FROM sys.certificates").fetchall()] == ["A"]

@@ -32,6 +32,7 @@ Runs until SIGTERM or SIGINT, then closes the instance and exits 0.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -185,6 +186,7 @@ def main(argv: list[str]) -> int:
     count, quota, batch = (int(x) for x in [*argv[5:8], "0", "0", "0"][:3])
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks when stuck
     inst = pybroker.connect(file, retry_scale=float(os.environ.get(
         "WIRE_CHILD_RETRY_SCALE", "0.01")))
     try:
