@@ -209,6 +209,14 @@ class Transport:
         for conn in list(self._conns.values()):
             self._close(conn, "the endpoint is closing", error=False)
         await asyncio.sleep(0)
+        # connections still logging in or connecting end here, not as "Task was destroyed
+        # but it is pending!" on stderr when the loop stops
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5)
 
     # -- calls from the engine (any thread) -------------------------------------------
 
@@ -319,7 +327,8 @@ class Transport:
         self._conns[conn.conn_id] = conn
         self.sink.event("Broker:Connection", "Accept", peer, None, None,
                         "accepted a connection")
-        await self._serve(conn, reader, server=True)
+        with contextlib.suppress(asyncio.CancelledError):  # the endpoint closes (3.11's
+            await self._serve(conn, reader, server=True)  # streams log a cancelled task)
 
     def _ensure_outbound(self, address: str) -> None:
         if address in self._outbound or address in self._connecting or self._closed:
