@@ -225,8 +225,8 @@ def test_10000_messages_survive_sigkill_of_both_processes(tmp_path):
             victim.listening()
         assert sender.starts == 4 and receiver.starts == 4
         try:
-            sender.wait_for("done", timeout=120)
-            sender.wait_for("drained", timeout=60)
+            sender.wait_for("done", timeout=180)
+            sender.wait_for("drained", timeout=180)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{receiver.stacks()}") from None
         sender.stop()
@@ -236,10 +236,13 @@ def test_10000_messages_survive_sigkill_of_both_processes(tmp_path):
         # act 2: the target receives everything, replies and ends; the initiator ends too
         receiver.start("replier", b_file, b_port, a_port, a_pem, CONVERSATIONS, QUOTA)
         sender.start("closer", a_file, a_port, b_port, b_pem, CONVERSATIONS)
-        receiver.wait_for("done", timeout=60)
-        sender.wait_for("done", timeout=60)
-        receiver.wait_for("drained", timeout=30)
-        sender.wait_for("drained", timeout=30)
+        try:  # bounds for a machine shared with others, not speed requirements
+            receiver.wait_for("done", timeout=180)
+            sender.wait_for("done", timeout=180)
+            receiver.wait_for("drained", timeout=60)
+            sender.wait_for("drained", timeout=60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{sender.stacks()}") from None
         replies = sorted(x for x in sender.lines() if x.startswith("got "))
         assert replies == sorted(f"got //Shop/Order {cid}:reply" for cid in handles)
         sender.stop()
