@@ -51,6 +51,9 @@ _ALREADY_ACKNOWLEDGED_TEXT = (
 STATUS_FORWARDING_OFF = (
     "The target instance could not deliver the message: no service of that name is in the "
     "instance and message forwarding is off there.")
+STATUS_BROKER_NOT_HERE = (
+    "The target instance could not deliver the message: the service is there, but no "
+    "database there has broker identifier '{}' and message forwarding is off there.")
 STATUS_NOT_FORWARDED = (
     "The target instance does not forward messages to other instances.")
 
@@ -440,7 +443,17 @@ class RemoteDelivery:
             return m.catalog_named(decision.database).database_id
         if decision.outcome == "send":
             return STATUS_NOT_FORWARDED
+        if f.to_broker_instance is not None and any(
+                f.to_service in m.catalog(i).services for i in self._database_ids()):
+            return STATUS_BROKER_NOT_HERE.format(f.to_broker_instance)
         return STATUS_FORWARDING_OFF
+
+    def _database_ids(self) -> list[int]:
+        m = self.m
+        if m._database_ids is None:
+            with contextlib.suppress(Exception):
+                m.catalog_named("master")
+        return list((m._database_ids or {}).values())
 
     def _database_of(self, broker_instance: str) -> int | None:
         m = self.m
@@ -510,6 +523,11 @@ class RemoteDelivery:
                 STATUS_QUEUE_DISABLED))
             self.inbound_waiting = True
             return
+        if self.inbound_waiting and uow.sql("wire/count_inbound_of.sql", {
+                "conversation_handle": ep.conversation_handle})[0][0]:
+            # the queue was turned ON and its earlier arrivals still wait (the release runs
+            # after the ALTER commits): they go into the queue first, in order (P8)
+            self.release_inbound(uow)
         uow.enqueue((
             ep.database_id, queue, m._next_order(), 1, ep.priority, ep.conversation_group_id,
             ep.conversation_handle, seq, ep.service_name, ep.service_contract_name, mtype,

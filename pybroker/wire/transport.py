@@ -212,10 +212,14 @@ class Transport:
         for conn in list(self._conns.values()):
             self._close(conn, "the endpoint is closing", error=False)
         await asyncio.sleep(0)
-        tasks = [t for t in asyncio.all_tasks(self._loop) if t is not asyncio.current_task()]
+        # connections still logging in or connecting end here, not as "Task was destroyed
+        # but it is pending!" on stderr when the loop stops
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5)
 
     # -- calls from the engine (any thread) -------------------------------------------
 
@@ -327,7 +331,8 @@ class Transport:
         self._conns[conn.conn_id] = conn
         self.sink.event("Broker:Connection", "Accept", peer, None, None,
                         "accepted a connection")
-        await self._serve(conn, reader, server=True)
+        with contextlib.suppress(asyncio.CancelledError):  # the endpoint closes (3.11's
+            await self._serve(conn, reader, server=True)  # streams log a cancelled task)
 
     def _ensure_outbound(self, address: str) -> None:
         if address in self._outbound or address in self._connecting or self._closed:
@@ -410,6 +415,14 @@ class Transport:
                             self.sink.event("Broker:Connection", "Receive IO Error",
                                             conn.peer_address, None, None, _describe(exc))
                         data = b""
+                    if not data and conn.core.peer is None and not conn.closed:
+                        # TLS 1.3: the client's handshake ends before the server checks the
+                        # client's certificate, so a peer that does not trust this instance
+                        # shows as a close before its HELLO: a login failure (status, event,
+                        # growing back-off), not an ordinary close
+                        self._login_failed(conn, "the peer closed the connection before "
+                                           "logging in")
+                        break
                     conn.core.receive_data(data, self.clock())
                     self._process(conn)
                     if not data:
@@ -684,6 +697,10 @@ def _describe(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc}"
+    if isinstance(exc, OSError) and exc.errno:
+        # SQL Server's form, e.g. '10061(No connection could be made ...)': the system's
+        # words for the error number, not asyncio's "Connect call failed (host, port)"
+        return f"{exc.errno}({os.strerror(exc.errno)}.)"
     if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror} ({exc.errno})"
+        return exc.strerror
     return str(exc) or type(exc).__name__
