@@ -305,3 +305,23 @@ def test_a_transmission_object_is_under_1_kb_and_gone_once_acknowledged():
         tracemalloc.stop()
     assert first <= 1024  # bytes per conversation with a message in flight
     assert grown < 64 * 1024  # flat: nothing per acknowledged conversation stays
+
+
+def test_the_window_holds_new_fragments_not_resends():
+    """Flow control: at most ``window`` bytes unacknowledged per next hop; a receiver slower
+    than the first retry is not sent everything twice (only what is in the window)."""
+    t = Transmitter(fragment_size=10, retry_scale=1.0, window=30)
+    cid = str(uuid.uuid4())
+    t.submit("h", HOP, message(cid, 0, bytes(100)))  # 10 fragments
+    sent = [t.next_fragment(HOP, 0.0) for _ in range(4)]
+    assert [f.fragment_number for f in sent[:3]] == [0, 1, 2] and sent[3] is None
+    assert not t.has_work(HOP) and t.in_flight_bytes(HOP) == 30
+    t.handle_timer(4.0)  # fragment 0-2 are due again: resends pass the closed window
+    assert [t.next_fragment(HOP, 4.0).fragment_number for _ in range(3)] == [0, 1, 2]
+    assert t.next_fragment(HOP, 4.0) is None
+    t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 0, 1),)))
+    assert t.in_flight_bytes(HOP) == 10 and t.has_work(HOP)
+    assert [t.next_fragment(HOP, 4.0).fragment_number for _ in range(2)] == [3, 4]
+    assert t.next_fragment(HOP, 4.0) is None
+    done = t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 1))
+    assert [d.sequence for d in done] == [0] and t.in_flight_bytes(HOP) == 0

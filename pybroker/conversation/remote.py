@@ -578,6 +578,7 @@ class RemoteDelivery:
         if not self.inbound_waiting:
             return
         rows = uow.sql("wire/take_inbound.sql", {})
+        rows.sort(key=lambda r: (r[6], r[1], r[2]))  # RETURNING keeps no order
         uow.forget_read_ahead()
         waiting = False
         keep: list[tuple[Any, ...]] = []

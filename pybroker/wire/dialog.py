@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pybroker.wire.frames import AckEntry, MessageFragment
 
 DEFAULT_FRAGMENT_SIZE = 1 * 2**20  # bytes; larger messages travel as fragments (P4.1)
+DEFAULT_WINDOW = 8 * 2**20  # bytes in flight (sent, unacknowledged) per next hop at most
 BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 
 
@@ -82,6 +83,13 @@ class _Message:
     def is_unacked(self, frag: int) -> bool:
         return bool(self.unacked >> frag & 1)
 
+    def in_flight(self) -> int:
+        """Bytes sent and not acknowledged (fragments taken at their average size)."""
+        sent = self.unacked & ((1 << self.unsent) - 1)
+        if not sent:
+            return 0
+        return sent.bit_count() * max(1, -(-self.header.message_size // self.count))
+
     def acknowledge(self, first: int, last: int) -> None:
         last = min(last, self.count - 1)
         if first <= last:
@@ -110,11 +118,16 @@ class Transmitter:
     """Every conversation's messages in flight to the network, sans-I/O."""
 
     def __init__(self, *, fragment_size: int = DEFAULT_FRAGMENT_SIZE,
-                 retry_scale: float = 1.0) -> None:
+                 retry_scale: float = 1.0, window: int = DEFAULT_WINDOW) -> None:
         if fragment_size < 1:
             raise ValueError("fragment_size must be positive")
         self.fragment_size = fragment_size
         self.retry_scale = retry_scale
+        # Flow control: new fragments wait while this many bytes to one next hop are
+        # unacknowledged (resends do not), so a receiver slower than the first retry
+        # time-out is not sent everything twice.
+        self.window = max(window, fragment_size)
+        self._flight: dict[str, int] = {}  # next hop -> bytes sent, not acknowledged
         self._dialogs: dict[tuple[str, bool], _Dialog] = {}
         self._by_address: dict[str, deque[_Dialog]] = {}
         self._timers: list[tuple[float, int, tuple[str, bool], int, int]] = []
@@ -134,6 +147,7 @@ class Transmitter:
             dialog = self._dialogs[key] = _Dialog(key, handle, address)
             self._by_address.setdefault(address, deque()).append(dialog)
         elif dialog.address != address:  # routed elsewhere since: later fragments go there
+            self._release(dialog.address, sum(m.in_flight() for m in dialog.messages.values()))
             self._by_address[dialog.address].remove(dialog)
             dialog.address = address
             self._by_address.setdefault(address, deque()).append(dialog)
@@ -159,23 +173,37 @@ class Transmitter:
         done: list[Acknowledged] = []
         messages = dialog.messages
         through = entry.through_sequence
+        released = 0
         # everything below ``through`` (a prefix of the messages, in order), then the ranges
         covered = list(itertools.takewhile(lambda seq: seq < through, messages))
         for seq, first, last in entry.ranges:
             msg = messages.get(seq)
             if msg is not None and seq >= through:
+                before = msg.in_flight()
                 msg.acknowledge(first, last)  # bounded by the message's count
                 if not msg.unacked:
                     covered.append(seq)
+                else:
+                    released += before - msg.in_flight()
         for seq in covered:
             msg = messages.pop(seq, None)
             if msg is not None:
+                released += msg.in_flight()
                 h = msg.header
                 done.append(Acknowledged(dialog.handle, seq, entry.broker_instance,
                                          h.is_end_of_dialog, h.is_error))
+        if released:
+            self._release(dialog.address, released)
         if not messages:
             self._drop(dialog)
         return done
+
+    def _release(self, address: str, size: int) -> None:
+        left = self._flight.get(address, 0) - size
+        if left > 0:
+            self._flight[address] = left
+        else:
+            self._flight.pop(address, None)
 
     def forget(self, conversation_id: str, from_initiator: bool) -> None:
         """Stop sending this conversation direction (it ended with an error, or cleanup)."""
@@ -184,6 +212,7 @@ class Transmitter:
             self._drop(dialog)
 
     def _drop(self, dialog: _Dialog) -> None:
+        self._release(dialog.address, sum(m.in_flight() for m in dialog.messages.values()))
         del self._dialogs[dialog.key]
         peers = self._by_address.get(dialog.address)
         if peers is not None:
@@ -198,10 +227,14 @@ class Transmitter:
         return list(self._by_address)
 
     def has_work(self, address: str) -> bool:
+        open_window = self._flight.get(address, 0) < self.window
         for dialog in self._by_address.get(address, ()):
-            if dialog.resend or dialog.head < len(dialog.unsent):
+            if dialog.resend or (open_window and dialog.head < len(dialog.unsent)):
                 return True
         return False
+
+    def in_flight_bytes(self, address: str) -> int:
+        return self._flight.get(address, 0)
 
     def has_dialogs(self, address: str) -> bool:
         """Something is in flight to ``address`` (sent or not, not yet acknowledged)."""
@@ -217,10 +250,11 @@ class Transmitter:
         peers = self._by_address.get(address)
         if not peers:
             return None
+        allow_new = self._flight.get(address, 0) < self.window
         for _ in range(len(peers)):
             dialog = peers[0]
             peers.rotate(-1)
-            picked = self._pick(dialog)
+            picked = self._pick(dialog, allow_new)
             if picked is not None:
                 msg, seq, frag, again = picked
                 count = 0
@@ -237,16 +271,21 @@ class Transmitter:
                 start = frag * self.fragment_size
                 body = msg.body if msg.count == 1 else memoryview(msg.body)[
                     start:start + self.fragment_size]
+                if not again:
+                    self._flight[address] = self._flight.get(address, 0) + max(
+                        1, -(-msg.header.message_size // msg.count))
                 return replace(msg.header, fragment_number=frag, body=body)
         return None
 
-    def _pick(self, dialog: _Dialog) -> tuple[_Message, int, int, bool] | None:
+    def _pick(self, dialog: _Dialog, allow_new: bool) -> tuple[_Message, int, int, bool] | None:
         resend = dialog.resend
         while resend:
             seq, frag = resend.pop(0)
             msg = dialog.messages.get(seq)
             if msg is not None and msg.is_unacked(frag):
                 return msg, seq, frag, True
+        if not allow_new:
+            return None
         unsent = dialog.unsent
         while dialog.head < len(unsent):
             seq = unsent[dialog.head]

@@ -546,6 +546,9 @@ class Transport:
             done += self.transmitter.on_ack(entry)
         if done:
             self.sink.acknowledged(done)
+        for address in self.transmitter.addresses():  # the window may have opened
+            if self.transmitter.has_work(address):
+                self._kick(address)
 
     def _corrupted(self, conn: _Conn, conversation_id: str, sequence: int, what: str) -> None:
         self.sink.event("Broker:Corrupted Message", "MAC mismatch", conn.peer_address,
@@ -598,7 +601,7 @@ class Transport:
             core = conn.core
             if core is None or core.peer is None or conn.closed or conn.address is None:
                 continue
-            while not conn.closed:
+            while not conn.closed and not transport.is_closing():
                 now = self.clock()
                 sent = 0
                 while transport.get_write_buffer_size() < HIGH_WATER:
