@@ -41,6 +41,7 @@ from xml.sax.saxutils import escape
 
 from pybroker.conversation import columns
 from pybroker.conversation.api import Message
+from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
 from pybroker.conversation.states import (
     INITIATOR,
     TARGET,
@@ -438,7 +439,8 @@ class _PoisonCount:
 
 
 class Messaging:
-    def __init__(self, instance: Instance, *, retry_scale: float = 1.0) -> None:
+    def __init__(self, instance: Instance, *, retry_scale: float = 1.0,
+                 endpoint_cache: int = DEFAULT_ENDPOINT_CACHE) -> None:
         if isinstance(retry_scale, bool) or not isinstance(retry_scale, (int, float)) or not (
             retry_scale > 0
         ):
@@ -446,7 +448,8 @@ class Messaging:
         self._instance = instance
         self._store = instance._store
         self.retry_scale = float(retry_scale)
-        self._endpoints: dict[str, Endpoint] = {}
+        # P7: the endpoints in use, bounded; the rest are read again from the file.
+        self._endpoints = EndpointCache(endpoint_cache)
         # RECEIVE read-ahead per queue (database_id, queue): what the file holds after the
         # last commit less what the open transaction took, kept across transactions (every
         # change to queue_messages goes through this engine: a delivery extends it, END,
@@ -500,6 +503,9 @@ class Messaging:
             ep = self._endpoints.get(handle)
             if ep is not None and ep.state == "CD":
                 del self._endpoints[handle]  # closed: nothing will read it often again
+        with self._store._lock:  # no unit of work is open: every endpoint is as saved
+            self._endpoints.used(uow.touched)
+            self._endpoints.trim()
         if uow.enqueued:
             with self._arrival:
                 self._arrival.notify_all()
@@ -626,7 +632,12 @@ class Messaging:
                         f"conversation handle {key} does not exist in this instance (never "
                         "begun, or ended WITH CLEANUP)")
                 ep = Endpoint(rows[0], persisted=True)
-                self._endpoints[key] = ep
+                if self.current() is None:  # P7: bound the cache outside units of work too
+                    with self._store._lock:
+                        self._endpoints[key] = ep
+                        self._endpoints.trim()
+                else:  # kept until the unit of work ends: callers hold what they read
+                    self._endpoints[key] = ep
         if database_id is not None and ep.database_id != database_id:
             raise ConversationError(
                 f"conversation handle {handle} is not an endpoint of this database; use the "
