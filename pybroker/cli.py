@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=None,
                    help="runs to take the median of (default: 5, 3 for pipeline)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    p.add_argument("--idle-conversations", type=int, default=None, metavar="N",
+                   help="messaging: conversations of the idle case (default 100,000, "
+                        "5,000 with --quick; 0 skips it)")
     p.add_argument("--json", action="store_true")
     return parser
 
@@ -288,7 +291,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from pybroker.bench import messaging, pipeline, routing
 
     bench = {"routing": routing, "messaging": messaging, "pipeline": pipeline}[args.name]
-    report = bench.run(repeat=args.repeat, quick=args.quick)
+    if args.idle_conversations is not None:
+        if args.name != "messaging":
+            raise UsageError("--idle-conversations goes with bench messaging")
+        if args.idle_conversations < 0:
+            raise UsageError("--idle-conversations must be 0 or more")
+        report = messaging.run(repeat=args.repeat, quick=args.quick,
+                               idle_conversations=args.idle_conversations)
+    else:
+        report = bench.run(repeat=args.repeat, quick=args.quick)
     print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
     return 0
 
