@@ -455,6 +455,9 @@ class Messaging:
         # change to queue_messages goes through this engine: a delivery extends it, END,
         # DROP QUEUE or a rollback drops it).
         self._read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
+        # Queues received from by a RECEIVE in its own transaction: the next such RECEIVE
+        # reads ahead too (a loop of them costs a statement and a commit per call).
+        self._receive_loops: set[tuple[int, str]] = set()
         self._catalogs: dict[int, DatabaseCatalog] = {}
         self._database_ids: dict[str, int] | None = None
         self._max_message_size: int | None = None
@@ -1093,8 +1096,9 @@ class Messaging:
         # WAITFOR (RECEIVE): wait without holding the instance, so others can send; only
         # possible while this thread holds no open transaction.
         can_wait = timeout > 0 and (outer is None or not outer.locked)
+        key = (database.database_id, queue)
         while True:
-            if can_wait:
+            if can_wait and not self._read_ahead_ready(key):
                 self._wait_ready(database.database_id, queue, deadline)
             with self.unit_of_work() as uow:
                 uow.activate()
@@ -1103,10 +1107,13 @@ class Messaging:
                     raise QueueDisabledError(
                         f"the service queue {queue!r} of database {database.name!r} is "
                         "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
-                key = (database.database_id, queue)
-                if key not in uow.received and key not in self._read_ahead:
+                if key not in uow.received and key not in self._read_ahead and not (
+                        outer is None and key in self._receive_loops):
                     # The first RECEIVE from the queue in this transaction (often the only
-                    # one) and nothing read ahead: one statement takes the group out.
+                    # one), nothing read ahead, and not a loop of RECEIVEs each in its own
+                    # transaction: one statement takes the group out.
+                    if outer is None:
+                        self._receive_loops.add(key)
                     template = ("conversation/retain_received_messages.sql"
                                 if settings.retention else "conversation/receive_messages.sql")
                     rows = uow.sql(template, {
@@ -1155,6 +1162,12 @@ class Messaging:
                 return rows
         (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
         return rows
+
+    def _read_ahead_ready(self, key: tuple[int, str]) -> bool:
+        """Whether messages read ahead from the queue are ready (then it has some)."""
+        with self._store._lock:
+            buffer = self._read_ahead.get(key)
+            return buffer is not None and bool(buffer.groups)
 
     def _wait_ready(self, database_id: int, queue: str, deadline: float) -> None:
         params = {"database_id": database_id, "queue_name": queue}
