@@ -12,6 +12,11 @@ calls ``used`` with those handles at commit, then ``trim``. An endpoint touched 
 unit of work (UnitOfWork.touched/new/dirty) may hold changes the file has not yet seen, so
 it is never let go: ``trim`` takes the handles to keep.
 
+The transmission state of an endpoint (P7's transmission object: retry count, next
+attempt, status, and what the wire keeps per dialog) lives on Endpoint and is written at
+commit like the rest, so it follows the same bound: per-endpoint state kept anywhere else
+in memory would have to be let go here too.
+
 Memory is then about ``capacity`` endpoints (~1 KB each with their cached route, far handle
 and permissions) however many conversations the file holds; idle ones cost only their
 rows in DuckDB.
