@@ -42,6 +42,7 @@ from xml.sax.saxutils import escape
 from pybroker.conversation import columns
 from pybroker.conversation.api import Message
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
+from pybroker.conversation.handles import new_handle
 from pybroker.conversation.states import (
     INITIATOR,
     TARGET,
@@ -700,7 +701,7 @@ class Messaging:
                 raise NotFoundError(
                     f"contract {contract!r} does not exist in database {database.name!r}")
             now = self._now()
-            handle = str(uuid.uuid4())
+            handle = new_handle()  # P7: time-ordered, see handles.py
             state = transition(INITIATOR, None, "begin").state
             ep = Endpoint((
                 handle, database.database_id, str(uuid.uuid4()), group or str(uuid.uuid4()),
@@ -880,7 +881,7 @@ class Messaging:
         now = self._now()
         if far is None:
             far = Endpoint((
-                str(uuid.uuid4()), catalog.database_id, sender.conversation_id,
+                new_handle(), catalog.database_id, sender.conversation_id,
                 str(uuid.uuid4()), False, sender.far_service, sender.service_contract_name,
                 sender.service_name, self.catalog(sender.database_id).broker_instance, None,
                 None, sender.lifetime, None, 0, 0, None, 0, 0, 0, None, None, None,
