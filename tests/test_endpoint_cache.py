@@ -170,3 +170,22 @@ def test_p7_the_same_random_workload_gives_the_same_file_with_any_cache_size(tmp
     small, large = play(2), play(10_000)
     assert len(small) > 30
     assert small == large
+
+
+def test_p7_handles_are_time_ordered_uuids(small):
+    """New endpoints sort after old ones in conversation_endpoints' primary key (handles.py:
+    DuckDB's index of it then stays on disk for idle conversations)."""
+    import uuid
+
+    handles = []
+    for _ in range(3):
+        conv = small.a.begin_dialog("SA", "SB")
+        conv.send("x")
+        handles.append(conv.handle)
+        small.clock.advance(1)
+    target = [r[0] for r in small.rows(
+        "SELECT conversation_handle FROM sys.conversation_endpoints WHERE NOT is_initiator")]
+    for handle in handles + target:
+        assert uuid.UUID(handle).version == 7, handle
+    prefixes = [h[:13] for h in handles]  # 48 bits of milliseconds
+    assert prefixes == sorted(prefixes)
