@@ -156,12 +156,15 @@ def format_report(report: dict[str, Any]) -> str:
     idle = report["idle_conversations"]
     if idle is not None:
         per = t["idle_rss_bytes_per_conversation"]
-        verdict = "met" if idle["rss_bytes_per_conversation"] <= per else "MISSED"
+        if idle["conversations"] >= 1_000_000:
+            verdict = "met" if idle["rss_bytes_per_conversation"] <= per else "MISSED"
+        else:  # the target is for 1,000,000; the cached endpoints weigh more in a short run
+            verdict = "judged at 1,000,000 only: --idle-conversations 1000000"
         lines += [
             f"idle conversations: {idle['conversations']:,} begun ({IDLE_BATCH:,} per "
             f"transaction, one message each) in a child process: RSS +"
             f"{idle['rss_growth_mb']:,.1f} MB = {idle['rss_bytes_per_conversation']:,.0f} "
-            f"bytes per conversation (target <= {per:,.0f}: {verdict}); second half "
+            f"bytes per conversation (target <= {per:,.0f} for 1,000,000: {verdict}); second half "
             f"{idle['rss_bytes_per_conversation_second_half']:,.0f} bytes per conversation; "
             f"DuckDB's own memory {idle['duckdb_memory_mb']:,.1f} MB; endpoints cached "
             f"{idle['endpoints_cached']:,} (bound {idle['endpoint_cache']:,})",
