@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=None,
                    help="runs to take the median of (default: 5, 3 for pipeline and wire)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    p.add_argument("--idle-conversations", type=int, default=None, metavar="N",
+                   help="messaging: conversations of the idle case (default 100,000, "
+                        "5,000 with --quick; 0 skips it)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--retry-scale", type=float, default=1.0,
                    help="wire: multiply the children's retry time-outs (C5) by this")
@@ -303,6 +306,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     bench: Any = {"routing": routing, "messaging": messaging, "pipeline": pipeline,
                   "wire": wire}[args.name]
+    if args.idle_conversations is not None and args.name != "messaging":
+        raise UsageError("--idle-conversations goes with bench messaging")
     if args.name == "wire":
         if not args.retry_scale > 0:
             raise UsageError("--retry-scale must be a positive number")
@@ -312,6 +317,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             profile = str(args.profile.resolve())
         report = wire.run(repeat=args.repeat, quick=args.quick,
                           retry_scale=args.retry_scale, profile_dir=profile)
+    elif args.idle_conversations is not None:
+        if args.idle_conversations < 0:
+            raise UsageError("--idle-conversations must be 0 or more")
+        report = messaging.run(repeat=args.repeat, quick=args.quick,
+                               idle_conversations=args.idle_conversations)
     else:
         report = bench.run(repeat=args.repeat, quick=args.quick)
     print(json.dumps(report, indent=2) if args.json else bench.format_report(report))

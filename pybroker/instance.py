@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from pybroker.conversation.api import Conversation, Message
+from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.conversation.engine import (
     SYSTEM_PREFIX,
     VALIDATION_CODES,
@@ -107,6 +108,7 @@ def connect(
     clock: Callable[[], float] | None = None,
     retry_scale: float = 1.0,
     worker: bool = True,
+    endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
 ) -> Instance:
     """Open (or create) the instance file at ``path``; ``None`` keeps the instance in memory.
 
@@ -114,9 +116,12 @@ def connect(
     ``retry_scale`` multiplies every retry time-out of the transmission queue (C5: 4, 8, 16,
     32, then every 64 s; 0.001 makes that milliseconds). ``worker=False`` starts no
     background worker: the delay/retry loop then runs only when ``Instance.run_pending()``
-    is called (tests drive it step by step with their clock).
+    is called (tests drive it step by step with their clock). ``endpoint_cache`` is how
+    many conversation endpoints stay in memory (the most recently used; P7): idle ones are
+    read again from the file when used.
     """
-    return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker)
+    return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
+                    endpoint_cache=endpoint_cache)
 
 
 class Instance:
@@ -129,6 +134,7 @@ class Instance:
         clock: Callable[[], float] | None = None,
         retry_scale: float = 1.0,
         worker: bool = True,
+        endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
     ) -> None:
         if path is not None and not isinstance(path, (str, Path)):
             raise BrokerError(f"path must be a file path or None, not {type(path).__name__}")
@@ -138,7 +144,8 @@ class Instance:
         self._closed = False
         self._write_depth = 0
         try:
-            self._messaging = Messaging(self, retry_scale=retry_scale)
+            self._messaging = Messaging(self, retry_scale=retry_scale,
+                                        endpoint_cache=endpoint_cache)
         except BaseException:
             self._store.close()
             raise

@@ -32,9 +32,11 @@ class Broker:
         return self.inst.sql(query, params).fetchall()
 
 
-def make_broker(path, *, retry_scale: float = 1.0, target: bool = True) -> Broker:
+def make_broker(path, *, retry_scale: float = 1.0, target: bool = True,
+                endpoint_cache: int = 10_000) -> Broker:
     clock = FakeClock()
-    inst = pybroker.connect(path, clock=clock, retry_scale=retry_scale, worker=False)
+    inst = pybroker.connect(path, clock=clock, retry_scale=retry_scale, worker=False,
+                            endpoint_cache=endpoint_cache)
     a = inst.create_database("A")
     b = inst.create_database("B")
     a.create_queue("QA")

@@ -199,6 +199,20 @@ def test_bench_messaging_quick_smoke():
     single = report["one_per_transaction"]
     assert all(single[k] > 0 for k in ("send_per_s", "receive_per_s", "receive_p50_ms"))
     assert report["targets"]["end_to_end_per_s"] == 20_000
+    drain = report["receive_own_transaction"]  # (c): one group per call, 10 conversations
+    assert drain["messages_per_receive"] == 200 and drain["end_to_end_per_s"] > 0
+    assert report["floor_receive_own_transaction"]["end_to_end_per_s"] > 0
+    idle = report["idle_conversations"]
+    assert idle["conversations"] == 5_000 and idle["begin_dialog_us"] > 0
+    assert idle["endpoints_cached"] <= idle["endpoint_cache"] == 10_000
+    assert report["load_average_1m"]["before"] >= 0
+
+
+def test_bench_idle_conversations_is_an_option_of_bench_messaging_only():
+    done = run("bench", "routing", "--idle-conversations", "5")
+    assert done.returncode == 2 and "--idle-conversations" in done.stderr
+    done = run("bench", "messaging", "--idle-conversations", "-1")
+    assert done.returncode == 2 and "--idle-conversations" in done.stderr
 
 
 def test_bench_messaging_report_reads_as_a_report():
@@ -206,9 +220,12 @@ def test_bench_messaging_report_reads_as_a_report():
 
     report = messaging.run(repeat=1, sizes={
         "messages": 60, "conversations": 6, "sends_per_transaction": 25, "max_messages": 1000,
-        "receives_per_transaction": 4, "single": 3})
+        "receives_per_transaction": 4, "single": 3, "drain_conversations": 3,
+        "idle_conversations": 0})
     text = messaging.format_report(report)
     assert "(a) 1 conversation: sent " in text and "(b) 6 conversations: sent " in text
     assert "target >= 20,000/s" in text and "floor/pybroker" in text
     assert "one message per transaction (3 each): send " in text
+    assert "(c) RECEIVE in its own transaction: 60 messages over 3 conversations" in text
+    assert "idle conversations" not in text  # 0: skipped
     assert report["many_conversations"]["messages_per_receive"] == 10

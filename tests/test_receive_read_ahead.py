@@ -282,3 +282,86 @@ def test_read_ahead_of_large_bodies_reads_fewer_messages(broker, reads, monkeypa
         got = [broker.b.receive("QB") for _ in range(12)]
     assert [g[0].message_body[:2] for g in got] == [f"{n:02d}".encode() for n in range(12)]
     assert reads[:2] == [4, 3]  # then about 3,000 bytes a read, not 8 messages
+
+
+# -- RECEIVE in its own transaction (issue 12): a loop of them reads ahead too ------------
+
+
+def test_c3_a_loop_of_receives_each_in_its_own_transaction_reads_ahead(broker, reads):
+    convs = [broker.a.begin_dialog("SA", "SB") for _ in range(5)]
+    with broker.a.transaction():
+        for i in range(3):
+            for n, conv in enumerate(convs):
+                conv.send(f"{n}:{i}")
+    count = "SELECT COUNT(*) FROM sys.queue_messages WHERE queue_name = 'QB'"
+    first = broker.b.receive("QB", max_messages=10)  # one statement: no read-ahead yet
+    assert [m.text for m in first] == ["0:0", "0:1", "0:2"]
+    assert reads == []
+    left = 12
+    for n in range(1, 5):  # the loop: read ahead, and each call commits its group
+        got = broker.b.receive("QB", max_messages=10, timeout=5)
+        assert [m.text for m in got] == [f"{n}:0", f"{n}:1", f"{n}:2"]
+        left -= 3
+        assert broker.rows(count) == [(left,)]  # C3: gone when the call returned
+    assert reads
+    assert broker.b.receive("QB", max_messages=10) == []
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_c3_p3_1_receives_in_their_own_transactions_answer_as_the_table_would(
+        broker, reads, monkeypatch, seed):
+    """RECEIVE calls each in its own transaction, mixed with sends in their own or in
+    rolled-back transactions, batched receives in transactions (some rolled back) and END
+    CONVERSATION: every RECEIVE returns the model's group; nothing is lost or doubled."""
+    monkeypatch.setattr(engine, "READ_AHEAD_FIRST", 2)
+    monkeypatch.setattr(engine, "READ_AHEAD_MAX", 8)
+    rng = random.Random(seed)
+    convs = [broker.a.begin_dialog("SA", "SB") for _ in range(10)]
+    model = QueueModel()
+    with broker.a.transaction():
+        for _ in range(40):
+            c = rng.randrange(len(convs))
+            convs[c].send(model.send(c))
+    for step in range(150):
+        action = rng.random()
+        if action < 0.45:
+            max_messages = rng.choice((1, 2, 3, 50))
+            got = broker.b.receive("QB", max_messages=max_messages,
+                                   timeout=rng.choice((0, 0.5)) if model.ready else 0)
+            assert [m.text for m in got] == model.receive(max_messages), step
+        elif action < 0.75:
+            c = rng.randrange(len(convs))
+            convs[c].send(model.send(c))
+        elif action < 0.85:
+            snap = model.snapshot()
+            with pytest.raises(Rollback), broker.b.transaction():
+                c = rng.randrange(len(convs))
+                convs[c].send(model.send(c))
+                got = broker.b.receive("QB", max_messages=2)
+                assert [m.text for m in got] == model.receive(2), step
+                raise Rollback
+            model.restore(snap)
+        elif action < 0.95:
+            with broker.b.transaction():
+                for _ in range(3):
+                    got = broker.b.receive("QB", max_messages=2)
+                    assert [m.text for m in got] == model.receive(2), step
+        else:  # the target ends a conversation: its messages leave the queue
+            c = rng.randrange(len(convs))
+            ready = [m for m in model.ready if m[0] == c]
+            if not ready:
+                continue
+            handle = broker.rows(
+                "SELECT conversation_handle FROM sys.queue_messages WHERE queue_name = 'QB' "
+                "AND CAST(message_body AS VARCHAR) = ?", [f"{c}:{ready[0][1]}"])[0][0]
+            broker.b.conversation(handle).end()
+            model.ready = [m for m in model.ready if m[0] != c]
+            convs[c] = broker.a.begin_dialog("SA", "SB")
+            model.sent[c + 1000 * (step + 1)] = 0  # a fresh conversation in slot c
+            model.sent[c] = 0
+    assert reads, "no RECEIVE read ahead: the test did not exercise it"
+    while got := broker.b.receive("QB", max_messages=4):
+        assert [m.text for m in got] == model.receive(4)
+    assert model.ready == []
+    assert broker.rows("SELECT COUNT(*) FROM sys.queue_messages WHERE queue_name = 'QB'") == [
+        (0,)]

@@ -41,6 +41,8 @@ from xml.sax.saxutils import escape
 
 from pybroker.conversation import columns
 from pybroker.conversation.api import Message
+from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
+from pybroker.conversation.handles import new_handle
 from pybroker.conversation.remote import Remote, RemoteDelivery
 from pybroker.conversation.states import (
     INITIATOR,
@@ -454,7 +456,8 @@ class _PoisonCount:
 
 
 class Messaging:
-    def __init__(self, instance: Instance, *, retry_scale: float = 1.0) -> None:
+    def __init__(self, instance: Instance, *, retry_scale: float = 1.0,
+                 endpoint_cache: int = DEFAULT_ENDPOINT_CACHE) -> None:
         if isinstance(retry_scale, bool) or not isinstance(retry_scale, (int, float)) or not (
             retry_scale > 0
         ):
@@ -462,12 +465,16 @@ class Messaging:
         self._instance = instance
         self._store = instance._store
         self.retry_scale = float(retry_scale)
-        self._endpoints: dict[str, Endpoint] = {}
+        # P7: the endpoints in use, bounded; the rest are read again from the file.
+        self._endpoints = EndpointCache(endpoint_cache)
         # RECEIVE read-ahead per queue (database_id, queue): what the file holds after the
         # last commit less what the open transaction took, kept across transactions (every
         # change to queue_messages goes through this engine: a delivery extends it, END,
         # DROP QUEUE or a rollback drops it).
         self._read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
+        # Queues received from by a RECEIVE in its own transaction: the next such RECEIVE
+        # reads ahead too (a loop of them costs a statement and a commit per call).
+        self._receive_loops: set[tuple[int, str]] = set()
         self._catalogs: dict[int, DatabaseCatalog] = {}
         self._database_ids: dict[str, int] | None = None
         self._max_message_size: int | None = None
@@ -520,6 +527,9 @@ class Messaging:
             ep = self._endpoints.get(handle)
             if ep is not None and ep.state == "CD":
                 del self._endpoints[handle]  # closed: nothing will read it often again
+        with self._store._lock:  # no unit of work is open: every endpoint is as saved
+            self._endpoints.used(uow.touched)
+            self._endpoints.trim()
         if uow.enqueued:
             with self._arrival:
                 self._arrival.notify_all()
@@ -650,7 +660,12 @@ class Messaging:
                         f"conversation handle {key} does not exist in this instance (never "
                         "begun, or ended WITH CLEANUP)")
                 ep = Endpoint(rows[0], persisted=True)
-                self._endpoints[key] = ep
+                if self.current() is None:  # P7: bound the cache outside units of work too
+                    with self._store._lock:
+                        self._endpoints[key] = ep
+                        self._endpoints.trim()
+                else:  # kept until the unit of work ends: callers hold what they read
+                    self._endpoints[key] = ep
         if database_id is not None and ep.database_id != database_id:
             raise ConversationError(
                 f"conversation handle {handle} is not an endpoint of this database; use the "
@@ -710,7 +725,7 @@ class Messaging:
                 raise NotFoundError(
                     f"contract {contract!r} does not exist in database {database.name!r}")
             now = self._now()
-            handle = str(uuid.uuid4())
+            handle = new_handle()  # P7: time-ordered, see handles.py
             state = transition(INITIATOR, None, "begin").state
             ep = Endpoint((
                 handle, database.database_id, str(uuid.uuid4()), group or str(uuid.uuid4()),
@@ -895,7 +910,7 @@ class Messaging:
         now = self._now()
         if far is None:
             far = Endpoint((
-                str(uuid.uuid4()), catalog.database_id, sender.conversation_id,
+                new_handle(), catalog.database_id, sender.conversation_id,
                 str(uuid.uuid4()), False, sender.far_service, sender.service_contract_name,
                 sender.service_name, self.catalog(sender.database_id).broker_instance, None,
                 None, sender.lifetime, None, 0, 0, None, 0, 0, 0, None, None, None,
@@ -1113,8 +1128,9 @@ class Messaging:
         # WAITFOR (RECEIVE): wait without holding the instance, so others can send; only
         # possible while this thread holds no open transaction.
         can_wait = timeout > 0 and (outer is None or not outer.locked)
+        key = (database.database_id, queue)
         while True:
-            if can_wait:
+            if can_wait and not self._read_ahead_ready(key):
                 self._wait_ready(database.database_id, queue, deadline)
             with self.unit_of_work() as uow:
                 uow.activate()
@@ -1123,10 +1139,13 @@ class Messaging:
                     raise QueueDisabledError(
                         f"the service queue {queue!r} of database {database.name!r} is "
                         "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
-                key = (database.database_id, queue)
-                if key not in uow.received and key not in self._read_ahead:
+                if key not in uow.received and key not in self._read_ahead and not (
+                        outer is None and key in self._receive_loops):
                     # The first RECEIVE from the queue in this transaction (often the only
-                    # one) and nothing read ahead: one statement takes the group out.
+                    # one), nothing read ahead, and not a loop of RECEIVEs each in its own
+                    # transaction: one statement takes the group out.
+                    if outer is None:
+                        self._receive_loops.add(key)
                     template = ("conversation/retain_received_messages.sql"
                                 if settings.retention else "conversation/receive_messages.sql")
                     rows = uow.sql(template, {
@@ -1175,6 +1194,12 @@ class Messaging:
                 return rows
         (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
         return rows
+
+    def _read_ahead_ready(self, key: tuple[int, str]) -> bool:
+        """Whether messages read ahead from the queue are ready (then it has some)."""
+        with self._store._lock:
+            buffer = self._read_ahead.get(key)
+            return buffer is not None and bool(buffer.groups)
 
     def _wait_ready(self, database_id: int, queue: str, deadline: float) -> None:
         params = {"database_id": database_id, "queue_name": queue}

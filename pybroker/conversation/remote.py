@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation import columns
+from pybroker.conversation.handles import new_handle
 from pybroker.conversation.states import TRANSITIONS, transition
 from pybroker.errors import WireError
 from pybroker.wire import dialog
@@ -471,7 +472,7 @@ class RemoteDelivery:
         now = self.m._now()
         lifetime = datetime(1970, 1, 1) + timedelta(milliseconds=f.lifetime_ms)
         ep = Endpoint((
-            str(uuid.uuid4()), catalog.database_id, f.conversation_id, str(uuid.uuid4()),
+            new_handle(), catalog.database_id, f.conversation_id, str(uuid.uuid4()),
             False, f.to_service, f.contract, f.from_service, f.from_broker_instance, None,
             None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None, f.priority, now, "",
         ), persisted=False)
