@@ -123,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="runs to take the median of (default: 5, 3 for pipeline)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--json", action="store_true")
+
+    from pybroker.fuzz import TARGETS
+
+    p = command("fuzz", "feed a decoder generated inputs and count crashes and hangs "
+                "(anything but a clean BrokerError refusal)", cmd_fuzz)
+    p.add_argument("target", choices=sorted(TARGETS), help="what to feed: "
+                   + "; ".join(f"{n}: {t.description}" for n, t in sorted(TARGETS.items())))
+    p.add_argument("--count", type=int, default=100_000, help="inputs (default 100,000)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the generator (default 1)")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds after which one input counts as a hang (default 5)")
+    p.add_argument("--json", action="store_true")
     return parser
 
 
@@ -290,6 +302,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bench = {"routing": routing, "messaging": messaging, "pipeline": pipeline}[args.name]
     report = bench.run(repeat=args.repeat, quick=args.quick)
     print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
+    return 0
+
+
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    from pybroker import fuzz
+
+    if args.count < 1:
+        raise UsageError("--count must be at least 1")
+    if not 0 < args.timeout < 3600:
+        raise UsageError("--timeout must be more than 0 and less than 3600 seconds")
+    report = fuzz.run(args.target, count=args.count, seed=args.seed, timeout=args.timeout,
+                      progress=fuzz.print_progress)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(json.dumps(report.as_dict(), indent=2) if args.json else fuzz.format_report(report))
+    if report.crashes or report.hangs:
+        print(f"{PROG}: error: {report.crashes} crash(es) and {report.hangs} hang(s) in "
+              f"{report.count:,} inputs", file=sys.stderr)
+        return 1
     return 0
 
 
