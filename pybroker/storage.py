@@ -211,8 +211,8 @@ class Store:
         if self.read_only and current < latest:
             raise StorageError(
                 f"instance file {self._target} has schema version {current} and needs "
-                f"migration to {latest}; a read-only open never migrates: open it once "
-                "for writing (for example `pybroker forwarding FILE`) first")
+                f"migration to {latest}; a read-only open never migrates: open it once for "
+                "writing first (pybroker.connect(path), or a command that changes it)")
 
     def _schema_version(self) -> int:
         row = self._con.execute(
