@@ -147,6 +147,12 @@ class Instance:
         arguments.flag("read_only", read_only)
         if read_only and path is None:
             raise InvalidArgumentError("read_only needs the path of an existing instance file")
+        if clock is not None:
+            given = clock
+
+            def clock() -> float:  # what a caller's clock says is checked too
+                return arguments.now(given())
+
         self._clock = clock or time.time
         self._store = Store(path, read_only=read_only)
         self._routing = RoutingEngine(self._store, self._clock)
@@ -366,6 +372,9 @@ class Instance:
         if self._closed:
             raise BrokerError("the instance is closed")
         check_read_only_query(query)
+        if params is not None and not isinstance(params, (list, tuple, dict)):
+            raise InvalidArgumentError(
+                f"params must be a list, a tuple or a dict, not {type(params).__name__}")
         try:
             return self._store.connection.cursor().sql(query, params=params)
         except duckdb.Error as exc:
@@ -373,6 +382,9 @@ class Instance:
             if damage is not None:
                 raise StorageError(damaged_message(str(self.path), damage)) from exc
             raise InvalidArgumentError(f"the query failed: {exc}") from exc
+        except (TypeError, ValueError, RuntimeError, UnicodeError) as exc:
+            raise InvalidArgumentError(
+                f"params cannot be bound to the query: {type(exc).__name__}") from exc
 
 
 class _Write:
@@ -771,6 +783,7 @@ class Database:
     def conversation(self, handle: str) -> Conversation:
         """The conversation endpoint of this database with that handle (e.g. to reply on a
         received message's ``conversation_handle``)."""
+        arguments.text("handle", handle, limit=64)
         ep = self._instance._messaging.endpoint(handle, self.database_id)
         return Conversation(self, ep.conversation_handle)
 

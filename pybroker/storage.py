@@ -270,7 +270,8 @@ def _explain_open_error(target: str, exc: duckdb.Error) -> str:
     if "not a valid duckdb database file" in text.lower():
         return f"cannot open instance file {target}: it is not a DuckDB database file"
     if isinstance(exc, duckdb.IOException):
-        if "permission denied" in text.lower() or "read-only file system" in text.lower():
+        if any(words in text.lower() for words in (
+                "permission denied", "read-only file system", "operation not permitted")):
             return (f"cannot open instance file {target} for writing: permission denied "
                     "(list it with the read-only commands, or fix its permissions)")
         return f"cannot open instance file {target}: the file cannot be read or written"
