@@ -333,7 +333,7 @@ class Instance:
         """
         try:
             return self._routing.route(origin, service_name, broker_instance)
-        except TypeError:  # an unhashable argument met the warm path's dict: say which
+        except (TypeError, NotFoundError):  # say which argument is wrong, when one is
             _check_key(origin, service_name, broker_instance)
             raise
 
