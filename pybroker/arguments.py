@@ -66,9 +66,9 @@ def whole_number(argument: str, value: object, *, minimum: int, maximum: int) ->
             f"{argument} must be a whole number from {minimum:,} to {maximum:,}, "
             f"not {_type(value)}")
     if not minimum <= value <= maximum:
-        raise InvalidArgumentError(
-            f"{argument} must be a whole number from {minimum:,} to {maximum:,}, not "
-            f"{_short(value)}")
+        wanted = (f"a positive whole number up to {maximum:,}" if minimum == 1
+                  else f"a whole number from {minimum:,} to {maximum:,}")
+        raise InvalidArgumentError(f"{argument} must be {wanted}, not {_short(value)}")
     return value
 
 

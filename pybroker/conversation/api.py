@@ -127,8 +127,8 @@ class Conversation:
         """END CONVERSATION [WITH ERROR = error DESCRIPTION = description | WITH CLEANUP]."""
         if error is not None:
             arguments.whole_number(
-                "error (an application error code: a positive whole number; negative codes "
-                "are the broker's, C2)", error, minimum=1, maximum=arguments.INT32_MAX)
+                "error (an application error code; negative codes are the broker's, C2)",
+                error, minimum=1, maximum=arguments.INT32_MAX)
         if description is not None:
             arguments.text("description", description, limit=MAX_DESCRIPTION_LENGTH)
         arguments.flag("cleanup", cleanup)
