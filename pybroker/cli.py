@@ -97,7 +97,10 @@ def read_tsql(source: str) -> str:
     the first bad byte."""
     if source != "-":
         return source
-    data = sys.stdin.buffer.read()
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # stdin replaced by a text stream (a test, an embedding program)
+        return sys.stdin.read()
+    data = stream.read()
     for bom, encoding in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
                           (codecs.BOM_UTF16_BE, "utf-16-be")):
         if data.startswith(bom):
