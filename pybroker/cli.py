@@ -1,13 +1,16 @@
 """The ``pybroker`` command: a DBA's view of an instance file.
 
 Exit codes: 0 success, 2 usage error (argparse's convention), 1 any other error, with one
-line on stderr that says what was wrong.
+line on stderr that says what was wrong. When the reader of stdout goes away (``pybroker
+demo | head -5``) the command stops quietly with exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -25,7 +28,28 @@ class UsageError(Exception):
     """A command line that parses but does not make sense: exit code 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (the usage itself is in ``--help``)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        _complain(f"usage error: {message} (see: {self.prog} --help)")
+        sys.exit(2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly. Point stdout at /dev/null so the
+        # interpreter's own flush at exit finds nothing to complain about.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -33,25 +57,74 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.handler(args) or 0)
+    except BrokenPipeError:
+        raise
     except UsageError as exc:
-        print(f"{PROG}: usage error: {exc}", file=sys.stderr)
+        _complain(f"usage error: {exc}")
         return 2
     except BrokerError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        _complain(f"error: {exc}")
         return 1
     except OSError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        reason = exc.strerror or type(exc).__name__
+        where = f": {exc.filename}" if exc.filename else ""
+        _complain(f"error: {reason}{where}")
         return 1
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        _complain("interrupted")
         return 1
+    except Exception as exc:  # a bug: still one line, never a traceback
+        _complain(f"error: unexpected {type(exc).__name__} (a bug in pybroker; please report "
+                  f"the command line): {exc}")
+        return 1
+
+
+def _complain(message: str) -> None:
+    """One line on stderr, whatever the message holds (newlines, surrogates)."""
+    line = " ".join(str(message).split())
+    stream = sys.stderr
+    data = f"{PROG}: {line}\n".encode(stream.encoding or "utf-8", "backslashreplace")
+    stream.flush()
+    stream.buffer.write(data) if hasattr(stream, "buffer") else stream.write(
+        data.decode(stream.encoding or "utf-8"))
+    stream.flush()
+
+
+def read_tsql(source: str) -> str:
+    """The T-SQL of ``pybroker sql``: the argument itself, or stdin for '-'. Stdin is read as
+    bytes and decoded as UTF-8 (a UTF-8 byte order mark is dropped); a UTF-16 script is
+    recognised by its byte order mark. Anything else that is not UTF-8 is refused, naming
+    the first bad byte."""
+    if source != "-":
+        return source
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # stdin replaced by a text stream (a test, an embedding program)
+        return sys.stdin.read()
+    data = stream.read()
+    for bom, encoding in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
+                          (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom):
+            data, name = data[len(bom):], encoding
+            break
+    else:
+        name = "utf-8"
+    try:
+        return data.decode(name)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BrokerError(
+            f"stdin is not {name.upper()} text: byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start} (line {line}) cannot be decoded; save the script as UTF-8") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from pybroker import __version__
+
+    parser = _Parser(
         prog=PROG,
         description="SQL Server Service Broker routing with its state in a DuckDB file.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
@@ -85,10 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--queue", required=True)
 
-    p = command("sql", "run T-SQL route DDL (CREATE/ALTER/DROP ROUTE) in a database, as one "
-                "all-or-nothing batch", cmd_sql)
+    p = command("sql", "run T-SQL DDL in a database as one all-or-nothing batch: "
+                "CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP "
+                "CONTRACT", cmd_sql)
     _file_and_database(p)
-    p.add_argument("tsql", help="the statements; '-' reads them from stdin")
+    p.add_argument("tsql", help="the statements; '-' reads them from stdin (UTF-8, or "
+                   "UTF-16 with a byte order mark)")
 
     p = command("databases", "list the databases with their broker identifiers", cmd_databases)
     p.add_argument("file", type=Path)
@@ -136,6 +211,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", type=Path, metavar="DIR",
                    help="wire: run the two instance processes under cProfile, leaving "
                    "sender.prof and receiver.prof in DIR")
+
+    from pybroker.fuzz import TARGETS
+
+    p = command("fuzz", "feed a decoder generated inputs and count crashes and hangs "
+                "(anything but a clean BrokerError refusal)", cmd_fuzz)
+    p.add_argument("target", choices=sorted(TARGETS), help="what to feed: "
+                   + "; ".join(f"{n}: {t.description}" for n, t in sorted(TARGETS.items())))
+    p.add_argument("--count", type=int, default=100_000, help="inputs (default 100,000)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the generator (default 1)")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds after which one input counts as a hang (default 5)")
+    p.add_argument("--json", action="store_true")
     return parser
 
 
@@ -144,12 +231,14 @@ def _file_and_database(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--database", required=True, help="the database to act in")
 
 
-def _open_existing(path: Path) -> Instance:
+def _open_existing(path: Path, *, read_only: bool = False) -> Instance:
+    """An instance file that exists; ``read_only`` for the commands that only look (they
+    then work on a read-only file and beside other readers, and never write)."""
     if not path.exists():
         raise BrokerError(
             f"no instance file at {path}; create one with: {PROG} create-database {path} NAME"
         )
-    return connect(path)
+    return connect(path, read_only=read_only, worker=not read_only)
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -177,7 +266,7 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.tsql == "-" else args.tsql
+    text = read_tsql(args.tsql)
     with _open_existing(args.file) as inst:
         inst.database(args.database).execute(text)
         print(f"ok: the batch ran in {args.database}")
@@ -185,7 +274,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_databases(args: argparse.Namespace) -> int:
-    with _open_existing(args.file) as inst:
+    with _open_existing(args.file, read_only=True) as inst:
         rows = [{"name": d.name, "database_id": d.database_id,
                  "broker_instance": d.broker_instance} for d in inst.databases()]
     _print_rows(rows, args.json)
@@ -193,7 +282,7 @@ def cmd_databases(args: argparse.Namespace) -> int:
 
 
 def cmd_routes(args: argparse.Namespace) -> int:
-    with _open_existing(args.file) as inst:
+    with _open_existing(args.file, read_only=True) as inst:
         databases = [inst.database(args.database)] if args.database else inst.databases()
         rows = []
         for db in databases:
@@ -206,7 +295,7 @@ def cmd_routes(args: argparse.Namespace) -> int:
 
 
 def cmd_route(args: argparse.Namespace) -> int:
-    with _open_existing(args.file) as inst:
+    with _open_existing(args.file, read_only=True) as inst:
         decision = inst.route(
             args.service, broker_instance=args.broker_instance, origin=args.origin
         )
@@ -230,7 +319,8 @@ def cmd_route(args: argparse.Namespace) -> int:
 
 
 def cmd_forwarding(args: argparse.Namespace) -> int:
-    with _open_existing(args.file) as inst:
+    changing = args.state is not None or args.size_mb is not None
+    with _open_existing(args.file, read_only=not changing) as inst:
         if args.state is not None:
             inst.forwarding = args.state == "on"
         if args.size_mb is not None:
@@ -325,6 +415,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         report = bench.run(repeat=args.repeat, quick=args.quick)
     print(json.dumps(report, indent=2) if args.json else bench.format_report(report))
+    return 0
+
+
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    from pybroker import fuzz
+
+    if args.count < 1:
+        raise UsageError("--count must be at least 1")
+    if not 0 < args.timeout < 3600:
+        raise UsageError("--timeout must be more than 0 and less than 3600 seconds")
+    report = fuzz.run(args.target, count=args.count, seed=args.seed, timeout=args.timeout,
+                      progress=fuzz.print_progress)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(json.dumps(report.as_dict(), indent=2) if args.json else fuzz.format_report(report))
+    if report.crashes or report.hangs:
+        print(f"{PROG}: error: {report.crashes} crash(es) and {report.hangs} hang(s) in "
+              f"{report.count:,} inputs", file=sys.stderr)
+        return 1
     return 0
 
 

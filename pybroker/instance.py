@@ -15,6 +15,8 @@ from typing import Any
 
 import duckdb
 
+from pybroker import arguments
+from pybroker.arguments import check_read_only_query
 from pybroker.conversation.api import Conversation, Message
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.conversation.engine import (
@@ -31,6 +33,7 @@ from pybroker.errors import (
     InvalidArgumentError,
     NotFoundError,
     RouteDefinitionError,
+    StorageError,
     WireError,
 )
 from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
@@ -44,7 +47,7 @@ from pybroker.routing.definition import (
     validate_route,
 )
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
-from pybroker.storage import Store
+from pybroker.storage import Store, damage_reason, damaged_message, translate_error
 from pybroker.wire.endpoint import (
     Endpoint,
     endpoint_identity,
@@ -109,8 +112,15 @@ def connect(
     retry_scale: float = 1.0,
     worker: bool = True,
     endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
+    read_only: bool = False,
 ) -> Instance:
     """Open (or create) the instance file at ``path``; ``None`` keeps the instance in memory.
+
+    ``read_only=True`` opens an existing instance file for reading only: nothing is written
+    (not even the catalog views), so it works on a read-only file and beside other read-only
+    readers (the DuckDB CLI with ``-readonly``); every write raises StorageError. A DuckDB
+    file that is not an instance is refused either way (pybroker never adds its tables to
+    someone else's database), and so is a damaged file.
 
     ``clock`` returns the current time as epoch seconds (tests pass a fake one).
     ``retry_scale`` multiplies every retry time-out of the transmission queue (C5: 4, 8, 16,
@@ -121,7 +131,7 @@ def connect(
     read again from the file when used.
     """
     return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
-                    endpoint_cache=endpoint_cache)
+                    endpoint_cache=endpoint_cache, read_only=read_only)
 
 
 class Instance:
@@ -135,11 +145,29 @@ class Instance:
         retry_scale: float = 1.0,
         worker: bool = True,
         endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
+        read_only: bool = False,
     ) -> None:
         if path is not None and not isinstance(path, (str, Path)):
-            raise BrokerError(f"path must be a file path or None, not {type(path).__name__}")
+            raise InvalidArgumentError(
+                f"path must be a file path or None, not {type(path).__name__}")
+        if isinstance(path, str):
+            arguments.text("path", path)
+        elif isinstance(path, Path):
+            arguments.text("path", str(path))
+        clock = arguments.clock(clock)
+        arguments.real_number("retry_scale", retry_scale, minimum=1e-9, maximum=1e9)
+        arguments.flag("worker", worker)
+        arguments.flag("read_only", read_only)
+        if read_only and path is None:
+            raise InvalidArgumentError("read_only needs the path of an existing instance file")
+        if clock is not None:
+            given = clock
+
+            def clock() -> float:  # what a caller's clock says is checked too
+                return arguments.now(given())
+
         self._clock = clock or time.time
-        self._store = Store(path)
+        self._store = Store(path, read_only=read_only)
         self._routing = RoutingEngine(self._store, self._clock)
         self._closed = False
         self._write_depth = 0
@@ -151,7 +179,7 @@ class Instance:
             raise
         self._worker: Worker | None = None
         self._endpoint: Endpoint | None = None
-        if worker:
+        if worker and not read_only:  # the worker writes (retries, timers, expiry)
             self._worker = Worker(self._messaging, self._clock)
             self._worker.start()
 
@@ -184,10 +212,16 @@ class Instance:
     def _now(self) -> datetime:
         return to_utc_datetime(self._clock())
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the instance file was opened with ``read_only=True``."""
+        return self._store.read_only
+
     def _write(self, change: CatalogChange = EVERYTHING) -> _Write:
         """One write transaction; ``change`` says which routing answers it can alter."""
         if self._closed:
             raise BrokerError("the instance is closed")
+        self._store.check_writable()
         return _Write(self, change)
 
     def _database_by_id(self, database_id: int) -> Database:
@@ -265,6 +299,9 @@ class Instance:
         clock. Returns how many conversation endpoints it acted on."""
         if self._closed:
             raise BrokerError("the instance is closed")
+        if now is not None:
+            arguments.now(now)
+        self._store.check_writable()
         return self._messaging.run_pending(now)
 
     @property
@@ -274,9 +311,8 @@ class Instance:
 
     @max_message_size.setter
     def max_message_size(self, size: int) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise InvalidArgumentError(
-                f"max_message_size must be a positive whole number of bytes: {size!r}")
+        arguments.whole_number("max_message_size", size, minimum=1,
+                               maximum=arguments.INT64_MAX)
         with self._write(NOTHING):
             self._store.run("instance/update_max_message_size.sql", {"size": size})
 
@@ -285,16 +321,19 @@ class Instance:
     def create_database(self, name: str, broker_instance: str | None = None) -> Database:
         """Create a database with its own broker identifier and AutoCreatedLocal (R1.3)."""
         check_name("database", name)
-        if name == OUTSIDE:
-            raise BrokerError(
-                "'outside' cannot name a database: it stands for messages from outside the "
-                "instance when routing"
+        if name.lower() == OUTSIDE:
+            raise InvalidArgumentError(
+                f"{name!r} cannot name a database: 'outside' (in any case) stands for "
+                "messages from outside the instance when routing"
             )
         guid = str(uuid.uuid4()) if broker_instance is None else normalize_guid(broker_instance)
         with self._write():
-            if self._store.run("instance/select_database.sql", {"name": name}):
-                raise AlreadyExistsError(f"database {name!r} already exists")
             for db in self.databases():
+                if db.name.lower() == name.lower():  # database names ignore case
+                    raise AlreadyExistsError(
+                        f"database {name!r} already exists"
+                        + ("" if db.name == name else f" as {db.name!r} (database names are "
+                           "unique without regard to case)"))
                 if db.broker_instance == guid:
                     raise AlreadyExistsError(
                         f"broker_instance {guid} is already the identifier of database "
@@ -321,9 +360,11 @@ class Instance:
         return Database(self, database_id, name, guid)
 
     def database(self, name: str) -> Database:
+        check_name("database", name)
         rows = self._store.run("instance/select_database.sql", {"name": name})
         if not rows:
-            raise NotFoundError(f"database {name!r} does not exist in this instance")
+            raise NotFoundError(f"database {name!r} does not exist in this instance"
+                                + _did_you_mean(name, [d.name for d in self.databases()]))
         database_id, db_name, guid = rows[0]
         return Database(self, database_id, db_name, guid)
 
@@ -351,8 +392,8 @@ class Instance:
 
     @forwarding_size_mb.setter
     def forwarding_size_mb(self, size_mb: int) -> None:
-        if isinstance(size_mb, bool) or not isinstance(size_mb, int) or size_mb <= 0:
-            raise BrokerError(f"forwarding_size_mb must be a positive whole number: {size_mb!r}")
+        arguments.whole_number("forwarding_size_mb", size_mb, minimum=1,
+                               maximum=arguments.INT32_MAX)
         with self._write(NOTHING):  # routing does not read the bound
             self._store.run("instance/update_forwarding_size.sql", {"size_mb": size_mb})
 
@@ -366,26 +407,60 @@ class Instance:
         ``origin`` is the database the conversation was begun in, or ``"outside"`` for a
         message that arrived from outside the instance (routed with msdb's table, R1.2).
         """
-        return self._routing.route(origin, service_name, broker_instance)
+        try:
+            return self._routing.route(origin, service_name, broker_instance)
+        except (TypeError, NotFoundError):  # say which argument is wrong, when one is
+            _check_key(origin, service_name, broker_instance)
+            raise
+
 
     def route_many(
         self, conversations: Iterable[tuple[str, str, str | None]]
     ) -> list[RouteDecision]:
         """Decide for many (origin, service_name, broker_instance) at once (one query)."""
-        return self._routing.route_many(conversations)
+        keys = arguments.sequence("conversations", conversations)
+        for index, key in enumerate(keys):
+            if not isinstance(key, (tuple, list)) or len(key) != 3:
+                raise InvalidArgumentError(
+                    f"conversations[{index}] must be an (origin, service_name, "
+                    f"broker_instance) triple, not {key!r:.60}")
+            _check_key(*key)
+        return self._routing.route_many([tuple(key) for key in keys])
 
     def explain(
         self, service_name: str, *, broker_instance: str | None = None, origin: str
     ) -> list[ExplainStep]:
         """The routing process traced, one row per step with the candidates it saw."""
+        _check_key(origin, service_name, broker_instance)
         return self._routing.explain(origin, service_name, broker_instance)
 
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
-        """Run a read-only query on the instance file (the sys.* views, route_decision()).
+        """Run one read-only query on the instance file (the sys.* views, route_decision()).
 
-        It runs on its own cursor, so it sees what is committed and never disturbs the
-        background worker or a transaction in progress on the instance's connection."""
-        return self._store.connection.cursor().sql(query, params=params)
+        Only a single SELECT (WITH ..., FROM ..., VALUES, SHOW, DESCRIBE, SUMMARIZE) is
+        run; a statement that writes, attaches, copies out, sets, installs or loads raises
+        InvalidArgumentError, as does a SELECT calling nextval() or setseed(). Changes go
+        through the API or T-SQL (``Database.execute()``), which keep routing and the
+        messaging engine in step with the file. It runs on its own cursor, so it sees what
+        is committed and never disturbs the background worker or a transaction in progress
+        on the instance's connection. A query DuckDB cannot run raises InvalidArgumentError
+        carrying DuckDB's own explanation (the query is DuckDB's SQL)."""
+        if self._closed:
+            raise BrokerError("the instance is closed")
+        check_read_only_query(query)
+        if params is not None and not isinstance(params, (list, tuple, dict)):
+            raise InvalidArgumentError(
+                f"params must be a list, a tuple or a dict, not {type(params).__name__}")
+        try:
+            return self._store.connection.cursor().sql(query, params=params)
+        except duckdb.Error as exc:
+            damage = damage_reason(exc)
+            if damage is not None:
+                raise StorageError(damaged_message(str(self.path), damage)) from exc
+            raise InvalidArgumentError(f"the query failed: {exc}") from exc
+        except (TypeError, ValueError, RuntimeError, UnicodeError) as exc:
+            raise InvalidArgumentError(
+                f"params cannot be bound to the query: {type(exc).__name__}") from exc
 
 
 class _Write:
@@ -415,7 +490,9 @@ class _Write:
         try:
             if isinstance(exc, duckdb.Error):
                 self._tx.__exit__(exc_type, exc, tb)
-                raise BrokerError(f"the change was not made: {exc}") from exc
+                store = instance._store
+                raise translate_error(exc, str(store.path or ":memory:"),
+                                      read_only=store.read_only) from exc
             result = self._tx.__exit__(exc_type, exc, tb)
         except BaseException:
             messaging.forget_endpoints()  # a conversation change inside may be undone
@@ -507,13 +584,14 @@ class Database:
         sequence of such pairs). SQL Server has no ALTER CONTRACT; neither has pybroker.
         """
         check_name("contract", name)
-        pairs = list(messages.items() if isinstance(messages, Mapping) else messages)
+        pairs = (list(messages.items()) if isinstance(messages, Mapping)
+                 else arguments.sequence("messages", messages))
         if not pairs:
             raise InvalidArgumentError(
                 f"contract {name!r} needs at least one message type (SENT BY ...)")
         usages: dict[str, tuple[bool, bool]] = {}
         for pair in pairs:
-            if not (isinstance(pair, tuple) and len(pair) == 2):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                 raise InvalidArgumentError(
                     f"a contract's messages are (message type, sent by) pairs, not {pair!r}")
             mtype, sent_by = pair
@@ -598,8 +676,12 @@ class Database:
             if not isinstance(value, bool):
                 raise BrokerError(f"{what} must be True (ON) or False (OFF), not {value!r}")
         with self._instance._write(NOTHING):  # routing reads services, not queues
-            if any(q.name == name for q in self.queues()):
-                raise AlreadyExistsError(f"queue {name!r} already exists in {self.name!r}")
+            for q in self.queues():
+                if q.name.lower() == name.lower():  # queue names ignore case
+                    raise AlreadyExistsError(
+                        f"queue {name!r} already exists in {self.name!r}"
+                        + ("" if q.name == name else f" as {q.name!r} (queue names are "
+                           "unique without regard to case)"))
             self._store.run(
                 "instance/insert_queue.sql",
                 {"database_id": self.database_id, "name": name, "status": status,
@@ -777,6 +859,7 @@ class Database:
     def conversation(self, handle: str) -> Conversation:
         """The conversation endpoint of this database with that handle (e.g. to reply on a
         received message's ``conversation_handle``)."""
+        arguments.text("handle", handle, limit=64)
         ep = self._instance._messaging.endpoint(handle, self.database_id)
         return Conversation(self, ep.conversation_handle)
 
@@ -786,6 +869,9 @@ class Database:
         """RECEIVE TOP (max_messages) FROM queue, waiting up to ``timeout`` seconds for the
         first message (WAITFOR). Returns messages of one conversation group, in order; they
         leave the queue when the transaction commits (C3)."""
+        arguments.whole_number("max_messages", max_messages, minimum=1,
+                               maximum=arguments.INT32_MAX)
+        arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
         return self._instance._messaging.receive(self, queue, max_messages, timeout)
 
     @contextlib.contextmanager
@@ -836,10 +922,15 @@ class Database:
             broker_instance=broker_instance, lifetime=lifetime, mirror_address=mirror_address,
         )
         with self._instance._write(self._route_change(definition.service_name)):
-            if self._find_route(definition.name) is not None:
+            rows = self._store.run("instance/select_route_name_any_case.sql", {
+                "database_id": self.database_id, "name": definition.name})
+            if rows:
+                same = rows[0][0] == definition.name
                 raise RouteDefinitionError(
-                    f"route {definition.name!r} already exists in database {self.name!r} "
-                    "(route names are unique per database)",
+                    f"route {definition.name!r} already exists in database {self.name!r}"
+                    + ("" if same else f" as {rows[0][0]!r}")
+                    + " (route names are unique per database"
+                    + (")" if same else ", without regard to case)"),
                     rule="R10.2",
                 )
             self._store.run("instance/insert_route.sql", self._route_params(definition))
@@ -1002,6 +1093,22 @@ class Database:
         }
 
 
+def _check_key(origin: object, service_name: object, broker_instance: object) -> None:
+    """The arguments of a routing decision, checked (the routing engine assumes them)."""
+    arguments.text("origin", origin, limit=MAX_VALUE_LENGTH)
+    check_name("service", service_name, MAX_VALUE_LENGTH)
+    if broker_instance is not None:
+        normalize_guid(broker_instance)
+
+
+def _did_you_mean(name: str, names: Iterable[str]) -> str:
+    """A hint when a name differs from an existing one only in case."""
+    for candidate in names:
+        if candidate.lower() == name.lower() and candidate != name:
+            return f"; did you mean {candidate!r}? (names are used as they were created)"
+    return ""
+
+
 def _validation_code(validation: object) -> str:
     if isinstance(validation, str) and validation.upper() in VALIDATION_CODES:
         return VALIDATION_CODES[validation.upper()]
@@ -1015,7 +1122,7 @@ def _contract_list(contracts: Iterable[str] | None) -> list[str]:
     if isinstance(contracts, str):
         raise InvalidArgumentError(
             f"contracts is a list of contract names, not the string {contracts!r}")
-    names = list(contracts)
+    names = arguments.sequence("contracts", contracts)
     for name in names:
         check_name("contract", name)
     if len(set(names)) != len(names):

@@ -1,8 +1,13 @@
 """The instance file: one DuckDB database, its migrations, and one transaction per write.
 
 Tables come from the numbered files of migrations/ (applied once each, recorded in
-schema_migrations). Views and macros come from sql/catalog/ and are replaced on every open,
-so a file always carries the definitions of the pybroker that last opened it.
+schema_migrations). Views and macros come from sql/catalog/ and are replaced on every open
+for writing, so a file always carries the definitions of the pybroker that last wrote it.
+
+An open for reading (``read_only=True``) writes nothing: it checks that the file is an
+instance at this pybroker's schema version and leaves migrations and definitions alone.
+Every DuckDB error is turned into a BrokerError here, in words of our own: a damaged file,
+a write refused by a read-only open, a value the file cannot hold.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 import duckdb
 
 from pybroker import sql_templates
-from pybroker.errors import StorageError
+from pybroker.errors import BrokerError, InvalidArgumentError, StorageError
 from pybroker.resources import migrations_dir, sql_dir
 
 # DuckDB's Python client tries to import pandas at every execute with parameters; when
@@ -40,13 +45,17 @@ def utc_now() -> datetime:
 class Store:
     """One open instance file. Not shared between processes: DuckDB locks the file."""
 
-    def __init__(self, path: str | Path | None) -> None:
+    def __init__(self, path: str | Path | None, *, read_only: bool = False) -> None:
         self.path = None if path is None else Path(path)
+        self.read_only = read_only
         target = ":memory:" if path is None else str(path)
+        self._target = target
         if self.path is not None and self.path.is_dir():
             raise StorageError(f"cannot open instance file {self.path}: it is a directory")
+        if read_only and (self.path is None or not self.path.exists()):
+            raise StorageError(f"no instance file at {target} to open read-only")
         try:
-            self._con = duckdb.connect(target)
+            self._con = duckdb.connect(target, read_only=read_only)
         except duckdb.Error as exc:
             raise StorageError(_explain_open_error(target, exc)) from exc
         # no progress bar on stdout (a long query would write one into `--json` output)
@@ -55,29 +64,54 @@ class Store:
         self._depth = 0
         self._end_callbacks: list[Callable[[bool], None]] = []
         try:
-            self._migrate()
-            self._install_definitions()
-        except duckdb.Error as exc:
+            self._check_instance()
+            if not read_only:
+                self._migrate()
+                self._install_definitions()
+        except BaseException as exc:
             self._con.close()
-            raise StorageError(f"cannot prepare instance file {target}: {exc}") from exc
+            if isinstance(exc, duckdb.Error):
+                raise self._translate(exc) from exc
+            raise
+
+    # -- errors --------------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        """Refuse a write on an instance opened read-only, before anything is attempted."""
+        if self.read_only:
+            raise StorageError(
+                f"instance file {self._target} is open read-only: reopen it without "
+                "read_only=True to change it")
+
+    def _translate(self, exc: duckdb.Error) -> BrokerError:
+        return translate_error(exc, self._target, read_only=self.read_only)
 
     # -- queries -------------------------------------------------------------------------
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> None:
         with self._lock:
-            self._con.execute(sql, params)
+            try:
+                self._con.execute(sql, params)
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
 
     def fetchall(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._con.execute(sql, params).fetchall()
+            try:
+                return self._con.execute(sql, params).fetchall()
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
 
     def fetchone(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> tuple[Any, ...] | None:
         with self._lock:
-            return self._con.execute(sql, params).fetchone()
+            try:
+                return self._con.execute(sql, params).fetchone()
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
 
     def run(
         self, template: str, params: dict[str, Any] | None = None
@@ -85,16 +119,22 @@ class Store:
         """Run a statement of sql/ (rendered without variables) with bound parameters."""
         sql = sql_templates.render(template)
         with self._lock:
-            cursor = self._con.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
+            try:
+                cursor = self._con.execute(sql, params)
+                return cursor.fetchall() if cursor.description else []
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
 
     def query(self, template: str, params: dict[str, Any] | None = None, **variables: Any):
         """Run a template of sql/ with bound parameters; returns (column names, rows)."""
         sql = sql_templates.render(template, **variables)
         with self._lock:
-            cursor = self._con.execute(sql, params)
-            columns = [d[0] for d in cursor.description]
-            return columns, cursor.fetchall()
+            try:
+                cursor = self._con.execute(sql, params)
+                columns = [d[0] for d in cursor.description]
+                return columns, cursor.fetchall()
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -107,19 +147,25 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
-            self._con.execute("BEGIN TRANSACTION")
+            self.execute("BEGIN TRANSACTION")
             self._depth = 1
             try:
                 yield
             except BaseException:
                 self._depth = 0
-                self._con.execute("ROLLBACK")
+                with contextlib.suppress(BrokerError):  # a damaged file may refuse even this
+                    self.execute("ROLLBACK")
                 for callback in self._end_callbacks:
                     callback(False)
                 raise
             else:
                 self._depth = 0
-                self._con.execute("COMMIT")
+                try:
+                    self.execute("COMMIT")
+                except BaseException:
+                    for callback in self._end_callbacks:
+                        callback(False)
+                    raise
                 for callback in self._end_callbacks:
                     callback(True)
 
@@ -147,6 +193,42 @@ class Store:
         row = self.fetchone("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
         return int(row[0]) if row else 0
 
+    def _check_instance(self) -> None:
+        """Refuse a file that is not an instance of this pybroker's schema (before anything
+        is written): a DuckDB database of someone else's, a newer schema, and for a
+        read-only open also an older one or an empty file."""
+        objects = self._con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE NOT internal "
+            "UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal"
+        ).fetchall()
+        names = {row[0] for row in objects}
+        latest = len(available_migrations())
+        if "schema_migrations" not in names:
+            if names or self.read_only:
+                what = "holds no tables" if not names else (
+                    f"holds {len(names)} table(s) or view(s) of its own, and no "
+                    "schema_migrations table")
+                raise StorageError(
+                    f"{self._target} is a DuckDB database but not a pybroker instance file "
+                    f"(it {what}); pybroker never adds its tables to another database: "
+                    "give a new file name to create an instance")
+            return  # a new file: the migrations make it an instance
+        current = self._schema_version()
+        if current > latest:
+            raise StorageError(
+                f"instance file {self._target} has schema version {current}, newer than this "
+                f"pybroker's {latest}: open it with the pybroker that wrote it")
+        if self.read_only and current < latest:
+            raise StorageError(
+                f"instance file {self._target} has schema version {current} and needs "
+                f"migration to {latest}; a read-only open never migrates: open it once for "
+                "writing first (pybroker.connect(path), or a command that changes it)")
+
+    def _schema_version(self) -> int:
+        row = self._con.execute(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        return int(row[0]) if row else 0
+
     def _migrate(self) -> None:
         has_table = self._con.execute(
             "SELECT COUNT(*) FROM duckdb_tables() "
@@ -154,11 +236,7 @@ class Store:
         ).fetchone()
         current = 0
         if has_table and has_table[0]:
-            current = int(
-                self._con.execute(
-                    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
-                ).fetchone()[0]
-            )
+            current = self._schema_version()
         for version, name, path in available_migrations():
             if version <= current:
                 continue
@@ -190,11 +268,76 @@ def available_migrations() -> list[tuple[int, str, Path]]:
 
 def _explain_open_error(target: str, exc: duckdb.Error) -> str:
     text = str(exc)
-    if "lock" in text.lower():
+    damage = damage_reason(exc)
+    if damage is not None:
+        return damaged_message(target, damage)
+    if "could not set lock on file" in text.lower():
         return (
             f"cannot open instance file {target}: it is already open in another process "
-            f"(DuckDB allows one writer per file); close that process first"
+            f"(DuckDB allows one writer, or several readers, per file); close that process "
+            "first"
         )
-    if "not a valid duckdb" in text.lower() or "database file" in text.lower():
+    if "not a valid duckdb database file" in text.lower():
         return f"cannot open instance file {target}: it is not a DuckDB database file"
-    return f"cannot open instance file {target}: {text}"
+    if isinstance(exc, duckdb.IOException):
+        if any(words in text.lower() for words in (
+                "permission denied", "read-only file system", "operation not permitted")):
+            return (f"cannot open instance file {target} for writing: permission denied "
+                    "(list it with the read-only commands, or fix its permissions)")
+        return f"cannot open instance file {target}: the file cannot be read or written"
+    return f"cannot open instance file {target}: DuckDB refused it ({type(exc).__name__})"
+
+
+_CHECKSUM = re.compile(r"does not match stored checksum \d+ in block at location (\d+)")
+_SHORT_READ = re.compile(r"could not read enough bytes from file .*location (\d+)", re.I | re.S)
+
+
+def damage_reason(exc: BaseException) -> str | None:
+    """Our words for a DuckDB error that means the file's bytes are not what DuckDB wrote,
+    or None for any other error."""
+    text = str(exc)
+    match = _CHECKSUM.search(text)
+    if match:
+        return f"the block at byte {int(match.group(1)):,} fails its checksum"
+    if "corrupt database file" in text.lower():
+        return "DuckDB found a corrupt block"
+    match = _SHORT_READ.search(text)
+    if match:
+        return f"it ends early (a block at byte {int(match.group(1)):,} is missing)"
+    if isinstance(exc, (duckdb.SerializationException, duckdb.InternalException)):
+        return "its contents cannot be read back"
+    return None
+
+
+def damaged_message(target: str, reason: str) -> str:
+    return f"instance file {target} is damaged: {reason}; restore it from a backup"
+
+
+def translate_error(exc: duckdb.Error, target: str, *, read_only: bool) -> BrokerError:
+    """A DuckDB error as a BrokerError in pybroker's words (DuckDB's text stays in the
+    chained exception, for a traceback, never in the message)."""
+    damage = damage_reason(exc)
+    if damage is not None:
+        return StorageError(damaged_message(target, damage))
+    text = str(exc)
+    if read_only and "read-only mode" in text:
+        return StorageError(
+            f"instance file {target} is open read-only: reopen it without read_only=True "
+            "to change it")
+    if isinstance(exc, (duckdb.ConversionException, duckdb.OutOfRangeException)):
+        return InvalidArgumentError(
+            "the change was not made: a value is outside what the instance file can store "
+            "(a whole number too large for its column, or a time out of range)")
+    if isinstance(exc, duckdb.ConstraintException):
+        return StorageError(
+            "the change was not made: it conflicts with what the instance file holds (a "
+            "duplicate, a missing value or a missing object)")
+    if isinstance(exc, duckdb.FatalException):
+        return StorageError(
+            f"instance file {target} can no longer be used after an earlier failure; "
+            "close the instance and open it again")
+    if isinstance(exc, duckdb.IOException):
+        return StorageError(f"instance file {target} cannot be read or written: "
+                            "the disk or the file system refused")
+    return StorageError(f"the change was not made: the instance file {target} refused "
+                        f"the operation (DuckDB {type(exc).__name__})")

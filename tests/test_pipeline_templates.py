@@ -33,6 +33,7 @@ TEMPLATES = {
     "decide_conversations": {"conversation_keys": "conversation_keys",
                              "key_options": "key_options"},
     "decision_outcomes": {"decisions": "decisions"},
+    "duplicate_conversations": {"conversations": "conversations"},
     "impact_changes": {"conversations": "conversations", "before": "before",
                        "after": "after"},
     "impact_summary": {"changes": "changes"},

@@ -248,7 +248,7 @@ def test_a_service_named_like_a_keyword_phrase_is_still_a_service():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("CREATE TABLE t (x INT)", "CREATE TABLE at line 1, column 1 is not supported: execute() "
+        ("CREATE TABLE t (x INT)", "CREATE TABLE at line 1, column 1 is not supported: pybroker "
          "runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, and CREATE/DROP "
          "CONTRACT"),
         ("CREATE EVENT NOTIFICATION n ON QUEUE q FOR QUEUE_ACTIVATION TO SERVICE 's', 'x'",

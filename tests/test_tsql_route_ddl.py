@@ -137,7 +137,7 @@ def test_an_empty_batch_holds_no_statement(text, message):
         ("create event notification n", "CREATE EVENT NOTIFICATION at line 1, column 1 is not "
          "supported"),
         ("\n  ALTER DATABASE d SET x", "ALTER DATABASE at line 2, column 3 is not supported"),
-        ("DROP SYNONYM s", "execute() runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE "
+        ("DROP SYNONYM s", "pybroker runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE "
          "and SERVICE, and CREATE/DROP CONTRACT"),
         ("DROP ROUTE r SELECT 1", "SELECT at line 1, column 14"),
         ("DROP ROUTE r; EXEC p", "EXEC at line 1, column 15"),

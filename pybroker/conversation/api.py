@@ -6,8 +6,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from pybroker import arguments
+from pybroker.arguments import text_problem
+from pybroker.errors import InvalidArgumentError
+from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name
+
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.instance import Database
+
+
+MAX_DESCRIPTION_LENGTH = 3000  # SQL Server's END CONVERSATION ... DESCRIPTION nvarchar(3000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,9 @@ class Conversation:
         ``body`` is bytes (or bytearray/memoryview); a ``str`` is sent as its UTF-8 bytes;
         None is an empty body.
         """
+        if isinstance(body, str) and (problem := text_problem(body.replace("\0", ""))):
+            raise InvalidArgumentError(f"body is not valid text: {problem}")
+        check_name("message type", message_type, MAX_VALUE_LENGTH)
         return self._messaging.send(self._database, self.handle, body, message_type)
 
     def end(
@@ -114,6 +125,13 @@ class Conversation:
         cleanup: bool = False,
     ) -> None:
         """END CONVERSATION [WITH ERROR = error DESCRIPTION = description | WITH CLEANUP]."""
+        if error is not None:
+            arguments.whole_number(
+                "error (an application error code; negative codes are the broker's, C2)",
+                error, minimum=1, maximum=arguments.INT32_MAX)
+        if description is not None:
+            arguments.text("description", description, limit=MAX_DESCRIPTION_LENGTH)
+        arguments.flag("cleanup", cleanup)
         self._messaging.end(self._database, self.handle, error, description, cleanup)
 
     def begin_timer(self, seconds: float) -> None:

@@ -118,6 +118,8 @@ class RemoteDelivery:
         self.reload()
         with store._lock:
             self._event_id = int(store.run("wire/select_max_event_id.sql")[0][0])
+            if store.read_only:
+                return
             # Rows in flight when the process stopped go again: the retry loop routes them
             # and hands them to the wire (or says why they cannot leave).
             store.run("wire/reschedule_in_flight.sql", {"now": self.m._now()})

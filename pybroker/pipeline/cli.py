@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -182,13 +181,20 @@ def cmd_impact(args: argparse.Namespace) -> int:
     if args.script is not None:
         if not args.database:
             raise _UsageError("--script needs -d/--database: the database the script runs in")
+        from pybroker.cli import read_tsql
+
         if args.script == "-":
-            script = sys.stdin.read()
+            script = read_tsql("-")  # UTF-8 (or UTF-16 with a BOM), non-UTF-8 refused
         else:
             path = Path(args.script)
             if not path.is_file():
                 raise PipelineError(f"no route script at {path}")
-            script = path.read_text(encoding="utf-8")
+            try:
+                script = path.read_bytes().decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                raise PipelineError(
+                    f"route script {path} is not UTF-8 text: byte offset {exc.start}; save "
+                    "it as UTF-8") from None
     with _engine(args) as engine:
         summary = run_impact(engine, args.conversations, args.before, args.output,
                              after=args.after, script=script, database=args.database)

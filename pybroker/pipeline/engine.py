@@ -10,6 +10,7 @@ scalar inputs are rows of a registered relation.
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import time
 from abc import ABC, abstractmethod
@@ -255,14 +256,35 @@ def _arrow_schema(table: Table):
 # -- Spark -------------------------------------------------------------------------------
 
 
+_MASTER_FORMS = re.compile(
+    r"^(local(\[(\*|[1-9][0-9]*)(,\s*[0-9]+)?\])?|local-cluster\[[0-9, ]+\]|yarn"
+    r"|(spark|k8s|mesos)://\S+)$"
+)
+
+
+def check_master_form(master: str) -> None:
+    """Refuse a master URL Spark cannot parse before Spark starts: Spark itself would print
+    a Java stack trace first."""
+    if not _MASTER_FORMS.match(master):
+        raise PipelineError(
+            f"--master {master!r} is not a Spark master URL: use local[*], local[N], "
+            "spark://host:port, yarn or k8s://https://host:port")
+
+
 def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT_S) -> None:
     """A spark://host:port master must accept a TCP connection within ``timeout`` seconds;
     otherwise SparkSession's own retries would hang for minutes."""
+    check_master_form(master)
     if not master.startswith("spark://"):
         return
     for hostport in master.removeprefix("spark://").split(","):  # HA: several masters
         parsed = urlparse(f"spark://{hostport}")
-        host, port = parsed.hostname, parsed.port or 7077
+        try:
+            host, port = parsed.hostname, parsed.port or 7077
+        except ValueError:
+            raise PipelineError(
+                f"Spark master URL {master!r}: {hostport!r} is not host:port with a port "
+                "from 1 to 65535") from None
         if not host:
             raise PipelineError(f"Spark master URL {master!r} names no host")
         try:

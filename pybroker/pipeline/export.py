@@ -22,7 +22,9 @@ def open_instance_read_only(path: Path) -> duckdb.DuckDBPyConnection:
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
-        raise PipelineError(f"cannot open instance file {path}: {exc}") from exc
+        from pybroker.storage import _explain_open_error
+
+        raise PipelineError(_explain_open_error(str(path), exc)) from exc
     con.execute("SET TimeZone = 'UTC'")  # TIMESTAMPTZ -> naive UTC TIMESTAMP
     con.execute("SET enable_progress_bar_print = false")  # never on stdout
     return con
@@ -65,6 +67,11 @@ def export_instance(file: Path, directory: Path) -> list[str]:
         version = con.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
         _write_export_info(directory, int(version[0]) if version else 0)
     except duckdb.Error as exc:
+        from pybroker.storage import damage_reason, damaged_message
+
+        damage = damage_reason(exc)
+        if damage is not None:
+            raise PipelineError(damaged_message(str(file), damage)) from exc
         raise PipelineError(f"cannot export {file}: {exc}") from exc
     finally:
         con.close()

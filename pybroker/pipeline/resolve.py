@@ -58,7 +58,20 @@ def load_routing_state(engine: Engine, directory: Path, prefix: str) -> dict[str
 
 def load_conversations(engine: Engine, path: Path, name: str = "conversations") -> str:
     engine.read_parquet(name, Path(path), CONVERSATIONS)
+    check_unique_conversations(engine, name, path)
     return name
+
+
+def check_unique_conversations(engine: Engine, name: str, path: Path) -> None:
+    """conversation_id is unique (one decision per conversation): refuse duplicates."""
+    engine.stage(f"{name}_duplicates", "pipeline/duplicate_conversations.sql", small=True,
+                 conversations=name)
+    _, rows = engine.fetch(f"{name}_duplicates")
+    if rows:
+        shown = ", ".join(f"{r[0]!r} ({r[1]} rows)" for r in rows)
+        raise PipelineError(
+            f"{path}: conversation_id must be unique, but some appear more than once: "
+            f"{shown}")
 
 
 def resolve(

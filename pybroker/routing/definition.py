@@ -7,6 +7,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from pybroker.arguments import text_problem
 from pybroker.errors import InvalidArgumentError, RouteDefinitionError
 
 MAX_NAME_LENGTH = 128  # sysname: database, queue and route names
@@ -30,6 +31,9 @@ def check_name(kind: str, name: object, limit: int = MAX_NAME_LENGTH) -> str:
         raise InvalidArgumentError(
             f"{kind} name is {len(name)} characters long; at most {limit} are allowed"
         )
+    problem = text_problem(name)
+    if problem is not None:
+        raise InvalidArgumentError(f"{kind} name is not valid text: {problem}")
     return name
 
 
@@ -60,6 +64,42 @@ def parse_network_address(address: str) -> tuple[str, int] | None:
     return match.group("host").lower(), port
 
 
+_HOST = re.compile(
+    r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-_]*[A-Za-z0-9])?)$"
+)
+
+
+def address_problem(address: str) -> str:
+    """What is wrong with a network address that ``parse_network_address`` refuses."""
+    scheme, sep, rest = address.partition("://")
+    if not sep or scheme.lower() != "tcp":
+        return "a network address begins with tcp://"
+    if rest.endswith("/"):
+        rest = rest[:-1]
+    if rest.startswith("["):
+        close = rest.find("]")
+        host, tail = (rest, "") if close < 0 else (rest[: close + 1], rest[close + 1 :])
+    else:
+        host, colon, port_text = rest.partition(":")
+        tail = colon + port_text
+    if "/" in tail:
+        return "only a trailing '/' may follow the port"
+    if not host:
+        return "the host is missing"
+    if not _HOST.match(host):
+        return (f"the host {host!r} is not a DNS name, an IPv4 address or a bracketed IPv6 "
+                "address")
+    if not tail.startswith(":") or len(tail) == 1:
+        return "the port is missing (write tcp://host:port, by convention port 4022)"
+    port_text = tail[1:]
+    if not port_text.isascii() or not port_text.isdigit():
+        return f"the port {port_text!r} is not a number"
+    port = int(port_text)
+    if not 0 < port < 65536:
+        return f"the port {port} is outside 1-65535"
+    return "it is not of the form tcp://host:port"  # pragma: no cover - parse would accept
+
+
 @dataclass(frozen=True, slots=True)
 class RouteDefinition:
     """A route as validated, ready to store. lifetime is seconds from now (None: never)."""
@@ -86,6 +126,9 @@ def _value(clause: str, value: object) -> str | None:
             f"{clause} is {len(value)} characters long; at most {MAX_VALUE_LENGTH} are allowed",
             rule="R10.2",
         )
+    problem = text_problem(value)
+    if problem is not None:
+        raise RouteDefinitionError(f"{clause} is not valid text: {problem}", rule="R10.2")
     return value
 
 
@@ -115,7 +158,8 @@ def validate_route(
         addr = addr.upper()
     elif parse_network_address(addr) is None:
         raise RouteDefinitionError(
-            f"ADDRESS {addr!r} is none of 'LOCAL', 'TRANSPORT' or tcp://host:port",
+            f"ADDRESS {addr!r} is none of 'LOCAL', 'TRANSPORT' or tcp://host:port: "
+            f"{address_problem(addr)}",
             rule="R10.2",
         )
     if broker is not None:
@@ -143,7 +187,8 @@ def validate_route(
         mirror_parts = parse_network_address(mirror)
         if mirror_parts is None:
             raise RouteDefinitionError(
-                f"MIRROR_ADDRESS {mirror!r} is not a tcp://host:port address", rule="R10.2"
+                f"MIRROR_ADDRESS {mirror!r} is not a tcp://host:port address: "
+                f"{address_problem(mirror)}", rule="R10.2"
             )
         if mirror_parts == parse_network_address(addr):
             raise RouteDefinitionError(

@@ -10,6 +10,7 @@ the text.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Literal
@@ -21,6 +22,9 @@ Kind = Literal["word", "identifier", "string", "number", "symbol", "end"]
 _SYMBOLS = frozenset("=,;()+-.*/<>!%&|^~:")
 _DIGITS = frozenset("0123456789")
 _SHOWN_CHARACTERS = 40  # a long string or name is shortened in messages
+_WHERE = "\x00where\x00"  # stands for the position in a message until it is known
+_BOM = "\ufeff"
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +77,22 @@ def tokenize(text: str) -> list[Token]:
         return line + 1, at - start + 1
 
     def error(message: str, at: int) -> TsqlSyntaxError:
+        # The message holds the offending text itself (which may contain braces), so the
+        # position is put in by replacement, never by str.format.
         line, column = position(at)
-        return TsqlSyntaxError(message.format(where=f"line {line}, column {column}"))
+        return TsqlSyntaxError(message.replace(_WHERE, f"line {line}, column {column}", 1))
+
+    bad = _NOT_TEXT.search(text)
+    if bad is not None:
+        ch = bad.group()
+        what = "a NUL character" if ch == "\0" else f"a lone surrogate U+{ord(ch):04X}"
+        raise error(f"{what} at {_WHERE} is not text: T-SQL must be valid Unicode "
+                    "(encodable as UTF-8) without NUL characters", bad.start())
 
     tokens: list[Token] = []
     i, n = 0, len(text)
+    if text.startswith(_BOM):
+        i = 1  # a script saved "with signature": the byte order mark is no part of the text
     while i < n:
         ch = text[i]
         if ch.isspace():
@@ -91,7 +106,8 @@ def tokenize(text: str) -> list[Token]:
         if text.startswith("/*", i):
             i = _block_comment_end(text, i)
             if i < 0:
-                raise error("unterminated /* comment starting at {where}: expected '*/'", start)
+                raise error(f"unterminated /* comment starting at {_WHERE}: expected '*/'",
+                            start)
             continue
         quote = ""
         if ch == "'":
@@ -102,7 +118,7 @@ def tokenize(text: str) -> list[Token]:
             found = _quoted(text, i + len(quote), "'")
             if found is None:
                 raise error(
-                    "unterminated string starting at {where}: expected a closing ' "
+                    f"unterminated string starting at {_WHERE}: expected a closing ' "
                     "(write '' for a quote inside a string)",
                     start,
                 )
@@ -114,7 +130,7 @@ def tokenize(text: str) -> list[Token]:
             found = _quoted(text, i + 1, close)
             if found is None:
                 raise error(
-                    f"unterminated quoted identifier starting at {{where}}: expected a closing "
+                    f"unterminated quoted identifier starting at {_WHERE}: expected a closing "
                     f"{close} (write {close * 2} for one inside the name)",
                     start,
                 )
@@ -138,7 +154,7 @@ def tokenize(text: str) -> list[Token]:
             tokens.append(Token("symbol", ch, *position(start)))
             continue
         raise error(
-            f"unexpected character {ch!r} at {{where}}: expected a keyword, a name, "
+            f"unexpected character {ch!r} at {_WHERE}: expected a keyword, a name, "
             "a 'string', a number, '=', ',' or ';'",
             start,
         )

@@ -162,7 +162,7 @@ class Parser(Generic[S]):
         groups: dict[str, list[str]] = {}
         for kind, verbs in verbs_of.items():
             groups.setdefault(verbs, []).append(kind)
-        return "execute() runs only " + ", and ".join(
+        return "pybroker runs only " + ", and ".join(
             f"{verbs} {_listed(kinds, 'and')}" for verbs, kinds in groups.items()
         )
 
@@ -194,7 +194,7 @@ class Parser(Generic[S]):
             raise UnsupportedStatementError(
                 f"GO at {verb.where} is not supported: it is a batch separator of client tools "
                 "(sqlcmd, SSMS), not T-SQL; expected ';' or the next statement. Pass each batch "
-                "to execute() on its own"
+                "on its own"
             )
         if verb.is_word(*_OTHER_STATEMENT_WORDS):
             raise UnsupportedStatementError(

@@ -1,0 +1,157 @@
+"""The boundary where the public API checks its arguments.
+
+Every value a caller hands to pybroker passes one of these checks before it reaches the
+routing engine, the messaging engine or DuckDB, so a call either works or raises an
+:class:`~pybroker.errors.InvalidArgumentError` that names the argument and says what it
+must be. The ranges are those the instance file can hold (``INTEGER`` columns are 32-bit,
+``BIGINT`` 64-bit); text must encode as UTF-8 (no lone surrogates, which Python allows in a
+``str`` and DuckDB refuses) and hold no NUL character (which no SQL Server name or
+nvarchar value of Service Broker's catalog holds either).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pybroker.errors import InvalidArgumentError
+
+INT32_MAX = 2**31 - 1  # an INTEGER column: error codes, forwarding_size_mb
+INT64_MAX = 2**63 - 1  # a BIGINT column: max_message_size, sequence numbers
+MAX_SECONDS = 2**31  # C1: the default and longest conversation lifetime, in seconds
+MAX_EPOCH_SECONDS = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last time DuckDB stores
+
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` is not text pybroker can store, or None when it is."""
+    bad = _NOT_TEXT.search(value)
+    if bad is None:
+        return None
+    ch = bad.group()
+    if ch == "\x00":
+        return f"it contains a NUL character (at position {bad.start()})"
+    return (f"it contains the lone surrogate U+{ord(ch):04X} (at position {bad.start()}), "
+            "which is not valid Unicode and cannot be encoded as UTF-8 (on the command line "
+            "this is an argument that is not UTF-8)")
+
+
+def text(argument: str, value: object, *, limit: int | None = None,
+         empty: bool = False) -> str:
+    """A string that encodes as UTF-8, holds no NUL, and is at most ``limit`` characters."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{argument} must be a string, not {_type(value)}")
+    if not empty and not value:
+        raise InvalidArgumentError(f"{argument} must not be empty")
+    if limit is not None and len(value) > limit:
+        raise InvalidArgumentError(
+            f"{argument} is {len(value)} characters long; at most {limit} are allowed")
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidArgumentError(f"{argument} is not valid text: {problem}")
+    return value
+
+
+def optional_text(argument: str, value: object, *, limit: int | None = None) -> str | None:
+    return None if value is None else text(argument, value, limit=limit)
+
+
+def whole_number(argument: str, value: object, *, minimum: int, maximum: int) -> int:
+    """An ``int`` (not a bool) from ``minimum`` to ``maximum``, both included."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(
+            f"{argument} must be a whole number from {minimum:,} to {maximum:,}, "
+            f"not {_type(value)}")
+    if not minimum <= value <= maximum:
+        wanted = (f"a positive whole number up to {maximum:,}" if minimum == 1
+                  else f"a whole number from {minimum:,} to {maximum:,}")
+        raise InvalidArgumentError(f"{argument} must be {wanted}, not {_short(value)}")
+    return value
+
+
+def real_number(argument: str, value: object, *, minimum: float, maximum: float) -> float:
+    """A finite ``int`` or ``float`` (not a bool, not NaN) from ``minimum`` to ``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentError(
+            f"{argument} must be a number from {minimum:g} to {maximum:g}, not {_type(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidArgumentError(f"{argument} must be a finite number, not {value!r}")
+    if not minimum <= value <= maximum:
+        raise InvalidArgumentError(
+            f"{argument} must be a number from {minimum:g} to {maximum:g}, not {_short(value)}")
+    return float(value)
+
+
+def flag(argument: str, value: object, *, none: bool = False) -> bool | None:
+    """True or False (and None when ``none`` allows it); 1 and 0 are not flags."""
+    if value is None and none:
+        return None
+    if not isinstance(value, bool):
+        allowed = "True, False or None" if none else "True or False"
+        raise InvalidArgumentError(f"{argument} must be {allowed}, not {_short(value)}")
+    return value
+
+
+def sequence(argument: str, value: object) -> list[Any]:
+    """A list, tuple or other iterable of items, but not a string or bytes (a common slip:
+    a single name where a list of names is wanted)."""
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(
+            f"{argument} must be a list, not the {_type(value)} {_short(value)}")
+    if isinstance(value, dict) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{argument} must be a list, not {_type(value)}")
+    return list(value)
+
+
+def clock(value: object) -> Callable[[], float] | None:
+    """``connect(clock=...)``: None or a callable returning epoch seconds."""
+    if value is not None and not callable(value):
+        raise InvalidArgumentError(
+            f"clock must be a function returning epoch seconds (or None), not {_type(value)}")
+    return value  # type: ignore[return-value]
+
+
+def now(value: object) -> float:
+    """What a clock says, checked: epoch seconds DuckDB can store as a time."""
+    return real_number("the clock's time", value, minimum=0.0, maximum=MAX_EPOCH_SECONDS)
+
+
+_SIDE_EFFECT_FUNCTIONS = re.compile(r"\b(nextval|setseed)\s*\(", re.IGNORECASE)
+
+
+def check_read_only_query(query: object) -> str:
+    """``Instance.sql()``: one SELECT, nothing that writes (see its docstring)."""
+    import duckdb
+
+    text("query", query)
+    assert isinstance(query, str)
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as exc:
+        raise InvalidArgumentError(f"the query is not valid DuckDB SQL: {exc}") from exc
+    if len(statements) != 1:
+        raise InvalidArgumentError(
+            f"Instance.sql() runs exactly one read-only query, not {len(statements)} "
+            "statements")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise InvalidArgumentError(
+            f"Instance.sql() is read-only: a {kind.name} statement is refused (it could "
+            "change the instance file or what is outside it); change the instance through "
+            "the API or Database.execute()")
+    if _SIDE_EFFECT_FUNCTIONS.search(query):
+        raise InvalidArgumentError(
+            "Instance.sql() is read-only: nextval() and setseed() change state")
+    return query
+
+
+def _type(value: object) -> str:
+    return type(value).__name__
+
+
+def _short(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
