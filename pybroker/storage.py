@@ -13,9 +13,7 @@ a write refused by a read-only open, a value the file cannot hold.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -27,12 +25,6 @@ import duckdb
 from pybroker import sql_templates
 from pybroker.errors import BrokerError, InvalidArgumentError, StorageError
 from pybroker.resources import migrations_dir, sql_dir
-
-# DuckDB's Python client tries to import pandas at every execute with parameters; when
-# pandas is not installed the failed import searches the disk each time (14 % of the wire's
-# writer thread in a profile). A module known missing fails at once.
-if importlib.util.find_spec("pandas") is None:
-    sys.modules.setdefault("pandas", None)  # type: ignore[arg-type]
 
 _MIGRATION_NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 

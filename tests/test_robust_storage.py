@@ -177,9 +177,9 @@ def test_a_read_only_open_refuses_what_it_cannot_read_without_writing(tmp_path):
     assert not (tmp_path / "absent.duckdb").exists()
     old = build(tmp_path / "old.duckdb")
     with duckdb.connect(str(old)) as con:  # as if written before migration 2 existed
-        con.execute("DELETE FROM schema_migrations WHERE version = 2")
+        con.execute("DELETE FROM schema_migrations WHERE version >= 2")
     before = digest(old)
-    with pytest.raises(StorageError, match="needs migration to 2; a read-only open never"):
+    with pytest.raises(StorageError, match=r"needs migration to \d+; a read-only open never"):
         pybroker.connect(old, read_only=True)
     assert digest(old) == before
     with duckdb.connect(str(old)) as con:  # as if written by a newer pybroker

@@ -122,7 +122,7 @@ class RemoteDelivery:
                 return
             # Rows in flight when the process stopped go again: the retry loop routes them
             # and hands them to the wire (or says why they cannot leave).
-            store.run("wire/reschedule_in_flight.sql", {"now": self.m._now()})
+            store.run("wire/reschedule_in_flight.sql")
             store.run("wire/delete_connections.sql")
 
     def reload(self) -> None:
