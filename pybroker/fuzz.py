@@ -289,6 +289,36 @@ register("tsql", Target(
 ))
 
 
+def generate_frames(rng: random.Random) -> bytes:
+    """Mutated valid frames (any type: HELLO, the handshake; MESSAGE; ACK and NOTICE
+    payloads; one to three spliced, one in ten left valid), or arbitrary bytes."""
+    from pybroker.wire import frames, fuzzing
+
+    if rng.random() < 0.1:
+        return rng.randbytes(rng.randint(0, 64))
+    data = b"".join(frames.encode(fuzzing.sample_frame(rng)) for _ in range(rng.randint(1, 3)))
+    return data if rng.random() < 0.1 else fuzzing.mutate(data, rng)
+
+
+def _decode_frames(data: bytes) -> int:
+    """The network's decoder, whole and byte by byte: frames out or FrameError."""
+    from pybroker.wire import frames
+
+    decoder = frames.FrameDecoder(65536)
+    count = len(decoder.feed(data))
+    piecewise = frames.FrameDecoder(65536)
+    for i in range(len(data)):
+        piecewise.feed(data[i:i + 1])
+    return count
+
+
+register("frames", Target(
+    "mutated and arbitrary wire frames (HELLO, MESSAGE, ACK, NOTICE, ...) through the frame "
+    "decoder, whole and byte by byte",
+    generate_frames, _decode_frames,
+))
+
+
 def print_progress(report: Report) -> None:
     if sys.stderr.isatty():
         print(f"\r{report.count:,} inputs, {report.inputs_per_second:,.0f}/s, "

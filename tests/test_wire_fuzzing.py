@@ -67,3 +67,12 @@ def test_fuzz_frames_reports_a_connection_that_raises(monkeypatch) -> None:
     monkeypatch.setattr(adjacent.AdjacentConnection, "_frame_received", broken)
     with pytest.raises(KeyError):
         fuzz_frames(frames.encode(frames.Keepalive()))
+
+
+def test_pybroker_fuzz_frames_finds_nothing_in_a_short_fixed_run():
+    """The short version of `pybroker fuzz frames --count 1000000` (README, Reliability)."""
+    from pybroker import fuzz
+
+    report = fuzz.run("frames", count=3000, seed=7)
+    assert report.count == 3000 and report.crashes == 0 and report.hangs == 0
+    assert report.refused > 0 and report.accepted > 0  # both outcomes are exercised
