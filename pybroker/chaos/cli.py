@@ -104,7 +104,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         failed |= bool(result["crashes"])
         if not args.json:
             print(f"{name}: {result['inputs']} inputs in {result['seconds']} s, "
-                  f"{result['decoded']} decoded, {result['rejected']} FrameError, "
+                  f"{result['decoded']} accepted, {result['rejected']} refused, "
                   f"{result['crashes']} crashes, slowest {result['slowest_ms']} ms",
                   flush=True)
             for c in result["examples"]:
