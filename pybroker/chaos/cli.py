@@ -83,6 +83,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_body=args.max_body, big_every=args.big_every, fragment_size=args.fragment_size,
         batch=args.batch, retry_scale=args.retry_scale, drain_timeout=args.drain_timeout,
         directory=args.dir)
+    import signal
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt  # the run stops its processes on the way out
+
+    signal.signal(signal.SIGTERM, interrupted)
     report = runner.run(options, log=(lambda _t: None) if args.json else None)
     print(json.dumps(report, indent=1) if args.json else runner.summary(report))
     return 0 if report["verdict"]["valid"] else 1

@@ -263,11 +263,12 @@ class ChaosRun:
             drained = self.heal()
             heal_end = time.monotonic()
         finally:
-            for node in self.nodes.values():
-                self.stop(node)
-            if self.proxies is not None:
-                fault_counts = self.proxies.counts()
-                self.proxies.close()
+            with _signals_ignored():  # a second ^C must not leave children behind
+                for node in self.nodes.values():
+                    self.stop(node)
+                if self.proxies is not None:
+                    fault_counts = self.proxies.counts()
+                    self.proxies.close()
         verdict = self.check()
         report = {
             "options": {**asdict(o), "faults": list(o.faults), "encryption": o.encryption},
@@ -396,6 +397,21 @@ class ChaosRun:
                             targets.get(handle, f"unknown handle {handle}"), order, seq,
                             status, b.conversation_id, b.sequence, b.ok))
         return checker.check(sent, received)
+
+
+@contextlib.contextmanager
+def _signals_ignored():
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def summary(report: dict[str, Any]) -> str:
