@@ -38,6 +38,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     q.add_argument("--faults", default="all",
                    help=f"comma-separated, 'all' or 'none': {','.join(FAULTS)}. A frame fault "
                    "(drop, duplicate, reorder, flip) runs the endpoints without TLS")
+    q.add_argument("--fault-direction", choices=("both", "up", "down"), default="both",
+                   help="faults on the bytes toward the listening instance (up), back "
+                   "(down) or both (default)")
     q.add_argument("--fault-rate", type=float, default=1.0,
                    help="multiply the faults' probabilities")
     q.add_argument("--max-body", type=int, default=2 * 2**20,
@@ -80,6 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed, instances=args.instances, messages=args.messages,
         duration=args.duration, conversations=args.conversations, kills=args.kills,
         pauses=args.pauses, faults=faults, fault_rate=args.fault_rate,
+        fault_direction=args.fault_direction,
         max_body=args.max_body, big_every=args.big_every, fragment_size=args.fragment_size,
         batch=args.batch, retry_scale=args.retry_scale, drain_timeout=args.drain_timeout,
         directory=args.dir)

@@ -284,6 +284,9 @@ class Proxy:
                 if f.blackhole and rng.random() < f.blackhole:
                     self.counts["blackhole"] += 1
                     blackhole_until = now + f.blackhole_time
+                    # the stream lost bytes: it is cut when the black hole ends
+                    asyncio.get_running_loop().call_later(
+                        f.blackhole_time, lambda: self._cut(link, reset=True))
                     continue
                 if f.reset and rng.random() < f.reset:
                     self.counts["reset"] += 1

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class Options:
     pauses: int = 1  # SIGSTOP/SIGCONT pauses of each instance
     faults: tuple[str, ...] = proxy.FAULTS
     fault_rate: float = 1.0
+    fault_direction: str = "both"  # up | down | both
     max_body: int = 2 * 2**20  # the largest body; one in big_every is between /8 and this
     big_every: int = 100
     fragment_size: int = 64 * 1024
@@ -247,6 +248,7 @@ class ChaosRun:
         self.started = t0
         config = self.setup()
         faults = proxy.preset(set(o.faults), o.fault_rate) if o.faults else proxy.NONE
+        faults = replace(faults, direction=o.fault_direction)
         self.proxies = proxy.ProxyGroup(o.seed)
         report: dict[str, Any] = {}
         try:
