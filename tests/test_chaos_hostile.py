@@ -138,3 +138,28 @@ def test_hostile_peer_without_tls_changes_nothing(tmp_path):
                 s.close()
         a.close()
         b.close()
+
+
+def test_a_liar_without_tls_cannot_become_the_path_to_the_peer_it_names(tmp_path):
+    """Without TLS a HELLO proves nothing (key ids are public): a peer that connects first,
+    claiming A's key id and A's address, must not become B's way to A, or B's replies to A
+    would go to it (never acknowledged, resent to it while it stays)."""
+    a, b, shop, stock = instance_pair(tmp_path, encryption=False)
+    liar = None
+    try:
+        a_key = certificates.certificate_info(a.certificate).key_id
+        liar = socket.create_connection(("127.0.0.1", b.endpoint.port), timeout=5)
+        liar.sendall(frames.encode(frames.Hello(str(uuid.uuid4()), (),
+                                                frames.DEFAULT_MAX_BODY,
+                                                a.endpoint.address, a_key)))
+        assert isinstance(_read_frames(liar, 1)[0], frames.Hello)
+        conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        conv.send(b"<order/>", message_type=ORDER)
+        got = drain(stock, "StockQueue", 1)[0]
+        stock.conversation(got.conversation_handle).send(b"<reply/>", message_type=ORDER)
+        assert drain(shop, "ShopQueue", 1, timeout=30)[0].message_body == b"<reply/>"
+    finally:
+        if liar is not None:
+            liar.close()
+        a.close()
+        b.close()
