@@ -65,3 +65,12 @@ def test_bodies_are_deterministic_and_self_describing():
     assert check_body(a[:-1]).ok is False
     assert check_body(b"garbage").ok is False and check_body(None).ok is False
     assert split(10, 3) == [4, 3, 3] and sum(split(100_001, 7)) == 100_001
+
+
+def test_a_held_message_is_not_out_of_order_but_incomplete():
+    rows = _rows([0, 1, 5, 2, 3])
+    held = Received(CONV, rows[2].queuing_order, 5, 2, CONV, 5, True)
+    v = check([Sent(CONV, "A->B", 6, frozenset({4}))], [*rows[:2], held, *rows[3:]])
+    assert (v.out_of_order, v.incomplete, v.lost) == (0, 1, 0)
+    released = check([Sent(CONV, "A->B", 6)], _rows([0, 1, 2, 3, 4, 5]))
+    assert released.valid

@@ -54,6 +54,10 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     q.add_argument("--dir", default=None, help="run directory (default: a new temporary one)")
     q.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    q = sub_command("check", "run the checker again over a run directory whose processes "
+                    "are stopped (an interrupted run, say)", cmd_check)
+    q.add_argument("dir")
+
     q = sub_command("fuzz", "feed the wire decoders arbitrary and mutated valid inputs: only "
                     "FrameError may come out (0 crashes, 0 hangs)", cmd_fuzz)
     q.add_argument("--target", default="all",
@@ -96,6 +100,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = runner.run(options, log=(lambda _t: None) if args.json else None)
     print(json.dumps(report, indent=1) if args.json else runner.summary(report))
     return 0 if report["verdict"]["valid"] else 1
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from pybroker.chaos import runner
+
+    verdict = runner.check_directory(args.dir)
+    print(json.dumps(verdict, indent=1))
+    return 0 if verdict["valid"] else 1
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:

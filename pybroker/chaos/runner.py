@@ -440,6 +440,19 @@ def summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def check_directory(directory: str | Path) -> dict[str, Any]:
+    """The checker's verdict over the files of a run directory whose processes are stopped
+    (a run that was interrupted, or one to look at again)."""
+    directory = Path(directory)
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise BrokerError(f"{directory} is not a chaos run directory: {exc}") from None
+    o = Options(instances=len(config["nodes"]), directory=str(directory))
+    verdict = ChaosRun(o).check()
+    return verdict.as_dict()
+
+
 def run(options: Options, log: Any = None) -> dict[str, Any]:
     if options.instances not in (2, 3):
         raise BrokerError("a chaos run takes 2 or 3 instances")
