@@ -27,6 +27,10 @@ from dataclasses import dataclass, replace
 from pybroker.wire.frames import AckEntry, MessageFragment
 
 DEFAULT_FRAGMENT_SIZE = 1 * 2**20  # bytes; larger messages travel as fragments (P4.1)
+# A conversation direction starts a message only while it is within this many of its lowest
+# unacknowledged one: a lost fragment then holds back (status 2 at the receiver) and brings
+# again at most this many, not the whole backlog a restart or an outage piled up.
+WINDOW = 64
 BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 
 
@@ -197,7 +201,12 @@ class Transmitter:
             msg = dialog.messages.get(seq)
             if msg is not None and frag in msg.unacked:
                 return msg, seq, frag, True
+        lowest = None
         for seq, msg in dialog.messages.items():
+            if lowest is None:
+                lowest = seq
+            elif seq - lowest >= WINDOW:
+                break
             if msg.unsent:
                 return msg, seq, msg.unsent.popleft(), False
         return None

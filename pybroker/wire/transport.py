@@ -534,6 +534,9 @@ class Transport:
             done += self.transmitter.on_ack(entry)
         if done:
             self.sink.acknowledged(done)
+            for address in self.transmitter.addresses():  # the window moved (dialog.WINDOW)
+                if self.transmitter.has_work(address):
+                    self._kick(address)
 
     def _corrupted(self, conn: _Conn, conversation_id: str, sequence: int, what: str) -> None:
         self.sink.event("Broker:Corrupted Message", "MAC mismatch", conn.peer_address,
