@@ -196,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_wire_commands(sub, command, UsageError)
 
+    from pybroker.chaos.cli import add_commands as add_chaos_commands
+
+    add_chaos_commands(sub, command, UsageError)
+
     p = command("bench", "run a benchmark (results belong in README's Performance section)",
                 cmd_bench)
     p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire"))

@@ -29,6 +29,10 @@ from pybroker.wire.frames import AckEntry, MessageFragment
 
 DEFAULT_FRAGMENT_SIZE = 1 * 2**20  # bytes; larger messages travel as fragments (P4.1)
 DEFAULT_WINDOW = 8 * 2**20  # bytes in flight (sent, unacknowledged) per next hop at most
+# A conversation direction starts a message only while it is within this many of its lowest
+# unacknowledged one: a lost fragment then holds back (status 2 at the receiver) and brings
+# again at most this many, not the whole backlog a restart or an outage piled up.
+WINDOW = 64
 BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 
 
@@ -287,10 +291,13 @@ class Transmitter:
         if not allow_new:
             return None
         unsent = dialog.unsent
+        lowest = next(iter(dialog.messages), None)
         while dialog.head < len(unsent):
             seq = unsent[dialog.head]
             msg = dialog.messages.get(seq)
             if msg is not None and msg.unsent < msg.count:
+                if lowest is not None and seq - lowest >= WINDOW:
+                    return None  # far enough ahead of the lowest unacknowledged message
                 msg.unsent += 1
                 return msg, seq, msg.unsent - 1, False
             dialog.head += 1

@@ -507,7 +507,10 @@ class Transport:
                                 None, f"logged in as {conn.trusted_name}")
                 if conn.address is not None:
                     self._failures.pop(conn.address, None)
-                elif event.hello.address:  # P2: one connection per peer serves both ways
+                elif event.hello.address and self.settings.encryption:
+                    # P2: one connection per peer serves both ways. Not without TLS: there a
+                    # HELLO proves nothing (key ids are public), and a liar naming a peer's
+                    # address would become our path to that peer
                     with contextlib.suppress(WireError):
                         hop = next_hop(event.hello.address)
                         if hop not in self._outbound and hop not in self._connecting:

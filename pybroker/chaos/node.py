@@ -1,0 +1,126 @@
+"""One instance of a chaos run, as its own process:
+
+    python -m pybroker.chaos.node CONFIG.json NAME
+
+Opens its file (made by the runner: objects, trusted peers, routes to the PROXIES'
+addresses, the conversations it begins), starts its endpoint on its fixed port, and sends
+its share of the workload in transactions, paced over the run's send window. It continues
+from its own file after a SIGKILL (each conversation's ``send_sequence``), and writes a
+status file (``NAME.status.json``) twice a second for the runner. SIGTERM stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pybroker.chaos.workload import make_body
+
+
+def _write_status(path: Path, status: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status))
+    os.replace(tmp, path)
+
+
+def run(config_path: Path, name: str) -> int:
+    from pybroker.errors import BrokerError
+    from pybroker.instance import connect
+
+    config = json.loads(config_path.read_text())
+    me = config["nodes"][name]
+    run_dir = config_path.parent
+    status_path = run_dir / f"{name}.status.json"
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    inst = connect(me["file"], retry_scale=config["retry_scale"])
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the port of a killed predecessor may take a moment to free
+            try:
+                inst.start_endpoint(me["port"], encryption=config["encryption"],
+                                    fragment_size=config["fragment_size"],
+                                    idle_timeout=config.get("idle_timeout"))
+                break
+            except BrokerError:
+                if time.monotonic() > deadline or stop.is_set():
+                    raise
+                time.sleep(0.2)
+        db = inst.database(me["database"])
+        plan: dict[str, int] = me["plan"]
+        rows = inst.sql("SELECT conversation_handle, send_sequence FROM "
+                        "sys.conversation_endpoints WHERE is_initiator").fetchall()
+        next_seq = {h: s for h, s in rows if h in plan}
+        ids = dict(inst.sql("SELECT conversation_handle, conversation_id FROM "
+                            "sys.conversation_endpoints WHERE is_initiator").fetchall())
+        planned = sum(plan.values())
+        seed, big_every, max_body = config["seed"], config["big_every"], config["max_body"]
+        start, window = config["start"], max(0.001, config["send_window"])
+        batch, batch_bytes = config["batch"], 8 * 2**20
+        handles = sorted(plan)
+        turn = 0
+        last_status = 0.0
+        print(f"{name}: pid {os.getpid()} serving on {inst.endpoint.address}, "
+              f"{sum(next_seq.values())} of {planned} sent before", flush=True)
+        while not stop.is_set():
+            sent = sum(next_seq.values())
+            due = planned * min(1.0, (time.time() - start) / window)
+            if sent < planned and sent < due:
+                todo: list[tuple[str, int, bytes]] = []
+                size = 0
+                tried = 0
+                while len(todo) < batch and size < batch_bytes and tried < len(handles):
+                    h = handles[turn % len(handles)]
+                    turn += 1
+                    seq = next_seq[h] + sum(1 for t in todo if t[0] == h)
+                    if seq >= plan[h]:
+                        tried += 1
+                        continue
+                    tried = 0
+                    body = make_body(seed, ids[h], seq, big_every=big_every,
+                                     max_body=max_body)
+                    todo.append((h, seq, body))
+                    size += len(body)
+                with db.transaction():
+                    for h, _seq, body in todo:
+                        db.conversation(h).send(body, message_type=config["message_type"])
+                for h, _seq, _body in todo:
+                    next_seq[h] += 1
+            else:
+                stop.wait(0.05)
+            now = time.monotonic()
+            if now - last_status >= 0.5:
+                last_status = now
+                tq = inst.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0]
+                queued = inst.sql("SELECT count(*) FROM sys.queue_messages").fetchone()[0]
+                _write_status(status_path, {
+                    "pid": os.getpid(), "time": time.time(), "sent": sum(next_seq.values()),
+                    "planned": planned, "tq": tq, "queued": queued})
+    finally:
+        inst.close()
+    print(f"{name}: stopped", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m pybroker.chaos.node CONFIG.json NAME", file=sys.stderr)
+        return 2
+    try:
+        return run(Path(args[0]), args[1])
+    except Exception:
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
