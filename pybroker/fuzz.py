@@ -324,3 +324,20 @@ def print_progress(report: Report) -> None:
         print(f"\r{report.count:,} inputs, {report.inputs_per_second:,.0f}/s, "
               f"{report.crashes} crashes, {report.hangs} hangs", end="", file=sys.stderr,
               flush=True)
+
+
+def _wire_target(name: str) -> Target:
+    """A decoder of pybroker.chaos.fuzz_wire: its own arbitrary and mutated valid inputs."""
+    from pybroker.chaos import fuzz_wire
+
+    def generate(rng: random.Random) -> bytes:
+        if rng.random() < 0.2:
+            return rng.randbytes(rng.randint(0, 256))
+        return fuzz_wire.mutate(fuzz_wire._valid_input(name, rng), rng)
+
+    return Target(fuzz_wire.TARGETS[name].__doc__ or f"the wire's {name} decoder",
+                  generate, fuzz_wire.TARGETS[name])
+
+
+for _name in ("handshake", "ack", "notice"):
+    register(_name, _wire_target(_name))
