@@ -7,8 +7,8 @@ memory is its own: the child reports the time of the resolve job alone (read Par
 decide, write Parquet; Spark's start-up is reported apart), its own peak RSS, and for Spark
 the JVM's peak RSS (VmHWM of /proc/<pid>/status; in local mode the JVM is also the
 executor). DuckDB runs with the pipeline's default memory limit (spilling beyond it), as
-``pipeline resolve`` does. Figures are medians of ``repeat`` runs; the Spark/DuckDB ratio compares the
-medians of the same invocation.
+``pipeline resolve`` does. Figures are medians of ``repeat`` runs; the Spark/DuckDB ratio
+compares the medians of the same invocation.
 """
 
 from __future__ import annotations
