@@ -50,6 +50,9 @@ def run(*, repeat: int = 5, quick: bool = False) -> dict[str, Any]:
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
         connect(Path(tmp) / "bench.duckdb") as inst,
     ):
+        # DuckDB prints a progress bar to stdout, terminal or not, once a query runs over
+        # 2 s (the batch does on a loaded machine): it would break --json
+        inst._store.execute("SET enable_progress_bar_print = false")
         db = _build(inst, sizes["routes"])
         keys = _keys(sizes["routes"], db.broker_instance)
         warm = [_warm(inst, keys, sizes["warm_calls"]) for _ in range(repeat)]
