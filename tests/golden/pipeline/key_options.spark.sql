@@ -79,12 +79,14 @@ WITH conversation_key AS (
     (
       r.lifetime IS NULL OR r.lifetime > k.routed_at
     ) AND q.service_name IS NULL
-), matched_before_wildcards AS (
-  /* The keys R2.1-R2.4 decide: a service route that R2.1, R2.2 or R2.3 takes (a key */
-  /* naming a broker identifier takes routes with that identifier or none; a key naming */
-  /* none takes them all), or R2.4. Wildcards are matched only for the other keys: every */
-  /* database's AutoCreatedLocal is a wildcard, so matching them for every key multiplied */
-  /* the rows of every later step. */
+), matched_by_service_route AS (
+  /* The keys R2.1-R2.3 decide: a service route that one of them takes (a key naming a */
+  /* broker identifier takes routes with that identifier or none; a key naming none takes */
+  /* them all). Wildcards are matched only for keys that neither these nor R2.4 */
+  /* (dynamic_routing) decide: every database's AutoCreatedLocal is a wildcard, so */
+  /* matching them for every key multiplied the rows of every later step. (Two anti */
+  /* joins rather than one over a UNION: Spark 4.3 fails to checkpoint a plan with that */
+  /* UNION, "key not found" in its constraint propagation.) */
   SELECT DISTINCT
     s.origin,
     s.service_name,
@@ -93,13 +95,6 @@ WITH conversation_key AS (
   FROM service_route AS s
   WHERE
     s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
-  UNION
-  SELECT
-    y.origin,
-    y.service_name,
-    y.broker_key,
-    y.routed_at
-  FROM dynamic_routing AS y
 ), match_wildcard AS (
   /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
   /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
@@ -119,15 +114,22 @@ WITH conversation_key AS (
     ON r.database_id = k.routing_database_id
     AND r.remote_service_name IS NULL
     AND r.broker_instance IS NULL
-  LEFT JOIN matched_before_wildcards AS e
+  LEFT JOIN matched_by_service_route AS e
     ON e.origin = k.origin
     AND e.service_name = k.service_name
     AND e.broker_key = k.broker_key
     AND e.routed_at = k.routed_at
+  LEFT JOIN dynamic_routing AS y
+    ON y.origin = k.origin
+    AND y.service_name = k.service_name
+    AND y.broker_key = k.broker_key
+    AND y.routed_at = k.routed_at
   WHERE
     (
       r.lifetime IS NULL OR r.lifetime > k.routed_at
-    ) AND e.origin IS NULL
+    )
+    AND e.origin IS NULL
+    AND y.origin IS NULL
 ), service_anywhere AS (
   SELECT DISTINCT
     s.name AS service_name
@@ -689,12 +691,14 @@ WHERE
     r.lifetime IS NULL OR r.lifetime > k.routed_at
   ) AND q.service_name IS NULL
 
--- stage matched_before_wildcards (read 1x)
-/* The keys R2.1-R2.4 decide: a service route that R2.1, R2.2 or R2.3 takes (a key */
-/* naming a broker identifier takes routes with that identifier or none; a key naming */
-/* none takes them all), or R2.4. Wildcards are matched only for the other keys: every */
-/* database's AutoCreatedLocal is a wildcard, so matching them for every key multiplied */
-/* the rows of every later step. */
+-- stage matched_by_service_route (read 1x)
+/* The keys R2.1-R2.3 decide: a service route that one of them takes (a key naming a */
+/* broker identifier takes routes with that identifier or none; a key naming none takes */
+/* them all). Wildcards are matched only for keys that neither these nor R2.4 */
+/* (dynamic_routing) decide: every database's AutoCreatedLocal is a wildcard, so */
+/* matching them for every key multiplied the rows of every later step. (Two anti */
+/* joins rather than one over a UNION: Spark 4.3 fails to checkpoint a plan with that */
+/* UNION, "key not found" in its constraint propagation.) */
 SELECT DISTINCT
   s.origin,
   s.service_name,
@@ -703,13 +707,6 @@ SELECT DISTINCT
 FROM service_route AS s
 WHERE
   s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
-UNION
-SELECT
-  y.origin,
-  y.service_name,
-  y.broker_key,
-  y.routed_at
-FROM dynamic_routing AS y
 
 -- stage match_wildcard (read 1x)
 /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
@@ -730,15 +727,22 @@ JOIN state_routes AS r
   ON r.database_id = k.routing_database_id
   AND r.remote_service_name IS NULL
   AND r.broker_instance IS NULL
-LEFT JOIN matched_before_wildcards AS e
+LEFT JOIN matched_by_service_route AS e
   ON e.origin = k.origin
   AND e.service_name = k.service_name
   AND e.broker_key = k.broker_key
   AND e.routed_at = k.routed_at
+LEFT JOIN dynamic_routing AS y
+  ON y.origin = k.origin
+  AND y.service_name = k.service_name
+  AND y.broker_key = k.broker_key
+  AND y.routed_at = k.routed_at
 WHERE
   (
     r.lifetime IS NULL OR r.lifetime > k.routed_at
-  ) AND e.origin IS NULL
+  )
+  AND e.origin IS NULL
+  AND y.origin IS NULL
 
 -- stage service_anywhere (read 1x)
 SELECT DISTINCT
