@@ -356,6 +356,10 @@ class SparkEngine(Engine):
         super().__init__(progress)
         self._owns_session = session is None
         self.spark = session if session is not None else spark_session(master, conf)
+        # Spark 4.3 fails to checkpoint the routing steps (a UNION ALL whose wildcard branch
+        # has anti joins: "key not found" while it propagates constraints); the steps need
+        # none of the constraints it would infer.
+        self.spark.conf.set("spark.sql.constraintPropagation.enabled", "false")
         self._views: list[str] = []
         self._persisted: list[Any] = []
 
