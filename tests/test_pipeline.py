@@ -479,13 +479,14 @@ def test_bench_pipeline_report_format():
                     "pyspark": "4", "java": "17"},
         "sizes": {"conversations": 1_000_000, "routes": 10}, "repeat": 1,
         "generate_seconds": 1.0, "distinct_keys": 5, "spark_master": "local[2]",
-        "duckdb": engine,
+        "duckdb_memory_limit": "2GB", "duckdb": engine,
         "spark": {**engine, "seconds": 8.0, "conversations_per_s": 125_000.0,
                   "jvm_peak_rss_mb": 2000.0, "startup_seconds": 9.0, "runs": [8.0]},
         "ratio_spark_to_duckdb": 4.0,
     }
     text = format_report(report)
-    assert "duckdb:        2.00 s = 500,000 conversations/s, peak RSS 300 MB" in text
+    assert "duckdb:        2.00 s = 500,000 conversations/s, peak RSS 300 MB with " \
+        "memory_limit 2GB" in text
     assert "JVM 2,000 MB" in text and "spark/duckdb:  4.00x" in text
 
 
@@ -529,3 +530,34 @@ def test_cli_impact_between_two_exports_and_traffic(tmp_path, capsys):
                  "--as-of", "2026-03-01T12:00:00Z"]) == 0
     out = capsys.readouterr().out
     assert "volume (4 rows), delayed (2 rows), stuck (2 rows), endpoints (2 rows)" in out
+
+
+def test_duckdb_runs_under_a_memory_limit_and_spills_to_its_own_directory(tmp_path):
+    # DuckDB's default limit is 80 % of RAM (a 10M-conversation resolve peaked at 16 GB)
+    with DuckDBEngine() as engine:
+        limit, temp = engine.con.execute(
+            "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
+        ).fetchone()
+        spill = engine.temp_directory
+        assert spill.is_dir() and temp == str(spill)
+    assert limit.replace(" ", "").upper() in ("1.8GIB", "1.9GIB", "2.0GIB", "2GB", "1.8GB")
+    assert not spill.exists()  # removed at close
+    with DuckDBEngine(memory_limit="500MB", temp_directory=tmp_path) as engine:
+        assert engine.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    assert tmp_path.is_dir()  # a directory given by the caller is the caller's
+    with pytest.raises(PipelineError, match="not a size"):
+        DuckDBEngine(memory_limit="lots")
+
+
+def test_cli_memory_limit_is_for_duckdb_only(tmp_path):
+    file = _state(tmp_path)
+    conv = write_rows(tmp_path / "c.parquet", CONVERSATIONS, [])
+    ok = _cli("pipeline", "resolve", str(file), str(conv), str(tmp_path / "o"),
+              "--memory-limit", "300MB")
+    assert ok.returncode == 0, ok.stderr
+    bad = _cli("pipeline", "resolve", str(file), str(conv), str(tmp_path / "o"),
+               "--memory-limit", "many")
+    assert bad.returncode == 1 and "not a size" in bad.stderr
+    spark = _cli("pipeline", "resolve", str(file), str(conv), str(tmp_path / "o"),
+                 "--engine", "spark", "--memory-limit", "1GB")
+    assert spark.returncode == 2 and "--engine duckdb only" in spark.stderr

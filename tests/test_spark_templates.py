@@ -34,6 +34,7 @@ TEMPLATES = {
     "resolve_bound_keys": {},
     "explain_bound_key": {},
     "next_route_expiry": {},
+    "select_key_inputs": {},
 }
 
 # Templates sqlglot cannot read as one DuckDB query, and why. The macros wrap

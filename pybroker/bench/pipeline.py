@@ -6,8 +6,9 @@ is a fresh child process (``python -m pybroker.bench.pipeline``) so that each en
 memory is its own: the child reports the time of the resolve job alone (read Parquet,
 decide, write Parquet; Spark's start-up is reported apart), its own peak RSS, and for Spark
 the JVM's peak RSS (VmHWM of /proc/<pid>/status; in local mode the JVM is also the
-executor). Figures are medians of ``repeat`` runs; the Spark/DuckDB ratio compares the
-medians of the same invocation.
+executor). DuckDB runs with the pipeline's default memory limit (spilling beyond it), as
+``pipeline resolve`` does. Figures are medians of ``repeat`` runs; the Spark/DuckDB ratio
+compares the medians of the same invocation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from pybroker.pipeline.engine import DEFAULT_MEMORY_LIMIT
 
 FULL = {"conversations": 10_000_000, "routes": 100_000}
 QUICK = {"conversations": 200_000, "routes": 2_000}
@@ -56,6 +59,7 @@ def run(
         "machine": _machine(), "sizes": sizes, "repeat": repeat,
         "generate_seconds": generate_s, "distinct_keys": keys,
         "spark_master": SPARK_MASTER, "spark_conf": SPARK_CONF,
+        "duckdb_memory_limit": DEFAULT_MEMORY_LIMIT,
     }
     for name, results in runs.items():
         seconds = statistics.median(r["seconds"] for r in results)
@@ -81,7 +85,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"({report['distinct_keys']:,} distinct (origin, service, broker) keys), generated in "
         f"{report['generate_seconds']:.1f} s; median of {report['repeat']} runs",
         f"duckdb:        {d['seconds']:.2f} s = {d['conversations_per_s']:,.0f} "
-        f"conversations/s, peak RSS {d['peak_rss_mb']:,.0f} MB (runs {_runs(d)})",
+        f"conversations/s, peak RSS {d['peak_rss_mb']:,.0f} MB with memory_limit "
+        f"{report['duckdb_memory_limit']} (runs {_runs(d)})",
         f"spark {report['spark_master']}: {k['seconds']:.2f} s = "
         f"{k['conversations_per_s']:,.0f} conversations/s, peak RSS driver "
         f"{k['peak_rss_mb']:,.0f} MB + JVM {k['jvm_peak_rss_mb']:,.0f} MB, start-up "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.errors import PipelineError
-from pybroker.pipeline.engine import ENGINES, Engine, open_engine
+from pybroker.pipeline.engine import DEFAULT_MEMORY_LIMIT, ENGINES, Engine, open_engine
 from pybroker.pipeline.progress import Progress
 from pybroker.pipeline.schema import DECISIONS
 
@@ -54,6 +54,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                        "spark://host:port, yarn, ...")
         p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="a Spark setting, e.g. spark.sql.shuffle.partitions=200")
+        p.add_argument("--memory-limit", default=None, metavar="SIZE",
+                       help="DuckDB: the memory it may use before it spills to a temporary "
+                       f"directory, e.g. 4GB (default: {DEFAULT_MEMORY_LIMIT})")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         return p
 
@@ -105,6 +108,9 @@ _UsageError: type[Exception] = ValueError
 def _engine(args: argparse.Namespace) -> Engine:
     if args.engine != "spark" and (args.master is not None or args.conf):
         raise _UsageError("--master and --conf apply to --engine spark only")
+    if args.engine == "spark" and args.memory_limit is not None:
+        raise _UsageError("--memory-limit applies to --engine duckdb only (for Spark: "
+                          "--conf spark.driver.memory=... / spark.executor.memory=...)")
     conf = {}
     for item in args.conf:
         key, sep, value = item.partition("=")
@@ -112,7 +118,8 @@ def _engine(args: argparse.Namespace) -> Engine:
             raise _UsageError(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
     return open_engine(args.engine, master=args.master or "local[*]", conf=conf,
-                       progress=Progress())
+                       progress=Progress(),
+                       memory_limit=args.memory_limit or DEFAULT_MEMORY_LIMIT)
 
 
 def _utc(text: str, option: str) -> datetime:

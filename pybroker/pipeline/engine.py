@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import socket
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -26,6 +28,12 @@ from pybroker.pipeline.schema import Table
 
 ENGINES = ("duckdb", "spark")
 MASTER_CONNECT_TIMEOUT_S = 5.0
+# DuckDB's own default memory_limit is 80 % of RAM: a 10M-conversation resolve then peaked at
+# 16 GB. The pipeline bounds it instead and lets DuckDB spill to a temporary directory;
+# the process peaks somewhat above the limit (Parquet reading and writing buffers, Python).
+DEFAULT_MEMORY_LIMIT = "2GB"
+_MEMORY_LIMIT = re.compile(r"^\s*[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
+                           re.IGNORECASE)
 
 # Accepted stored types per schema type (DuckDB's names); anything else is a wrong type.
 _DUCKDB_ACCEPTS = {
@@ -146,12 +154,26 @@ class Engine(ABC):
 class DuckDBEngine(Engine):
     name = "duckdb"
 
-    def __init__(self, progress: Progress | None = None, *, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        progress: Progress | None = None,
+        *,
+        threads: int | None = None,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        temp_directory: Path | None = None,
+    ) -> None:
         super().__init__(progress)
         import duckdb
 
         self._duckdb = duckdb
-        self.con = duckdb.connect()
+        limit = check_memory_limit(memory_limit)
+        # Beyond the limit DuckDB spills to disk: a directory of our own, removed at close
+        # (an in-memory database would otherwise spill to .tmp in the working directory).
+        self._own_temp = temp_directory is None
+        self.temp_directory = (Path(tempfile.mkdtemp(prefix="pybroker-spill-"))
+                               if temp_directory is None else Path(temp_directory))
+        self.con = duckdb.connect(config={
+            "memory_limit": limit, "temp_directory": str(self.temp_directory)})
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET preserve_insertion_order = false")
         # DuckDB prints its own progress bar to stdout, terminal or not; keep the tracking
@@ -227,6 +249,8 @@ class DuckDBEngine(Engine):
 
     def close(self) -> None:
         self.con.close()
+        if self._own_temp:
+            shutil.rmtree(self.temp_directory, ignore_errors=True)
 
     @contextlib.contextmanager
     def _running(self, what: str) -> Iterator[None]:
@@ -240,6 +264,16 @@ class DuckDBEngine(Engine):
         with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
             yield
         self.progress.done(f"[duckdb] {what}: done in {elapsed(start)}")
+
+
+def check_memory_limit(value: str) -> str:
+    """A DuckDB memory size such as 2GB, 1500MB or 4GiB; anything else is refused."""
+    if not isinstance(value, str) or not _MEMORY_LIMIT.match(value):
+        raise PipelineError(
+            f"memory limit {value!r} is not a size: give a number and a unit, e.g. 2GB, "
+            "1500MB or 4GiB"
+        )
+    return value.strip()
 
 
 def _arrow_schema(table: Table):
@@ -343,6 +377,10 @@ class SparkEngine(Engine):
         super().__init__(progress)
         self._owns_session = session is None
         self.spark = session if session is not None else spark_session(master, conf)
+        # Spark 4.3 fails to checkpoint the routing steps (a UNION ALL whose wildcard branch
+        # has anti joins: "key not found" while it propagates constraints); the steps need
+        # none of the constraints it would infer.
+        self.spark.conf.set("spark.sql.constraintPropagation.enabled", "false")
         self._views: list[str] = []
         self._persisted: list[Any] = []
 
@@ -460,9 +498,10 @@ def open_engine(
     conf: dict[str, str] | None = None,
     progress: Progress | None = None,
     spark=None,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
 ) -> Engine:
     if engine == "duckdb":
-        return DuckDBEngine(progress)
+        return DuckDBEngine(progress, memory_limit=memory_limit)
     if engine == "spark":
         return SparkEngine(spark, master=master, conf=conf, progress=progress)
     raise PipelineError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")

@@ -6,7 +6,9 @@
   'not reached' (an earlier step decided), 'delayed', 'dropped'.
 -#}
 WITH
-{% include 'routing/_route_steps.sql' %},
+{% with wildcards_for_every_key = true -%}
+{% include 'routing/_route_steps.sql' %}
+{%- endwith %},
 
 step AS (
     SELECT * FROM (VALUES

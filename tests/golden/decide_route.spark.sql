@@ -78,8 +78,26 @@ WITH conversation_key AS (
     (
       r.lifetime IS NULL OR r.lifetime > k.routed_at
     ) AND q.service_name IS NULL
+), matched_by_service_route AS (
+  /* The keys R2.1-R2.3 decide: a service route that one of them takes (a key naming a */
+  /* broker identifier takes routes with that identifier or none; a key naming none takes */
+  /* them all). Wildcards are matched only for keys that neither these nor R2.4 */
+  /* (dynamic_routing) decide: every database's AutoCreatedLocal is a wildcard, so */
+  /* matching them for every key multiplied the rows of every later step. (Two anti */
+  /* joins rather than one over a UNION: Spark 4.3 fails to checkpoint a plan with that */
+  /* UNION, "key not found" in its constraint propagation.) */
+  SELECT DISTINCT
+    s.origin,
+    s.service_name,
+    s.broker_key,
+    s.routed_at
+  FROM service_route AS s
+  WHERE
+    s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
 ), match_wildcard AS (
-  /* R2.5: routes that name neither a service nor a broker identifier. */
+  /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
+  /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
+  /* keys that no earlier step matched. */
   SELECT
     k.origin,
     k.service_name,
@@ -95,8 +113,22 @@ WITH conversation_key AS (
     ON r.database_id = k.routing_database_id
     AND r.remote_service_name IS NULL
     AND r.broker_instance IS NULL
+  LEFT JOIN matched_by_service_route AS e
+    ON e.origin = k.origin
+    AND e.service_name = k.service_name
+    AND e.broker_key = k.broker_key
+    AND e.routed_at = k.routed_at
+  LEFT JOIN dynamic_routing AS y
+    ON y.origin = k.origin
+    AND y.service_name = k.service_name
+    AND y.broker_key = k.broker_key
+    AND y.routed_at = k.routed_at
   WHERE
-    r.lifetime IS NULL OR r.lifetime > k.routed_at
+    (
+      r.lifetime IS NULL OR r.lifetime > k.routed_at
+    )
+    AND e.origin IS NULL
+    AND y.origin IS NULL
 ), service_anywhere AS (
   SELECT DISTINCT
     s.name AS service_name

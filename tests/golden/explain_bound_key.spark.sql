@@ -85,7 +85,9 @@ WITH conversation_key AS (
       r.lifetime IS NULL OR r.lifetime > k.routed_at
     ) AND q.service_name IS NULL
 ), match_wildcard AS (
-  /* R2.5: routes that name neither a service nor a broker identifier. */
+  /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
+  /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
+  /* keys that no earlier step matched. */
   SELECT
     k.origin,
     k.service_name,

@@ -79,8 +79,26 @@ WITH conversation_key AS (
     (
       r.lifetime IS NULL OR r.lifetime > k.routed_at
     ) AND q.service_name IS NULL
+), matched_by_service_route AS (
+  /* The keys R2.1-R2.3 decide: a service route that one of them takes (a key naming a */
+  /* broker identifier takes routes with that identifier or none; a key naming none takes */
+  /* them all). Wildcards are matched only for keys that neither these nor R2.4 */
+  /* (dynamic_routing) decide: every database's AutoCreatedLocal is a wildcard, so */
+  /* matching them for every key multiplied the rows of every later step. (Two anti */
+  /* joins rather than one over a UNION: Spark 4.3 fails to checkpoint a plan with that */
+  /* UNION, "key not found" in its constraint propagation.) */
+  SELECT DISTINCT
+    s.origin,
+    s.service_name,
+    s.broker_key,
+    s.routed_at
+  FROM service_route AS s
+  WHERE
+    s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
 ), match_wildcard AS (
-  /* R2.5: routes that name neither a service nor a broker identifier. */
+  /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
+  /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
+  /* keys that no earlier step matched. */
   SELECT
     k.origin,
     k.service_name,
@@ -96,8 +114,22 @@ WITH conversation_key AS (
     ON r.database_id = k.routing_database_id
     AND r.remote_service_name IS NULL
     AND r.broker_instance IS NULL
+  LEFT JOIN matched_by_service_route AS e
+    ON e.origin = k.origin
+    AND e.service_name = k.service_name
+    AND e.broker_key = k.broker_key
+    AND e.routed_at = k.routed_at
+  LEFT JOIN dynamic_routing AS y
+    ON y.origin = k.origin
+    AND y.service_name = k.service_name
+    AND y.broker_key = k.broker_key
+    AND y.routed_at = k.routed_at
   WHERE
-    r.lifetime IS NULL OR r.lifetime > k.routed_at
+    (
+      r.lifetime IS NULL OR r.lifetime > k.routed_at
+    )
+    AND e.origin IS NULL
+    AND y.origin IS NULL
 ), service_anywhere AS (
   SELECT DISTINCT
     s.name AS service_name
@@ -589,7 +621,7 @@ JOIN state_databases AS d
 LEFT JOIN state_databases AS o
   ON o.name = c.origin AND c.origin <> 'outside'
 
--- stage service_route (read 3x)
+-- stage service_route (read 4x)
 /* Routes that name the conversation's service; R2.1-R2.3 draw from these. */
 /* R1.4: expired routes are ignored by every step. */
 SELECT
@@ -635,7 +667,7 @@ FROM service_route AS s
 WHERE
   s.broker_key = '' AND s.route_broker_key <> ''
 
--- stage dynamic_routing (read 1x)
+-- stage dynamic_routing (read 2x)
 /* R2.4: a live route to the dynamic routing service exists (R8.1) and no route request */
 /* for this service is pending: the conversation is DELAYED and a request is due. */
 SELECT DISTINCT
@@ -659,8 +691,27 @@ WHERE
     r.lifetime IS NULL OR r.lifetime > k.routed_at
   ) AND q.service_name IS NULL
 
+-- stage matched_by_service_route (read 1x)
+/* The keys R2.1-R2.3 decide: a service route that one of them takes (a key naming a */
+/* broker identifier takes routes with that identifier or none; a key naming none takes */
+/* them all). Wildcards are matched only for keys that neither these nor R2.4 */
+/* (dynamic_routing) decide: every database's AutoCreatedLocal is a wildcard, so */
+/* matching them for every key multiplied the rows of every later step. (Two anti */
+/* joins rather than one over a UNION: Spark 4.3 fails to checkpoint a plan with that */
+/* UNION, "key not found" in its constraint propagation.) */
+SELECT DISTINCT
+  s.origin,
+  s.service_name,
+  s.broker_key,
+  s.routed_at
+FROM service_route AS s
+WHERE
+  s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
+
 -- stage match_wildcard (read 1x)
-/* R2.5: routes that name neither a service nor a broker identifier. */
+/* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
+/* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
+/* keys that no earlier step matched. */
 SELECT
   k.origin,
   k.service_name,
@@ -676,8 +727,22 @@ JOIN state_routes AS r
   ON r.database_id = k.routing_database_id
   AND r.remote_service_name IS NULL
   AND r.broker_instance IS NULL
+LEFT JOIN matched_by_service_route AS e
+  ON e.origin = k.origin
+  AND e.service_name = k.service_name
+  AND e.broker_key = k.broker_key
+  AND e.routed_at = k.routed_at
+LEFT JOIN dynamic_routing AS y
+  ON y.origin = k.origin
+  AND y.service_name = k.service_name
+  AND y.broker_key = k.broker_key
+  AND y.routed_at = k.routed_at
 WHERE
-  r.lifetime IS NULL OR r.lifetime > k.routed_at
+  (
+    r.lifetime IS NULL OR r.lifetime > k.routed_at
+  )
+  AND e.origin IS NULL
+  AND y.origin IS NULL
 
 -- stage service_anywhere (read 1x)
 SELECT DISTINCT
