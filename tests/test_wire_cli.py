@@ -56,8 +56,10 @@ def test_serve_prints_its_address_accepts_and_stops_on_sigterm(tmp_path):
         line = proc.stdout.readline().strip()
         assert line.startswith("listening on tcp://127.0.0.1:"), line
         port = int(line.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port), timeout=5):
-            pass  # it accepts
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as peer:
+            peer.sendall(b"not TLS\r\n" * 100)  # it accepts, then refuses the garbage
+            while peer.recv(4096):
+                pass  # until the endpoint closes the connection
         os.kill(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 import ssl
 import tempfile
@@ -40,6 +41,19 @@ from pybroker.wire.adjacent import (
 from pybroker.wire.dialog import Acknowledged, Transmitter, backoff
 
 READ_SIZE = 256 * 1024
+
+
+class _QuietLostWrites(logging.Filter):
+    """asyncio warns on stderr when bytes are written to a connection already lost; the
+    transport records that as a broker event and reconnects, so the warning only adds noise
+    to the output of the programs that embed an instance."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("socket.send() raised exception",
+                                               "SSL error in data received"))
+
+
+logging.getLogger("asyncio").addFilter(_QuietLostWrites())
 HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (flow control)
 
 
