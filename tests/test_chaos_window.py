@@ -41,4 +41,4 @@ def test_a_conversation_has_at_most_a_window_of_messages_in_flight():
     assert t.handle_timer(4.0) == {HOP}
     again = [f.sequence for f in iter(lambda: t.next_fragment(HOP, 4.0), None)]
     assert 10 in again and max(again) < 10 + WINDOW
-    assert dialog.WINDOW == 64
+    assert dialog.WINDOW == 512

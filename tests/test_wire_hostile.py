@@ -94,17 +94,16 @@ def test_frames_with_wrong_macs_are_discarded_with_an_event(tmp_path):
     a, b, shop, stock = instance_pair(tmp_path)
     try:
         transport = a.endpoint._transport
-        real = frames.sign
+        real = frames.encode_message
+        spoiled = []
 
-        def bad_sign(item, key):
-            signed = real(item, key)
-            if isinstance(signed, frames.MessageFragment) and signed.sequence == 0:
-                return frames.MessageFragment(**{
-                    **{f: getattr(signed, f) for f in signed.__dataclass_fields__},
-                    "mac": bytes(16)})
-            return signed
+        def bad_encode(f, key, ack=None):
+            if f.sequence == 0 and not spoiled:  # signed under another key: a wrong MAC
+                spoiled.append(f)
+                return real(f, bytes(32), ack)
+            return real(f, key, ack)
 
-        frames.sign = bad_sign  # the first copy of message 0 leaves with a wrong MAC
+        frames.encode_message = bad_encode  # the first copy of message 0 leaves spoiled
         try:
             conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
             conv.send(b"<x/>", message_type=ORDER)
@@ -115,7 +114,7 @@ def test_frames_with_wrong_macs_are_discarded_with_an_event(tmp_path):
 
             wait_for(corrupted, what="a corrupted-message event")
         finally:
-            frames.sign = real
+            frames.encode_message = real
         # the resend (after 4 s x retry_scale) is signed properly and delivered once
         got = drain(stock, "StockQueue", 1)
         assert got[0].message_body == b"<x/>"

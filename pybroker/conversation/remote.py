@@ -105,6 +105,8 @@ class RemoteDelivery:
         # endpoint -> sequence -> (message type, end, error) of whole messages held (status 2)
         self._held: dict[str, dict[int, tuple[str, bool, bool]]] = {}
         self.inbound_waiting = False
+        # during a batch of arrivals: what _prefetch found of the sides it names
+        self._prefetched: dict[tuple[str, bool], list[tuple[str, int]]] | None = None
         self._event_id = 0
         self._lock = threading.Lock()
         self._events: list[tuple[Any, ...]] = []
@@ -160,7 +162,11 @@ class RemoteDelivery:
     def _remember(self, conversation_id: str, is_initiator: bool, handle: str) -> None:
         """A cache, not the truth (P7: memory must not grow with idle conversations)."""
         if len(self._index) >= INDEX_SIZE:
-            self._index.clear()
+            # forget everything but endpoints begun in a unit of work not yet written: no
+            # query can find those, and a second endpoint must not be made for them
+            endpoints = self.m._endpoints
+            self._index = {key: h for key, h in self._index.items()
+                           if (ep := endpoints.get(h)) is not None and not ep.persisted}
         self._index[(conversation_id, is_initiator)] = handle
 
     def fragment(self, ep: Endpoint, seq: int, mtype: str, validation: str, body: bytes,
@@ -296,8 +302,12 @@ class RemoteDelivery:
         with m.unit_of_work() as uow:
             uow.activate()
             uow.arrivals = True
-            for arrival in arrivals:
-                self._arrive(uow, arrival, replies)
+            self._prefetched = self._prefetch(uow, arrivals)
+            try:
+                for arrival in arrivals:
+                    self._arrive(uow, arrival, replies)
+            finally:
+                self._prefetched = None
         wire = self.wire
         if wire is None:
             return
@@ -329,6 +339,28 @@ class RemoteDelivery:
                              tuple(sorted(ranges))[:1024])
         return entry
 
+    def _prefetch(self, uow: UnitOfWork, arrivals: list[Arrival]
+                  ) -> dict[tuple[str, bool], list[tuple[str, int]]] | None:
+        """The endpoints of the conversation sides a batch names that the index does not
+        know, in one query (not one per conversation): side -> [(handle, database)], an
+        empty list for a side this instance does not hold (yet)."""
+        index, endpoints = self._index, self.m._endpoints
+        wanted = {(f.conversation_id, not f.from_initiator) for f in
+                  (a.fragment for a in arrivals)}
+        wanted = {key for key in wanted if index.get(key) not in endpoints}
+        if len(wanted) < 2:
+            return None  # one side: _find's own query
+        keys = sorted(wanted)
+        uow.ensure_tx()
+        rows = self.m._store.run("wire/select_endpoints_by_conversations.sql", {
+            "conversation_id": columns.guids(k[0] for k in keys),
+            "is_initiator": columns.flags(k[1] for k in keys)})
+        found: dict[tuple[str, bool], list[tuple[str, int]]] = {key: [] for key in keys}
+        for conversation_id, is_initiator, handle, database_id in rows:
+            found.setdefault((conversation_id, bool(is_initiator)), []).append(
+                (handle, database_id))
+        return found
+
     def _find(self, uow: UnitOfWork, conversation_id: str, is_initiator: bool,
               database_id: int | None) -> Endpoint | None:
         m = self.m
@@ -341,9 +373,12 @@ class RemoteDelivery:
             if ep is not None and (database_id is None or ep.database_id == database_id):
                 return ep
             self._index.pop((conversation_id, is_initiator), None)
-        uow.ensure_tx()  # endpoints new in this unit of work are in the index already
-        rows = m._store.run("wire/select_endpoint_by_conversation.sql", {
-            "conversation_id": conversation_id, "is_initiator": is_initiator})
+        prefetched = self._prefetched
+        rows = None if prefetched is None else prefetched.get((conversation_id, is_initiator))
+        if rows is None:
+            uow.ensure_tx()  # endpoints new in this unit of work are in the index already
+            rows = m._store.run("wire/select_endpoint_by_conversation.sql", {
+                "conversation_id": conversation_id, "is_initiator": is_initiator})
         for (found, db) in rows:
             if database_id is None or db == database_id:
                 self._remember(conversation_id, is_initiator, found)
@@ -542,15 +577,13 @@ class RemoteDelivery:
         queue = catalog.services.get(ep.service_name)
         if queue is None:
             return
-        uow.sql("conversation/insert_queue_message.sql", {
-            "database_id": ep.database_id, "queue_name": queue,
-            "queuing_order": self.m._next_order(), "status": 2, "priority": ep.priority,
-            "conversation_group_id": ep.conversation_group_id,
-            "conversation_handle": ep.conversation_handle,
-            "message_sequence_number": f.sequence, "service_name": ep.service_name,
-            "service_contract_name": ep.service_contract_name,
-            "message_type_name": f.message_type, "validation": f.validation,
-            "message_body": body, "message_enqueue_time": now})
+        # written with the unit of work's other queue rows (one statement for the batch);
+        # not through uow.enqueue: a held message is not receivable, RECEIVE's read-ahead
+        # must not count it
+        uow.queue_rows.append((
+            ep.database_id, queue, self.m._next_order(), 2, ep.priority,
+            ep.conversation_group_id, ep.conversation_handle, f.sequence, ep.service_name,
+            ep.service_contract_name, f.message_type, f.validation, body, now))
         self._held.setdefault(ep.conversation_handle, {})[f.sequence] = (
             f.message_type, f.is_end_of_dialog, f.is_error)
         if ep.state is None:
@@ -562,15 +595,23 @@ class RemoteDelivery:
                  arrival: Arrival, replies: _Replies) -> None:
         """Held messages that are next in sequence now become receivable, in order."""
         held = self._held.get(ep.conversation_handle)
-        while held and ep.receive_sequence in held:
-            seq = ep.receive_sequence
+        if held is None or ep.receive_sequence not in held:
+            if held is not None and not held:
+                del self._held[ep.conversation_handle]
+            return
+        run = []  # the held messages next in sequence, taken out in one statement
+        seq = ep.receive_sequence
+        while seq in held:
+            run.append(seq)
+            seq += 1
+        rows = uow.sql("wire/take_held_messages.sql", {
+            "conversation_handle": ep.conversation_handle,
+            "message_sequence_number": columns.ints(run)})
+        uow.forget_read_ahead()
+        taken = {r[0]: (r[1], r[2]) for r in rows}
+        for seq in run:
             mtype, is_end, is_error = held.pop(seq)
-            rows = uow.sql("wire/take_held_message.sql", {
-                "conversation_handle": ep.conversation_handle,
-                "message_sequence_number": seq})
-            uow.forget_read_ahead()
-            body = rows[0][1] if rows else b""
-            validation = rows[0][0] if rows else "N"
+            validation, body = taken.get(seq, ("N", b""))
             self._accept(uow, ep, catalog, seq, mtype, validation, body or b"", is_end,
                          is_error, now, arrival, replies)
         if held is not None and not held:

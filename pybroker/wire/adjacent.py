@@ -311,9 +311,11 @@ class AdjacentConnection:
 
     # -- output ---------------------------------------------------------------------
 
-    def send_fragment(self, fragment: frames.MessageFragment, now: float) -> None:
+    def send_fragment(self, fragment: frames.MessageFragment, now: float,
+                      mac_key: bytes | None = None) -> None:
         """Queue a MESSAGE frame, with the pending acknowledgement of the same conversation's
-        other direction riding in its header (P5.1). The fragment must already be signed
+        other direction riding in its header (P5.1). With ``mac_key`` the fragment is signed
+        here, while it is encoded (the sending path); without, it must already be signed
         (its MAC does not cover the acknowledgement). A no-op once CLOSED.
 
         Raises WireError (FrameError for a value no frame can carry) if the fragment's body
@@ -327,6 +329,19 @@ class AdjacentConnection:
         key = (fragment.conversation_id.lower(), not fragment.from_initiator)
         pending = self._pending_acks.get(key) if fragment.ack is None else None
         data = None
+        if mac_key is not None:
+            ack = None if pending is None else self._sign_ack(pending[0])
+            try:
+                data = frames.encode_message(fragment, mac_key, ack)
+            except FrameError:
+                if ack is None:
+                    raise
+                pending = None  # the ack's ranges do not fit a header: it goes in an ACK
+                data = frames.encode_message(fragment, mac_key)
+            if pending is not None:
+                del self._pending_acks[key]
+            self._send(frames.MESSAGE, data, now)
+            return
         if pending is not None:
             try:
                 data = frames.encode(replace(fragment, ack=self._sign_ack(pending[0])))

@@ -23,7 +23,7 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pybroker.wire.frames import AckEntry, MessageFragment
 
@@ -31,8 +31,11 @@ DEFAULT_FRAGMENT_SIZE = 1 * 2**20  # bytes; larger messages travel as fragments 
 DEFAULT_WINDOW = 8 * 2**20  # bytes in flight (sent, unacknowledged) per next hop at most
 # A conversation direction starts a message only while it is within this many of its lowest
 # unacknowledged one: a lost fragment then holds back (status 2 at the receiver) and brings
-# again at most this many, not the whole backlog a restart or an outage piled up.
-WINDOW = 64
+# again at most this many, not the whole backlog a restart or an outage piled up. It also
+# bounds one conversation's rate to WINDOW messages per round trip (the receiver's commit
+# included): 64 capped a single conversation near 3,000 messages/s; the receiver now holds
+# and releases out-of-order messages set-based, so a wider window costs it little.
+WINDOW = 512
 BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 
 
@@ -51,6 +54,17 @@ class Acknowledged:
     is_error: bool
 
 
+def _fragment(h: MessageFragment, number: int, count: int, size: int,
+              body: bytes | memoryview) -> MessageFragment:
+    """``h`` as fragment ``number`` of ``count`` of a ``size``-byte message (what
+    dataclasses.replace does, at a third of its cost: this runs for every fragment sent)."""
+    return MessageFragment(
+        h.conversation_id, h.from_initiator, h.sequence, number, count, size, h.from_service,
+        h.to_service, h.from_broker_instance, h.to_broker_instance, h.contract,
+        h.message_type, h.validation, h.is_end_of_dialog, h.is_error, h.priority,
+        h.lifetime_ms, h.hops_remaining, h.key_id, body, h.ack, h.mac)
+
+
 class _Message:
     """One message in flight. Kept small (P7): fragments are sent in order, so what has
     not been sent is one number; what is unacknowledged is a bit mask."""
@@ -60,7 +74,7 @@ class _Message:
     def __init__(self, header: MessageFragment, fragment_size: int) -> None:
         size = len(header.body)
         self.count = max(1, -(-size // fragment_size))
-        self.header = replace(header, body=b"", fragment_count=self.count, message_size=size)
+        self.header = _fragment(header, 0, self.count, size, b"")
         self.body = header.body
         self.unsent = 0  # the next fragment never sent (count: all were sent)
         self.unacked = (1 << self.count) - 1  # bit n: fragment n not acknowledged
@@ -278,7 +292,8 @@ class Transmitter:
                 if not again:
                     self._flight[address] = self._flight.get(address, 0) + max(
                         1, -(-msg.header.message_size // msg.count))
-                return replace(msg.header, fragment_number=frag, body=body)
+                h = msg.header
+                return _fragment(h, frag, h.fragment_count, h.message_size, body)
         return None
 
     def _pick(self, dialog: _Dialog, allow_new: bool) -> tuple[_Message, int, int, bool] | None:

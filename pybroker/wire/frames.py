@@ -362,6 +362,111 @@ def verify(item: MessageFragment | AckEntry | Notice, key: bytes) -> bool:
     return hmac.compare_digest(item.mac, _mac(item, key))
 
 
+# -- the sending path of a message fragment: checked, signed and encoded in one go --------
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_field(value: str, what: str) -> bytes:
+    """A string field as written (length and UTF-8), checked as the peer's decoder checks
+    it; names repeat from message to message, so this is cached."""
+    data = value.encode("utf-8")
+    if len(data) > 0xFFFF:
+        raise FrameError(f"a string of {len(data)} bytes does not fit a frame field")
+    if "\x00" in value:
+        raise FrameError(f"not sent, the peer would refuse it: the {what} holds a NUL character")
+    if not value:
+        raise FrameError("not sent, the peer would refuse it: a MESSAGE names an empty "
+                         "service, contract or message type")
+    return struct.pack("!H", len(data)) + data
+
+
+def _required_guid_field(value: str, what: str) -> bytes:
+    raw = _guid_bytes(value)
+    if raw == NO_GUID:
+        raise FrameError(f"not sent, the peer would refuse it: the {what} of a frame is "
+                         "missing (all-zero GUID)")
+    return raw
+
+
+_STATIC = struct.Struct("!BBqB")  # validation, priority, lifetime_ms, hops_remaining
+
+
+def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) -> bytes:
+    """The MESSAGE frame of ``f``, its MAC computed under ``key`` (P6), with ``ack`` (signed)
+    riding in its header: what ``encode(replace(sign(f, key), ack=ack))`` gives, with the
+    header built once and no copies of the fragment. Values the peer's decoder would refuse
+    raise FrameError here (``encode`` alone writes some of them), so a frame that leaves is
+    one the peer accepts."""
+    try:
+        if f.sequence < 0:
+            raise FrameError(f"not sent, the peer would refuse it: a message sequence number "
+                             f"{f.sequence} is negative")
+        if not 0 <= f.fragment_number < f.fragment_count:
+            raise FrameError(f"not sent, the peer would refuse it: fragment "
+                             f"{f.fragment_number} of {f.fragment_count} is not valid")
+        size = len(f.body)
+        if size > f.message_size or (f.fragment_count == 1 and size != f.message_size):
+            raise FrameError(f"not sent, the peer would refuse it: a fragment of {size} bytes "
+                             f"does not fit a message of {f.message_size} bytes")
+        if f.validation not in _VALIDATIONS:
+            raise FrameError(f"not sent, the peer would refuse it: unknown validation "
+                             f"{f.validation!r}")
+        if not 0 <= f.priority <= 10:
+            raise FrameError(f"not sent, the peer would refuse it: priority {f.priority} is "
+                             "not from 0 to 10")
+        if len(f.key_id) != KEY_ID_SIZE:
+            raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
+        core = b"".join((
+            _required_guid_field(f.conversation_id, "conversation id"),
+            _FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
+            _text_field(f.from_service, "sending service"),
+            _text_field(f.to_service, "target service"),
+            _required_guid_field(f.from_broker_instance, "sending broker instance"),
+            NO_GUID if f.to_broker_instance is None else _guid_bytes(f.to_broker_instance),
+            _text_field(f.contract, "contract"),
+            _text_field(f.message_type, "message type"),
+            _STATIC.pack(_VALIDATIONS.index(f.validation), f.priority, f.lifetime_ms,
+                         f.hops_remaining),
+            bytes(f.key_id),
+        ))
+        flags = _message_flags(f) & ~_HAS_ACK
+        h = hashlib.blake2b(bytes((flags,)), key=key, digest_size=MAC_SIZE)
+        h.update(core)
+        h.update(f.body)
+        mac = h.digest()
+        if ack is not None:
+            check_ack_entry(ack)
+            w = _Writer()
+            _write_ack_entry(w, ack)
+            header = b"".join((core, w.value(), mac))
+            flags |= _HAS_ACK
+        else:
+            header = core + mac
+    except (struct.error, ValueError, AttributeError, TypeError) as exc:
+        if isinstance(exc, FrameError):
+            raise
+        raise FrameError(f"cannot encode MessageFragment: {exc}") from None
+    if len(header) > MAX_HEADER:
+        raise FrameError(f"a frame header of {len(header)} bytes is over {MAX_HEADER}")
+    return b"".join((PREFIX.pack(MAGIC, VERSION, MESSAGE, flags, 0, len(header), size),
+                     header, f.body))
+
+
+def check_ack_entry(e: AckEntry) -> None:
+    """FrameError if the peer's decoder would refuse this acknowledgement entry."""
+    if e.through_sequence < 0:
+        raise FrameError(f"not sent, the peer would refuse it: an acknowledgement through "
+                         f"sequence {e.through_sequence} is negative")
+    if len(e.ranges) > MAX_ACK_RANGES:
+        raise FrameError(f"an acknowledgement carries at most {MAX_ACK_RANGES} ranges")
+    for seq, first, last in e.ranges:
+        if first > last or seq < 0:
+            raise FrameError(f"not sent, the peer would refuse it: an acknowledged range "
+                             f"({seq}, {first}-{last}) is not valid")
+    _required_guid_field(e.conversation_id, "conversation id")
+    _required_guid_field(e.broker_instance, "acknowledging broker instance")
+
+
 # -- reading ----------------------------------------------------------------------------
 
 
@@ -560,11 +665,14 @@ class FrameDecoder:
         if self._failed is not None:
             raise FrameError(f"the stream already failed: {self._failed}")
         self._buffer += data
+        buffer = self._buffer
         frames: list[Frame] = []
+        pos = 0  # whole frames are cut off the buffer once, at the end (not one by one)
+        view = memoryview(buffer)
         try:
-            while len(self._buffer) >= PREFIX_SIZE:
+            while len(buffer) - pos >= PREFIX_SIZE:
                 magic, version, kind, flags, zero, header_len, body_len = PREFIX.unpack_from(
-                    self._buffer)
+                    buffer, pos)
                 if magic != MAGIC:
                     raise FrameError(f"not a pybroker frame (starts {bytes(magic)!r})")
                 if version != VERSION:
@@ -577,18 +685,17 @@ class FrameDecoder:
                 if body_len > self.max_body:
                     raise FrameError(f"a frame body of {body_len} bytes is over "
                                      f"{self.max_body}")
-                end = PREFIX_SIZE + header_len + body_len
-                if len(self._buffer) < end:
+                start = pos + PREFIX_SIZE
+                end = start + header_len + body_len
+                if len(buffer) < end:
                     break
-                view = memoryview(self._buffer)
-                try:
-                    header = view[PREFIX_SIZE:PREFIX_SIZE + header_len]
-                    body = view[PREFIX_SIZE + header_len:end]
-                    frames.append(_decode(kind, flags, header, body))
-                finally:
-                    del header, body, view
-                del self._buffer[:end]
+                frames.append(_decode(kind, flags, view[start:start + header_len],
+                                      view[start + header_len:end]))
+                pos = end
         except FrameError as exc:
-            self._failed = exc
+            self._failed = exc  # the stream is dead: its buffer stays as it is
             raise
+        view.release()
+        if pos:
+            del buffer[:pos]
         return frames

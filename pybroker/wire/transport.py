@@ -625,8 +625,8 @@ class Transport:
                     f = self.transmitter.next_fragment(conn.address, now)
                     if f is None:
                         break
-                    core.send_fragment(frames.sign(f, self._key(
-                        conn, f.conversation_id, f.from_initiator)), now)
+                    core.send_fragment(f, now, self._key(  # signed while encoded
+                        conn, f.conversation_id, f.from_initiator))
                     sent += 1
                     if sent % 64 == 0:
                         self._flush(conn)
