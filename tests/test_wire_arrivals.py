@@ -5,7 +5,9 @@ them in one statement, once the missing one arrives, within one batch or across 
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 
 import pybroker
 from pybroker.conversation.remote import Arrival
@@ -32,6 +34,23 @@ def _statuses(inst: pybroker.Instance, cid: str) -> list[tuple[int, int]]:
         "WHERE e.conversation_id::VARCHAR = ? ORDER BY m.queuing_order", [cid]).fetchall()
 
 
+@contextlib.contextmanager
+def _statements(inst: pybroker.Instance) -> Iterator[list[str]]:
+    """The templates the instance's store runs meanwhile, in order."""
+    statements: list[str] = []
+    real_run = inst._store.run
+
+    def counting_run(template, params=None):
+        statements.append(template)
+        return real_run(template, params)
+
+    inst._store.run = counting_run
+    try:
+        yield statements
+    finally:
+        del inst._store.run
+
+
 def test_held_messages_are_written_and_released_in_order_set_based(tmp_path):
     with pybroker.connect(tmp_path / "b.duckdb") as inst:
         stock = inst.create_database("Stock")
@@ -47,18 +66,8 @@ def test_held_messages_are_written_and_released_in_order_set_based(tmp_path):
         assert _statuses(inst, cid) == [(0, 1), (2, 2), (3, 2), (5, 2)]
         arrive(4)
         assert sorted(_statuses(inst, cid)) == [(0, 1), (2, 2), (3, 2), (4, 2), (5, 2)]
-        statements = []
-        real_run = inst._store.run
-
-        def counting_run(template, params=None):
-            statements.append(template)
-            return real_run(template, params)
-
-        inst._store.run = counting_run
-        try:
+        with _statements(inst) as statements:
             arrive(1)  # 1 arrives: 2, 3, 4 and 5 become receivable, in order
-        finally:
-            del inst._store.run
         assert statements.count("wire/take_held_messages.sql") == 1
         assert [s for _, s in _statuses(inst, cid)] == [1] * 6
         # within one batch: 7 is held, then 6 arrives and releases it before the commit
@@ -80,18 +89,8 @@ def test_one_batch_finds_the_endpoints_of_many_conversations_in_one_query(tmp_pa
         remote.arrive([Arrival(1, "test", _fragment(c, 0)) for c in cids])
         remote._index.clear()  # as after a restart: the endpoints are only in the file
         inst._messaging._endpoints.clear()
-        statements = []
-        real_run = inst._store.run
-
-        def counting_run(template, params=None):
-            statements.append(template)
-            return real_run(template, params)
-
-        inst._store.run = counting_run
-        try:
+        with _statements(inst) as statements:
             remote.arrive([Arrival(1, "test", _fragment(c, 1)) for c in cids])
-        finally:
-            del inst._store.run
         assert statements.count("wire/select_endpoints_by_conversations.sql") == 1
         assert "wire/select_endpoint_by_conversation.sql" not in statements
         got = []
