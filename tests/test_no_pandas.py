@@ -41,6 +41,19 @@ print(pyarrow.table({"a": [1, 2]}).num_rows)
     assert out == ["0", "False", "ModuleNotFoundError", "2"]
 
 
+@pytest.mark.skipif(HAS_PANDAS, reason="pandas is installed: nothing to short-cut")
+def test_asking_whether_pandas_is_there_still_answers_none():
+    import importlib
+
+    import pybroker.storage  # noqa: F401  (installs the finder)
+    from pybroker import no_pandas
+
+    assert no_pandas._NoPandas in sys.meta_path
+    assert importlib.util.find_spec("pandas") is None
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("pandas")
+
+
 def test_an_installed_pandas_is_never_hidden(monkeypatch):
     from pybroker import no_pandas
 
