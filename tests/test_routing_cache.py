@@ -433,14 +433,13 @@ def test_random_changes_never_leave_a_stale_answer(inst, clock):
     # both ways inside transactions: the mirror answered what they left alone, and left
     # what they changed to the query
     assert mirror_left > 0 and mirror_answered > 90 * 16
-    print(f"{mirror_answered=} {mirror_left=} {rolled_back=} {committed=} {dropped=} "
-          f"{created=}")
     assert rolled_back > 0 and committed > 0 and dropped > 0
 
 
 def test_the_point_path_decides_every_rule_like_the_query(inst, clock):
     """A catalog that reaches every matching (R2.1-R2.7), choosing (R3.1-R3.6) and locating
-    (R4.1, R4.2) step: the point path gives the query's rows, in order, with the weights."""
+    (R4.1, R4.2) step: the point path gives the query's rows, in order, with the weights,
+    on the mirror's rows (equal to select_key_inputs.sql's)."""
     a, b, msdb = inst.database("A"), inst.database("B"), inst.database("msdb")
     b.create_service("Known", queue="q")  # in A and B: R4.2 picks
     a.create_route("ByBroker", service_name="S1", broker_instance=GUID_A, address="LOCAL")
@@ -477,6 +476,7 @@ def test_the_point_path_decides_every_rule_like_the_query(inst, clock):
         inst.forwarding = forwarding
         clock.now += later  # R1.4: Expiring has expired
         by_query = engine._resolve(keys, clock.now)
+        assert _check_mirror(inst, keys, in_transaction=False) == (len(keys), 0)
         assert engine._point_rows(keys, clock.now) == by_query
         seen.update((r[11], r[12], r[13], r[14]) for r in by_query)
     assert {m for m, _, _, _ in seen} == {f"R2.{i}" for i in range(1, 8)}
