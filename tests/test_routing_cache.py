@@ -232,7 +232,8 @@ def test_a_write_reads_again_only_the_routes_it_changed(inst, monkeypatch):
                      if sql == render("routing/select_mirror_routes.sql")]
     assert len(mirror_routes) == 1
     params, rows = mirror_routes[0]
-    assert params == {"database_names": ["A"], "service_names": ["svc7"], "wildcards": False}
+    assert params == {"database_ids": [a.database_id], "service_names": ["svc7"],
+                      "wildcards": False}
     assert [r[2] for r in rows] == ["Route7"]
     executed.clear()
     assert inst.route("svc7", origin="A").address == "tcp://moved:1"

@@ -152,7 +152,7 @@ class RoutingEngine:
             # Answers decided inside may rest on rows that never were. The mirror never
             # holds uncommitted rows: it reads again only the parts marked inside.
             self._void(EVERYTHING)
-        if self._mirror.pending:
+        if self._mirror.pending or self._known_services is None:
             self._refresh_mirror()
 
     def _refresh_mirror(self) -> None:
@@ -161,6 +161,22 @@ class RoutingEngine:
         a rollback's included: nothing it meets may escape into the write's own error."""
         with contextlib.suppress(BrokerError, RuntimeError, ValueError, TypeError):
             self._mirror.refresh(self._store)
+        if self._known_services is None or self._database_names is None:
+            self._adopt_from_mirror()  # copying 100,000 names takes ms: the write pays
+
+    def _adopt_from_mirror(self) -> None:
+        """The service names and database names an ``everything`` change forgot, from the
+        mirror once it is loaded again (unless a change came meanwhile)."""
+        epoch = self._epoch
+        known = self._mirror.known_services() if self._known_services is None else None
+        names = self._mirror.database_names() if self._database_names is None else None
+        with self._lock:
+            if self._epoch != epoch:
+                return
+            if known is not None and self._known_services is None:
+                self._known_services = known
+            if names is not None and self._database_names is None:
+                self._database_names = names
 
     def redecide(self) -> None:
         """After a write committed: decide again the keys it voided that were in use, so
@@ -256,12 +272,10 @@ class RoutingEngine:
     def _known(self) -> set[str]:
         """Every service name the catalog mentions (routes, services, route requests)."""
         known = self._known_services
-        if known is None:
+        if known is None:  # the mirror's were adopted after its load, unless it failed
             epoch = self._epoch
-            known = self._mirror.known_services()
-            if known is None:
-                rows = self._store.fetchall(_sql("instance/select_known_service_names.sql"))
-                known = {r[0] for r in rows}
+            rows = self._store.fetchall(_sql("instance/select_known_service_names.sql"))
+            known = {r[0] for r in rows}
             with self._lock:
                 if self._epoch == epoch:  # a change meanwhile may name a service it lacks
                     self._known_services = known
@@ -271,10 +285,8 @@ class RoutingEngine:
         names = self._database_names
         if names is None:
             epoch = self._epoch
-            names = self._mirror.database_names()
-            if names is None:
-                rows = self._store.fetchall(_sql("instance/select_database_names.sql"))
-                names = frozenset(r[0] for r in rows)
+            rows = self._store.fetchall(_sql("instance/select_database_names.sql"))
+            names = frozenset(r[0] for r in rows)
             with self._lock:
                 if self._epoch == epoch:
                     self._database_names = names

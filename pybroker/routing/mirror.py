@@ -56,9 +56,11 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import gc
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -75,7 +77,7 @@ from pybroker.storage import Store
 _Group = tuple[tuple[tuple[Any, ...], ...], tuple[datetime | None, ...] | None]
 # A partial refresh that moves more lifetimes than this rebuilds the sorted list instead.
 _EXPIRY_EDITS = 256
-_FRESH: Any = object()
+_FRESH: Any = object()  # a database none of whose routes is stale
 
 
 class CatalogMirror:
@@ -96,7 +98,8 @@ class CatalogMirror:
         self._routes: dict[str, dict[str | None, _Group]] = {}
         self._requests: dict[str, set[str]] = {}
         self._services: dict[str, tuple[tuple[Any, ...], ...]] = {}
-        self._origins: dict[str, tuple[Any, ...]] = {}
+        self._databases: dict[int, tuple[str, str]] = {}  # id -> name, broker identifier
+        self._origins: dict[str, tuple[Any, ...]] = {}  # name -> its 'origin' row
         self._forwarding: tuple[Any, ...] = _forwarding_row(None)
         self._expiries: list[datetime] = []  # every route's lifetime, sorted (R1.4)
         # every service name mentioned since the last full load (never fewer than the
@@ -194,7 +197,7 @@ class CatalogMirror:
         with self._lock:
             return None if self._stale_everything else set(self._known)
 
-    # -- reading the catalog -------------------------------------------------------------
+    # -- reading the catalog -----------------------------------------------------------
 
     def refresh(self, store: Store) -> bool:
         """Read the stale parts again (one bound query per table) unless a transaction is
@@ -206,63 +209,59 @@ class CatalogMirror:
                 if not self.pending:
                     return True
                 generation = self._generation
-                everything = self._stale_everything
-                routes = {db: None if s is None else set(s)
-                          for db, s in self._stale_routes.items()}
-                services = set(self._stale_services)
-                forwarding = self._stale_forwarding
+                stale = _Stale(
+                    self._stale_everything,
+                    {db: None if s is None else set(s) for db, s in self._stale_routes.items()},
+                    set(self._stale_services), self._stale_forwarding)
+                databases = self._databases
             with _no_cyclic_gc():
-                if everything:
-                    fetched = _fetch_everything(store)
-                else:
-                    fetched = _fetch_parts(store, routes, services, forwarding)
+                fetched = _fetch(store, stale, databases)
         with _no_cyclic_gc():
-            built = _groups(fetched[1] if everything else fetched[0])
+            routes = _groups(fetched.routes, fetched.databases)
         with self._lock:
             if self._generation != generation:
                 return False  # changed meanwhile: the newer change's refresh reads it all
-            if everything:
-                self._install_everything(built, *fetched)
+            if stale.everything:
+                self._install_everything(fetched, routes)
             else:
-                self._install_parts(routes, services, built, *fetched[1:])
+                self._install_parts(stale, fetched, routes)
             self._stale_everything = self._stale_forwarding = False
             self._stale_routes.clear()
             self._stale_services.clear()
             self.pending = False
         return True
 
-    def _install_everything(self, built, origins, _routes, requests, services,
-                            forwarding) -> None:
+    def _install_everything(self, fetched: _Fetched, routes: dict) -> None:
+        self._databases = fetched.databases
         self._origins = {name: _origin_row(database_id, name)
-                         for database_id, name, _guid in origins}
-        self._routes = built
+                         for database_id, (name, _guid) in fetched.databases.items()}
+        self._routes = routes
         self._requests = {}
-        for database, service in requests:
+        for database, service in _named(fetched.requests, fetched.databases):
             self._requests.setdefault(database, set()).add(service)
-        self._services = _service_groups(services)
-        self._forwarding = _forwarding_row(forwarding)
+        self._services = _service_groups(fetched.services, fetched.databases)
+        self._forwarding = _forwarding_row(fetched.forwarding)
         self._expiries = self._all_expiries()
         self._known = {s for by_service in self._routes.values() for s in by_service
                        if s is not None}
         self._known.update(self._services)
         self._known.update(s for names in self._requests.values() for s in names)
 
-    def _install_parts(self, stale_routes, stale_services, fetched, requests, services,
-                       forwarding) -> None:
-        if stale_routes:
-            databases, names, wildcards = _route_filter(stale_routes)
+    def _install_parts(self, stale: _Stale, fetched: _Fetched, routes: dict) -> None:
+        if stale.routes:
+            databases, names, wildcards = _route_filter(stale.routes)
+            requests = list(_named(fetched.requests, fetched.databases))
             removed: list[datetime] = []
             added: list[datetime] = []
             for database in databases:
                 by_service = self._routes.setdefault(database, {})
-                now_there = fetched.get(database, {})
                 replaced = list(by_service) if names is None else [
                     *names, *([None] if wildcards else [])]
                 for service in replaced:
                     old = by_service.pop(service, None)
                     if old is not None and old[1] is not None:
                         removed.extend(lt for lt in old[1] if lt is not None)
-                for service, group in now_there.items():
+                for service, group in routes.get(database, {}).items():
                     if service is not None:  # a change naming no service can bring new ones
                         self._known.add(service)
                     by_service[service] = group
@@ -280,15 +279,15 @@ class CatalogMirror:
                 if not pending:
                     del self._requests[database]
             self._move_expiries(removed, added)
-        if stale_services:
-            found = _service_groups(services)
-            for name in stale_services:
+        if stale.services:
+            found = _service_groups(fetched.services, fetched.databases)
+            for name in stale.services:
                 if name in found:
                     self._services[name] = found[name]
                 else:
                     self._services.pop(name, None)
-        if forwarding is not _FRESH:
-            self._forwarding = _forwarding_row(forwarding)
+        if stale.forwarding:
+            self._forwarding = _forwarding_row(fetched.forwarding)
 
     def _move_expiries(self, removed: list[datetime], added: list[datetime]) -> None:
         if len(removed) + len(added) > _EXPIRY_EDITS:
@@ -310,35 +309,61 @@ class CatalogMirror:
 # -- queries -------------------------------------------------------------------------------
 
 
-def _fetch_everything(store: Store) -> tuple[list[tuple[Any, ...]], ...]:
-    every = {"database_names": None, "service_names": None}
-    return (
-        store.fetchall(_sql("instance/select_databases.sql")),
-        store.fetchall(_sql("routing/select_mirror_routes.sql"), {**every, "wildcards": True}),
-        store.fetchall(_sql("routing/select_mirror_route_requests.sql"), every),
-        store.fetchall(_sql("routing/select_mirror_services.sql"), {"service_names": None}),
-        store.fetchall(_sql("routing/select_mirror_forwarding.sql"))[0][0],
-    )
+@dataclass(frozen=True, slots=True)
+class _Stale:
+    """What a refresh reads again (a copy of the marks when it began)."""
+
+    everything: bool
+    routes: dict[str, set[str | None] | None]
+    services: set[str]
+    forwarding: bool
 
 
-def _fetch_parts(store: Store, routes: dict[str, set[str | None] | None], services: set[str],
-                 forwarding: bool) -> tuple[Any, ...]:
-    route_rows: list[tuple[Any, ...]] = []
-    request_rows: list[tuple[Any, ...]] = []
-    if routes:
-        databases, names, wildcards = _route_filter(routes)
-        params = {"database_names": databases, "service_names": names}
-        route_rows = store.fetchall(_sql("routing/select_mirror_routes.sql"),
-                                    {**params, "wildcards": wildcards})
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    """The rows a refresh read; ``databases`` (id -> name, broker identifier) names the
+    databases of the other rows: read with them for a full load, the mirror's otherwise
+    (databases change only with ``everything``)."""
+
+    databases: dict[int, tuple[str, str]]
+    routes: list[tuple[Any, ...]] = field(default_factory=list)
+    requests: list[tuple[Any, ...]] = field(default_factory=list)
+    services: list[tuple[Any, ...]] = field(default_factory=list)
+    forwarding: bool | None = None
+
+
+def _fetch(store: Store, stale: _Stale, databases: dict[int, tuple[str, str]]) -> _Fetched:
+    forwarding_sql = _sql("routing/select_mirror_forwarding.sql")
+    if stale.everything:
+        every = {"database_ids": None, "service_names": None}
+        return _Fetched(
+            {row[0]: (row[1], row[2])
+             for row in store.fetchall(_sql("instance/select_databases.sql"))},
+            store.fetchall(_sql("routing/select_mirror_routes.sql"),
+                           {**every, "wildcards": True}),
+            store.fetchall(_sql("routing/select_mirror_route_requests.sql"), every),
+            store.fetchall(_sql("routing/select_mirror_services.sql"), {"service_names": None}),
+            store.fetchall(forwarding_sql)[0][0],
+        )
+    fetched = _Fetched(databases)
+    if stale.routes:
+        names_to_ids = {name: database_id for database_id, (name, _) in databases.items()}
+        database_names, names, wildcards = _route_filter(stale.routes)
+        params = {"database_ids": [names_to_ids[d] for d in database_names
+                                   if d in names_to_ids],
+                  "service_names": names}
+        fetched.routes.extend(store.fetchall(_sql("routing/select_mirror_routes.sql"),
+                                             {**params, "wildcards": wildcards}))
         if names is None or names:
-            request_rows = store.fetchall(_sql("routing/select_mirror_route_requests.sql"),
-                                          params)
-    storable = sorted(s for s in services if _storable(s))
-    service_rows = store.fetchall(_sql("routing/select_mirror_services.sql"),
-                                  {"service_names": storable}) if storable else []
-    setting = (store.fetchall(_sql("routing/select_mirror_forwarding.sql"))[0][0]
-               if forwarding else _FRESH)
-    return route_rows, request_rows, service_rows, setting
+            fetched.requests.extend(store.fetchall(
+                _sql("routing/select_mirror_route_requests.sql"), params))
+    storable = sorted(s for s in stale.services if _storable(s))
+    if storable:
+        fetched.services.extend(store.fetchall(_sql("routing/select_mirror_services.sql"),
+                                               {"service_names": storable}))
+    if stale.forwarding:
+        return dataclasses.replace(fetched, forwarding=store.fetchall(forwarding_sql)[0][0])
+    return fetched
 
 
 def _route_filter(
@@ -346,7 +371,7 @@ def _route_filter(
 ) -> tuple[list[str], list[str] | None, bool]:
     """The databases and services to read again: every route of those databases named in
     both (the cross product: reading a part that did not change is harmless)."""
-    databases = sorted(d for d in routes if _storable(d))
+    databases = sorted(routes)
     if any(services is None for services in routes.values()):
         return databases, None, True
     names = {s for services in routes.values() if services for s in services}
@@ -366,16 +391,22 @@ def _storable(name: str) -> bool:
 # -- rows ----------------------------------------------------------------------------------
 
 
-def _groups(rows: Iterable[tuple[Any, ...]]) -> dict[str, dict[str | None, _Group]]:
-    """Rows of select_mirror_routes.sql by database and service: each route as the row
+def _groups(
+    rows: Iterable[tuple[Any, ...]], databases: dict[int, tuple[str, str]],
+) -> dict[str, dict[str | None, _Group]]:
+    """Rows of select_mirror_routes.sql by database name and service: each route as the row
     select_key_inputs.sql returns for it (kind 'route'), with its lifetime. A repeated
-    string (service, broker identifier, address) is kept once."""
+    string (service, broker identifier, address) is kept once. A route of a database the
+    mirror does not know is left out, as select_key_inputs.sql's join leaves it."""
     building: dict[str, dict[str | None, tuple[list, list]]] = {}
     share = {}.setdefault  # setdefault(None, None) is None too
-    for database, service, name, broker, address, mirror, lifetime in rows:
-        by_service = building.get(database)
+    for database_id, service, name, broker, address, mirror, lifetime in rows:
+        database = databases.get(database_id)
+        if database is None:
+            continue
+        by_service = building.get(database[0])
         if by_service is None:
-            by_service = building[database] = {}
+            by_service = building[database[0]] = {}
         group = by_service.get(service)
         if group is None:
             group = by_service[service] = ([], [])
@@ -385,6 +416,15 @@ def _groups(rows: Iterable[tuple[Any, ...]]) -> dict[str, dict[str | None, _Grou
     return {database: {service: (tuple(found), tuple(lifetimes) if any(lifetimes) else None)
                        for service, (found, lifetimes) in by_service.items()}
             for database, by_service in building.items()}
+
+
+def _named(rows: Iterable[tuple[Any, ...]],
+           databases: dict[int, tuple[str, str]]) -> Iterator[tuple[str, Any]]:
+    """(database name, value) for rows of (database identifier, value)."""
+    for database_id, value in rows:
+        database = databases.get(database_id)
+        if database is not None:
+            yield database[0], value
 
 
 @contextlib.contextmanager
@@ -401,11 +441,17 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _service_groups(rows: Iterable[tuple[Any, ...]]) -> dict[str, tuple[tuple[Any, ...], ...]]:
+def _service_groups(
+    rows: Iterable[tuple[Any, ...]], databases: dict[int, tuple[str, str]],
+) -> dict[str, tuple[tuple[Any, ...], ...]]:
+    """Services by name, as the rows of select_key_inputs.sql (kind 'service')."""
     grouped: dict[str, list[tuple[Any, ...]]] = {}
-    for name, guid, database_id, database_name in rows:
-        grouped.setdefault(name, []).append(
-            ("service", None, name, guid, None, None, database_id, database_name, None))
+    for name, database_id in rows:
+        database = databases.get(database_id)
+        if database is not None:
+            database_name, guid = database
+            grouped.setdefault(name, []).append(
+                ("service", None, name, guid, None, None, database_id, database_name, None))
     return {name: tuple(found) for name, found in grouped.items()}
 
 

@@ -1,13 +1,11 @@
 SELECT
-  d.name AS database_name,
+  q.database_id,
   q.service_name
 FROM route_requests AS q
-JOIN databases AS d
-  ON d.database_id = q.database_id
 WHERE
   (
-    CAST(:database_names AS ARRAY<STRING>) IS NULL
-    OR ARRAY_CONTAINS(CAST(:database_names AS ARRAY<STRING>), d.name)
+    CAST(:database_ids AS ARRAY<INT>) IS NULL
+    OR ARRAY_CONTAINS(CAST(:database_ids AS ARRAY<INT>), q.database_id)
   )
   AND (
     CAST(:service_names AS ARRAY<STRING>) IS NULL

@@ -1,5 +1,5 @@
 SELECT
-  d.name AS database_name,
+  r.database_id,
   r.remote_service_name AS service_name,
   r.name,
   r.broker_instance,
@@ -7,12 +7,10 @@ SELECT
   r.mirror_address,
   r.lifetime
 FROM routes AS r
-JOIN databases AS d
-  ON d.database_id = r.database_id
 WHERE
   (
-    CAST(:database_names AS ARRAY<STRING>) IS NULL
-    OR ARRAY_CONTAINS(CAST(:database_names AS ARRAY<STRING>), d.name)
+    CAST(:database_ids AS ARRAY<INT>) IS NULL
+    OR ARRAY_CONTAINS(CAST(:database_ids AS ARRAY<INT>), r.database_id)
   )
   AND (
     CAST(:service_names AS ARRAY<STRING>) IS NULL
