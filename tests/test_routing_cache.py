@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
+import time
 from collections import Counter
 
 import pytest
@@ -239,6 +241,91 @@ def test_a_write_reads_again_only_the_routes_it_changed(inst, monkeypatch):
     assert inst.route("svc7", origin="A").address == "tcp://moved:1"
     assert inst.route("svc8", origin="A").address == "tcp://h:1"
     assert executed == []
+
+
+def test_cold_decisions_on_other_threads_during_writes(inst):
+    """Threads deciding cold keys (from the mirror, or SQL while a part is stale) while
+    another writes routes, services and transactions that roll back: no error, and after
+    the writes the mirror holds what the catalog holds."""
+    a = inst.database("A")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    decided = [0]
+
+    def router(seed: int) -> None:
+        rng = random.Random(seed)
+        while not stop.is_set():
+            try:
+                inst._routing._plans.clear()  # every decision cold
+                inst.route(f"S{rng.randrange(12)}", origin=rng.choice(["A", "outside"]))
+                decided[0] += 1
+            except BaseException as exc:
+                errors.append(exc)
+            time.sleep(0.0002)  # leave the writer the interpreter now and then
+
+    routers = [threading.Thread(target=router, args=(seed,)) for seed in (1, 2)]
+    for thread in routers:
+        thread.start()
+    rng = random.Random(3)
+    try:
+        for step in range(120):
+            k = rng.randrange(12)
+            with contextlib.suppress(pybroker.BrokerError, RuntimeError):
+                action = rng.random()
+                if action < 0.4:
+                    a.create_route(f"R{k}", service_name=f"S{rng.randrange(12)}",
+                                   address="tcp://h:1", lifetime=rng.choice([None, 50]))
+                elif action < 0.6:
+                    a.alter_route(f"R{k}", address=f"tcp://h{step}:1")
+                elif action < 0.75:
+                    a.drop_route(f"R{k}")
+                elif action < 0.9:
+                    with a.transaction():
+                        a.create_route(f"T{step}", service_name=f"S{k}", address="LOCAL")
+                        if rng.random() < 0.5:
+                            raise RuntimeError("roll back")
+                else:
+                    a.create_service(f"S{k}", queue="q")
+    finally:
+        stop.set()
+        for thread in routers:
+            thread.join()
+    assert errors == [] and decided[0] > 0
+    keys = _sorted_keys({(origin, f"S{k}", None) for origin in ("A", "outside")
+                         for k in range(12)})
+    assert _check_mirror(inst, keys, in_transaction=False) == (len(keys), 0)
+
+
+def test_a_change_marked_while_the_mirror_reads_leaves_its_part_stale(inst, monkeypatch):
+    """Another thread's write commits and marks its change while a refresh is reading: what
+    the refresh read may predate it, so it is not installed; the part stays stale (the
+    query decides) until a refresh after the mark."""
+    engine = inst._routing
+    mirror = engine._mirror
+    a = inst.database("A")
+    mirror.mark(CatalogChange(routes_of="A", route_services=frozenset(["S1"])))
+    fetchall = inst._store.fetchall
+    raced: list[bool] = []
+
+    def racing(sql, params=None):
+        rows = fetchall(sql, params)
+        if not raced:  # the other write, committed and marked right after this read
+            raced.append(True)
+            inst._store.execute(
+                "INSERT INTO routes VALUES (?, nextval('route_id_seq'), 'ToS1', 'S1', NULL, "
+                "NULL, 'tcp://s1:1', NULL, now()::TIMESTAMP)", [a.database_id])
+            mirror.mark(CatalogChange(routes_of="A", route_services=frozenset(["S1"])))
+        return rows
+
+    monkeypatch.setattr(inst._store, "fetchall", racing)
+    assert mirror.refresh(inst._store) is False
+    routed_at = to_utc_datetime(inst._clock())
+    assert mirror.key_inputs("A", "S1", routed_at) is None
+    monkeypatch.undo()
+    assert mirror.refresh(inst._store) is True
+    assert inst.route("S1", origin="A").route == "ToS1"
+    assert Counter(mirror.key_inputs("A", "S1", routed_at)) == Counter(
+        engine._key_inputs_by_query(("A", "S1", None), routed_at))
 
 
 def test_catalog_change_rules():

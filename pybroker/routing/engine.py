@@ -53,7 +53,7 @@ REDECIDE_LIMIT = 256
 # bound query each, ~1 ms, and Python: pybroker/routing/point.py); more go through the
 # set-based routing query in one run (~18 ms, then far under 1 ms per key).
 POINT_PATH_LIMIT = 8
-# With the catalog mirror fresh, the point path runs no query (~0.03 ms a key): up to this
+# With the catalog mirror fresh, the point path runs no query (~0.03-0.2 ms a key): up to this
 # many keys are decided that way.
 MIRROR_POINT_PATH_LIMIT = REDECIDE_LIMIT
 
