@@ -43,8 +43,8 @@ count); otherwise the parts stay stale and the newer change's refresh reads them
 
 When it is loaded: eagerly, when the routing engine is created (the instance opened), so
 that no decision waits for it, the first after opening included (loading at first need
-would make that decision pay the whole load). The load costs one query per table: ~40 ms
-with 10,000 routes and 0.4-0.7 s with 100,000 on a shared 2-CPU machine (DuckDB turning
+would make that decision pay the whole load). The load costs one query per table: 35-50
+ms with 10,000 routes and 0.5-0.8 s with 100,000 on a shared 2-CPU machine (DuckDB turning
 rows into Python objects, then grouping them); a write marked ``everything`` (CREATE
 DATABASE) pays it again. A process opening a large instance for one command pays it once.
 
