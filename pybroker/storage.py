@@ -168,6 +168,13 @@ class Store:
         """Whether a transaction is open (its changes are not yet committed)."""
         return self._depth > 0
 
+    @contextlib.contextmanager
+    def committed_reads(self) -> Iterator[bool]:
+        """Hold the connection (no other thread runs a statement meanwhile) and say whether
+        no transaction is open: if so, what is read inside sees committed rows only."""
+        with self._lock:
+            yield self._depth == 0
+
     def on_transaction_end(self, callback: Callable[[bool], None]) -> None:
         """Call ``callback(committed)`` after every outermost COMMIT (True) or ROLLBACK."""
         self._end_callbacks.append(callback)

@@ -6,12 +6,18 @@ equals a fresh run of the routing query (SPEC R1-R4, R1.4 expiry, R3.6 forwardin
 
 from __future__ import annotations
 
+import contextlib
 import random
+import threading
+import time
+from collections import Counter
 
 import pytest
 
 import pybroker
 from pybroker.routing.cache import EVERYTHING, CatalogChange, is_class_member
+from pybroker.routing.engine import to_utc_datetime
+from pybroker.sql_templates import render
 
 GUID_A = "5fb8d92b-ed69-4c80-afbb-2aa6a7d3cb2d"
 GUID_B = "81b1d3d0-288e-4d2c-b1d3-456cbb944b4f"
@@ -135,6 +141,193 @@ def test_a_rolled_back_transaction_without_a_catalog_change_keeps_every_answer(i
     assert [m.message_body for m in a.receive("q", max_messages=10)] == [b"first"]
 
 
+class _CountingConnection:
+    """The store's DuckDB connection, recording every statement run through it."""
+
+    def __init__(self, connection, executed: list[tuple[str, object]]) -> None:
+        self._connection = connection
+        self._executed = executed
+
+    def execute(self, sql, params=None):
+        self._executed.append((sql, params))
+        return self._connection.execute(sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self._connection, name)
+
+
+def _count_statements(inst, monkeypatch) -> list[tuple[str, object]]:
+    executed: list[tuple[str, object]] = []
+    monkeypatch.setattr(inst._store, "_con", _CountingConnection(inst._store._con, executed))
+    return executed
+
+
+def _key_input_queries(executed) -> int:
+    key_inputs = render("routing/select_key_inputs.sql")
+    return sum(sql == key_inputs for sql, _ in executed)
+
+
+def test_a_cold_decision_runs_no_sql_once_the_mirror_is_loaded(inst, monkeypatch, tmp_path):
+    """Issue 12: the first decision of a key of a known service, right after a catalog
+    change (a database created: everything; a route altered: the R1.4 horizon closes),
+    is answered from the catalog mirror, with no statement at all."""
+    a = inst.database("A")
+    a.create_route("ToS1", service_name="S1", address="tcp://s1:1", lifetime=60)
+    inst.create_database("C", broker_instance=GUID_C).create_queue("q")
+    inst.database("C").create_service("Known", queue="q")
+    a.alter_route("ToS1", address="tcp://moved:1")
+    executed = _count_statements(inst, monkeypatch)
+    assert inst.route("S1", origin="A").address == "tcp://moved:1"  # R2.2
+    assert inst.route("Known", origin="A").database == "A"  # R4.2: its own database first
+    assert inst.route("Known", origin="outside", broker_instance=GUID_C).database == "C"
+    assert inst.route("Known", origin="C").outcome == "deliver"
+    assert inst.route("S1", origin="B").decided_by == "R3.5"  # LOCAL, but no service S1
+    assert executed == []
+
+    # a change inside a transaction still open: what it touched is read with SQL (the
+    # transaction's own rows must be seen), what it did not touch still from memory
+    with a.transaction():
+        a.create_route("ToS2", service_name="S2", address="tcp://s2:1")
+        executed.clear()
+        assert inst.route("S2", origin="A").address == "tcp://s2:1"
+        assert _key_input_queries(executed) == 1
+        executed.clear()
+        assert inst.route("Known", origin="B").database in {"A", "C"}  # R2.5, R4.2
+        assert _key_input_queries(executed) == 0
+    executed.clear()
+    inst._routing._plans.clear()
+    assert inst.route("S2", origin="A").address == "tcp://s2:1"  # committed: from memory
+    assert executed == []
+
+    # the first decision after opening an instance file: loaded when it opened
+    with pybroker.connect(tmp_path / "i.duckdb", clock=inst._clock) as opened:
+        opened.create_database("A").create_route("ToS1", service_name="S1",
+                                                 address="tcp://s1:1")
+    with pybroker.connect(tmp_path / "i.duckdb", clock=inst._clock) as opened:
+        executed = _count_statements(opened, monkeypatch)
+        assert opened.route("S1", origin="A").address == "tcp://s1:1"
+        assert executed == []
+
+
+def test_a_write_reads_again_only_the_routes_it_changed(inst, monkeypatch):
+    """A route change re-reads the routes of its database naming its services, not the
+    whole table (one bound query with the names as a list)."""
+    a = inst.database("A")
+    inst._store.execute(
+        "INSERT INTO routes SELECT ?, nextval('route_id_seq'), 'Route' || r.range, "
+        "'svc' || r.range, NULL, NULL, 'tcp://h:1', NULL, now()::TIMESTAMP FROM range(300) r",
+        [a.database_id])
+    inst._routing.invalidate()  # a write without a CatalogChange: everything read again
+    assert inst.route("svc7", origin="A").address == "tcp://h:1"
+    executed = _count_statements(inst, monkeypatch)
+    results: list[list] = []
+    fetchall = inst._store.fetchall
+
+    def recording(sql, params=None):
+        rows = fetchall(sql, params)
+        results.append([sql, params, rows])
+        return rows
+
+    monkeypatch.setattr(inst._store, "fetchall", recording)
+    a.alter_route("Route7", address="tcp://moved:1")
+    mirror_routes = [(params, rows) for sql, params, rows in results
+                     if sql == render("routing/select_mirror_routes.sql")]
+    assert len(mirror_routes) == 1
+    params, rows = mirror_routes[0]
+    assert params == {"database_ids": [a.database_id], "service_names": ["svc7"],
+                      "wildcards": False}
+    assert [r[2] for r in rows] == ["Route7"]
+    executed.clear()
+    assert inst.route("svc7", origin="A").address == "tcp://moved:1"
+    assert inst.route("svc8", origin="A").address == "tcp://h:1"
+    assert executed == []
+
+
+def test_cold_decisions_on_other_threads_during_writes(inst):
+    """Threads deciding cold keys (from the mirror, or SQL while a part is stale) while
+    another writes routes, services and transactions that roll back: no error, and after
+    the writes the mirror holds what the catalog holds."""
+    a = inst.database("A")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    decided = [0]
+
+    def router(seed: int) -> None:
+        rng = random.Random(seed)
+        while not stop.is_set():
+            try:
+                inst._routing._plans.clear()  # every decision cold
+                inst.route(f"S{rng.randrange(12)}", origin=rng.choice(["A", "outside"]))
+                decided[0] += 1
+            except BaseException as exc:
+                errors.append(exc)
+            time.sleep(0.0002)  # leave the writer the interpreter now and then
+
+    routers = [threading.Thread(target=router, args=(seed,)) for seed in (1, 2)]
+    for thread in routers:
+        thread.start()
+    rng = random.Random(3)
+    try:
+        for step in range(120):
+            k = rng.randrange(12)
+            with contextlib.suppress(pybroker.BrokerError, RuntimeError):
+                action = rng.random()
+                if action < 0.4:
+                    a.create_route(f"R{k}", service_name=f"S{rng.randrange(12)}",
+                                   address="tcp://h:1", lifetime=rng.choice([None, 50]))
+                elif action < 0.6:
+                    a.alter_route(f"R{k}", address=f"tcp://h{step}:1")
+                elif action < 0.75:
+                    a.drop_route(f"R{k}")
+                elif action < 0.9:
+                    with a.transaction():
+                        a.create_route(f"T{step}", service_name=f"S{k}", address="LOCAL")
+                        if rng.random() < 0.5:
+                            raise RuntimeError("roll back")
+                else:
+                    a.create_service(f"S{k}", queue="q")
+    finally:
+        stop.set()
+        for thread in routers:
+            thread.join()
+    assert errors == [] and decided[0] > 0
+    keys = _sorted_keys({(origin, f"S{k}", None) for origin in ("A", "outside")
+                         for k in range(12)})
+    assert _check_mirror(inst, keys, in_transaction=False) == (len(keys), 0)
+
+
+def test_a_change_marked_while_the_mirror_reads_leaves_its_part_stale(inst, monkeypatch):
+    """Another thread's write commits and marks its change while a refresh is reading: what
+    the refresh read may predate it, so it is not installed; the part stays stale (the
+    query decides) until a refresh after the mark."""
+    engine = inst._routing
+    mirror = engine._mirror
+    a = inst.database("A")
+    mirror.mark(CatalogChange(routes_of="A", route_services=frozenset(["S1"])))
+    fetchall = inst._store.fetchall
+    raced: list[bool] = []
+
+    def racing(sql, params=None):
+        rows = fetchall(sql, params)
+        if not raced:  # the other write, committed and marked right after this read
+            raced.append(True)
+            inst._store.execute(
+                "INSERT INTO routes VALUES (?, nextval('route_id_seq'), 'ToS1', 'S1', NULL, "
+                "NULL, 'tcp://s1:1', NULL, now()::TIMESTAMP)", [a.database_id])
+            mirror.mark(CatalogChange(routes_of="A", route_services=frozenset(["S1"])))
+        return rows
+
+    monkeypatch.setattr(inst._store, "fetchall", racing)
+    assert mirror.refresh(inst._store) is False
+    routed_at = to_utc_datetime(inst._clock())
+    assert mirror.key_inputs("A", "S1", routed_at) is None
+    monkeypatch.undo()
+    assert mirror.refresh(inst._store) is True
+    assert inst.route("S1", origin="A").route == "ToS1"
+    assert Counter(mirror.key_inputs("A", "S1", routed_at)) == Counter(
+        engine._key_inputs_by_query(("A", "S1", None), routed_at))
+
+
 def test_catalog_change_rules():
 
     change = CatalogChange(routes_of="msdb", route_services=frozenset(["S"]))
@@ -152,66 +345,163 @@ def test_catalog_change_rules():
     assert EVERYTHING.affects(("A", "T", None))
 
 
+DYNAMIC = "SQL/ServiceBroker/BrokerConfiguration"  # R2.4, R8.1
+SERVICES = ["S1", "S2", "Known", "tcp://far:4022/S3", DYNAMIC]
+ROUTE_NAMES = [f"R{i}" for i in range(10)]
+ADDRESSES = ["LOCAL", "TRANSPORT", "tcp://one:1", "tcp://two:2"]
+
+
+def _sorted_keys(keys):
+    return sorted(keys, key=lambda k: (k[0], k[1], k[2] or ""))
+
+
+def _one_change(inst, clock, rng, db, step) -> None:
+    """One random catalog change through the API (it may be refused: BrokerError)."""
+    action = rng.random()
+    if action < 0.35:
+        service = rng.choice([None, *SERVICES])
+        db.create_route(
+            rng.choice(ROUTE_NAMES), service_name=service, address=rng.choice(ADDRESSES),
+            # R2.1, R2.3: routes naming a broker identifier
+            broker_instance=rng.choice([None, None, GUID_A, GUID_B, GUID_C])
+            if service else None,
+            lifetime=rng.choice([None, None, 5, 50]))
+    elif action < 0.55:
+        db.alter_route(rng.choice(ROUTE_NAMES), **rng.choice([
+            {"address": rng.choice(ADDRESSES)},
+            {"service_name": rng.choice(["", *SERVICES[:3], DYNAMIC])},
+            {"lifetime": rng.choice([3, 30])},
+            {"mirror_address": rng.choice(["tcp://mirror:9", "tcp://mirror:8"])},
+        ]))
+    elif action < 0.7:
+        db.drop_route(rng.choice([*ROUTE_NAMES, "AutoCreatedLocal"]))
+    elif action < 0.77:
+        if not any(q.name == "q" for q in db.queues()):
+            db.create_queue("q")
+        db.create_service(f"Svc{step}" if rng.random() < 0.5 else rng.choice(SERVICES),
+                          queue="q")
+    elif action < 0.8:
+        db.drop_service(rng.choice(["Known", *SERVICES]))
+    elif action < 0.85:
+        inst.forwarding = not inst.forwarding
+    elif action < 0.9:  # a T-SQL batch: all or nothing (the second statement may fail)
+        db.execute(f"CREATE ROUTE {rng.choice(ROUTE_NAMES)} WITH SERVICE_NAME = "
+                   f"'{rng.choice(SERVICES[:3])}', ADDRESS = 'tcp://batch:1'; "
+                   f"DROP ROUTE {rng.choice(ROUTE_NAMES)}")
+    elif action < 0.93:  # R2.4: a route request pending (the R8 issue writes these)
+        inst._store.execute(
+            "INSERT OR IGNORE INTO route_requests VALUES (?, ?, to_timestamp(?)::TIMESTAMP)",
+            [db.database_id, rng.choice(SERVICES[:3]), clock.now])
+        inst._routing.invalidate()  # a write without a CatalogChange must say so
+    else:
+        clock.now += rng.choice([1, 4, 20, 60])  # R1.4: routes expire on their own
+
+
+def _check_mirror(inst, keys, *, in_transaction: bool) -> tuple[int, int]:
+    """The mirror's rows for each key are select_key_inputs.sql's (as a multiset; the query
+    sees what the open transaction wrote), or None, only inside a transaction, while a part
+    the key reads is stale. Returns (keys the mirror answered, keys it left to SQL)."""
+    engine = inst._routing
+    mirror = engine._mirror
+    routed_at = to_utc_datetime(inst._clock())
+    if not in_transaction:
+        assert mirror.fresh
+        expiry = inst._store.fetchone(
+            render("routing/next_route_expiry.sql"), {"now": routed_at})[0]
+        assert mirror.next_expiry(routed_at) == (True, expiry)  # R1.4
+        names = inst._store.fetchall(render("instance/select_database_names.sql"))
+        assert mirror.database_names() == frozenset(r[0] for r in names)
+        mentioned = inst._store.fetchall(render("instance/select_known_service_names.sql"))
+        assert mirror.known_services() >= {r[0] for r in mentioned}
+    answered = left = 0
+    for key in keys:
+        by_query = engine._key_inputs_by_query(key, routed_at)
+        by_mirror = mirror.key_inputs(key[0], key[1], routed_at)
+        if by_mirror is None:
+            assert in_transaction, key
+            left += 1
+        else:
+            assert Counter(by_mirror) == Counter(by_query), key
+            answered += 1
+    return answered, left
+
+
 def test_random_changes_never_leave_a_stale_answer(inst, clock):
     """Differential: after each random catalog change, every remembered answer equals a
-    fresh decision by the routing query, and so does the point path's (a few keys not yet
-    known are decided in Python from one small query, pybroker/routing/point.py): the same
-    rows, in the same order, with the same weights."""
+    fresh decision by the routing query, and so does the point path's (keys not yet known
+    are decided in Python, pybroker/routing/point.py): the same rows, in the same order,
+    with the same weights. The point path reads the catalog mirror
+    (pybroker/routing/mirror.py): its rows for each key equal select_key_inputs.sql's,
+    after every change, inside explicit transactions (where it must leave what the
+    transaction changed to the query) and after they commit or roll back, as routes expire,
+    and as databases come and go."""
     rng = random.Random(20261123)
-    services = ["S1", "S2", "Known", "tcp://far:4022/S3", "SQL/ServiceBroker/BrokerConfiguration"]
-    keys = [(origin, service, broker)
-            for origin in ("A", "B", "outside")
-            for service in [*services, "Unknown1", "Unknown2"]
-            for broker in (None, GUID_A, GUID_B.upper())]
-    names = [f"R{i}" for i in range(6)]
-    addresses = ["LOCAL", "TRANSPORT", "tcp://one:1", "tcp://two:2"]
     db_names = ["A", "B", "msdb"]
+    created: list[str] = []
     point_rng = random.Random(7)
     steps_seen: set[tuple] = set()
     checked = 0
-    for step in range(70):
-        db = inst.database(rng.choice(db_names))
-        action = rng.random()
+    mirror_answered = mirror_left = rolled_back = committed = dropped = 0
+    engine = inst._routing
+    for step in range(90):
+        keys = [(origin, service, broker)
+                for origin in ["A", "B", "outside", *created[-2:]]
+                for service in [*SERVICES, "Unknown1", "Unknown2"]
+                for broker in (None, GUID_A, GUID_B.upper())]
+        db = inst.database(rng.choice(db_names + created[-2:]))
+        kind = rng.random()
         try:
-            if action < 0.35:
-                service = rng.choice([None, *services])
-                db.create_route(
-                    rng.choice(names), service_name=service,
-                    address=rng.choice(addresses),
-                    # R2.1, R2.3: routes naming a broker identifier
-                    broker_instance=rng.choice([None, None, GUID_A, GUID_B, GUID_C])
-                    if service else None,
-                    lifetime=rng.choice([None, None, 5, 50]))
-            elif action < 0.55:
-                db.alter_route(rng.choice(names), **rng.choice([
-                    {"address": rng.choice(addresses)},
-                    {"service_name": rng.choice(["", *services[:3]])},
-                    {"lifetime": rng.choice([3, 30])},
-                    {"mirror_address": rng.choice(["tcp://mirror:9", "tcp://mirror:8"])},
-                ]))
-            elif action < 0.7:
-                db.drop_route(rng.choice([*names, "AutoCreatedLocal"]))
-            elif action < 0.8:
-                db.create_service(f"Svc{step}" if rng.random() < 0.5 else rng.choice(services),
-                                  queue="q")
-            elif action < 0.85:
-                inst.forwarding = not inst.forwarding
-            elif action < 0.88:  # R2.4: a route request pending (the R8 issue writes these)
-                inst._store.execute(
-                    "INSERT OR IGNORE INTO route_requests "
-                    "VALUES (?, ?, to_timestamp(?)::TIMESTAMP)",
-                    [db.database_id, rng.choice(services[:3]), clock.now])
+            if kind < 0.2:  # an explicit transaction: several changes, then commit or not
+                try:
+                    with db.transaction():
+                        for _ in range(rng.randint(1, 3)):
+                            if rng.random() < 0.5:  # a refusal inside, caught: it goes on
+                                with contextlib.suppress(pybroker.NotFoundError,
+                                                         pybroker.AlreadyExistsError,
+                                                         pybroker.RouteDefinitionError):
+                                    _one_change(inst, clock, rng, db, step)
+                            else:
+                                _one_change(inst, clock, rng, db, step)
+                            inside = _sorted_keys({engine._normalize_key(k)
+                                                   for k in point_rng.sample(keys, 10)})
+                            answered, left = _check_mirror(inst, inside, in_transaction=True)
+                            mirror_answered += answered
+                            mirror_left += left
+                            # the decisions inside see the uncommitted rows, like the query
+                            assert (engine._point_rows(inside, clock.now)
+                                    == engine._resolve(inside, clock.now)), step
+                            inst.route_many(rng.sample(keys, 6))  # remembered, for now
+                        if rng.random() < 0.4:
+                            raise RuntimeError("roll back")
+                    committed += 1
+                except (pybroker.BrokerError, RuntimeError) as exc:  # a refused change too
+                    assert not isinstance(exc, RuntimeError) or str(exc) == "roll back"
+                    rolled_back += 1
+            elif kind < 0.25:
+                name = f"D{step}"
+                inst.create_database(name).create_queue("q")  # everything: a full reload
+                created.append(name)
+            elif kind < 0.29 and created:
+                # pybroker has no DROP DATABASE: a database's rows deleted behind the API's
+                # back, then invalidate(), as such writes must
+                gone = inst.database(created.pop())
+                for table in ("routes", "services", "route_requests", "databases"):
+                    inst._store.execute(f"DELETE FROM {table} WHERE database_id = ?",
+                                        [gone.database_id])
                 inst._routing.invalidate()
+                dropped += 1
             else:
-                clock.now += rng.choice([1, 4, 20, 60])  # R1.4: routes expire on their own
+                _one_change(inst, clock, rng, db, step)
         except pybroker.BrokerError:
             pass  # refused changes change nothing; the check below still runs
+        keys = [k for k in keys if k[0] in {"A", "B", "outside", *created}]
         sample = rng.sample(keys, 12)
         inst.route_many(sample)  # remembered now (decided, or answered from memory)
-        engine = inst._routing
-        # the point path against the query, row for row, for a sample of keys
-        compare = sorted({engine._normalize_key(k) for k in point_rng.sample(keys, 16)},
-                         key=lambda k: (k[0], k[1], k[2] or ""))
+        # the point path against the query, row for row, for a sample of keys, and the
+        # mirror's rows against select_key_inputs.sql's
+        compare = _sorted_keys({engine._normalize_key(k) for k in point_rng.sample(keys, 16)})
+        answered, _ = _check_mirror(inst, compare, in_transaction=False)
+        mirror_answered += answered
         by_query = engine._resolve(compare, clock.now)
         by_point = engine._point_rows(compare, clock.now)
         assert by_point == by_query, step
@@ -221,18 +511,23 @@ def test_random_changes_never_leave_a_stale_answer(inst, clock):
         # every answer the engine remembers, the sample's included, is the query's answer
         remembered = {engine._normalize_key(k): options(p.decisions)
                       for k, p in engine._plans.items()}
-        now_fresh = engine._decide(sorted(remembered, key=lambda k: (k[0], k[1], k[2] or "")),
-                                   clock.now, point=False)
+        now_fresh = engine._decide(_sorted_keys(remembered), clock.now, point=False)
         for key, answer in remembered.items():
             assert answer == options(now_fresh[key].decisions), (step, key)
         checked += len(remembered)
-    assert checked > 70 * 12
+    assert checked > 90 * 12
     assert len(steps_seen) >= 10  # many kinds of decision compared (every kind: below)
+    assert {m for m, _, _, _ in steps_seen} == {f"R2.{i}" for i in range(1, 8)}
+    # both ways inside transactions: the mirror answered what they left alone, and left
+    # what they changed to the query
+    assert mirror_left > 0 and mirror_answered > 90 * 16
+    assert rolled_back > 0 and committed > 0 and dropped > 0
 
 
 def test_the_point_path_decides_every_rule_like_the_query(inst, clock):
     """A catalog that reaches every matching (R2.1-R2.7), choosing (R3.1-R3.6) and locating
-    (R4.1, R4.2) step: the point path gives the query's rows, in order, with the weights."""
+    (R4.1, R4.2) step: the point path gives the query's rows, in order, with the weights,
+    on the mirror's rows (equal to select_key_inputs.sql's)."""
     a, b, msdb = inst.database("A"), inst.database("B"), inst.database("msdb")
     b.create_service("Known", queue="q")  # in A and B: R4.2 picks
     a.create_route("ByBroker", service_name="S1", broker_instance=GUID_A, address="LOCAL")
@@ -269,6 +564,7 @@ def test_the_point_path_decides_every_rule_like_the_query(inst, clock):
         inst.forwarding = forwarding
         clock.now += later  # R1.4: Expiring has expired
         by_query = engine._resolve(keys, clock.now)
+        assert _check_mirror(inst, keys, in_transaction=False) == (len(keys), 0)
         assert engine._point_rows(keys, clock.now) == by_query
         seen.update((r[11], r[12], r[13], r[14]) for r in by_query)
     assert {m for m, _, _, _ in seen} == {f"R2.{i}" for i in range(1, 8)}

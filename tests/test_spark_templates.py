@@ -35,6 +35,10 @@ TEMPLATES = {
     "explain_bound_key": {},
     "next_route_expiry": {},
     "select_key_inputs": {},
+    "select_mirror_routes": {},
+    "select_mirror_route_requests": {},
+    "select_mirror_services": {},
+    "select_mirror_forwarding": {},
 }
 
 # Templates sqlglot cannot read as one DuckDB query, and why. The macros wrap

@@ -10,11 +10,13 @@ A write tells the engine what it changed (:class:`~pybroker.routing.cache.Catalo
 only the answers that change can alter are voided, and once the write has committed the
 keys it voided are decided again in one query, so the next ``route()`` of a key that was
 in use stays warm. A service name the catalog does not know is answered from its origin's
-class answer (see pybroker/routing/cache.py). What remains cold is a key never decided
-whose service the catalog knows: one run of the routing query, bounded by DuckDB's
-planning and per-operator latency. The query is not a prepared statement on purpose:
-DuckDB bakes table statistics into a prepared plan (an all-NULL routes column becomes an
-empty result), so a prepared plan goes wrong when rows change.
+class answer (see pybroker/routing/cache.py). A key never decided whose service the catalog
+knows takes the point path (pybroker/routing/point.py) on the rows the catalog mirror holds
+in memory (pybroker/routing/mirror.py): no SQL at all, unless a part it reads was changed
+inside a transaction still open, or a batch of many keys is asked at once; then the SQL
+runs. The query is not a prepared statement on purpose: DuckDB bakes table statistics into
+a prepared plan (an all-NULL routes column becomes an empty result), so a prepared plan
+goes wrong when rows change.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pybroker.errors import NotFoundError
+from pybroker.errors import BrokerError, NotFoundError
 from pybroker.routing.cache import (
     EVERYTHING,
     NOTHING,
@@ -39,6 +41,7 @@ from pybroker.routing.cache import (
 )
 from pybroker.routing.decision import RouteDecision, TraceStep, build_trace
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
+from pybroker.routing.mirror import CatalogMirror
 from pybroker.routing.point import route_option_rows
 from pybroker.storage import Store
 
@@ -50,6 +53,9 @@ REDECIDE_LIMIT = 256
 # bound query each, ~1 ms, and Python: pybroker/routing/point.py); more go through the
 # set-based routing query in one run (~18 ms, then far under 1 ms per key).
 POINT_PATH_LIMIT = 8
+# With the catalog mirror fresh, the point path runs no query (~0.03-0.2 ms a key): up to this
+# many keys are decided that way.
+MIRROR_POINT_PATH_LIMIT = REDECIDE_LIMIT
 
 
 def to_utc_datetime(epoch_seconds: float) -> datetime:
@@ -93,18 +99,32 @@ class RoutingEngine:
         # A change inside an open transaction that then rolls back leaves answers decided on
         # rows that never were: they are all voided then (rollbacks without one void none).
         self._changed_in_transaction = False
+        # The inputs of every decision, in memory; loaded now, so that the first decision
+        # after opening runs no SQL either (pybroker/routing/mirror.py says why and costs).
+        self._mirror = CatalogMirror()
         store.on_transaction_end(self._transaction_ended)
+        self._refresh_mirror()
 
     def invalidate(self) -> None:
-        """Every cached answer is void (databases changed, or a change rolled back)."""
+        """Every cached answer is void, and the catalog mirror is read again (databases
+        changed, or rows were written without a CatalogChange)."""
         self.changed(EVERYTHING)
 
     def changed(self, change: CatalogChange) -> None:
-        """A write changed the catalog: void the answers ``change`` can alter."""
+        """A write changed the catalog: void the answers ``change`` can alter, and read the
+        parts of the catalog mirror it names again (now, unless a transaction is open:
+        then when it ends)."""
         if change == NOTHING:
             return
-        if self._store.in_transaction:
+        in_transaction = self._store.in_transaction
+        if in_transaction:
             self._changed_in_transaction = True
+        self._mirror.mark(change)
+        self._void(change)
+        if not in_transaction:
+            self._refresh_mirror()
+
+    def _void(self, change: CatalogChange) -> None:
         with self._lock:
             self._epoch += 1
             if change.everything:
@@ -129,11 +149,41 @@ class RoutingEngine:
     def _transaction_ended(self, committed: bool) -> None:
         changed, self._changed_in_transaction = self._changed_in_transaction, False
         if changed and not committed:
-            self.invalidate()
+            # Answers decided inside may rest on rows that never were. The mirror never
+            # holds uncommitted rows: it reads again only the parts marked inside.
+            self._void(EVERYTHING)
+        if self._mirror.pending or self._known_services is None:
+            self._refresh_mirror()
+
+    def _refresh_mirror(self) -> None:
+        """Read the stale parts of the catalog mirror again; on failure they stay stale (and
+        decisions that read them run select_key_inputs.sql). It runs where a write ends,
+        a rollback's included: nothing it meets may escape into the write's own error."""
+        with contextlib.suppress(BrokerError, RuntimeError, ValueError, TypeError):
+            self._mirror.refresh(self._store)
+        if self._known_services is None or self._database_names is None:
+            self._adopt_from_mirror()  # copying 100,000 names takes ms: the write pays
+
+    def _adopt_from_mirror(self) -> None:
+        """The service names and database names an ``everything`` change forgot, from the
+        mirror once it is loaded again (unless a change came meanwhile)."""
+        epoch = self._epoch
+        known = self._mirror.known_services() if self._known_services is None else None
+        names = self._mirror.database_names() if self._database_names is None else None
+        with self._lock:
+            if self._epoch != epoch:
+                return
+            if known is not None and self._known_services is None:
+                self._known_services = known
+            if names is not None and self._database_names is None:
+                self._database_names = names
 
     def redecide(self) -> None:
-        """After a write committed: decide again, in one query, the keys it voided that
-        were in use, so their next ``route()`` is warm (at most REDECIDE_LIMIT of them)."""
+        """After a write committed: decide again the keys it voided that were in use, so
+        their next ``route()`` is warm (at most REDECIDE_LIMIT of them; on the mirror, or
+        in one query)."""
+        if self._mirror.pending:
+            self._refresh_mirror()
         with self._lock:
             keys = sorted(self._voided, key=_sort_key)
             self._voided.clear()
@@ -205,10 +255,12 @@ class RoutingEngine:
         change the horizon itself is computed again."""
         if now < self._valid_until:
             return
-        row = self._store.fetchone(
-            _sql("routing/next_route_expiry.sql"), {"now": to_utc_datetime(now)}
-        )
-        expiry = row[0] if row and row[0] is not None else None
+        known, expiry = self._mirror.next_expiry(to_utc_datetime(now))
+        if not known:
+            row = self._store.fetchone(
+                _sql("routing/next_route_expiry.sql"), {"now": to_utc_datetime(now)}
+            )
+            expiry = row[0] if row and row[0] is not None else None
         horizon = math.inf if expiry is None else expiry.replace(tzinfo=UTC).timestamp()
         with self._lock:
             if now >= self._expiry_horizon:  # a route expired since the answers were made
@@ -220,18 +272,25 @@ class RoutingEngine:
     def _known(self) -> set[str]:
         """Every service name the catalog mentions (routes, services, route requests)."""
         known = self._known_services
-        if known is None:
+        if known is None:  # the mirror's were adopted after its load, unless it failed
+            epoch = self._epoch
             rows = self._store.fetchall(_sql("instance/select_known_service_names.sql"))
             known = {r[0] for r in rows}
             with self._lock:
-                self._known_services = known
+                if self._epoch == epoch:  # a change meanwhile may name a service it lacks
+                    self._known_services = known
         return known
 
     def _databases(self) -> frozenset[str]:
-        if self._database_names is None:
+        names = self._database_names
+        if names is None:
+            epoch = self._epoch
             rows = self._store.fetchall(_sql("instance/select_database_names.sql"))
-            self._database_names = frozenset(r[0] for r in rows)
-        return self._database_names
+            names = frozenset(r[0] for r in rows)
+            with self._lock:
+                if self._epoch == epoch:
+                    self._database_names = names
+        return names
 
     def _normalize_key(self, key: tuple[str, str, str | None]) -> Key:
         origin, service_name, broker_instance = key
@@ -271,17 +330,24 @@ class RoutingEngine:
         return plans
 
     def _point_rows(self, keys: Sequence[Key], now: float) -> list[tuple]:
-        """The rows of resolve_route_options.sql for ``keys``, on the point path: one
-        bound query per key for what its decision reads, and the steps in Python."""
+        """The rows of resolve_route_options.sql for ``keys``, on the point path: what each
+        decision reads, from the catalog mirror (or, while a part of it is stale, one bound
+        query per key), and the steps in Python."""
         routed_at = to_utc_datetime(now)
         rows: list[tuple] = []
         for key in keys:
-            inputs = self._store.fetchall(
-                _sql("routing/select_key_inputs.sql"),
-                {"origin": key[0], "service_name": key[1], "routed_at": routed_at},
-            )
+            inputs = self._mirror.key_inputs(key[0], key[1], routed_at)
+            if inputs is None:
+                inputs = self._key_inputs_by_query(key, routed_at)
             rows.extend(route_option_rows(key, routed_at, inputs))
         return rows
+
+    def _key_inputs_by_query(self, key: Key, routed_at: datetime) -> list[tuple]:
+        """select_key_inputs.sql: what the mirror holds, as the connection sees it now."""
+        return self._store.fetchall(
+            _sql("routing/select_key_inputs.sql"),
+            {"origin": key[0], "service_name": key[1], "routed_at": routed_at},
+        )
 
     def _decide(
         self, keys: Sequence[Key], now: float, *, point: bool | None = None
@@ -289,7 +355,8 @@ class RoutingEngine:
         """The possible decisions of ``keys``: on the point path for a few keys, else one
         run of the routing query (``point`` forces one or the other)."""
         if point is None:
-            point = len(keys) <= POINT_PATH_LIMIT
+            point = len(keys) <= POINT_PATH_LIMIT or (
+                len(keys) <= MIRROR_POINT_PATH_LIMIT and self._mirror.fresh)
         rows = self._point_rows(keys, now) if point else self._resolve(keys, now)
         grouped: dict[Key, tuple[list[RouteDecision], list[float]]] = {}
         for row in rows:
