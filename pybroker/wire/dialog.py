@@ -199,10 +199,9 @@ class Transmitter:
             if msg is not None and seq >= through:
                 before = msg.in_flight()
                 msg.acknowledge(first, last)  # bounded by the message's count
+                released += before - msg.in_flight()  # all of it when now whole
                 if not msg.unacked:
                     covered.append(seq)
-                else:
-                    released += before - msg.in_flight()
         for seq in covered:
             msg = messages.pop(seq, None)
             if msg is not None:
@@ -314,6 +313,11 @@ class Transmitter:
                 if lowest is not None and seq - lowest >= WINDOW:
                     return None  # far enough ahead of the lowest unacknowledged message
                 msg.unsent += 1
+                if not msg.is_unacked(msg.unsent - 1):
+                    # acknowledged before it was sent (the receiver kept it from before a
+                    # restart of this sender): nothing to send, and nothing to count in
+                    # flight, since no acknowledgement will ever release it
+                    continue
                 return msg, seq, msg.unsent - 1, False
             dialog.head += 1
             if dialog.head > 64 and dialog.head * 2 > len(unsent):
