@@ -33,9 +33,11 @@ DEFAULT_WINDOW = 8 * 2**20  # bytes in flight (sent, unacknowledged) per next ho
 # unacknowledged one: a lost fragment then holds back (status 2 at the receiver) and brings
 # again at most this many, not the whole backlog a restart or an outage piled up. It also
 # bounds one conversation's rate to WINDOW messages per round trip (the receiver's commit
-# included): 64 capped a single conversation near 3,000 messages/s; the receiver now holds
-# and releases out-of-order messages set-based, so a wider window costs it little.
-WINDOW = 512
+# included): 64 capped a single conversation near 3,000 messages/s, 512 near 8,000 (idle
+# machine, `pybroker bench wire` case a); 2,048 lets one conversation reach ~11,000. The
+# receiver holds and releases out-of-order messages set-based, so a wider window costs it
+# little; a lost fragment holds back at most this many messages (status 2).
+WINDOW = 2048
 BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 
 
