@@ -207,3 +207,19 @@ def test_errors_share_one_root():
         obj = getattr(pybroker, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, BrokerError)
+
+
+def test_a_writable_file_checkpoints_at_a_64_mib_log_and_a_read_only_one_is_left_alone(
+        tmp_path):
+    """storage.CHECKPOINT_THRESHOLD: fewer checkpoints for a queue's short-lived rows."""
+    path = tmp_path / "i.duckdb"
+    with pybroker.connect(path) as inst:
+        setting = inst._store.connection.execute(
+            "SELECT current_setting('checkpoint_threshold')").fetchone()[0]
+    assert setting == "64.0 MiB"
+    store = Store(path, read_only=True)
+    try:
+        assert store.connection.execute(
+            "SELECT current_setting('checkpoint_threshold')").fetchone()[0] == "16.0 MiB"
+    finally:
+        store.close()

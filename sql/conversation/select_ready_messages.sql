@@ -4,7 +4,9 @@
 -- its group's count of ready messages (more than it read: the group goes on) and the
 -- horizon: the first ready message of the first group left out (NULL: none was), before
 -- which the rows read are the whole queue. Nothing changes here: what RECEIVE hands out
--- leaves at commit (delete_received_messages.sql).
+-- leaves at commit (delete_received_messages.sql). No bodies: select_message_bodies.sql
+-- fetches those of the rows read (windowing and sorting rows with their bodies moved every
+-- ready body through the sort: 17 ms for one 1 MiB message of 40 ready, against ~1 ms).
 WITH groups AS (
     SELECT m.conversation_group_id, MIN(m.queuing_order) AS group_first,
         COUNT(*) AS group_ready
@@ -23,7 +25,7 @@ horizon AS (
     SELECT MIN(r.group_first) AS horizon FROM ranked AS r WHERE r.read_before >= $budget
 )
 SELECT q.queuing_order, q.conversation_handle, q.conversation_group_id,
-    q.message_sequence_number, q.message_type_name, q.message_body, q.service_name,
+    q.message_sequence_number, q.message_type_name, q.service_name,
     q.service_contract_name, r.group_ready, h.horizon
 FROM queue_messages AS q
 JOIN ranked AS r ON r.conversation_group_id = q.conversation_group_id
