@@ -337,8 +337,31 @@ def signed_bytes(item: MessageFragment | AckEntry | Notice) -> bytes:
 
 
 def _signed_header(f: MessageFragment) -> bytes:
-    return bytes((_message_flags(f) & ~_HAS_ACK,)) + _message_header(
-        f, with_mac=False, with_ack=False)
+    """The flags byte and the header up to the MAC, without the acknowledgement (what the
+    MAC covers before the body): built from cached fields, as ``encode_message`` builds
+    it, without its checks (a decoded fragment passed the decoder's)."""
+    if len(f.key_id) != KEY_ID_SIZE:
+        raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
+    return b"".join((
+        bytes((_message_flags(f) & ~_HAS_ACK,)),
+        NO_GUID if f.conversation_id is None else _guid_bytes(f.conversation_id),
+        _FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
+        _text_raw(f.from_service), _text_raw(f.to_service),
+        NO_GUID if f.from_broker_instance is None else _guid_bytes(f.from_broker_instance),
+        NO_GUID if f.to_broker_instance is None else _guid_bytes(f.to_broker_instance),
+        _text_raw(f.contract), _text_raw(f.message_type),
+        _STATIC.pack(_VALIDATIONS.index(f.validation) if f.validation in _VALIDATIONS
+                     else 255, f.priority, f.lifetime_ms, f.hops_remaining),
+        bytes(f.key_id)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_raw(value: str) -> bytes:
+    """A string field as written (length and UTF-8), unchecked but for its length."""
+    data = value.encode("utf-8")
+    if len(data) > 0xFFFF:
+        raise FrameError(f"a string of {len(data)} bytes does not fit a frame field")
+    return struct.pack("!H", len(data)) + data
 
 
 def compute_mac(key: bytes, data: bytes) -> bytes:
@@ -552,20 +575,74 @@ def _read_ack_entry(r: _Reader) -> AckEntry:
     return AckEntry(conversation_id, role == 1, broker, key_id, through, tuple(ranges), mac)
 
 
+_GUID_FIXED = struct.Struct("!16sqIIQ")  # conversation id, then _FIXED
+_U16 = struct.Struct("!H")
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_value(raw: bytes) -> str:
+    """A string field's text, checked (names repeat: cached)."""
+    try:
+        value = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FrameError("a string field is not valid UTF-8") from None
+    if "\x00" in value:
+        raise FrameError("a string field holds a NUL character")
+    return value
+
+
+def _text_at(header: memoryview, pos: int) -> tuple[str, int]:
+    """The string field at ``pos`` and the offset after it."""
+    end = pos + 2
+    if end > len(header):
+        raise FrameError(f"a field runs past the end of its frame part (2 bytes at offset "
+                         f"{pos} of {len(header)})")
+    (n,) = _U16.unpack_from(header, pos)
+    if end + n > len(header):
+        raise FrameError(f"a field runs past the end of its frame part ({n} bytes at offset "
+                         f"{end} of {len(header)})")
+    return _text_value(bytes(header[end:end + n])), end + n
+
+
+def _guid_at(header: memoryview, pos: int) -> str | None:
+    raw = bytes(header[pos:pos + 16])
+    if len(raw) != 16:
+        raise FrameError(f"a field runs past the end of its frame part (16 bytes at offset "
+                         f"{pos} of {len(header)})")
+    return None if raw == NO_GUID else _guid_text(raw)
+
+
 def _decode_message(flags: int, header: memoryview, body: memoryview,
                     copy_body: bool = True) -> MessageFragment:
+    """A MESSAGE frame, its header read with a few fixed-layout unpacks (the hot path of
+    arrivals): the same checks and errors as field by field."""
     if flags & ~(_FROM_INITIATOR | _END_OF_DIALOG | _ERROR | _HAS_ACK):
         raise FrameError(f"unknown MESSAGE flags 0x{flags:02x}")
+    size = len(header)
+    if size < _GUID_FIXED.size:
+        raise FrameError(f"a field runs past the end of its frame part (MESSAGE header of "
+                         f"{size} bytes)")
+    conv_raw, sequence, fragment_number, fragment_count, message_size = (
+        _GUID_FIXED.unpack_from(header, 0))
+    if conv_raw == NO_GUID:
+        raise FrameError("the conversation id of a frame is missing (all-zero GUID)")
+    conversation_id = _guid_text(conv_raw)
+    from_service, pos = _text_at(header, _GUID_FIXED.size)
+    to_service, pos = _text_at(header, pos)
+    from_broker = _guid_at(header, pos)
+    if from_broker is None:
+        raise FrameError("the sending broker instance of a frame is missing (all-zero GUID)")
+    to_broker = _guid_at(header, pos + 16)
+    contract, pos = _text_at(header, pos + 32)
+    message_type, pos = _text_at(header, pos)
+    if pos + _STATIC.size + KEY_ID_SIZE > size:
+        raise FrameError(f"a field runs past the end of its frame part ({_STATIC.size} bytes "
+                         f"at offset {pos} of {size})")
+    validation, priority, lifetime_ms, hops = _STATIC.unpack_from(header, pos)
+    pos += _STATIC.size
+    key_id = bytes(header[pos:pos + KEY_ID_SIZE])
     r = _Reader(header)
-    conversation_id = r.required_guid("conversation id")
-    sequence, fragment_number, fragment_count, message_size = _FIXED.unpack(r.take(24))
-    from_service, to_service = r.text(), r.text()
-    from_broker = r.required_guid("sending broker instance")
-    to_broker = r.guid()
-    contract, message_type = r.text(), r.text()
-    validation = r.u8()
-    priority, lifetime_ms, hops = r.u8(), r.i64(), r.u8()
-    key_id = bytes(r.take(KEY_ID_SIZE))
+    r.pos = pos + KEY_ID_SIZE
     ack = _read_ack_entry(r) if flags & _HAS_ACK else None
     mac = bytes(r.take(MAC_SIZE))
     r.end("MESSAGE header")
