@@ -375,7 +375,14 @@ class UnitOfWork:
                 ep.saved = now
             if wide:
                 run("conversation/update_conversation_endpoints.sql", _endpoint_changes(wide))
-            if narrow:
+            if len(narrow) == 1:
+                ep = narrow[0]
+                run("conversation/update_endpoint_sequence.sql", {
+                    "conversation_handle": ep.conversation_handle,
+                    "send_sequence": ep.send_sequence,
+                    "first_unacked_send_sequence": ep.first_unacked_send_sequence,
+                    "receive_sequence": ep.receive_sequence})
+            elif narrow:
                 run("conversation/update_endpoint_sequences.sql", {
                     "conversation_handle": columns.guids(e.conversation_handle for e in narrow),
                     "send_sequence": columns.ints(e.send_sequence for e in narrow),
@@ -394,7 +401,7 @@ class UnitOfWork:
         if queue_rows:
             self.enqueued = True
         for rows, inbound in ((self.tx_rows, False), (self.inbound_rows, True)):
-            if any(len(r[14] or b"") > LARGE_BODY for r in rows):
+            if len(rows) == 1 or any(len(r[14] or b"") > LARGE_BODY for r in rows):
                 for row in rows:
                     run("conversation/insert_transmission_queue_row.sql",
                         {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound})
