@@ -24,6 +24,7 @@ from pybroker.errors import (
     StorageError,
     TemplateError,
     TsqlSyntaxError,
+    UnsupportedOptionError,
     UnsupportedStatementError,
     WireError,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "TemplateError",
     "TraceStep",
     "TsqlSyntaxError",
+    "UnsupportedOptionError",
     "UnsupportedStatementError",
     "WireError",
     "connect",

@@ -40,6 +40,15 @@ class UnsupportedStatementError(TsqlSyntaxError):
     """``Database.execute()`` was given a statement kind pybroker does not run."""
 
 
+class UnsupportedOptionError(TsqlSyntaxError):
+    """A clause or option of a statement ``execute()`` runs is understood but not supported
+    (WINDOWS authentication, MESSAGE_FORWARDING = ENABLED, ...); ``option`` names it."""
+
+    def __init__(self, message: str, *, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 class StorageError(BrokerError):
     """The instance file cannot be used: not a DuckDB file, locked by another process, ..."""
 

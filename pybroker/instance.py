@@ -55,6 +55,12 @@ from pybroker.wire.endpoint import (
     trust,
     untrust,
 )
+from pybroker.wire.server_ddl import (
+    MASTER_DATABASE_ID,
+    SERVER_STATEMENTS,
+    DefinedEndpoint,
+    ServerBatch,
+)
 
 _ROUTE_CLAUSES = ("service_name", "broker_instance", "lifetime", "address", "mirror_address")
 
@@ -179,6 +185,9 @@ class Instance:
             raise
         self._worker: Worker | None = None
         self._endpoint: Endpoint | None = None
+        # what CREATE ENDPOINT on master defined (pybroker.wire.server_ddl), for the life of
+        # this Instance: like start_endpoint(), it is not kept in the file
+        self._endpoint_definition: DefinedEndpoint | None = None
         if worker and not read_only:  # the worker writes (retries, timers, expiry)
             self._worker = Worker(self._messaging, self._clock)
             self._worker.start()
@@ -1004,22 +1013,28 @@ class Database:
 
     def execute(self, tsql: str) -> None:
         """Run T-SQL DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and
-        SERVICE (C2, C3). A batch of several statements is all or nothing."""
+        SERVICE (C2, C3); on master also CREATE/ALTER/DROP ENDPOINT and CREATE/DROP
+        CERTIFICATE (P2, pybroker.tsql.endpoint_ddl). A batch of several statements is all
+        or nothing."""
         from pybroker.tsql import parse_batch
 
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
-        self.run_statements(parse_batch(tsql))
+        self.run_statements(parse_batch(tsql, master=self.database_id == MASTER_DATABASE_ID))
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.tsql) in one transaction: any error, nothing
-        changed."""
+        changed (an endpoint a failed batch closed is started again)."""
         from pybroker.tsql import AlterRoute, CreateRoute, DropRoute
         from pybroker.tsql import object_ddl as ddl
 
-        with self._instance._write(NOTHING):  # each statement says what it changes
+        statements = list(statements)
+        server = ServerBatch(self, statements)  # ENDPOINT and CERTIFICATE, on master only
+        with server, self._instance._write(NOTHING):  # each statement says what it changes
             for statement in statements:
-                if isinstance(statement, CreateRoute):
+                if isinstance(statement, SERVER_STATEMENTS):
+                    server.run(statement)
+                elif isinstance(statement, CreateRoute):
                     self.create_route(
                         statement.name, service_name=statement.service_name,
                         broker_instance=statement.broker_instance, address=statement.address,
@@ -1059,6 +1074,7 @@ class Database:
                     self.drop_service(statement.name)
                 else:
                     raise BrokerError(f"execute() cannot run {statement!r}")
+            server.finish()
 
     # -- internals -----------------------------------------------------------------------
 

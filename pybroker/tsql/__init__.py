@@ -1,7 +1,16 @@
 """T-SQL that ``Database.execute()`` runs: route DDL (SPEC R10) and MESSAGE TYPE, CONTRACT,
-QUEUE and SERVICE DDL (issue 3)."""
+QUEUE and SERVICE DDL (issue 3); on master also ENDPOINT and CERTIFICATE DDL (P2)."""
 
 from pybroker.tsql.batch import Statement, parse_batch
+from pybroker.tsql.endpoint_ddl import (
+    AlterEndpoint,
+    CreateCertificateFromFile,
+    CreateCertificateWithSubject,
+    CreateEndpoint,
+    DropCertificate,
+    DropEndpoint,
+    EndpointStatement,
+)
 from pybroker.tsql.object_ddl import (
     AlterMessageType,
     AlterQueue,
@@ -19,20 +28,27 @@ from pybroker.tsql.object_ddl import (
 from pybroker.tsql.route_ddl import AlterRoute, CreateRoute, DropRoute, RouteStatement
 
 __all__ = [
+    "AlterEndpoint",
     "AlterMessageType",
     "AlterQueue",
     "AlterRoute",
     "AlterService",
+    "CreateCertificateFromFile",
+    "CreateCertificateWithSubject",
     "CreateContract",
+    "CreateEndpoint",
     "CreateMessageType",
     "CreateQueue",
     "CreateRoute",
     "CreateService",
+    "DropCertificate",
     "DropContract",
+    "DropEndpoint",
     "DropMessageType",
     "DropQueue",
     "DropRoute",
     "DropService",
+    "EndpointStatement",
     "ObjectStatement",
     "RouteStatement",
     "Statement",

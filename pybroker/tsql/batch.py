@@ -1,5 +1,6 @@
 """A batch of the T-SQL that ``Database.execute()`` runs: route DDL (SPEC R10) and the
-object DDL of MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (issue 3), mixed in any order."""
+object DDL of MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (issue 3), mixed in any order; on
+master also ENDPOINT and CERTIFICATE DDL (pybroker.tsql.endpoint_ddl)."""
 
 from __future__ import annotations
 
@@ -7,30 +8,48 @@ from collections.abc import Callable
 from typing import Any
 
 from pybroker.errors import TsqlSyntaxError
+from pybroker.tsql.endpoint_ddl import (
+    ENDPOINT_STATEMENTS,
+    MASTER_ONLY_REFUSALS,
+    EndpointStatement,
+)
 from pybroker.tsql.lexer import Token, tokenize
 from pybroker.tsql.object_ddl import ObjectStatement
 from pybroker.tsql.object_parser import OBJECT_REFUSALS, OBJECT_STATEMENTS
 from pybroker.tsql.parser import Parser
 from pybroker.tsql.route_ddl import ROUTE_STATEMENTS, RouteStatement
 
-Statement = RouteStatement | ObjectStatement
+Statement = RouteStatement | ObjectStatement | EndpointStatement
 
 # Route statements first: their order is the order messages list what execute() runs.
 _STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
     **ROUTE_STATEMENTS,
     **OBJECT_STATEMENTS,
 }
+_MASTER_STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
+    **_STATEMENTS,
+    **ENDPOINT_STATEMENTS,
+}
 
 
-def parse_batch(text: str) -> list[Statement]:
+def parse_batch(text: str, *, master: bool = False) -> list[Statement]:
     """Parse a batch into statements, in order, without running anything.
+
+    ``master``: the batch is for the master database, which also runs CREATE/ALTER/DROP
+    ENDPOINT and CREATE/DROP CERTIFICATE (elsewhere they are refused, pointing at master).
 
     Raises UnsupportedStatementError for a statement of another kind (CREATE TABLE, SELECT,
     CREATE REMOTE SERVICE BINDING, ALTER CONTRACT, GO, ...), TsqlSyntaxError for text that
     is malformed or holds no statement, or that uses a clause pybroker does not run (route
-    AUTHORIZATION, queue ACTIVATION, ...), and RouteDefinitionError for a CREATE ROUTE
-    without ADDRESS (R10.1) or a LIFETIME that is not a whole number (R10.2).
+    AUTHORIZATION, queue ACTIVATION, ...; UnsupportedOptionError for an endpoint's or
+    certificate's), and RouteDefinitionError for a CREATE ROUTE without ADDRESS (R10.1) or
+    a LIFETIME that is not a whole number (R10.2).
     """
     if not isinstance(text, str):
         raise TsqlSyntaxError(f"T-SQL must be text, not {type(text).__name__}")
-    return Parser(tokenize(text), _STATEMENTS, OBJECT_REFUSALS).batch()
+    if not isinstance(master, bool):
+        raise TsqlSyntaxError(f"master must be True or False, not {master!r}")
+    if master:
+        return Parser(tokenize(text), _MASTER_STATEMENTS, OBJECT_REFUSALS).batch()
+    refusals = {**OBJECT_REFUSALS, **MASTER_ONLY_REFUSALS}
+    return Parser(tokenize(text), _STATEMENTS, refusals).batch()

@@ -82,6 +82,22 @@ def _load(pem: str | bytes) -> x509.Certificate:
         raise WireError(f"not a PEM certificate: {exc}") from None
 
 
+def pem_of_file(data: bytes) -> str:
+    """A certificate file's bytes as PEM text: PEM as ``pybroker cert`` prints it, or DER
+    as SQL Server's BACKUP CERTIFICATE writes it."""
+    if data.lstrip().startswith(b"-----BEGIN"):
+        try:
+            return data.decode("ascii")
+        except UnicodeDecodeError:
+            raise WireError("a certificate PEM must be ASCII text") from None
+    try:
+        cert = x509.load_der_x509_certificate(data)
+    except ValueError:
+        raise WireError("not a certificate: expected PEM text (-----BEGIN CERTIFICATE-----) "
+                        "or DER bytes") from None
+    return cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+
+
 def certificate_info(pem: str | bytes) -> CertificateInfo:
     """Read a PEM certificate; WireError if it is not one or its key is not EC P-256."""
     cert = _load(pem)

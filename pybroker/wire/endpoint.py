@@ -50,7 +50,10 @@ class Endpoint:
         self._bridge.start()
         self._remote.event("Broker:Connection", "Listening", None, None, None,
                            f"the broker endpoint listens on {self.address}")
-        instance.run_pending_all()  # what waited for a transport goes now
+        if not instance._store.in_transaction:
+            instance.run_pending_all()  # what waited for a transport goes now
+        # else started by T-SQL inside a batch's write: its commit retries every waiting
+        # transmission (Messaging.after_catalog_write)
 
     @property
     def port(self) -> int:
@@ -199,8 +202,9 @@ class _Bridge:
 # -- identity and trust, kept in the instance file -----------------------------------------
 
 
-def endpoint_identity(instance: Instance) -> Identity:
-    """This instance's identity on the wire; its certificate is made on first need."""
+def endpoint_identity(instance: Instance, subject: str | None = None) -> Identity:
+    """This instance's identity on the wire; its certificate is made on first need (with
+    ``subject`` as its common name when given)."""
     store = instance._store
     with instance._write():
         row = store.run("wire/select_identity.sql")[0]
@@ -209,7 +213,7 @@ def endpoint_identity(instance: Instance) -> Identity:
             instance_id = instance_id or str(uuid.uuid4())
             name = instance.path.stem if instance.path is not None else "pybroker"
             cert, key = certificates.make_certificate(
-                f"pybroker {name} {instance_id[:8]}", instance._now())
+                subject or f"pybroker {name} {instance_id[:8]}", instance._now())
             store.run("wire/update_identity.sql", {
                 "instance_id": instance_id, "certificate": cert, "private_key": key})
     brokers = tuple(db.broker_instance for db in instance.databases())
@@ -221,7 +225,14 @@ def trusted_certificates(instance: Instance) -> dict[str, str]:
         return dict(instance._store.run("wire/select_trusted_certificates.sql"))
 
 
-def trust(instance: Instance, name: str, pem: str) -> None:
+def trust(instance: Instance, name: str, pem: str | bytes) -> None:
+    admit(instance, name, pem)
+    retrust(instance)
+
+
+def admit(instance: Instance, name: str, pem: str | bytes) -> None:
+    """Keep the peer's certificate in the file (replacing one of that name); the running
+    transport learns of it from ``retrust`` (once the change is committed)."""
     if not isinstance(name, str) or not name.strip() or len(name) > 128:
         raise InvalidArgumentError(
             f"a trusted peer's name is a non-empty string of at most 128 characters: {name!r}")
@@ -236,18 +247,24 @@ def trust(instance: Instance, name: str, pem: str) -> None:
             "name": name, "certificate": info.pem, "thumbprint": info.fingerprint,
             "subject": info.subject, "start_date": info.not_before,
             "expiry_date": info.not_after, "create_date": instance._now()})
-    _retrust(instance)
 
 
 def untrust(instance: Instance, name: str) -> None:
+    forget(instance, name)
+    retrust(instance)
+
+
+def forget(instance: Instance, name: str) -> None:
+    """Take the peer's certificate out of the file (``retrust`` tells the transport)."""
     with instance._write():
         gone = instance._store.run("wire/delete_trusted_certificate.sql", {"name": name})
     if not gone:
         raise NotFoundError(f"no trusted peer is called {name!r}")
-    _retrust(instance)
 
 
-def _retrust(instance: Instance) -> None:
+def retrust(instance: Instance) -> None:
+    """Give the running transport the trusted certificates the file holds now (it closes
+    the connections of peers no longer trusted)."""
     endpoint = instance._endpoint
     if endpoint is not None and not endpoint.is_closed:
         endpoint._transport.trust(trusted_certificates(instance))
