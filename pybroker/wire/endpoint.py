@@ -31,6 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_BATCH = 4096  # arrivals applied in one transaction at most
 MAX_BATCH_BYTES = 64 * 2**20
 SNAPSHOT_INTERVAL = 1.0  # seconds: sys.dm_broker_connections is at most this old
+# seconds: acknowledgements alone (nothing else waiting) are applied at most this often, so
+# that a sender acknowledged message by message does not spend a DuckDB transaction on each
+# acknowledgement (deleting transmission-queue rows is never on the way of a delivery)
+ACK_INTERVAL = 0.02
 
 
 class Endpoint:
@@ -97,6 +101,8 @@ class _Bridge:
         self._items: deque[tuple[str, Any]] = deque()
         self._ready = threading.Condition()
         self._stopped = False
+        self._urgent = 0  # items waiting that are not acknowledgements
+        self._acks_applied = 0.0  # time.monotonic() when acknowledgements were last applied
         self._thread = threading.Thread(target=self._run, name="pybroker-wire-engine",
                                         daemon=True)
         self._last_snapshot: list[tuple[Any, ...]] | None = None
@@ -124,6 +130,8 @@ class _Bridge:
     def _put(self, kind: str, item: Any) -> None:
         with self._ready:
             self._items.append((kind, item))
+            if kind != "acks":
+                self._urgent += 1
             self._ready.notify()
 
     # the writer thread
@@ -143,8 +151,14 @@ class _Bridge:
         next_snapshot = time.monotonic()
         while True:
             with self._ready:
-                while not self._items and not self._stopped:
-                    wait = next_snapshot - time.monotonic()
+                while not self._stopped:
+                    now = time.monotonic()
+                    if self._items and (self._urgent or now >= self._acks_applied
+                                        + ACK_INTERVAL):
+                        break
+                    wait = next_snapshot - now
+                    if self._items:
+                        wait = min(wait, self._acks_applied + ACK_INTERVAL - now)
                     if wait <= 0:
                         break
                     self._ready.wait(wait)
@@ -152,6 +166,9 @@ class _Bridge:
                     return
                 items = list(self._items)
                 self._items.clear()
+                self._urgent = 0
+            if any(kind == "acks" for kind, _ in items):
+                self._acks_applied = time.monotonic()
             try:
                 self._apply(items, Arrival)
             except Exception as exc:  # never let the writer die; the senders resend
