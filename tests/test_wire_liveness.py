@@ -4,19 +4,25 @@ acknowledgement with a retransmission deadline; the bytes counted in flight per 
 those sent and not acknowledged (L1); every fragment sent and not acknowledged will go again
 (L2). Random sequences of submits, sends, acknowledgements (by range, of fragments never
 sent, duplicates), timer expiries, re-routes and forgets keep all of it after every step;
-and breaking the accounting on purpose is caught and repaired."""
+breaking the accounting on purpose is caught and repaired; and transport.py checks it once
+a second, records a breach as a broker event and repairs it."""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
+import socket
+import time
 import types
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
+from wire_helpers import wait_for
 
-from pybroker.wire import dialog
+from pybroker.wire import certificates, dialog, transport
 from pybroker.wire.dialog import Transmitter
 from pybroker.wire.frames import AckEntry, MessageFragment
 
@@ -216,3 +222,64 @@ def test_a_conversation_routed_elsewhere_takes_its_bytes_in_flight_along():
     t.on_ack(ack(0, 2))
     assert t.in_flight_bytes(HOPS[1]) == 0 and t.dialogs() == 0
 
+
+class _Sink:
+    """The transport's sink, keeping only the broker events."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str | None, str]] = []
+
+    def arrived(self, connection, peer, fragment) -> None: ...
+
+    def acknowledged(self, acks) -> None: ...
+
+    def notice(self, notice, peer) -> None: ...
+
+    def status(self, handles, text) -> None: ...
+
+    def event(self, event_class, subclass, peer, conversation_id, sequence, description):
+        self.events.append((event_class, subclass, peer, description))
+
+    def repaired(self) -> list[str]:
+        return [e[3] for e in self.events if e[1] == "Liveness Repaired"]
+
+
+def test_the_transport_records_and_repairs_a_breach_within_a_second():
+    """transport.py checks the invariant once a second while anything is in flight: a
+    window closed by bytes never given back, and a next hop with fragments ready and no
+    connection attempt pending, each become a broker event and are repaired."""
+    with socket.socket() as s:  # a port nothing listens on: connections are refused
+        s.bind(("127.0.0.1", 0))
+        hop = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    cert, key = certificates.make_certificate("liveness", datetime.now(UTC).replace(
+        tzinfo=None))
+    sink = _Sink()
+    tr = transport.Transport(sink, transport.Identity(str(uuid.uuid4()), cert, key, (BROKER,)),
+                             {}, transport.Settings(port=0, retry_scale=100.0))
+
+    def on_loop(fn):
+        async def call():
+            return fn()
+        return asyncio.run_coroutine_threadsafe(call(), tr._loop).result(5)
+
+    tr.start()
+    try:
+        tr.submit([("h", hop, message(0, seq, 10)) for seq in range(3)])
+        wait_for(lambda: any(e[1] == "Connect Failed" for e in sink.events), 10, "refusal")
+        assert on_loop(lambda: tr._redials.get(hop)) == 1  # next attempt in 400 s (C5)
+        on_loop(lambda: tr.transmitter._flight.__setitem__(hop, tr.transmitter.window))
+        wait_for(sink.repaired, 5, "the liveness check")
+        assert sink.repaired() == [f"the sender would have stalled: {tr.transmitter.window} "
+                                   f"bytes were counted in flight to {hop}, 0 were sent "
+                                   "and not acknowledged"]
+        assert on_loop(lambda: (tr.transmitter.in_flight_bytes(hop), tr.transmitter.audit())
+                       ) == (0, [])
+        on_loop(tr._redials.clear)  # as if the attempt were lost: the check starts one
+        wait_for(lambda: len(sink.repaired()) == 2, 5, "the liveness check")
+        assert sink.repaired()[1] == ("the sender would have stalled: fragments were ready "
+                                      "with no connection attempt")
+        assert on_loop(lambda: tr._redials.get(hop) or hop in tr._connecting)
+        time.sleep(1.5)
+        assert len(sink.repaired()) == 2  # repaired: nothing more to say
+    finally:
+        tr.close()
