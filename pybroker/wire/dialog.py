@@ -170,9 +170,12 @@ class Transmitter:
             dialog = self._dialogs[key] = _Dialog(key, handle, address)
             self._by_address.setdefault(address, deque()).append(dialog)
         elif dialog.address != address:  # routed elsewhere since: later fragments go there
-            self._release(dialog.address, sum(m.in_flight() for m in dialog.messages.values()))
-            self._by_address[dialog.address].remove(dialog)
+            moved = sum(m.in_flight() for m in dialog.messages.values())
+            self._release(dialog.address, moved)
+            self._unlink(dialog)
             dialog.address = address
+            if moved:  # their acknowledgements now release them from the new next hop
+                self._flight[address] = self._flight.get(address, 0) + moved
             self._by_address.setdefault(address, deque()).append(dialog)
         seq = message.sequence
         if seq in dialog.messages:
@@ -236,10 +239,13 @@ class Transmitter:
     def _drop(self, dialog: _Dialog) -> None:
         self._release(dialog.address, sum(m.in_flight() for m in dialog.messages.values()))
         del self._dialogs[dialog.key]
+        self._unlink(dialog)
+
+    def _unlink(self, dialog: _Dialog) -> None:
         peers = self._by_address.get(dialog.address)
         if peers is not None:
             peers.remove(dialog)
-            if not peers:
+            if not peers:  # a next hop is kept only while something goes to it (P7)
                 del self._by_address[dialog.address]
 
     # -- output --------------------------------------------------------------------------
@@ -362,6 +368,139 @@ class Transmitter:
                 ready.add(dialog.address)
         return ready
 
+    # -- liveness (P5.3, C5, P7) ---------------------------------------------------------
+    #
+    # The invariant: a next hop with unacknowledged messages always has a fragment ready to
+    # send now (``ready``) or a fragment sent and awaiting its acknowledgement, which then
+    # has a retransmission deadline in ``get_timer()`` or is queued to go again. It rests on
+    # two accounts that ``audit`` recomputes from the messages themselves:
+    #   L1 the bytes counted in flight to a next hop are the sizes of its fragments sent and
+    #      not acknowledged (no more: a count that never comes back closes the window for
+    #      good, the stall of 160abf9; no less: the window would not hold);
+    #   L2 every fragment sent and not acknowledged has a live timer or a place in its
+    #      dialog's resend queue (P5.3: it goes again until acknowledged).
+    # With L1 and L2, every next hop is live: a closed window means bytes truly in flight,
+    # hence timers; an open one lets an unsent fragment go or all were sent (timers again).
+
+    def ready(self, address: str) -> bool:
+        """``next_fragment(address, now)`` would hand out a fragment (nothing is changed)."""
+        allow_new = self._flight.get(address, 0) < self.window
+        for dialog in self._by_address.get(address, ()):
+            for seq, frag in dialog.resend or ():
+                msg = dialog.messages.get(seq)
+                if msg is not None and msg.is_unacked(frag):
+                    return True
+            if allow_new and self._has_new(dialog):
+                return True
+        return False
+
+    @staticmethod
+    def _has_new(dialog: _Dialog) -> bool:
+        """What ``_pick`` finds new in ``dialog``: the first unsent, unacknowledged fragment
+        of a message within WINDOW of the lowest unacknowledged one."""
+        lowest = next(iter(dialog.messages), None)
+        for seq in itertools.islice(dialog.unsent, dialog.head, None):
+            msg = dialog.messages.get(seq)
+            if msg is not None and msg.unsent < msg.count:
+                if lowest is not None and seq - lowest >= WINDOW:
+                    return False
+                if msg.unacked >> msg.unsent:
+                    return True
+        return False
+
+    @staticmethod
+    def _awaits_ack(dialog: _Dialog, *, quick: bool) -> bool:
+        """A fragment of ``dialog`` was sent, is not acknowledged, and has a retransmission
+        deadline (one queued to go again is ``ready``). ``quick`` stops at the first message
+        never sent: fragments go in sequence order, so those after it were not sent either,
+        except after a message submitted out of order (then ``quick`` may say False)."""
+        for msg in dialog.messages.values():
+            if msg.unsent == 0:
+                if quick:
+                    return False
+                continue
+            sent = msg.unacked & ((1 << msg.unsent) - 1)
+            if sent and any(msg.due(frag) is not None for frag in _bits(sent)):
+                return True
+        return False
+
+    def stalled_hops(self) -> list[str]:
+        """Next hops with unacknowledged messages that nothing will move: no fragment ready
+        now and none sent awaiting acknowledgement, so no retransmission timer will fire
+        and no acknowledgement come. Empty while the invariant holds. Cheap: in the usual
+        case one look at the first dialog of each next hop; a next hop that looks stalled is
+        looked at again in full before it is named."""
+        timer = self.get_timer() is not None  # a deadline with no timer behind it is none
+        return [address for address, peers in self._by_address.items()
+                if not (timer and any(self._awaits_ack(d, quick=True) for d in peers))
+                and not self.ready(address)
+                and not (timer and any(self._awaits_ack(d, quick=False) for d in peers))]
+
+    def repair(self, address: str) -> list[str]:
+        """After a breach (only then: O(messages to ``address``)): recount the bytes in flight
+        to ``address`` from its messages (L1) and queue again every fragment sent, not
+        acknowledged, with no timer (L2). What was wrong, in words (empty: nothing)."""
+        found: list[str] = []
+        peers = self._by_address.get(address, ())
+        actual = sum(m.in_flight() for d in peers for m in d.messages.values())
+        counted = self._flight.get(address, 0)
+        if counted != actual:
+            found.append(f"{counted} bytes were counted in flight to {address}, "
+                         f"{actual} were sent and not acknowledged")
+            if actual:
+                self._flight[address] = actual
+            else:
+                self._flight.pop(address, None)
+        orphans = 0
+        live = {(key, seq, frag, due) for due, _, key, seq, frag in self._timers}
+        for dialog in peers:
+            queued = set(dialog.resend or ())
+            for seq, msg in dialog.messages.items():
+                for frag in _bits(msg.unacked & ((1 << msg.unsent) - 1)):
+                    due = msg.due(frag)
+                    if (seq, frag) not in queued and (dialog.key, seq, frag, due) not in live:
+                        msg.set_due(frag, None)
+                        if dialog.resend is None:
+                            dialog.resend = []
+                        dialog.resend.append((seq, frag))
+                        orphans += 1
+        if orphans:
+            found.append(f"{orphans} fragments sent and not acknowledged had no "
+                         "retransmission timer: queued to go again")
+        return found
+
+    def audit(self) -> list[str]:
+        """Every breach of the invariant and of L1, L2 and the indexes, recomputed from
+        scratch: O(fragments in flight + timers). For tests and debugging, not the hot path.
+        Empty while all holds."""
+        found: list[str] = []
+        live = {(key, seq, frag, due) for due, _, key, seq, frag in self._timers}
+        listed = [d for peers in self._by_address.values() for d in peers]
+        if sorted(map(id, listed)) != sorted(map(id, self._dialogs.values())):
+            found.append("the next hops do not list exactly the dialogs in flight")
+        for address, peers in self._by_address.items():
+            if not peers or any(d.address != address for d in peers):
+                found.append(f"{address} lists no dialog, or one going elsewhere")
+            actual = sum(m.in_flight() for d in peers for m in d.messages.values())
+            if self._flight.get(address, 0) != actual:
+                found.append(f"L1: {self._flight.get(address, 0)} bytes counted in flight "
+                             f"to {address}, {actual} sent and not acknowledged")
+        for address in self._flight.keys() - self._by_address.keys():
+            found.append(f"L1: {self._flight[address]} bytes counted in flight to "
+                         f"{address}, which has nothing in flight")
+        for dialog in self._dialogs.values():
+            queued = set(dialog.resend or ())
+            for seq, msg in dialog.messages.items():
+                if not msg.unacked:
+                    found.append(f"{dialog.key} {seq} is acknowledged but kept (P7)")
+                for frag in _bits(msg.unacked & ((1 << msg.unsent) - 1)):
+                    due = msg.due(frag)
+                    if (seq, frag) not in queued and (dialog.key, seq, frag, due) not in live:
+                        found.append(f"L2: fragment {frag} of {dialog.key} {seq} was sent, "
+                                     "is not acknowledged, and will not go again")
+        found += [f"{address} is stalled" for address in self.stalled_hops()]
+        return found
+
     # -- what an analyst asks ------------------------------------------------------------
 
     def in_flight(self) -> int:
@@ -369,6 +508,14 @@ class Transmitter:
 
     def dialogs(self) -> int:
         return len(self._dialogs)
+
+
+def _bits(mask: int) -> Iterable[int]:
+    """The numbers of the bits set in ``mask`` (fragment numbers)."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 # -- the receiving side ---------------------------------------------------------------------

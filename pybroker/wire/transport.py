@@ -55,6 +55,7 @@ class _QuietLostWrites(logging.Filter):
 
 logging.getLogger("asyncio").addFilter(_QuietLostWrites())
 HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (flow control)
+LIVENESS_INTERVAL = 1.0  # seconds between liveness checks while anything is in flight
 
 
 class Sink(Protocol):
@@ -164,12 +165,14 @@ class Transport:
         self._outbound: dict[str, _Conn] = {}  # next hop -> its connection
         self._connecting: set[str] = set()
         self._failures: dict[str, tuple[int, float]] = {}  # next hop -> (failures, until)
+        self._redials: dict[str, int] = {}  # next hop -> connection attempts scheduled
         self._ids = itertools.count(1)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="pybroker-endpoint",
                                         daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
         self._closed = False
         self.port = settings.port
 
@@ -241,7 +244,7 @@ class Transport:
         self._call(self._submit, items)
 
     def forget(self, conversation_id: str, from_initiator: bool) -> None:
-        self._call(self.transmitter.forget, conversation_id, from_initiator)
+        self._call(self._forget, conversation_id, from_initiator)
 
     def reply(self, connection: int, acks: list[frames.AckEntry],
               notices: list[frames.Notice], answered: int = 0) -> None:
@@ -354,10 +357,22 @@ class Transport:
         _failures, until = self._failures.get(address, (0, 0.0))
         now = self.clock()
         if now < until:  # not hammered: back off per destination
-            self._loop.call_later(until - now, self._ensure_outbound, address)
+            self._redial_later(address, until - now)
             return
         self._connecting.add(address)
         self._loop.create_task(self._connect(address))
+
+    def _redial_later(self, address: str, wait: float) -> None:
+        """A connection attempt to ``address`` in ``wait`` seconds (counted: the liveness
+        check knows it is pending)."""
+        self._redials[address] = self._redials.get(address, 0) + 1
+        self._loop.call_later(wait, self._redial, address)
+
+    def _redial(self, address: str) -> None:
+        left = self._redials.pop(address, 1) - 1
+        if left > 0:
+            self._redials[address] = left
+        self._ensure_outbound(address)
 
     async def _connect(self, address: str) -> None:
         peer = address
@@ -387,7 +402,7 @@ class Transport:
         self.sink.status(self.transmitter.handles(address),
                          f"Connection attempt failed with error: '{reason}'.")
         if self.transmitter.has_work(address) or self.transmitter.handles(address):
-            self._loop.call_later(wait, self._ensure_outbound, address)
+            self._redial_later(address, wait)
 
     async def _serve(self, conn: _Conn, reader: asyncio.StreamReader, *, server: bool) -> None:
         try:
@@ -462,7 +477,7 @@ class Transport:
             wait = backoff(failures, self.settings.retry_scale)
             self._failures[conn.address] = (failures + 1, self.clock() + wait)
             self.sink.status(self.transmitter.handles(conn.address), text)
-            self._loop.call_later(wait, self._ensure_outbound, conn.address)
+            self._redial_later(conn.address, wait)
         self._close(conn, reason, error=True, quiet=True)
 
     def _close(self, conn: _Conn, reason: str, *, error: bool, quiet: bool = False) -> None:
@@ -485,8 +500,7 @@ class Transport:
             if self.transmitter.has_work(conn.address) or self.transmitter.handles(
                     conn.address):
                 # reconnect for what is in flight, after the disconnect pause (scaled)
-                self._loop.call_later(min(15.0, backoff(0, self.settings.retry_scale)),
-                                      self._ensure_outbound, conn.address)
+                self._redial_later(conn.address, min(15.0, backoff(0, self.settings.retry_scale)))
         if not quiet or conn.core is not None:
             self.sink.event("Broker:Connection", "Closed", conn.peer_address, None, None,
                             reason)
@@ -506,7 +520,7 @@ class Transport:
                     self._corrupted(conn, n.conversation_id, n.sequence, "notice")
                     continue
                 if n.is_fatal:
-                    self.transmitter.forget(n.conversation_id, n.about_initiator)
+                    self._forget(n.conversation_id, n.about_initiator)
                 self.sink.notice(n, conn.peer_address)
             elif isinstance(event, PeerHello):
                 if not self.settings.encryption:
@@ -588,6 +602,12 @@ class Transport:
             self._kick(hop)
         self._arm()
 
+    def _forget(self, conversation_id: str, from_initiator: bool) -> None:
+        self.transmitter.forget(conversation_id, from_initiator)
+        for address in self.transmitter.addresses():  # its bytes in flight left the window
+            if (conn := self._outbound.get(address)) is not None:
+                conn.wake.set()
+
     def _kick(self, address: str) -> None:
         conn = self._outbound.get(address)
         if conn is None:
@@ -667,19 +687,58 @@ class Transport:
             self._process(conn)
 
     def _arm(self) -> None:
-        """One timer for every fragment's retransmission (P5.3)."""
+        """One timer for every fragment's retransmission (P5.3), and one for the liveness
+        check while anything is in flight."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         when = self.transmitter.get_timer()
         if when is not None:
             self._timer = self._loop.call_later(max(0.0, when - self.clock()), self._retry)
+        if self._watchdog is None and self.transmitter.dialogs():
+            self._watchdog = self._loop.call_later(LIVENESS_INTERVAL, self._watch)
 
     def _retry(self) -> None:
         self._timer = None
         for address in self.transmitter.handle_timer(self.clock()):
             self._kick(address)
         self._arm()
+
+    def _watch(self) -> None:
+        """Liveness (P5.3, C5): a next hop with unacknowledged messages always has a
+        retransmission timer, or fragments ready to send and a connection to send them on,
+        open, being made or to be retried. Checked once a second while anything is in
+        flight (cheap: see Transmitter.stalled_hops); a breach is recorded as a broker event
+        and repaired at once, not left to stall (the rare stall fixed by 160abf9)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = None
+        if self._closed:
+            return
+        t = self.transmitter
+        for hop in t.stalled_hops():
+            found = t.repair(hop) or ["no fragment was ready and none awaited its "
+                                      "acknowledgement"]
+            self._breach(hop, "; ".join(found))
+        if self._timer is None and t.get_timer() is not None:
+            self._breach(None, "a retransmission was due with no timer armed")
+        for hop in t.addresses():
+            conn = self._outbound.get(hop)
+            if conn is None:
+                if (hop not in self._connecting and not self._redials.get(hop)
+                        and t.ready(hop)):
+                    self._breach(hop, "fragments were ready with no connection attempt")
+            elif (conn.core is not None and conn.core.peer is not None and not conn.closed
+                  and not conn.writer.is_closing() and not conn.flow_controlled
+                  and not conn.wake.is_set() and t.ready(hop)):
+                self._breach(hop, "fragments were ready and the connection's sender idle")
+        self._arm()
+
+    def _breach(self, hop: str | None, what: str) -> None:
+        self.sink.event("Broker:Transmission", "Liveness Repaired", hop, None, None,
+                        f"the sender would have stalled: {what}")
+        if hop is not None:
+            self._kick(hop)
 
     # -- what an analyst sees ---------------------------------------------------------
 
