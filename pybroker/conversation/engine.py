@@ -22,36 +22,70 @@ One DuckDB connection serves the instance, so units of work are serialized: a un
 holds the store's lock from its first action to its end. That is also the conversation
 group lock of SQL Server's RECEIVE (no other transaction of this instance can receive from
 the group meanwhile). Only one process can open the file.
+
+The parts live beside it: system_messages.py (the broker's messages and error codes),
+catalog.py and endpoint.py (what is cached in memory), unit_of_work.py (group commit),
+read_ahead.py (ReceiveBuffer) and delivery.py (routing, delivery and the delay/retry loop,
+which Messaging takes from DeliveryMixin). The names that moved out of this module are
+imported back with ``import X as X``, so importing them from here still works.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import threading
 import time
 import uuid
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from xml.parsers import expat
-from xml.sax.saxutils import escape
 
 from pybroker.conversation import columns
 from pybroker.conversation.api import Message
+from pybroker.conversation.catalog import DatabaseCatalog, QueueSettings
+from pybroker.conversation.delivery import BACKOFF as BACKOFF
+from pybroker.conversation.delivery import STATUS_NO_ROUTE as STATUS_NO_ROUTE
+from pybroker.conversation.delivery import STATUS_NO_TRANSPORT as STATUS_NO_TRANSPORT
+from pybroker.conversation.delivery import STATUS_PEER_ENDED as STATUS_PEER_ENDED
+from pybroker.conversation.delivery import STATUS_QUEUE_DISABLED as STATUS_QUEUE_DISABLED
+from pybroker.conversation.delivery import UNSEQUENCED as UNSEQUENCED
+from pybroker.conversation.delivery import DeliveryMixin, Outgoing
+from pybroker.conversation.endpoint import Endpoint
+from pybroker.conversation.endpoint import wide_columns as wide_columns
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
 from pybroker.conversation.handles import new_handle
-from pybroker.conversation.remote import Remote, RemoteDelivery
+from pybroker.conversation.read_ahead import ReceiveBuffer
+from pybroker.conversation.remote import RemoteDelivery
 from pybroker.conversation.states import (
     INITIATOR,
-    TARGET,
     TRANSITIONS,
     transition,
 )
+from pybroker.conversation.system_messages import _ENDPOINT_CLOSED_TEXT as _ENDPOINT_CLOSED_TEXT
+from pybroker.conversation.system_messages import (
+    _SERVICE_DROPPED_TEXT,
+    DIALOG_TIMER,
+    END_DIALOG,
+    ERROR,
+    SERVICE_DROPPED,
+    error_body,
+)
+from pybroker.conversation.system_messages import (
+    CONTRACT_NOT_SUPPORTED as CONTRACT_NOT_SUPPORTED,
+)
+from pybroker.conversation.system_messages import DEFAULT as DEFAULT
+from pybroker.conversation.system_messages import ERROR_NAMESPACE as ERROR_NAMESPACE
+from pybroker.conversation.system_messages import LIFETIME_EXPIRED as LIFETIME_EXPIRED
+from pybroker.conversation.system_messages import (
+    REMOTE_ENDPOINT_CLOSED as REMOTE_ENDPOINT_CLOSED,
+)
+from pybroker.conversation.system_messages import SYSTEM_PREFIX as SYSTEM_PREFIX
+from pybroker.conversation.system_messages import _parse_error as _parse_error
+from pybroker.conversation.unit_of_work import LARGE_BODY as LARGE_BODY
+from pybroker.conversation.unit_of_work import UnitOfWork
 from pybroker.errors import (
-    BrokerError,
     ContractViolationError,
     ConversationError,
     ConversationStateError,
@@ -61,397 +95,22 @@ from pybroker.errors import (
     QueueDisabledError,
 )
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
-from pybroker.routing.engine import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.instance import Database, Instance
 
-SYSTEM_PREFIX = "http://schemas.microsoft.com/SQL/ServiceBroker/"
-END_DIALOG = SYSTEM_PREFIX + "EndDialog"
-ERROR = SYSTEM_PREFIX + "Error"
-DIALOG_TIMER = SYSTEM_PREFIX + "DialogTimer"
-ERROR_NAMESPACE = SYSTEM_PREFIX + "Error"
-DEFAULT = "DEFAULT"
-
 DEFAULT_LIFETIME = 2**31  # seconds (C1)
-UNSEQUENCED = -1
-BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 POISON_ROLLBACKS = 5  # C3
-
-# C2: broker error codes.
-LIFETIME_EXPIRED = -8489
-REMOTE_ENDPOINT_CLOSED = -8462
-SERVICE_DROPPED = -8490
-CONTRACT_NOT_SUPPORTED = -8408
-
-# C4: why a message has not left, in the manner of SQL Server's texts.
-STATUS_NO_ROUTE = (
-    "The target service name could not be found. Ensure that the service name is "
-    "specified correctly and/or the routing information has been supplied."
-)
-STATUS_QUEUE_DISABLED = "The destination queue is disabled."
-STATUS_NO_TRANSPORT = (
-    "Connection attempt failed with error: 'this version of pybroker has no network "
-    "transport (the wire protocol comes in a later version); the message waits here "
-    "until it does.'"
-)
-STATUS_PEER_ENDED = "The conversation has been ended by the far side"
 
 VALIDATION_CODES = {"NONE": "N", "EMPTY": "E", "WELL_FORMED_XML": "X"}
 VALIDATION_NAMES = {code: name for name, code in VALIDATION_CODES.items()}
-
-
-# -- the catalog, cached per database -----------------------------------------------------
-
-
-@dataclass(slots=True)
-class QueueSettings:
-    status: bool
-    retention: bool
-    poison_message_handling: bool
-
-
-@dataclass(slots=True)
-class DatabaseCatalog:
-    """What conversations read of one database's catalog, loaded once per catalog change."""
-
-    database_id: int
-    name: str
-    broker_instance: str
-    message_types: dict[str, str]  # name -> validation code N/E/X
-    system_message_types: frozenset[str]
-    contracts: dict[str, dict[str, tuple[bool, bool]]]  # -> type -> (initiator, target)
-    system_contracts: frozenset[str]
-    services: dict[str, str]  # name -> queue
-    service_contracts: dict[str, frozenset[str]]
-    queues: dict[str, QueueSettings]
-
-
-# -- a conversation endpoint in memory ------------------------------------------------------
-
-
-class Endpoint:
-    """One row of conversation_endpoints, plus what is cached to send without SQL."""
-
-    __slots__ = (
-        "conversation_group_id",
-        "conversation_handle",
-        "conversation_id",
-        "create_date",
-        "database_id",
-        "dialog_timer",
-        "end_dialog_sequence",
-        "epoch",
-        "error_code",
-        "error_description",
-        "far_broker_instance",
-        "far_handle",
-        "far_service",
-        "first_unacked_send_sequence",
-        "is_initiator",
-        "lifetime",
-        "permissions",
-        "persisted",
-        "priority",
-        "receive_sequence",
-        "receive_sequence_frag",
-        "requested_broker_instance",
-        "role",
-        "route",
-        "saved",
-        "send_sequence",
-        "service_contract_name",
-        "service_name",
-        "state",
-        "transmission_next_attempt",
-        "transmission_retry_count",
-        "transmission_status",
-    )
-
-    def __init__(self, row: tuple[Any, ...], *, persisted: bool) -> None:
-        (self.conversation_handle, self.database_id, self.conversation_id,
-         self.conversation_group_id, self.is_initiator, self.service_name,
-         self.service_contract_name, self.far_service, self.far_broker_instance,
-         self.requested_broker_instance, self.state, self.lifetime, self.dialog_timer,
-         self.send_sequence, self.first_unacked_send_sequence, self.end_dialog_sequence,
-         self.receive_sequence, self.receive_sequence_frag, self.transmission_retry_count,
-         self.transmission_next_attempt, self.error_code, self.error_description,
-         self.priority, self.create_date, status) = row
-        self.transmission_status = status or ""
-        self.role = INITIATOR if self.is_initiator else TARGET
-        self.persisted = persisted
-        self.saved = wide_columns(self) if persisted else None  # as the file holds them
-        self.epoch = -1  # the catalog epoch of route/far_handle/permissions
-        self.route: Any = None
-        self.far_handle: str | None = None
-        self.permissions: dict[str, str] | None = None
-
-
-def wide_columns(ep: Endpoint) -> tuple[Any, ...]:
-    """The columns of update_conversation_endpoints.sql other than the sequence numbers of
-    update_endpoint_sequences.sql."""
-    return (ep.state, ep.far_broker_instance, ep.dialog_timer, ep.end_dialog_sequence,
-            ep.receive_sequence_frag, ep.transmission_retry_count,
-            ep.transmission_next_attempt, ep.error_code, ep.error_description)
-
-
-@dataclass(slots=True)
-class _Delivery:
-    """Where a message of an endpoint goes now: a queue of this instance."""
-
-    catalog: DatabaseCatalog
-    queue_name: str
-    far: Endpoint | None  # None: the first message creates the target endpoint
-
-
-Outgoing = tuple[int, str, str, bytes, bool, bool]  # seq, type, validation, body, end, error
 
 
 # -- RECEIVE read ahead ---------------------------------------------------------------------
 
 READ_AHEAD_FIRST = 256  # messages (at least max_messages) of the first read of a queue
 READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
-LARGE_BODY = 256 * 1024  # bytes: a body this large is inserted as its own bound row
 READ_AHEAD_BYTES = 32 * 2**20  # ... and to about this many bytes of bodies (by the last read)
-
-
-class ReceiveBuffer:
-    """Ready messages of one queue read ahead by RECEIVE (C3, P3.1).
-
-    It holds the first conversation groups of the queue (in the order RECEIVE takes them:
-    by their first ready message) with their ready messages in order, read by
-    select_ready_messages.sql, so RECEIVE can hand out the next group exactly as
-    receive_messages.sql would take it from the table, without a statement per call.
-    Every ready message before ``horizon`` (a queuing order; None: no limit) is here,
-    except the rest of the groups in ``beyond``, which go on after what was read. When it
-    cannot answer for sure, ``take`` says so and the queue is read again. Messages
-    delivered into the queue later come after everything read (queuing_order grows), so
-    they only extend a group or move the horizon. It is kept across transactions
-    (Messaging._read_ahead): every change to a queue's contents goes through the engine,
-    which keeps it true or drops it.
-    """
-
-    __slots__ = ("beyond", "body_size", "groups", "horizon", "order", "reads")
-
-    def __init__(self, rows: list[tuple[Any, ...]], reads: int) -> None:
-        self.groups: dict[str, deque[tuple[Any, ...]]] = {}
-        ready: dict[str, int] = {}
-        for row in rows:
-            self.groups.setdefault(row[2], deque()).append(row[:8])
-            ready[row[2]] = row[8]
-        self.beyond = {g for g, count in ready.items() if count > len(self.groups[g])}
-        self.horizon: int | None = rows[0][9] if rows else None
-        # (first queuing order not yet handed out, group): the next group is the least
-        self.order = [(found[0][0], g) for g, found in self.groups.items()]
-        heapq.heapify(self.order)
-        self.reads = reads
-        bodies = sum(len(row[5] or b"") for row in rows)
-        self.body_size = bodies / len(rows) if rows else 0.0  # average, bounds the next read
-
-    def take(self, max_messages: int) -> list[tuple[Any, ...]] | None:
-        """The next group's messages, up to ``max_messages`` in order ([]: the queue has
-        no ready message); None when the messages read do not say for sure."""
-        order, groups = self.order, self.groups
-        while order:
-            first, group = order[0]
-            found = groups.get(group)
-            if found and found[0][0] == first:
-                break
-            heapq.heappop(order)  # stale: that group was handed out since
-        else:
-            return [] if self.horizon is None and not self.beyond else None
-        if self.horizon is not None and first > self.horizon:
-            return None  # an unread group may come first
-        if len(found) < max_messages and group in self.beyond:
-            return None  # more of the group is ready than was read
-        heapq.heappop(order)
-        out = [found.popleft() for _ in range(min(max_messages, len(found)))]
-        if found:
-            heapq.heappush(order, (found[0][0], group))
-        else:
-            del groups[group]
-            if group in self.beyond:  # its next ready message is after the last read
-                self.beyond.discard(group)
-                self._limit(out[-1][0])
-        return out
-
-    def delivered(self, group: str, queuing_order: int) -> None:
-        """A message of ``group`` entered the queue (after every message read)."""
-        if group in self.groups:
-            self.beyond.add(group)
-        else:
-            self._limit(queuing_order)
-
-    def _limit(self, queuing_order: int) -> None:
-        if self.horizon is None or queuing_order < self.horizon:
-            self.horizon = queuing_order
-
-
-# -- the unit of work ---------------------------------------------------------------------
-
-
-class UnitOfWork:
-    """Endpoint changes and buffered rows of one transaction, written at commit."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.m = messaging
-        self.new: dict[str, Endpoint] = {}
-        self.dirty: dict[str, Endpoint] = {}
-        self.touched: set[str] = set()
-        self.queue_rows: list[tuple[Any, ...]] = []
-        self.tx_rows: list[tuple[Any, ...]] = []
-        self.inbound_rows: list[tuple[Any, ...]] = []  # P8: arrivals for a queue that is OFF
-        self.outbound: list[Any] = []  # to the wire after commit (remote.py)
-        self.arrivals = False  # applied arrivals from the wire (remote.py keeps their maps)
-        self.received: set[tuple[int, str]] = set()
-        # RECEIVE: the queuing orders handed out from read-ahead (Messaging._read_ahead),
-        # removed (or retained) at the next flush (C3).
-        self.taken: list[int] = []
-        self.taken_retained: list[int] = []
-        self.locked = False
-        self.enqueued = False
-        self.wake = False
-        self.retry_after_commit = False
-        self.catalog_written = False  # a catalog write joined this transaction
-        self._tx: Any = None
-
-    def activate(self) -> None:
-        if not self.locked:
-            self.m._store._lock.acquire()
-            self.locked = True
-
-    def ensure_tx(self) -> None:
-        self.activate()
-        if self._tx is None:
-            self._tx = self.m._store.transaction()
-            self._tx.__enter__()
-
-    def touch(self, ep: Endpoint) -> None:
-        self.touched.add(ep.conversation_handle)
-        if ep.persisted:
-            self.dirty[ep.conversation_handle] = ep
-        else:
-            self.new[ep.conversation_handle] = ep
-
-    def enqueue(self, row: tuple[Any, ...]) -> None:
-        """A message into a queue (a row of insert_queue_messages.sql), written at flush."""
-        self.queue_rows.append(row)
-        buffers = self.m._read_ahead
-        if buffers:
-            buffer = buffers.get((row[0], row[1]))
-            if buffer is not None:
-                buffer.delivered(row[5], row[2])
-
-    def forget_read_ahead(self) -> None:
-        """Messages left queues other than by RECEIVE: read them again when needed."""
-        self.m._read_ahead.clear()
-
-    def flush(self) -> None:
-        if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
-                or self.taken_retained or self.inbound_rows):
-            return
-        self.ensure_tx()
-        run = self.m._store.run
-        if self.taken:  # C3: received messages leave with this transaction
-            run("conversation/delete_received_messages.sql",
-                {"queuing_order": columns.ints(self.taken)})
-            self.taken.clear()
-        if self.taken_retained:
-            run("conversation/retain_received_by_order.sql",
-                {"queuing_order": columns.ints(self.taken_retained)})
-            self.taken_retained.clear()
-        if self.new:
-            run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
-                list(self.new.values())))
-            for ep in self.new.values():
-                ep.persisted = True
-                ep.saved = wide_columns(ep)
-        if self.dirty:
-            # Most endpoints of a SEND change only their sequence numbers: a narrow UPDATE.
-            narrow, wide = [], []
-            for ep in self.dirty.values():
-                now = wide_columns(ep)
-                (narrow if now == ep.saved else wide).append(ep)
-                ep.saved = now
-            if wide:
-                run("conversation/update_conversation_endpoints.sql", _endpoint_changes(wide))
-            if len(narrow) == 1:
-                ep = narrow[0]
-                run("conversation/update_endpoint_sequence.sql", {
-                    "conversation_handle": ep.conversation_handle,
-                    "send_sequence": ep.send_sequence,
-                    "first_unacked_send_sequence": ep.first_unacked_send_sequence,
-                    "receive_sequence": ep.receive_sequence})
-            elif narrow:
-                run("conversation/update_endpoint_sequences.sql", {
-                    "conversation_handle": columns.guids(e.conversation_handle for e in narrow),
-                    "send_sequence": columns.ints(e.send_sequence for e in narrow),
-                    "first_unacked_send_sequence": columns.ints(
-                        e.first_unacked_send_sequence for e in narrow),
-                    "receive_sequence": columns.ints(e.receive_sequence for e in narrow)})
-        # One SEND, or a large body: plain bound values (the encoded columns cost more for
-        # one row, and copy a large body into base64 text).
-        queue_rows = self.queue_rows
-        if len(queue_rows) == 1 or any(len(r[12] or b"") > LARGE_BODY for r in queue_rows):
-            for row in queue_rows:
-                run("conversation/insert_queue_message.sql",
-                    dict(zip(_QUEUE_COLUMNS, row, strict=True)))
-        elif queue_rows:
-            run("conversation/insert_queue_messages.sql", _queue_columns(queue_rows))
-        if queue_rows:
-            self.enqueued = True
-        for rows, inbound in ((self.tx_rows, False), (self.inbound_rows, True)):
-            if len(rows) == 1 or any(len(r[14] or b"") > LARGE_BODY for r in rows):
-                for row in rows:
-                    run("conversation/insert_transmission_queue_row.sql",
-                        {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound})
-            elif rows:
-                run("conversation/insert_transmission_queue.sql",
-                    {**_tx_columns(rows), "is_inbound": inbound})
-        self.inbound_rows.clear()
-        self.new.clear()
-        self.dirty.clear()
-        self.queue_rows.clear()
-        self.tx_rows.clear()
-
-    def sql(self, template: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Run a statement inside this unit of work's transaction (buffered rows first)."""
-        self.flush()
-        self.ensure_tx()
-        return self.m._store.run(template, params)
-
-    def commit(self) -> None:
-        try:
-            self.flush()
-            if self._tx is not None:
-                tx, self._tx = self._tx, None
-                tx.__exit__(None, None, None)
-        except BaseException as exc:
-            self.rollback(exc)
-            if isinstance(exc, BrokerError):
-                raise
-            raise BrokerError(f"the change was not made: {exc}") from exc
-        finally:
-            self._release()
-        self.m._after_commit(self)
-
-    def rollback(self, exc: BaseException) -> None:
-        try:
-            if self._tx is not None:
-                tx, self._tx = self._tx, None
-                with contextlib.suppress(BaseException):
-                    tx.__exit__(type(exc), exc, exc.__traceback__)
-        finally:
-            for handle in self.touched:
-                self.m._endpoints.pop(handle, None)
-            self.m._read_ahead.clear()  # what this transaction received is back
-            self._release()
-        self.m._after_rollback(self)
-
-    def _release(self) -> None:
-        if self.locked:
-            self.locked = False
-            self.m._store._lock.release()
 
 
 # -- the engine ---------------------------------------------------------------------------
@@ -462,7 +121,7 @@ class _PoisonCount:
     rollbacks: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
-class Messaging:
+class Messaging(DeliveryMixin):
     def __init__(self, instance: Instance, *, retry_scale: float = 1.0,
                  endpoint_cache: int = DEFAULT_ENDPOINT_CACHE) -> None:
         if isinstance(retry_scale, bool) or not isinstance(retry_scale, (int, float)) or not (
@@ -827,203 +486,6 @@ class Messaging:
                     f"message type {message_type!r} has VALIDATION = WELL_FORMED_XML, but the "
                     f"body is not well-formed XML: {exc}") from None
 
-    # -- routing and delivery --------------------------------------------------------------
-
-    def _dispatch(self, uow: UnitOfWork, ep: Endpoint, messages: list[Outgoing]) -> None:
-        if ep.transmission_next_attempt is not None:  # earlier messages wait: keep order
-            self._stage_transmission(uow, ep, messages, ep.transmission_status)
-            return
-        target = self._target(uow, ep)
-        if target is None:
-            return
-        if isinstance(target, str):
-            self._stage_transmission(uow, ep, messages, target)
-            return
-        if isinstance(target, Remote):
-            self.remote.stage(uow, ep, messages, target)
-            return
-        self._deliver(uow, ep, target, messages)
-
-    def _target(self, uow: UnitOfWork, ep: Endpoint) -> _Delivery | Remote | str | None:
-        """Where ``ep``'s messages go now (R1.1: routed with its own database's table), or
-        why they cannot go (a transmission status, C4), or None if ``ep`` was just told it
-        cannot send at all (a broker error arrived in its queue)."""
-        if ep.epoch != self._epoch:
-            self._refresh_cached(ep)
-        decision = ep.route
-        if decision is None:
-            # R5: once the far side has acknowledged, route with its broker identifier.
-            broker = ep.far_broker_instance or ep.requested_broker_instance
-            decision = self._instance.route(
-                ep.far_service, broker_instance=broker,
-                origin=self.catalog(ep.database_id).name)
-            ep.route = decision
-        if decision.outcome == "send":
-            if self.remote.wire is None:
-                return STATUS_NO_TRANSPORT
-            return Remote(decision.address, decision.mirror_address)
-        if decision.outcome != "deliver":
-            return STATUS_NO_ROUTE
-        catalog = self.catalog_named(decision.database)
-        queue_name = catalog.services.get(ep.far_service)
-        if queue_name is None:
-            return STATUS_NO_ROUTE
-        far = self._far_endpoint(uow, ep, catalog)
-        if far is None:
-            if not ep.is_initiator:
-                self._bounce(uow, ep, REMOTE_ENDPOINT_CLOSED, _ENDPOINT_CLOSED_TEXT)
-                return None
-            if ep.service_contract_name not in catalog.service_contracts.get(
-                ep.far_service, frozenset()
-            ):
-                self._bounce(uow, ep, CONTRACT_NOT_SUPPORTED, (
-                    f"Target service '{ep.far_service}' does not support contract "
-                    f"'{ep.service_contract_name}'."))
-                return None
-        queue = catalog.queues.get(queue_name)
-        if queue is None or not queue.status:
-            return STATUS_QUEUE_DISABLED  # P8, C3
-        return _Delivery(catalog, queue_name, far)
-
-    def _far_endpoint(
-        self, uow: UnitOfWork, ep: Endpoint, catalog: DatabaseCatalog
-    ) -> Endpoint | None:
-        """The other side in ``catalog``'s database, if it exists there."""
-        if ep.far_handle is not None:
-            far = self._endpoints.get(ep.far_handle)
-            if far is not None:
-                return far
-            with contextlib.suppress(ConversationError):
-                return self.endpoint(ep.far_handle)
-            ep.far_handle = None
-        if ep.is_initiator and ep.far_broker_instance is None:
-            return None  # nothing delivered yet (R5 pins at the first delivery): no target
-        rows = uow.sql("conversation/select_far_endpoint.sql", {
-            "conversation_id": ep.conversation_id, "is_initiator": not ep.is_initiator,
-            "database_id": catalog.database_id})
-        if not rows:
-            return None
-        ep.far_handle = rows[0][0]
-        return self.endpoint(rows[0][0])
-
-    def _deliver(
-        self, uow: UnitOfWork, sender: Endpoint, target: _Delivery, messages: list[Outgoing]
-    ) -> None:
-        """Into the target queue in this transaction (R4): the far endpoint applies each
-        message's event (C1), takes each sequence number once (P3.2), and acknowledges at
-        enqueue (P5.2), so nothing stays in the transmission queue."""
-        catalog = target.catalog
-        far = target.far
-        now = self._now()
-        if far is None:
-            far = Endpoint((
-                new_handle(), catalog.database_id, sender.conversation_id,
-                str(uuid.uuid4()), False, sender.far_service, sender.service_contract_name,
-                sender.service_name, self.catalog(sender.database_id).broker_instance, None,
-                None, sender.lifetime, None, 0, 0, None, 0, 0, 0, None, None, None,
-                sender.priority, now, "",
-            ), persisted=False)
-        sender_catalog = self.catalog(sender.database_id)
-        own_queue = sender_catalog.services.get(sender.service_name)
-        retain = own_queue is not None and sender_catalog.queues[own_queue].retention
-        for seq, mtype, validation, body, is_end, is_error in messages:
-            if seq < far.receive_sequence:
-                continue  # P3.2: a duplicate is discarded
-            event = (
-                "receive_end_dialog" if is_end
-                else "receive_error" if is_error else "receive_message")
-            t = TRANSITIONS.get((far.role, far.state, event))
-            if t is None:  # the far side cannot take it: tell the sender (never raise here)
-                self._bounce(uow, sender, REMOTE_ENDPOINT_CLOSED, _ENDPOINT_CLOSED_TEXT)
-                return
-            if far.state is None:  # the first message creates the target endpoint (C1)
-                self._endpoints[far.conversation_handle] = far
-                self._note_deadline(uow, far.lifetime)
-            far.state = t.state
-            far.receive_sequence = seq + 1
-            if is_error:
-                far.error_code, far.error_description = _parse_error(body)
-                self._drop_transmissions(uow, far)  # C4: an error ends its sending
-            uow.touch(far)
-            if t.enqueue:
-                uow.enqueue((
-                    catalog.database_id, target.queue_name, self._next_order(), 1,
-                    far.priority, far.conversation_group_id, far.conversation_handle, seq,
-                    far.service_name, far.service_contract_name, mtype, validation, body, now))
-            if retain and not (is_end or is_error):  # sent user messages are retained
-                uow.enqueue((
-                    sender.database_id, own_queue, self._next_order(), 3, sender.priority,
-                    sender.conversation_group_id, sender.conversation_handle, seq,
-                    sender.service_name, sender.service_contract_name, mtype, validation,
-                    body, now))
-            sender.first_unacked_send_sequence = seq + 1  # P5.2: acknowledged at enqueue
-            if (is_end or is_error) and sender.state == "DO":
-                sender.state = transition(sender.role, "DO", "acknowledged_end").state
-        if sender.far_broker_instance != catalog.broker_instance:
-            sender.far_broker_instance = catalog.broker_instance  # R5: pinned from now on
-            sender.route = None
-        sender.far_handle = far.conversation_handle
-        far.far_handle = sender.conversation_handle
-        uow.touch(sender)
-
-    def _stage_transmission(
-        self, uow: UnitOfWork, ep: Endpoint, messages: list[Outgoing], status: str
-    ) -> None:
-        """C4, P8: the messages wait in the sending database's transmission queue."""
-        now = self._now()
-        to_broker = ep.far_broker_instance or ep.requested_broker_instance
-        for seq, mtype, validation, body, is_end, is_error in messages:
-            uow.tx_rows.append((
-                ep.database_id, ep.conversation_handle, seq, len(body), ep.far_service,
-                to_broker, ep.service_name, ep.service_contract_name, mtype, validation,
-                is_end, is_error, ep.priority, now, body, status))
-        ep.transmission_status = status
-        if ep.transmission_next_attempt is None:
-            ep.transmission_retry_count = 0
-            ep.transmission_next_attempt = now + timedelta(seconds=self._backoff(0))
-            self._note_deadline(uow, ep.transmission_next_attempt)
-        uow.touch(ep)
-
-    def _backoff(self, retry_count: int) -> float:
-        return BACKOFF[min(retry_count, len(BACKOFF) - 1)] * self.retry_scale  # C5
-
-    def _drop_transmissions(self, uow: UnitOfWork, ep: Endpoint) -> None:
-        handle = ep.conversation_handle
-        uow.tx_rows = [r for r in uow.tx_rows if r[1] != handle]
-        if ep.persisted:
-            uow.sql("conversation/delete_transmission_queue_of.sql",
-                    {"conversation_handle": handle})
-        ep.transmission_next_attempt = None
-        ep.transmission_retry_count = 0
-        ep.transmission_status = ""
-        uow.touch(ep)
-        self.remote.forget(ep)
-
-    def _bounce(self, uow: UnitOfWork, ep: Endpoint, code: int, description: str) -> None:
-        """A broker error about ``ep`` (P3.3, unsequenced) arrives in its own queue."""
-        t = TRANSITIONS.get((ep.role, ep.state, "receive_error"))
-        self._drop_transmissions(uow, ep)
-        if t is None:
-            return
-        ep.state = t.state
-        ep.error_code, ep.error_description = code, description
-        if t.enqueue:
-            self._stage_local(uow, ep, ERROR, "X", error_body(code, description))
-        uow.touch(ep)
-
-    def _stage_local(
-        self, uow: UnitOfWork, ep: Endpoint, mtype: str, validation: str, body: bytes
-    ) -> None:
-        """An unsequenced message of the broker into the endpoint's own queue."""
-        catalog = self.catalog(ep.database_id)
-        queue = catalog.services.get(ep.service_name)
-        if queue is None:
-            return  # the service is gone; nothing can receive it
-        uow.enqueue((
-            ep.database_id, queue, self._next_order(), 1, ep.priority,
-            ep.conversation_group_id, ep.conversation_handle, UNSEQUENCED, ep.service_name,
-            ep.service_contract_name, mtype, validation, body, self._now()))
-
     # -- END CONVERSATION, timers --------------------------------------------------------
 
     def end(
@@ -1238,98 +700,6 @@ class Messaging:
             raise NotFoundError(f"queue {queue!r} does not exist in database {database.name!r}")
         return settings
 
-    # -- the delay/retry loop ------------------------------------------------------------
-
-    def run_pending(self, now: float | None = None, *, retry_all: bool = False) -> int:
-        """Do what is due at ``now`` (epoch seconds; default the instance's clock): expire
-        lifetimes (C2 -8489), fire timers (DialogTimer), retry waiting transmissions (C5);
-        ``retry_all`` retries every waiting transmission at once (after a catalog change).
-        Returns how many endpoints it acted on."""
-        at = self._instance._clock() if now is None else now
-        now_dt = to_utc_datetime(at)
-        with self.unit_of_work() as uow:
-            uow.activate()
-            rows = uow.sql("conversation/select_due_endpoints.sql",
-                           {"now": now_dt, "retry_all": retry_all})
-            retries: list[Endpoint] = []
-            for handle, expired, timer_due, retry_due in rows:
-                ep = self.endpoint(handle)
-                if expired:
-                    self._expire(uow, ep)
-                if timer_due and ep.dialog_timer is not None:
-                    ep.dialog_timer = None
-                    uow.touch(ep)
-                    if ep.state != "CD":
-                        self._stage_local(uow, ep, DIALOG_TIMER, "E", b"")
-                if retry_due and ep.transmission_next_attempt is not None:
-                    retries.append(ep)
-            if retries:
-                self._retry(uow, retries, now_dt)
-            if retry_all:
-                self.remote.release_inbound(uow)
-            self.remote.flush_events(uow)
-            uow.flush()
-            self._set_next_deadline(uow.sql("conversation/select_next_deadline.sql", {})[0][0])
-        return len(rows)
-
-    def _expire(self, uow: UnitOfWork, ep: Endpoint) -> None:
-        """C2: the lifetime passed; this side ends with error -8489 (each side of a local
-        conversation carries the same lifetime, so both sides end)."""
-        t = transition(ep.role, ep.state, "lifetime_expired")
-        self._drop_transmissions(uow, ep)
-        ep.state = t.state
-        if t.state == "ER":
-            ep.error_code = LIFETIME_EXPIRED
-            ep.error_description = _LIFETIME_TEXT
-            self._stage_local(uow, ep, ERROR, "X", error_body(LIFETIME_EXPIRED, _LIFETIME_TEXT))
-        uow.touch(ep)
-
-    def _retry(self, uow: UnitOfWork, endpoints: list[Endpoint], now: datetime) -> None:
-        deliverable: list[tuple[Endpoint, _Delivery]] = []
-        remote: list[tuple[Endpoint, Remote]] = []
-        failing: dict[str, list[str]] = {}
-        for ep in endpoints:
-            ep.route = None  # DELAYED and failed conversations are routed again
-            waiting_status = ep.transmission_status
-            ep.transmission_next_attempt = None  # let _target decide afresh
-            target = self._target(uow, ep)
-            if target is None:
-                continue  # bounced: its transmissions were dropped
-            if isinstance(target, Remote):
-                remote.append((ep, target))
-            elif isinstance(target, str):
-                ep.transmission_retry_count += 1
-                ep.transmission_next_attempt = now + timedelta(
-                    seconds=self._backoff(ep.transmission_retry_count))
-                ep.transmission_status = target
-                uow.touch(ep)
-                if target != waiting_status:
-                    failing.setdefault(target, []).append(ep.conversation_handle)
-            else:
-                deliverable.append((ep, target))
-        for status, handles in failing.items():
-            uow.sql("conversation/update_transmission_status.sql", {
-                "conversation_handle": columns.guids(handles), "transmission_status": status})
-        if remote:
-            self.remote.resubmit(uow, remote)
-        if not deliverable:
-            return
-        handles = columns.guids(ep.conversation_handle for ep, _ in deliverable)
-        rows = uow.sql("conversation/select_transmission_queue_of.sql",
-                       {"conversation_handle": handles})
-        uow.sql("conversation/delete_transmission_queue_of.sql", {"conversation_handle": handles})
-        waiting: dict[str, list[Outgoing]] = {}
-        for handle, seq, mtype, validation, body, is_end, is_error in rows:
-            waiting.setdefault(handle, []).append(
-                (seq, mtype, validation, body or b"", is_end, is_error))
-        for ep, target in deliverable:
-            ep.transmission_retry_count = 0
-            ep.transmission_status = ""
-            uow.touch(ep)
-            messages = waiting.get(ep.conversation_handle, [])
-            if messages:
-                self._deliver(uow, ep, target, messages)
-
     # -- catalog side effects ------------------------------------------------------------
 
     def end_service_conversations(self, database: Database, service: str) -> None:
@@ -1358,34 +728,6 @@ class Messaging:
         self._wake.set()
 
 
-_LIFETIME_TEXT = "The conversation lifetime has expired."
-_ENDPOINT_CLOSED_TEXT = (
-    "The remote conversation endpoint is either in a state where no more messages can be "
-    "exchanged, or it has been dropped.")
-_SERVICE_DROPPED_TEXT = "The remote service has been dropped."
-
-
-def error_body(code: int, description: str) -> bytes:
-    """C2: SQL Server's Error message body."""
-    return (
-        f'<Error xmlns="{ERROR_NAMESPACE}"><Code>{code}</Code>'
-        f"<Description>{escape(description)}</Description></Error>"
-    ).encode()
-
-
-def _parse_error(body: bytes) -> tuple[int | None, str | None]:
-    import xml.etree.ElementTree as ET
-
-    try:
-        root = ET.fromstring(body)
-        ns = {"e": ERROR_NAMESPACE}
-        code = root.findtext("e:Code", namespaces=ns)
-        return (int(code) if code is not None else None,
-                root.findtext("e:Description", namespaces=ns))
-    except (ET.ParseError, ValueError):
-        return None, None
-
-
 def _as_bytes(body: Any) -> bytes:
     if isinstance(body, bytes):
         return body
@@ -1406,111 +748,3 @@ def _uuid(what: str, value: object) -> str:
         return str(uuid.UUID(value))
     except ValueError:
         raise InvalidArgumentError(f"{what} {value!r} is not a UUID") from None
-
-
-# -- rows to bound columns ----------------------------------------------------------------
-
-
-# How each column of conversation_endpoints travels as one bound string (columns.py).
-# "state" is two letters, never a comma: it goes as it is (columns.guids).
-_ENDPOINT_ENCODING = {
-    "conversation_handle": columns.guids,
-    "database_id": columns.ints,
-    "conversation_id": columns.guids,
-    "conversation_group_id": columns.guids,
-    "is_initiator": columns.flags,
-    "service_name": columns.texts,
-    "service_contract_name": columns.texts,
-    "far_service": columns.texts,
-    "far_broker_instance": columns.guids,
-    "requested_broker_instance": columns.guids,
-    "state": columns.guids,
-    "lifetime": columns.times,
-    "dialog_timer": columns.times,
-    "send_sequence": columns.ints,
-    "first_unacked_send_sequence": columns.ints,
-    "end_dialog_sequence": columns.ints,
-    "receive_sequence": columns.ints,
-    "receive_sequence_frag": columns.ints,
-    "transmission_retry_count": columns.ints,
-    "transmission_next_attempt": columns.times,
-    "error_code": columns.ints,
-    "error_description": columns.texts,
-    "priority": columns.ints,
-    "create_date": columns.times,
-}
-# What an endpoint can change after it is created (update_conversation_endpoints.sql).
-_ENDPOINT_CHANGES = (
-    "conversation_handle", "state", "far_broker_instance", "dialog_timer", "send_sequence",
-    "first_unacked_send_sequence", "end_dialog_sequence", "receive_sequence",
-    "receive_sequence_frag", "transmission_retry_count", "transmission_next_attempt",
-    "error_code", "error_description",
-)
-
-
-def _encode_endpoints(eps: list[Endpoint], names: Iterable[str]) -> dict[str, str]:
-    return {name: _ENDPOINT_ENCODING[name](getattr(e, name) for e in eps) for name in names}
-
-
-def _endpoint_columns(eps: list[Endpoint]) -> dict[str, str]:
-    return _encode_endpoints(eps, _ENDPOINT_ENCODING)
-
-
-def _endpoint_changes(eps: list[Endpoint]) -> dict[str, str]:
-    return _encode_endpoints(eps, _ENDPOINT_CHANGES)
-
-
-_QUEUE_COLUMNS = (
-    "database_id", "queue_name", "queuing_order", "status", "priority",
-    "conversation_group_id", "conversation_handle", "message_sequence_number", "service_name",
-    "service_contract_name", "message_type_name", "validation", "message_body",
-    "message_enqueue_time")
-
-
-def _queue_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
-    cols = list(zip(*rows, strict=True))
-    return {
-        "database_id": columns.ints(cols[0]),
-        "queue_name": columns.texts(cols[1]),
-        "queuing_order": columns.ints(cols[2]),
-        "status": columns.ints(cols[3]),
-        "priority": columns.ints(cols[4]),
-        "conversation_group_id": columns.guids(cols[5]),
-        "conversation_handle": columns.guids(cols[6]),
-        "message_sequence_number": columns.ints(cols[7]),
-        "service_name": columns.texts(cols[8]),
-        "service_contract_name": columns.texts(cols[9]),
-        "message_type_name": columns.texts(cols[10]),
-        "validation": ",".join(cols[11]),
-        "message_body": columns.blobs(cols[12]),
-        "message_enqueue_time": columns.times(cols[13]),
-    }
-
-
-_TX_COLUMNS = (
-    "database_id", "conversation_handle", "message_sequence_number", "message_size",
-    "to_service_name", "to_broker_instance", "from_service_name", "service_contract_name",
-    "message_type_name", "validation", "is_end_of_dialog", "is_conversation_error",
-    "priority", "enqueue_time", "message_body", "transmission_status")
-
-
-def _tx_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
-    cols = list(zip(*rows, strict=True))
-    return {
-        "database_id": columns.ints(cols[0]),
-        "conversation_handle": columns.guids(cols[1]),
-        "message_sequence_number": columns.ints(cols[2]),
-        "message_size": columns.ints(cols[3]),
-        "to_service_name": columns.texts(cols[4]),
-        "to_broker_instance": columns.guids(cols[5]),
-        "from_service_name": columns.texts(cols[6]),
-        "service_contract_name": columns.texts(cols[7]),
-        "message_type_name": columns.texts(cols[8]),
-        "validation": ",".join(cols[9]),
-        "is_end_of_dialog": columns.flags(cols[10]),
-        "is_conversation_error": columns.flags(cols[11]),
-        "priority": columns.ints(cols[12]),
-        "enqueue_time": columns.times(cols[13]),
-        "message_body": columns.blobs(cols[14]),
-        "transmission_status": columns.texts(cols[15]),
-    }

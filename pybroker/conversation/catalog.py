@@ -1,0 +1,31 @@
+"""What conversations read of a database's catalog (message types, contracts, services,
+queues); the engine loads it once per catalog change (Messaging.catalog)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# -- the catalog, cached per database -----------------------------------------------------
+
+
+@dataclass(slots=True)
+class QueueSettings:
+    status: bool
+    retention: bool
+    poison_message_handling: bool
+
+
+@dataclass(slots=True)
+class DatabaseCatalog:
+    """What conversations read of one database's catalog, loaded once per catalog change."""
+
+    database_id: int
+    name: str
+    broker_instance: str
+    message_types: dict[str, str]  # name -> validation code N/E/X
+    system_message_types: frozenset[str]
+    contracts: dict[str, dict[str, tuple[bool, bool]]]  # -> type -> (initiator, target)
+    system_contracts: frozenset[str]
+    services: dict[str, str]  # name -> queue
+    service_contracts: dict[str, frozenset[str]]
+    queues: dict[str, QueueSettings]

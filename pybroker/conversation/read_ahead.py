@@ -1,0 +1,81 @@
+"""RECEIVE read-ahead (C3, P3.1): the ready messages of one queue held in memory, handed out
+group by group exactly as the table would. When and how much to read is the engine's
+(Messaging._receive_read_ahead, READ_AHEAD_* in engine.py)."""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Any
+
+
+class ReceiveBuffer:
+    """Ready messages of one queue read ahead by RECEIVE (C3, P3.1).
+
+    It holds the first conversation groups of the queue (in the order RECEIVE takes them:
+    by their first ready message) with their ready messages in order, read by
+    select_ready_messages.sql, so RECEIVE can hand out the next group exactly as
+    receive_messages.sql would take it from the table, without a statement per call.
+    Every ready message before ``horizon`` (a queuing order; None: no limit) is here,
+    except the rest of the groups in ``beyond``, which go on after what was read. When it
+    cannot answer for sure, ``take`` says so and the queue is read again. Messages
+    delivered into the queue later come after everything read (queuing_order grows), so
+    they only extend a group or move the horizon. It is kept across transactions
+    (Messaging._read_ahead): every change to a queue's contents goes through the engine,
+    which keeps it true or drops it.
+    """
+
+    __slots__ = ("beyond", "body_size", "groups", "horizon", "order", "reads")
+
+    def __init__(self, rows: list[tuple[Any, ...]], reads: int) -> None:
+        self.groups: dict[str, deque[tuple[Any, ...]]] = {}
+        ready: dict[str, int] = {}
+        for row in rows:
+            self.groups.setdefault(row[2], deque()).append(row[:8])
+            ready[row[2]] = row[8]
+        self.beyond = {g for g, count in ready.items() if count > len(self.groups[g])}
+        self.horizon: int | None = rows[0][9] if rows else None
+        # (first queuing order not yet handed out, group): the next group is the least
+        self.order = [(found[0][0], g) for g, found in self.groups.items()]
+        heapq.heapify(self.order)
+        self.reads = reads
+        bodies = sum(len(row[5] or b"") for row in rows)
+        self.body_size = bodies / len(rows) if rows else 0.0  # average, bounds the next read
+
+    def take(self, max_messages: int) -> list[tuple[Any, ...]] | None:
+        """The next group's messages, up to ``max_messages`` in order ([]: the queue has
+        no ready message); None when the messages read do not say for sure."""
+        order, groups = self.order, self.groups
+        while order:
+            first, group = order[0]
+            found = groups.get(group)
+            if found and found[0][0] == first:
+                break
+            heapq.heappop(order)  # stale: that group was handed out since
+        else:
+            return [] if self.horizon is None and not self.beyond else None
+        if self.horizon is not None and first > self.horizon:
+            return None  # an unread group may come first
+        if len(found) < max_messages and group in self.beyond:
+            return None  # more of the group is ready than was read
+        heapq.heappop(order)
+        out = [found.popleft() for _ in range(min(max_messages, len(found)))]
+        if found:
+            heapq.heappush(order, (found[0][0], group))
+        else:
+            del groups[group]
+            if group in self.beyond:  # its next ready message is after the last read
+                self.beyond.discard(group)
+                self._limit(out[-1][0])
+        return out
+
+    def delivered(self, group: str, queuing_order: int) -> None:
+        """A message of ``group`` entered the queue (after every message read)."""
+        if group in self.groups:
+            self.beyond.add(group)
+        else:
+            self._limit(queuing_order)
+
+    def _limit(self, queuing_order: int) -> None:
+        if self.horizon is None or queuing_order < self.horizon:
+            self.horizon = queuing_order

@@ -1,0 +1,47 @@
+"""The broker's own messages (C2): the system message types, the broker's error codes and
+their descriptions, and the body of an Error message."""
+
+from __future__ import annotations
+
+from xml.sax.saxutils import escape
+
+SYSTEM_PREFIX = "http://schemas.microsoft.com/SQL/ServiceBroker/"
+END_DIALOG = SYSTEM_PREFIX + "EndDialog"
+ERROR = SYSTEM_PREFIX + "Error"
+DIALOG_TIMER = SYSTEM_PREFIX + "DialogTimer"
+ERROR_NAMESPACE = SYSTEM_PREFIX + "Error"
+DEFAULT = "DEFAULT"
+
+# C2: broker error codes.
+LIFETIME_EXPIRED = -8489
+REMOTE_ENDPOINT_CLOSED = -8462
+SERVICE_DROPPED = -8490
+CONTRACT_NOT_SUPPORTED = -8408
+
+
+_LIFETIME_TEXT = "The conversation lifetime has expired."
+_ENDPOINT_CLOSED_TEXT = (
+    "The remote conversation endpoint is either in a state where no more messages can be "
+    "exchanged, or it has been dropped.")
+_SERVICE_DROPPED_TEXT = "The remote service has been dropped."
+
+
+def error_body(code: int, description: str) -> bytes:
+    """C2: SQL Server's Error message body."""
+    return (
+        f'<Error xmlns="{ERROR_NAMESPACE}"><Code>{code}</Code>'
+        f"<Description>{escape(description)}</Description></Error>"
+    ).encode()
+
+
+def _parse_error(body: bytes) -> tuple[int | None, str | None]:
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(body)
+        ns = {"e": ERROR_NAMESPACE}
+        code = root.findtext("e:Code", namespaces=ns)
+        return (int(code) if code is not None else None,
+                root.findtext("e:Description", namespaces=ns))
+    except (ET.ParseError, ValueError):
+        return None, None

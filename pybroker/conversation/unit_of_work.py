@@ -1,0 +1,293 @@
+"""A unit of work (group commit): the endpoint changes and buffered rows of one transaction,
+written at commit as one set-based statement per table, with each column bound as one
+string (columns.py). See engine.py for the design."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from pybroker.conversation import columns
+from pybroker.conversation.endpoint import Endpoint, wide_columns
+from pybroker.errors import BrokerError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.conversation.engine import Messaging
+
+LARGE_BODY = 256 * 1024  # bytes: a body this large is inserted as its own bound row
+
+
+# -- the unit of work ---------------------------------------------------------------------
+
+
+class UnitOfWork:
+    """Endpoint changes and buffered rows of one transaction, written at commit."""
+
+    def __init__(self, messaging: Messaging) -> None:
+        self.m = messaging
+        self.new: dict[str, Endpoint] = {}
+        self.dirty: dict[str, Endpoint] = {}
+        self.touched: set[str] = set()
+        self.queue_rows: list[tuple[Any, ...]] = []
+        self.tx_rows: list[tuple[Any, ...]] = []
+        self.inbound_rows: list[tuple[Any, ...]] = []  # P8: arrivals for a queue that is OFF
+        self.outbound: list[Any] = []  # to the wire after commit (remote.py)
+        self.arrivals = False  # applied arrivals from the wire (remote.py keeps their maps)
+        self.received: set[tuple[int, str]] = set()
+        # RECEIVE: the queuing orders handed out from read-ahead (Messaging._read_ahead),
+        # removed (or retained) at the next flush (C3).
+        self.taken: list[int] = []
+        self.taken_retained: list[int] = []
+        self.locked = False
+        self.enqueued = False
+        self.wake = False
+        self.retry_after_commit = False
+        self.catalog_written = False  # a catalog write joined this transaction
+        self._tx: Any = None
+
+    def activate(self) -> None:
+        if not self.locked:
+            self.m._store._lock.acquire()
+            self.locked = True
+
+    def ensure_tx(self) -> None:
+        self.activate()
+        if self._tx is None:
+            self._tx = self.m._store.transaction()
+            self._tx.__enter__()
+
+    def touch(self, ep: Endpoint) -> None:
+        self.touched.add(ep.conversation_handle)
+        if ep.persisted:
+            self.dirty[ep.conversation_handle] = ep
+        else:
+            self.new[ep.conversation_handle] = ep
+
+    def enqueue(self, row: tuple[Any, ...]) -> None:
+        """A message into a queue (a row of insert_queue_messages.sql), written at flush."""
+        self.queue_rows.append(row)
+        buffers = self.m._read_ahead
+        if buffers:
+            buffer = buffers.get((row[0], row[1]))
+            if buffer is not None:
+                buffer.delivered(row[5], row[2])
+
+    def forget_read_ahead(self) -> None:
+        """Messages left queues other than by RECEIVE: read them again when needed."""
+        self.m._read_ahead.clear()
+
+    def flush(self) -> None:
+        if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
+                or self.taken_retained or self.inbound_rows):
+            return
+        self.ensure_tx()
+        run = self.m._store.run
+        if self.taken:  # C3: received messages leave with this transaction
+            run("conversation/delete_received_messages.sql",
+                {"queuing_order": columns.ints(self.taken)})
+            self.taken.clear()
+        if self.taken_retained:
+            run("conversation/retain_received_by_order.sql",
+                {"queuing_order": columns.ints(self.taken_retained)})
+            self.taken_retained.clear()
+        if self.new:
+            run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
+                list(self.new.values())))
+            for ep in self.new.values():
+                ep.persisted = True
+                ep.saved = wide_columns(ep)
+        if self.dirty:
+            # Most endpoints of a SEND change only their sequence numbers: a narrow UPDATE.
+            narrow, wide = [], []
+            for ep in self.dirty.values():
+                now = wide_columns(ep)
+                (narrow if now == ep.saved else wide).append(ep)
+                ep.saved = now
+            if wide:
+                run("conversation/update_conversation_endpoints.sql", _endpoint_changes(wide))
+            if len(narrow) == 1:
+                ep = narrow[0]
+                run("conversation/update_endpoint_sequence.sql", {
+                    "conversation_handle": ep.conversation_handle,
+                    "send_sequence": ep.send_sequence,
+                    "first_unacked_send_sequence": ep.first_unacked_send_sequence,
+                    "receive_sequence": ep.receive_sequence})
+            elif narrow:
+                run("conversation/update_endpoint_sequences.sql", {
+                    "conversation_handle": columns.guids(e.conversation_handle for e in narrow),
+                    "send_sequence": columns.ints(e.send_sequence for e in narrow),
+                    "first_unacked_send_sequence": columns.ints(
+                        e.first_unacked_send_sequence for e in narrow),
+                    "receive_sequence": columns.ints(e.receive_sequence for e in narrow)})
+        # One SEND, or a large body: plain bound values (the encoded columns cost more for
+        # one row, and copy a large body into base64 text).
+        queue_rows = self.queue_rows
+        if len(queue_rows) == 1 or any(len(r[12] or b"") > LARGE_BODY for r in queue_rows):
+            for row in queue_rows:
+                run("conversation/insert_queue_message.sql",
+                    dict(zip(_QUEUE_COLUMNS, row, strict=True)))
+        elif queue_rows:
+            run("conversation/insert_queue_messages.sql", _queue_columns(queue_rows))
+        if queue_rows:
+            self.enqueued = True
+        for rows, inbound in ((self.tx_rows, False), (self.inbound_rows, True)):
+            if len(rows) == 1 or any(len(r[14] or b"") > LARGE_BODY for r in rows):
+                for row in rows:
+                    run("conversation/insert_transmission_queue_row.sql",
+                        {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound})
+            elif rows:
+                run("conversation/insert_transmission_queue.sql",
+                    {**_tx_columns(rows), "is_inbound": inbound})
+        self.inbound_rows.clear()
+        self.new.clear()
+        self.dirty.clear()
+        self.queue_rows.clear()
+        self.tx_rows.clear()
+
+    def sql(self, template: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run a statement inside this unit of work's transaction (buffered rows first)."""
+        self.flush()
+        self.ensure_tx()
+        return self.m._store.run(template, params)
+
+    def commit(self) -> None:
+        try:
+            self.flush()
+            if self._tx is not None:
+                tx, self._tx = self._tx, None
+                tx.__exit__(None, None, None)
+        except BaseException as exc:
+            self.rollback(exc)
+            if isinstance(exc, BrokerError):
+                raise
+            raise BrokerError(f"the change was not made: {exc}") from exc
+        finally:
+            self._release()
+        self.m._after_commit(self)
+
+    def rollback(self, exc: BaseException) -> None:
+        try:
+            if self._tx is not None:
+                tx, self._tx = self._tx, None
+                with contextlib.suppress(BaseException):
+                    tx.__exit__(type(exc), exc, exc.__traceback__)
+        finally:
+            for handle in self.touched:
+                self.m._endpoints.pop(handle, None)
+            self.m._read_ahead.clear()  # what this transaction received is back
+            self._release()
+        self.m._after_rollback(self)
+
+    def _release(self) -> None:
+        if self.locked:
+            self.locked = False
+            self.m._store._lock.release()
+
+
+# -- rows to bound columns ----------------------------------------------------------------
+
+
+# How each column of conversation_endpoints travels as one bound string (columns.py).
+# "state" is two letters, never a comma: it goes as it is (columns.guids).
+_ENDPOINT_ENCODING = {
+    "conversation_handle": columns.guids,
+    "database_id": columns.ints,
+    "conversation_id": columns.guids,
+    "conversation_group_id": columns.guids,
+    "is_initiator": columns.flags,
+    "service_name": columns.texts,
+    "service_contract_name": columns.texts,
+    "far_service": columns.texts,
+    "far_broker_instance": columns.guids,
+    "requested_broker_instance": columns.guids,
+    "state": columns.guids,
+    "lifetime": columns.times,
+    "dialog_timer": columns.times,
+    "send_sequence": columns.ints,
+    "first_unacked_send_sequence": columns.ints,
+    "end_dialog_sequence": columns.ints,
+    "receive_sequence": columns.ints,
+    "receive_sequence_frag": columns.ints,
+    "transmission_retry_count": columns.ints,
+    "transmission_next_attempt": columns.times,
+    "error_code": columns.ints,
+    "error_description": columns.texts,
+    "priority": columns.ints,
+    "create_date": columns.times,
+}
+# What an endpoint can change after it is created (update_conversation_endpoints.sql).
+_ENDPOINT_CHANGES = (
+    "conversation_handle", "state", "far_broker_instance", "dialog_timer", "send_sequence",
+    "first_unacked_send_sequence", "end_dialog_sequence", "receive_sequence",
+    "receive_sequence_frag", "transmission_retry_count", "transmission_next_attempt",
+    "error_code", "error_description",
+)
+
+
+def _encode_endpoints(eps: list[Endpoint], names: Iterable[str]) -> dict[str, str]:
+    return {name: _ENDPOINT_ENCODING[name](getattr(e, name) for e in eps) for name in names}
+
+
+def _endpoint_columns(eps: list[Endpoint]) -> dict[str, str]:
+    return _encode_endpoints(eps, _ENDPOINT_ENCODING)
+
+
+def _endpoint_changes(eps: list[Endpoint]) -> dict[str, str]:
+    return _encode_endpoints(eps, _ENDPOINT_CHANGES)
+
+
+_QUEUE_COLUMNS = (
+    "database_id", "queue_name", "queuing_order", "status", "priority",
+    "conversation_group_id", "conversation_handle", "message_sequence_number", "service_name",
+    "service_contract_name", "message_type_name", "validation", "message_body",
+    "message_enqueue_time")
+
+
+def _queue_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
+    cols = list(zip(*rows, strict=True))
+    return {
+        "database_id": columns.ints(cols[0]),
+        "queue_name": columns.texts(cols[1]),
+        "queuing_order": columns.ints(cols[2]),
+        "status": columns.ints(cols[3]),
+        "priority": columns.ints(cols[4]),
+        "conversation_group_id": columns.guids(cols[5]),
+        "conversation_handle": columns.guids(cols[6]),
+        "message_sequence_number": columns.ints(cols[7]),
+        "service_name": columns.texts(cols[8]),
+        "service_contract_name": columns.texts(cols[9]),
+        "message_type_name": columns.texts(cols[10]),
+        "validation": ",".join(cols[11]),
+        "message_body": columns.blobs(cols[12]),
+        "message_enqueue_time": columns.times(cols[13]),
+    }
+
+
+_TX_COLUMNS = (
+    "database_id", "conversation_handle", "message_sequence_number", "message_size",
+    "to_service_name", "to_broker_instance", "from_service_name", "service_contract_name",
+    "message_type_name", "validation", "is_end_of_dialog", "is_conversation_error",
+    "priority", "enqueue_time", "message_body", "transmission_status")
+
+
+def _tx_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
+    cols = list(zip(*rows, strict=True))
+    return {
+        "database_id": columns.ints(cols[0]),
+        "conversation_handle": columns.guids(cols[1]),
+        "message_sequence_number": columns.ints(cols[2]),
+        "message_size": columns.ints(cols[3]),
+        "to_service_name": columns.texts(cols[4]),
+        "to_broker_instance": columns.guids(cols[5]),
+        "from_service_name": columns.texts(cols[6]),
+        "service_contract_name": columns.texts(cols[7]),
+        "message_type_name": columns.texts(cols[8]),
+        "validation": ",".join(cols[9]),
+        "is_end_of_dialog": columns.flags(cols[10]),
+        "is_conversation_error": columns.flags(cols[11]),
+        "priority": columns.ints(cols[12]),
+        "enqueue_time": columns.times(cols[13]),
+        "message_body": columns.blobs(cols[14]),
+        "transmission_status": columns.texts(cols[15]),
+    }
