@@ -179,11 +179,11 @@ def test_execute_runs_what_the_parser_returns(inst, monkeypatch):
     db = inst.create_database("Shop")
     seen = []
 
-    def fake_parse(text):
-        seen.append(text)
+    def fake_parse(text, *, master=False):
+        seen.append((text, master))
         return [CreateQueue("Q"), CreateService("S", "Q", ("DEFAULT",))]
 
     monkeypatch.setattr(pybroker.tsql, "parse_batch", fake_parse)
     db.execute("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);")
-    assert seen == ["CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);"]
+    assert seen == [("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);", False)]
     assert db.services() == [Service("S", "Q", ("DEFAULT",))]
