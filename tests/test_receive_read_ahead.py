@@ -14,6 +14,7 @@ import random
 import pytest
 
 from pybroker.conversation import engine
+from pybroker.conversation.unit_of_work import UnitOfWork
 from pybroker.errors import QueueDisabledError
 from tests.conftest_conversations import make_broker
 
@@ -162,6 +163,37 @@ def test_c3_received_messages_leave_the_table_only_at_commit(broker, reads):
     assert reads
     assert broker.rows(count) == [(1,)]
     assert [m.text for m in broker.b.receive("QB", max_messages=9)] == ["3"]
+
+
+def test_c3_a_message_delivered_after_the_read_joins_it_and_the_receive_runs_no_query(
+        broker, reads, monkeypatch):
+    """A ready message delivered into a queue whose read-ahead holds every ready message
+    joins it (ReceiveBuffer.delivered): the RECEIVE waiting for it runs no query. One sent
+    and received inside one transaction leaves the table at commit (written, then deleted,
+    in that order)."""
+    conv = broker.a.begin_dialog("SA", "SB")
+    conv.send("0")
+    with broker.b.transaction():
+        assert [m.text for m in broker.b.receive("QB")] == ["0"]
+        assert broker.b.receive("QB") == []  # the second reads ahead: the queue is empty
+    made = len(reads)
+    assert made == 1
+    queries = []
+    real_sql = UnitOfWork.sql
+    monkeypatch.setattr(UnitOfWork, "sql", lambda self, template, params: (
+        queries.append(template), real_sql(self, template, params))[1])
+    conv.send("1")
+    got = broker.b.receive("QB")
+    assert [m.text for m in got] == ["1"] and isinstance(got[0].message_body, bytes)
+    with broker.b.transaction():
+        conv.send("2")
+        conv.send("3")
+        assert [m.text for m in broker.b.receive("QB", max_messages=5)] == ["2", "3"]
+    assert len(reads) == made
+    assert not [q for q in queries if "select_ready" in q or "receive_messages" in q]
+    assert broker.rows("SELECT COUNT(*) FROM sys.queue_messages WHERE queue_name = 'QB'") == [
+        (0,)]
+    assert broker.b.receive("QB") == []
 
 
 def test_c3_end_conversation_inside_the_transaction_drops_its_read_ahead_messages(broker,

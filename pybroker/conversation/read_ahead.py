@@ -69,10 +69,23 @@ class ReceiveBuffer:
                 self._limit(out[-1][0])
         return out
 
-    def delivered(self, group: str, queuing_order: int) -> None:
-        """A message of ``group`` entered the queue (after every message read)."""
-        if group in self.groups:
-            self.beyond.add(group)
+    def delivered(self, group: str, queuing_order: int,
+                  row: tuple[Any, ...] | None = None) -> None:
+        """A message of ``group`` entered the queue (after every message read). ``row``: it
+        is ready (status 1), as a row of select_ready_messages.sql with its body; it joins
+        what was read when what was read holds every ready message of its group (then it
+        is the group's next), or of the whole queue (then the group starts with it). The
+        unit of work that delivers it holds the store's lock until it commits, and a
+        rollback drops every read-ahead, so no RECEIVE sees it before its commit."""
+        found = self.groups.get(group)
+        if found is not None:
+            if row is not None and group not in self.beyond:
+                found.append(row)
+            else:
+                self.beyond.add(group)
+        elif row is not None and self.horizon is None:
+            self.groups[group] = deque((row,))
+            heapq.heappush(self.order, (queuing_order, group))
         else:
             self._limit(queuing_order)
 

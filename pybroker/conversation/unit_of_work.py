@@ -71,7 +71,14 @@ class UnitOfWork:
         if buffers:
             buffer = buffers.get((row[0], row[1]))
             if buffer is not None:
-                buffer.delivered(row[5], row[2])
+                # a ready message joins what was read (rows of select_ready_messages.sql
+                # with its body), so the RECEIVE that waits for it runs no query
+                body = row[12]
+                buffer.delivered(row[5], row[2], (
+                    row[2], row[6], row[5], row[7], row[10],
+                    body if body is None or type(body) is bytes else bytes(body),
+                    row[8], row[9],
+                ) if row[3] == 1 else None)
 
     def forget_read_ahead(self) -> None:
         """Messages left queues other than by RECEIVE: read them again when needed."""
@@ -83,14 +90,6 @@ class UnitOfWork:
             return
         self.ensure_tx()
         run = self.m._store.run
-        if self.taken:  # C3: received messages leave with this transaction
-            run("conversation/delete_received_messages.sql",
-                {"queuing_order": columns.ints(self.taken)})
-            self.taken.clear()
-        if self.taken_retained:
-            run("conversation/retain_received_by_order.sql",
-                {"queuing_order": columns.ints(self.taken_retained)})
-            self.taken_retained.clear()
         if self.new:
             run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
                 list(self.new.values())))
@@ -131,6 +130,17 @@ class UnitOfWork:
             run("conversation/insert_queue_messages.sql", _queue_columns(queue_rows))
         if queue_rows:
             self.enqueued = True
+        # C3: received messages leave with this transaction; after the inserts, since a
+        # message sent and received in one transaction is taken from the read-ahead
+        # (ReceiveBuffer.delivered) before it was written
+        if self.taken:
+            run("conversation/delete_received_messages.sql",
+                {"queuing_order": columns.ints(self.taken)})
+            self.taken.clear()
+        if self.taken_retained:
+            run("conversation/retain_received_by_order.sql",
+                {"queuing_order": columns.ints(self.taken_retained)})
+            self.taken_retained.clear()
         for rows, inbound in ((self.tx_rows, False), (self.inbound_rows, True)):
             if len(rows) == 1 or any(len(r[14] or b"") > LARGE_BODY for r in rows):
                 for row in rows:
