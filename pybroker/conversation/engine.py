@@ -683,11 +683,17 @@ class Messaging(DeliveryMixin):
 
     def _wait_ready(self, database_id: int, queue: str, deadline: float) -> None:
         params = {"database_id": database_id, "queue_name": queue}
+        key = (database_id, queue)
         while True:
             with self._store._lock:
-                ready = self._store.run("conversation/count_ready_messages.sql", params)
-            if ready and ready[0][0]:
-                return
+                # what was read ahead says when it holds every ready message of the queue
+                buffer = self._read_ahead.get(key)
+                if buffer is not None and buffer.groups:
+                    return
+                if buffer is None or buffer.horizon is not None or buffer.beyond:
+                    ready = self._store.run("conversation/count_ready_messages.sql", params)
+                    if ready and ready[0][0]:
+                        return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
