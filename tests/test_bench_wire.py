@@ -43,6 +43,9 @@ def test_the_report_has_every_figure_and_verdict(report):
             "ratio_raw_p50", "met"} <= set(p)
     assert p["p50_ms"] <= p["p99_ms"]
     assert p["met"] == (p["p50_ms"] <= 2 and p["p99_ms"] <= 10)
+    floor = report["commit_floor"]
+    assert 0 < floor["p50_ms"] <= floor["p99_ms"]
+    assert p["ratio_floor_p50"] == p["p50_ms"] / floor["p50_ms"]
     assert report["large"]["met"] == (report["large"]["mb_per_s"] >= 50)
     assert report["targets"] == {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0,
                                  "mb_per_s": 50.0}
@@ -51,6 +54,7 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert "(a) 1 conversation, 200 messages" in text
     assert "(b) 10 conversations, 200 messages" in text
     assert "(d) 3 bodies of 1 MiB" in text
+    assert "storage floor (the SEND's, the arrival's and the RECEIVE's durable commits" in text
 
 
 @pytest.mark.cli

@@ -21,6 +21,11 @@ framed bytes: ``pybroker.wire.frames`` MESSAGE frames of the same bodies over a 
 1.3 loopback connection between the same two processes, with the same certificates,
 decoded by ``FrameDecoder`` at the far end (no MAC, no DuckDB, no acknowledgement).
 
+For (c) also the storage floor: the three durable commits a message's path needs in a
+row (the SEND's, the arrival's, the RECEIVE's), each one bare-table statement and a COMMIT
+on two instance files in one thread (``_commit_floor``): no design that commits each step
+durably on DuckDB gets under it.
+
 Each figure is the median of ``repeat`` runs. A warm-up round (the connection's TLS
 handshake, first routing decisions) comes before the first run and is not counted.
 """
@@ -94,6 +99,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
                     add("raw_paced", pair.raw(sizes["paced"], BODY_BYTES,
                                               rate=sizes["rate"]))
                     add("raw_large", pair.raw(sizes["large"], LARGE_BYTES))
+                    add("commit_floor", _commit_floor(folder, sizes["paced"]))
     report: dict[str, Any] = {
         "machine": _machine(),
         "load": {"before": load_before, "after": _load()},
@@ -113,6 +119,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
     p["ratio_local_p50"] = p["p50_ms"] / report["local_paced"]["p50_ms"]
     p["ratio_raw_p50"] = p["p50_ms"] / report["raw_paced"]["p50_ms"]
     p["met"] = p["p50_ms"] <= TARGETS["p50_ms"] and p["p99_ms"] <= TARGETS["p99_ms"]
+    p["ratio_floor_p50"] = p["p50_ms"] / report["commit_floor"]["p50_ms"]
     g = report["large"]
     g["ratio_local"] = report["local_large"]["mb_per_s"] / g["mb_per_s"]
     g["ratio_raw"] = report["raw_large"]["mb_per_s"] / g["mb_per_s"]
@@ -125,6 +132,7 @@ def format_report(report: dict[str, Any]) -> str:
     a, b, c, d = (report[n] for n in CASES)
     la, lb, lc, ld = (report[f"local_{n}"] for n in CASES)
     rs, rp, rl = report["raw_stream"], report["raw_paced"], report["raw_large"]
+    cf = report["commit_floor"]
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "MISSED"
@@ -162,6 +170,9 @@ def format_report(report: dict[str, Any]) -> str:
         f"transaction",
         f"    local delivery p50 {lc['p50_ms']:.2f} ms, p99 {lc['p99_ms']:.2f} ms; raw frames "
         f"p50 {rp['p50_ms']:.3f} ms, p99 {rp['p99_ms']:.3f} ms",
+        f"    storage floor (the SEND's, the arrival's and the RECEIVE's durable commits in a "
+        f"row, bare tables): p50 {cf['p50_ms']:.2f} ms, p99 {cf['p99_ms']:.2f} ms; "
+        f"wire/floor {c['ratio_floor_p50']:.1f}x",
         f"(d) {s['large']} bodies of 1 MiB, {s['large_per_transaction']} per transaction: "
         f"{d['mb_per_s']:,.1f} MB/s end to end (target >= {t['mb_per_s']:.0f} MB/s: "
         f"{verdict(d['met'])})",
@@ -426,6 +437,37 @@ def _local_paced(db: Any, target_db: Any, sizes: dict[str, int]) -> dict[str, fl
     got = _joined(thread, got)
     sent["process_cpu_seconds"] = time.process_time() - cpu
     return _paced_figures(total, sent, got)
+
+
+def _commit_floor(folder: Path, total: int) -> dict[str, float]:
+    """(c)'s storage floor: per message, one row in and committed on a sender's file, one
+    row in and committed on a receiver's file, that row out (DELETE ... RETURNING) and
+    committed: the three durable commits of SEND, arrival and RECEIVE, nothing else."""
+    from pybroker.storage import Store, utc_now
+
+    stores = [Store(folder / f"floor-{side}.duckdb") for side in ("sender", "receiver")]
+    try:
+        for store in stores:
+            store.run("bench/create_messaging_floor.sql")
+        sender, receiver = stores
+        body, now = os.urandom(BODY_BYTES), utc_now()
+        samples = []
+        for i in range(total):
+            row = {"first": i, "last": i + 1, "conversations": 1, "body": body, "now": now}
+            start = time.perf_counter()
+            with sender.transaction():
+                sender.run("bench/insert_messaging_floor.sql", row)
+            with receiver.transaction():
+                receiver.run("bench/insert_messaging_floor.sql", row)
+            with receiver.transaction():
+                if len(receiver.run("bench/delete_messaging_floor_group.sql",
+                                    {"rows": 1})) != 1:
+                    raise RuntimeError("the storage floor lost a row")
+            samples.append(time.perf_counter() - start)
+    finally:
+        for store in stores:
+            store.close()
+    return _percentiles_ms(samples)
 
 
 def _load() -> str:
