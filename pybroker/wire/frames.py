@@ -538,14 +538,7 @@ class _Reader:
         return value
 
     def text(self) -> str:
-        raw = bytes(self.take(self.u16()))
-        try:
-            value = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise FrameError("a string field is not valid UTF-8") from None
-        if "\x00" in value:
-            raise FrameError("a string field holds a NUL character")
-        return value
+        return _text_value(bytes(self.take(self.u16())))
 
     def end(self, what: str) -> None:
         if self.pos != len(self.data):
