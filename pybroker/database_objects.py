@@ -1,0 +1,384 @@
+"""The message type, contract, queue and service DDL of a Database (SPEC C2, C3): what
+``Database.create_queue()`` and the rest run, and what ``Database.execute()`` runs for the
+statements of pybroker.tsql.object_ddl. Database (instance.py) takes these methods from
+ObjectDDLMixin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from pybroker import arguments
+from pybroker.catalog_objects import Contract, MessageType, Queue, Service
+from pybroker.conversation.engine import SYSTEM_PREFIX, VALIDATION_CODES, VALIDATION_NAMES
+from pybroker.errors import (
+    AlreadyExistsError,
+    BrokerError,
+    InUseError,
+    InvalidArgumentError,
+    NotFoundError,
+)
+from pybroker.routing.cache import NOTHING, CatalogChange
+from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name
+
+_SENT_BY = ("INITIATOR", "TARGET", "ANY")
+
+
+class ObjectDDLMixin:
+    """The message type, contract, queue and service methods of Database (instance.py)."""
+
+    # -- message types and contracts (C2) -------------------------------------------------
+
+    def create_message_type(self, name: str, validation: str = "NONE") -> MessageType:
+        """CREATE MESSAGE TYPE name VALIDATION = NONE | EMPTY | WELL_FORMED_XML."""
+        check_name("message type", name)
+        code = _validation_code(validation)
+        with self._instance._write(NOTHING):
+            if name in self._catalog().message_types:
+                raise AlreadyExistsError(
+                    f"message type {name!r} already exists in database {self.name!r}")
+            self._store.run("instance/insert_message_type.sql", {
+                "database_id": self.database_id, "name": name, "validation": code,
+                "now": self._instance._now()})
+        return MessageType(name, VALIDATION_NAMES[code])
+
+    def alter_message_type(self, name: str, validation: str) -> MessageType:
+        """ALTER MESSAGE TYPE name VALIDATION = ..."""
+        check_name("message type", name)
+        code = _validation_code(validation)
+        with self._instance._write(NOTHING):
+            self._user_message_type(name, "alter")
+            self._store.run("instance/update_message_type.sql", {
+                "database_id": self.database_id, "name": name, "validation": code})
+        return MessageType(name, VALIDATION_NAMES[code])
+
+    def drop_message_type(self, name: str) -> None:
+        """DROP MESSAGE TYPE: refused while a contract uses it."""
+        check_name("message type", name)
+        with self._instance._write(NOTHING):
+            self._user_message_type(name, "drop")
+            users = sorted(c for c, usages in self._catalog().contracts.items()
+                           if name in usages)
+            if users:
+                raise InUseError(
+                    f"message type {name!r} is used by contract(s) {', '.join(users)} in "
+                    f"database {self.name!r}; drop them first")
+            self._store.run("instance/delete_message_type.sql",
+                            {"database_id": self.database_id, "name": name})
+
+    def message_types(self) -> list[MessageType]:
+        catalog = self._catalog()
+        return [MessageType(n, VALIDATION_NAMES[v], n in catalog.system_message_types)
+                for n, v in sorted(catalog.message_types.items())]
+
+    def create_contract(
+        self, name: str, messages: Mapping[str, str] | Iterable[tuple[str, str]]
+    ) -> Contract:
+        """CREATE CONTRACT name (message type SENT BY INITIATOR | TARGET | ANY, ...).
+
+        ``messages`` maps message type names to "INITIATOR", "TARGET" or "ANY" (or is a
+        sequence of such pairs). SQL Server has no ALTER CONTRACT; neither has pybroker.
+        """
+        check_name("contract", name)
+        pairs = (list(messages.items()) if isinstance(messages, Mapping)
+                 else arguments.sequence("messages", messages))
+        if not pairs:
+            raise InvalidArgumentError(
+                f"contract {name!r} needs at least one message type (SENT BY ...)")
+        usages: dict[str, tuple[bool, bool]] = {}
+        for pair in pairs:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise InvalidArgumentError(
+                    f"a contract's messages are (message type, sent by) pairs, not {pair!r}")
+            mtype, sent_by = pair
+            check_name("message type", mtype)
+            who = sent_by.upper() if isinstance(sent_by, str) else sent_by
+            if who not in _SENT_BY:
+                raise InvalidArgumentError(
+                    f"message type {mtype!r} in contract {name!r}: SENT BY must be "
+                    f"INITIATOR, TARGET or ANY, not {sent_by!r}")
+            if mtype in usages:
+                raise InvalidArgumentError(
+                    f"message type {mtype!r} appears twice in contract {name!r}")
+            if mtype.startswith(SYSTEM_PREFIX):
+                raise InvalidArgumentError(
+                    f"system message type {mtype!r} cannot be part of a contract (the broker "
+                    "sends it on every conversation)")
+            usages[mtype] = (who in ("INITIATOR", "ANY"), who in ("TARGET", "ANY"))
+        with self._instance._write(NOTHING):
+            catalog = self._catalog()
+            if name in catalog.contracts:
+                raise AlreadyExistsError(
+                    f"contract {name!r} already exists in database {self.name!r}")
+            for mtype in usages:
+                if mtype not in catalog.message_types:
+                    raise NotFoundError(
+                        f"message type {mtype!r} of contract {name!r} does not exist in "
+                        f"database {self.name!r}; create it first")
+            self._store.run("instance/insert_contract.sql", {
+                "database_id": self.database_id, "name": name, "now": self._instance._now()})
+            for mtype, (by_initiator, by_target) in usages.items():
+                self._store.run("instance/insert_contract_message_usage.sql", {
+                    "database_id": self.database_id, "contract_name": name,
+                    "message_type_name": mtype, "is_sent_by_initiator": by_initiator,
+                    "is_sent_by_target": by_target})
+        return self.contract(name)
+
+    def drop_contract(self, name: str) -> None:
+        """DROP CONTRACT: refused while a service accepts it."""
+        check_name("contract", name)
+        with self._instance._write(NOTHING):
+            catalog = self._catalog()
+            if name not in catalog.contracts:
+                raise NotFoundError(f"contract {name!r} does not exist in database {self.name!r}")
+            if name in catalog.system_contracts:
+                raise InUseError(f"contract {name!r} is a system contract; it cannot be dropped")
+            users = sorted(s for s, c in catalog.service_contracts.items() if name in c)
+            if users:
+                raise InUseError(
+                    f"contract {name!r} is used by service(s) {', '.join(users)} in database "
+                    f"{self.name!r}; ALTER SERVICE ... (DROP CONTRACT ...) or drop them first")
+            params = {"database_id": self.database_id, "name": name}
+            self._store.run("instance/delete_contract_message_usages.sql",
+                            {"database_id": self.database_id, "contract_name": name})
+            self._store.run("instance/delete_contract.sql", params)
+
+    def contract(self, name: str) -> Contract:
+        catalog = self._catalog()
+        if name not in catalog.contracts:
+            raise NotFoundError(f"contract {name!r} does not exist in database {self.name!r}")
+        return _contract(name, catalog.contracts[name], name in catalog.system_contracts)
+
+    def contracts(self) -> list[Contract]:
+        catalog = self._catalog()
+        return [_contract(n, u, n in catalog.system_contracts)
+                for n, u in sorted(catalog.contracts.items())]
+
+    # -- queues and services -------------------------------------------------------------
+
+    def create_queue(
+        self,
+        name: str,
+        status: bool = True,
+        *,
+        retention: bool = False,
+        poison_message_handling: bool = True,
+    ) -> Queue:
+        """CREATE QUEUE name WITH STATUS = ON|OFF, RETENTION = ON|OFF,
+        POISON_MESSAGE_HANDLING (STATUS = ON|OFF) (C3; SQL Server's defaults)."""
+        check_name("queue", name)
+        for what, value in (("queue status", status), ("retention", retention),
+                            ("poison_message_handling", poison_message_handling)):
+            if not isinstance(value, bool):
+                raise BrokerError(f"{what} must be True (ON) or False (OFF), not {value!r}")
+        with self._instance._write(NOTHING):  # routing reads services, not queues
+            for q in self.queues():
+                if q.name.lower() == name.lower():  # queue names ignore case
+                    raise AlreadyExistsError(
+                        f"queue {name!r} already exists in {self.name!r}"
+                        + ("" if q.name == name else f" as {q.name!r} (queue names are "
+                           "unique without regard to case)"))
+            self._store.run(
+                "instance/insert_queue.sql",
+                {"database_id": self.database_id, "name": name, "status": status,
+                 "retention": retention, "poison_message_handling": poison_message_handling,
+                 "now": self._instance._now()},
+            )
+        return Queue(name, status, retention, poison_message_handling)
+
+    def alter_queue(
+        self,
+        name: str,
+        status: bool | None = None,
+        *,
+        retention: bool | None = None,
+        poison_message_handling: bool | None = None,
+    ) -> Queue:
+        """ALTER QUEUE: None leaves a setting as it is. Turning a queue ON delivers the
+        messages that wait for it in transmission queues, in order (C3, P8)."""
+        check_name("queue", name)
+        for what, value in (("queue status", status), ("retention", retention),
+                            ("poison_message_handling", poison_message_handling)):
+            if value is not None and not isinstance(value, bool):
+                raise BrokerError(f"{what} must be True (ON), False (OFF) or None, not {value!r}")
+        with self._instance._write(NOTHING):
+            current = {q.name: q for q in self.queues()}.get(name)
+            if current is None:
+                raise NotFoundError(f"queue {name!r} does not exist in database {self.name!r}")
+            merged = Queue(
+                name,
+                current.status if status is None else status,
+                current.retention if retention is None else retention,
+                current.poison_message_handling if poison_message_handling is None
+                else poison_message_handling,
+            )
+            self._store.run("instance/update_queue.sql", {
+                "database_id": self.database_id, "name": name, "status": merged.status,
+                "retention": merged.retention,
+                "poison_message_handling": merged.poison_message_handling})
+        return merged
+
+    def drop_queue(self, name: str) -> None:
+        """DROP QUEUE: refused while a service is bound to it; its messages go with it."""
+        check_name("queue", name)
+        with self._instance._write(NOTHING):
+            if not any(q.name == name for q in self.queues()):
+                raise NotFoundError(f"queue {name!r} does not exist in database {self.name!r}")
+            users = sorted(s.name for s in self.services() if s.queue == name)
+            if users:
+                raise InUseError(
+                    f"queue {name!r} is used by service(s) {', '.join(users)} in database "
+                    f"{self.name!r}; drop them or move them (ALTER SERVICE ... ON QUEUE) first")
+            params = {"database_id": self.database_id, "name": name}
+            self._store.run("instance/delete_queue_messages.sql",
+                            {"database_id": self.database_id, "queue_name": name})
+            self._store.run("instance/delete_queue.sql", params)
+
+    def queues(self) -> list[Queue]:
+        rows = self._store.run("instance/select_queue_settings.sql",
+                               {"database_id": self.database_id})
+        return [Queue(n, bool(s), bool(r), p is None or bool(p)) for n, s, r, p in rows]
+
+    def create_service(
+        self, name: str, queue: str, contracts: Iterable[str] | None = None
+    ) -> Service:
+        """CREATE SERVICE name ON QUEUE queue [(contract, ...)]. A service that lists no
+        contracts can only initiate conversations; ``contracts=["DEFAULT"]`` accepts the
+        default contract (as in SQL Server)."""
+        check_name("service", name, MAX_VALUE_LENGTH)
+        check_name("queue", queue)
+        wanted = _contract_list(contracts)
+        with self._instance._write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
+            if not any(q.name == queue for q in self.queues()):
+                raise NotFoundError(
+                    f"queue {queue!r} does not exist in database {self.name!r}; create it first"
+                )
+            if any(s.name == name for s in self.services()):
+                raise AlreadyExistsError(f"service {name!r} already exists in {self.name!r}")
+            self._check_contracts_exist(wanted)
+            self._store.run(
+                "instance/insert_service.sql",
+                {"database_id": self.database_id, "name": name, "queue_name": queue,
+                 "now": self._instance._now()},
+            )
+            for contract in wanted:
+                self._store.run("instance/insert_service_contract_usage.sql", {
+                    "database_id": self.database_id, "service_name": name,
+                    "contract_name": contract})
+        return Service(name, queue, tuple(sorted(wanted)))
+
+    def alter_service(
+        self,
+        name: str,
+        queue: str | None = None,
+        *,
+        add_contracts: Iterable[str] = (),
+        drop_contracts: Iterable[str] = (),
+    ) -> Service:
+        """ALTER SERVICE name [ON QUEUE queue] [(ADD CONTRACT c, DROP CONTRACT c, ...)]."""
+        check_name("service", name, MAX_VALUE_LENGTH)
+        adding = _contract_list(add_contracts)
+        dropping = _contract_list(drop_contracts)
+        if set(adding) & set(dropping):
+            raise InvalidArgumentError(
+                f"ALTER SERVICE {name!r} both adds and drops {sorted(set(adding) & set(dropping))}")
+        with self._instance._write(NOTHING):  # routing reads service names only
+            current = {s.name: s for s in self.services()}.get(name)
+            if current is None:
+                raise NotFoundError(f"service {name!r} does not exist in database {self.name!r}")
+            if queue is not None:
+                check_name("queue", queue)
+                if not any(q.name == queue for q in self.queues()):
+                    raise NotFoundError(
+                        f"queue {queue!r} does not exist in database {self.name!r}")
+                self._store.run("instance/update_service_queue.sql", {
+                    "database_id": self.database_id, "name": name, "queue_name": queue})
+            self._check_contracts_exist(adding)
+            for contract in adding:
+                if contract in current.contracts:
+                    raise AlreadyExistsError(
+                        f"service {name!r} already accepts contract {contract!r}")
+                self._store.run("instance/insert_service_contract_usage.sql", {
+                    "database_id": self.database_id, "service_name": name,
+                    "contract_name": contract})
+            for contract in dropping:
+                if contract not in current.contracts:
+                    raise NotFoundError(
+                        f"service {name!r} does not accept contract {contract!r}")
+                self._store.run("instance/delete_service_contract_usage.sql", {
+                    "database_id": self.database_id, "service_name": name,
+                    "contract_name": contract})
+        return {s.name: s for s in self.services()}[name]
+
+    def drop_service(self, name: str) -> None:
+        """DROP SERVICE: its conversations end at once (their far sides in this instance
+        get error -8490, C2), then the service goes."""
+        check_name("service", name, MAX_VALUE_LENGTH)
+        with self._instance._write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
+            if not any(s.name == name for s in self.services()):
+                raise NotFoundError(f"service {name!r} does not exist in database {self.name!r}")
+            self._instance._messaging.end_service_conversations(self, name)
+            params = {"database_id": self.database_id, "service_name": name}
+            self._store.run("instance/delete_service_contract_usages.sql", params)
+            self._store.run("instance/delete_service.sql",
+                            {"database_id": self.database_id, "name": name})
+
+    def services(self) -> list[Service]:
+        rows = self._store.run("instance/select_services.sql", {"database_id": self.database_id})
+        usages = self._store.run("instance/select_service_contract_usages.sql",
+                                 {"database_id": self.database_id})
+        accepted: dict[str, list[str]] = {}
+        for service, contract in usages:
+            accepted.setdefault(service, []).append(contract)
+        return [Service(n, q, tuple(sorted(accepted.get(n, ())))) for n, q in rows]
+
+    # -- internals (conversations) ---------------------------------------------------------
+
+    def _catalog(self):
+        return self._instance._messaging.catalog(self.database_id)
+
+    def _user_message_type(self, name: str, verb: str) -> None:
+        catalog = self._catalog()
+        if name not in catalog.message_types:
+            raise NotFoundError(f"message type {name!r} does not exist in database {self.name!r}")
+        if name in catalog.system_message_types:
+            raise InUseError(f"message type {name!r} is a system message type; it cannot be "
+                             f"{verb}ped" if verb == "drop" else
+                             f"message type {name!r} is a system message type; it cannot be "
+                             f"{verb}ed")
+
+    def _check_contracts_exist(self, contracts: list[str]) -> None:
+        catalog = self._catalog()
+        for contract in contracts:
+            if contract not in catalog.contracts:
+                raise NotFoundError(
+                    f"contract {contract!r} does not exist in database {self.name!r}; "
+                    "create it first")
+
+
+def _validation_code(validation: object) -> str:
+    if isinstance(validation, str) and validation.upper() in VALIDATION_CODES:
+        return VALIDATION_CODES[validation.upper()]
+    raise InvalidArgumentError(
+        f"VALIDATION must be NONE, EMPTY or WELL_FORMED_XML, not {validation!r}")
+
+
+def _contract_list(contracts: Iterable[str] | None) -> list[str]:
+    if contracts is None:
+        return []
+    if isinstance(contracts, str):
+        raise InvalidArgumentError(
+            f"contracts is a list of contract names, not the string {contracts!r}")
+    names = arguments.sequence("contracts", contracts)
+    for name in names:
+        check_name("contract", name)
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"a contract is named twice: {names}")
+    return names
+
+
+def _contract(name: str, usages: dict[str, tuple[bool, bool]], is_system: bool) -> Contract:
+    def who(by_initiator: bool, by_target: bool) -> str:
+        return "ANY" if by_initiator and by_target else (
+            "INITIATOR" if by_initiator else "TARGET")
+
+    return Contract(name, tuple((t, who(*u)) for t, u in sorted(usages.items())), is_system)
