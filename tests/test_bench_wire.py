@@ -57,6 +57,16 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert "storage floor (the SEND's, the arrival's and the RECEIVE's durable commits" in text
 
 
+def test_profile_leaves_a_cprofile_file_of_each_child(tmp_path):
+    import pstats
+
+    wire.run(repeat=1, sizes={**TINY, "messages": 20, "paced": 10, "large": 1,
+                              "raw_frames": 20}, profile_dir=str(tmp_path))
+    for role in ("sender", "receiver"):
+        stats = pstats.Stats(str(tmp_path / f"{role}.prof"))
+        assert any(name == "handle" for _, _, name in stats.stats), role  # Child.handle
+
+
 @pytest.mark.cli
 def test_the_command_line_rejects_a_bad_retry_scale():
     done = subprocess.run([sys.executable, "-m", "pybroker", "bench", "wire",

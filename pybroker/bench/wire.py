@@ -211,7 +211,7 @@ class _Child:
                 [sys.executable, "-m", "pybroker.bench.wire_child", role,
                  str(folder / f"{role}.duckdb"), str(folder), str(retry_scale)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                cwd=root)
+                cwd=root, env=env)
 
     def post(self, cmd: str, **args: Any) -> None:
         assert self.proc.stdin is not None
