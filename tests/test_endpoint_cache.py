@@ -189,3 +189,37 @@ def test_p7_handles_are_time_ordered_uuids(small):
         assert uuid.UUID(handle).version == 7, handle
     prefixes = [h[:13] for h in handles]  # 48 bits of milliseconds
     assert prefixes == sorted(prefixes)
+
+
+def test_a_commit_does_not_wait_for_another_threads_unit_of_work_to_trim(small):
+    """After its commit a unit of work bumps and trims the cache only if the store's lock is
+    free: waiting for another thread's transaction held a committed RECEIVE up to that
+    transaction's length. What it skipped, the next commit that finds the lock free does."""
+    import threading
+
+    from pybroker.conversation.unit_of_work import UnitOfWork
+
+    m = small.inst._messaging
+    convs = [small.a.begin_dialog("SA", "SB") for _ in range(12)]
+    for conv in convs:
+        conv.send(b"x")  # more endpoints than the cache holds, trimmed at each commit
+    assert cached(small) <= m._endpoints.capacity
+    m._endpoints.capacity = 2  # now over capacity: the next free commit trims
+    held, timed_out = threading.Event(), []
+    done = threading.Event()
+
+    def hold() -> None:
+        with m._store._lock:  # another thread's unit of work
+            held.set()
+            timed_out.append(not done.wait(10))
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert held.wait(10)
+    m._after_commit(UnitOfWork(m))  # returns while the lock is held elsewhere
+    done.set()
+    thread.join(10)
+    assert timed_out == [False]
+    assert cached(small) > 2  # the trim was skipped, not waited for
+    m._after_commit(UnitOfWork(m))  # the lock is free: trimmed now
+    assert cached(small) == 2

@@ -193,9 +193,18 @@ class Messaging(DeliveryMixin):
             ep = self._endpoints.get(handle)
             if ep is not None and ep.state == "CD":
                 del self._endpoints[handle]  # closed: nothing will read it often again
-        with self._store._lock:  # no unit of work is open: every endpoint is as saved
-            self._endpoints.used(uow.touched)
-            self._endpoints.trim()
+        # Under the store's lock no unit of work is open, so every endpoint is as saved
+        # and may go. When another thread's unit of work holds it, this one's recency and
+        # the trim are skipped, not waited for: the next commit that finds the lock free
+        # trims, and an endpoint let go is read back as saved. (Waiting here held a
+        # committed RECEIVE up to an arrival transaction's length.)
+        lock = self._store._lock
+        if lock.acquire(blocking=False):
+            try:
+                self._endpoints.used(uow.touched)
+                self._endpoints.trim()
+            finally:
+                lock.release()
         if uow.enqueued:
             with self._arrival:
                 self._arrival.notify_all()
