@@ -699,7 +699,7 @@ class Messaging(DeliveryMixin):
                 buffer = self._read_ahead.get(key)
                 if buffer is not None and buffer.groups:
                     return
-                if buffer is None or buffer.horizon is not None or buffer.beyond:
+                if buffer is None or not buffer.complete:
                     ready = self._store.run("conversation/count_ready_messages.sql", params)
                     if ready and ready[0][0]:
                         return

@@ -53,7 +53,7 @@ class ReceiveBuffer:
                 break
             heapq.heappop(order)  # stale: that group was handed out since
         else:
-            return [] if self.horizon is None and not self.beyond else None
+            return [] if self.complete else None
         if self.horizon is not None and first > self.horizon:
             return None  # an unread group may come first
         if len(found) < max_messages and group in self.beyond:
@@ -68,6 +68,11 @@ class ReceiveBuffer:
                 self.beyond.discard(group)
                 self._limit(out[-1][0])
         return out
+
+    @property
+    def complete(self) -> bool:
+        """Every ready message of the queue is here: what ``take`` finds not is not there."""
+        return self.horizon is None and not self.beyond
 
     def delivered(self, group: str, queuing_order: int,
                   row: tuple[Any, ...] | None = None) -> None:

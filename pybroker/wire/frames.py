@@ -26,7 +26,9 @@ import hashlib
 import hmac
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pybroker.errors import FrameError
 
@@ -338,30 +340,45 @@ def signed_bytes(item: MessageFragment | AckEntry | Notice) -> bytes:
 
 def _signed_header(f: MessageFragment) -> bytes:
     """The flags byte and the header up to the MAC, without the acknowledgement (what the
-    MAC covers before the body): built from cached fields, as ``encode_message`` builds
-    it, without its checks (a decoded fragment passed the decoder's)."""
+    MAC covers before the body): built as ``encode_message`` builds it, without its checks
+    (a decoded fragment passed the decoder's)."""
     if len(f.key_id) != KEY_ID_SIZE:
         raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
+    code = _VALIDATIONS.index(f.validation) if f.validation in _VALIDATIONS else 255
+    return bytes((_message_flags(f) & ~_HAS_ACK,)) + _message_core(
+        f, _text_raw, _guid_or_zero, code)
+
+
+def _message_core(f: MessageFragment, text: Callable[[str, str], bytes],
+                  guid: Callable[[Any, str], bytes], validation: int) -> bytes:
+    """A MESSAGE header's fields from the conversation id to the key id, in order: the part
+    the MAC covers. ``text`` and ``guid`` write the named fields (checked on the sending
+    path, as they are; unchecked to verify a decoded fragment)."""
     return b"".join((
-        bytes((_message_flags(f) & ~_HAS_ACK,)),
-        NO_GUID if f.conversation_id is None else _guid_bytes(f.conversation_id),
+        guid(f.conversation_id, "conversation id"),
         _FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
-        _text_raw(f.from_service), _text_raw(f.to_service),
-        NO_GUID if f.from_broker_instance is None else _guid_bytes(f.from_broker_instance),
+        text(f.from_service, "sending service"),
+        text(f.to_service, "target service"),
+        guid(f.from_broker_instance, "sending broker instance"),
         NO_GUID if f.to_broker_instance is None else _guid_bytes(f.to_broker_instance),
-        _text_raw(f.contract), _text_raw(f.message_type),
-        _STATIC.pack(_VALIDATIONS.index(f.validation) if f.validation in _VALIDATIONS
-                     else 255, f.priority, f.lifetime_ms, f.hops_remaining),
-        bytes(f.key_id)))
+        text(f.contract, "contract"),
+        text(f.message_type, "message type"),
+        _STATIC.pack(validation, f.priority, f.lifetime_ms, f.hops_remaining),
+        bytes(f.key_id),
+    ))
 
 
 @functools.lru_cache(maxsize=4096)
-def _text_raw(value: str) -> bytes:
+def _text_raw(value: str, what: str = "") -> bytes:
     """A string field as written (length and UTF-8), unchecked but for its length."""
     data = value.encode("utf-8")
     if len(data) > 0xFFFF:
         raise FrameError(f"a string of {len(data)} bytes does not fit a frame field")
     return struct.pack("!H", len(data)) + data
+
+
+def _guid_or_zero(value: str | None, what: str = "") -> bytes:
+    return NO_GUID if value is None else _guid_bytes(value)
 
 
 def compute_mac(key: bytes, data: bytes) -> bytes:
@@ -439,19 +456,8 @@ def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) 
                              "not from 0 to 10")
         if len(f.key_id) != KEY_ID_SIZE:
             raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
-        core = b"".join((
-            _required_guid_field(f.conversation_id, "conversation id"),
-            _FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
-            _text_field(f.from_service, "sending service"),
-            _text_field(f.to_service, "target service"),
-            _required_guid_field(f.from_broker_instance, "sending broker instance"),
-            NO_GUID if f.to_broker_instance is None else _guid_bytes(f.to_broker_instance),
-            _text_field(f.contract, "contract"),
-            _text_field(f.message_type, "message type"),
-            _STATIC.pack(_VALIDATIONS.index(f.validation), f.priority, f.lifetime_ms,
-                         f.hops_remaining),
-            bytes(f.key_id),
-        ))
+        core = _message_core(f, _text_field, _required_guid_field,
+                             _VALIDATIONS.index(f.validation))
         flags = _message_flags(f) & ~_HAS_ACK
         h = hashlib.blake2b(bytes((flags,)), key=key, digest_size=MAC_SIZE)
         h.update(core)
