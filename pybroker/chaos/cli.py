@@ -6,7 +6,63 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any
+
+RUN_EPILOG = """\
+what a run does (pybroker/chaos/):
+  instances     2 (A<->B) or 3 (A->B, A->C, B->A, C->A), each a process
+                (python -m pybroker.chaos.node) with its own file and its endpoint
+                on a fixed 127.0.0.1 port; every route names a fault proxy in
+                front of its target, so every byte between instances crosses one
+  workload      --conversations per link; bodies from a few bytes up: about one
+                in --big-every is large (max-body/8 .. --max-body, travelling in
+                --fragment-size fragments); --batch messages per transaction,
+                paced over 70% of --duration. Each body names its conversation,
+                its sequence and its SHA-256; a killed sender goes on from its
+                own file (send_sequence)
+  nemesis       all from --seed (the run directory keeps timeline.log): the
+                proxies' faults the whole time, each with a probability and a
+                direction: latency (2 ms) and jitter (0-10 ms), a 20 MiB/s
+                bandwidth limit, a TCP reset mid-chunk, black holes (bytes
+                accepted, none delivered for 1.5 s, then a reset), writes sliced
+                into 1-16-byte pieces, new connections refused for 1 s, and whole
+                frames dropped, duplicated, reordered or with one bit flipped;
+                --kills SIGKILLs of every instance (restarted 0.2-2 s later on
+                the same port) and --pauses SIGSTOP/SIGCONT of 0.5-3 s
+  frame faults  drop, duplicate, reorder and flip need the frames in clear: the
+                instances then run with encryption=False (SQL Server's
+                ENCRYPTION = DISABLED), where the dialog MACs (P6) are the only
+                protection a flipped bit meets; the proxy holds no keys. With
+                stream faults only, the endpoints use TLS and the proxy forwards
+                opaque bytes
+  healing       faults stop, every instance runs; the run waits (at most
+                --drain-timeout) until every sender has sent its share and its
+                transmission queue is empty, stops the processes by pid (SIGTERM,
+                then SIGKILL) and reads their files. No instance RECEIVEs: its
+                queue is the record of what it committed
+
+the report (printed; report.json in the run directory), over every conversation:
+  sent, acknowledged, received   committed by the sender (below its
+                send_sequence); no longer in its transmission queue; in the
+                receiver's queue
+  lost          acknowledged, never received
+  duplicated    received twice
+  out of order  a message queued after a higher sequence of its conversation
+  unexpected    never sent, or of an unknown conversation
+  corrupted     a body that is not what was sent
+  incomplete    still status 2 (being reassembled, or held behind a gap)
+  unacknowledged  still in a sender's transmission queue after healing
+  last not delivered  a conversation's last message is not in the receiver's queue
+  verdict       VALID when every count from lost on is 0 (exit 0), else INVALID
+                (exit 1). 'pybroker chaos check DIR' gives it again for a stopped
+                run's directory
+
+example (two instances, 100,000 messages, about 30 minutes):
+  pybroker chaos run --instances 2 --messages 100000 --duration 1800 --kills 10 \\
+      --pauses 3 --conversations 50 --big-every 1000 --batch 50 --retry-scale 0.5 \\
+      --seed 102 --drain-timeout 600
+"""
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
@@ -16,8 +72,14 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.set_defaults(parser=p)
     chaos = p.add_subparsers(title="chaos commands", metavar="WHAT")
 
-    def sub_command(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
-        q = chaos.add_parser(name, help=help_text, description=help_text)
+    def sub_command(name: str, help_text: str, handler: Any,
+                    epilog: str | None = None) -> argparse.ArgumentParser:
+        if epilog is None:
+            q = chaos.add_parser(name, help=help_text, description=help_text)
+        else:  # the epilog is laid out by hand, so the description is wrapped here
+            q = chaos.add_parser(name, help=help_text, description=textwrap.fill(help_text),
+                                 epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
         q.set_defaults(handler=handler, usage_error=usage_error)
         return q
 
@@ -26,7 +88,8 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     q = sub_command("run", "start 2 or 3 instances as processes with fault proxies between "
                     "them, send a workload while a nemesis faults, kills (SIGKILL) and "
                     "pauses them, heal, and check every conversation: nothing lost, "
-                    "duplicated, reordered or unexpected. Exit 1 on any violation.", cmd_run)
+                    "duplicated, reordered or unexpected. Exit 1 on any violation.", cmd_run,
+                    RUN_EPILOG)
     q.add_argument("--seed", type=int, default=1)
     q.add_argument("--instances", type=int, choices=(2, 3), default=2)
     q.add_argument("--messages", type=int, default=1000, help="in all (default 1000)")

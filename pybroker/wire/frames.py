@@ -6,17 +6,44 @@ Service Broker's wire format is unpublished, so this one is pybroker's own. Ever
     header (header_len bytes, per type below) | body (body_len bytes)
 
 all integers big-endian. Strings are a 2-byte length and UTF-8; GUIDs are 16 bytes (all zero
-for "none"). The header of a message fragment carries everything a forwarder needs to route
-(services, broker identifiers, hops) in clear; the body is the fragment's bytes.
+for "none"); a key id is the first 8 bytes of the signer's certificate fingerprint. The
+header of a message fragment carries everything a forwarder needs to route (services,
+broker identifiers, hops) in clear; the body is the fragment's bytes.
+
+The types, and what their header (and body) hold:
+
+    1 HELLO      instance id (GUID) | largest body it accepts (4) | count (2) and the
+                 broker identifiers of its databases (GUIDs) | its own address (string,
+                 "" if none) | key id (8). The first frame each way on a connection.
+    2 MESSAGE    one fragment of a sequenced message (P3.1, P4.1). Flags: 1 from the
+                 initiator, 2 end of dialog, 4 error, 8 an acknowledgement rides along.
+                 conversation id (GUID) | sequence (8) | fragment number (4) | fragment
+                 count (4) | message size (8) | from service, to service (strings) | from
+                 and to broker identifiers (GUIDs) | contract, message type (strings) |
+                 validation (1: N, E, X) | priority (1, 0-10) | lifetime (8, epoch ms) |
+                 hops remaining (1, R7.1) | key id (8) | [one ACK entry, flag 8] | MAC (16).
+                 Body: the fragment's bytes.
+    3 ACK        no header; body: count (2) and up to 4,096 entries. An entry (P5.1):
+                 conversation id | acknowledges the initiator's messages (1) | the
+                 acknowledging database's broker identifier (R5) | key id (8) | every
+                 sequence below this one (8) | count (2) and up to 1,024 ranges of
+                 (sequence (8), first fragment (4), last fragment (4)) | MAC (16).
+    4 NOTICE     an unsequenced broker error or refusal (P3.3). Flags: 1 about a message
+                 of the initiator, 2 fatal. conversation id | notifier's broker identifier
+                 | sequence (8) | SQL Server error code (4, signed) | text (string) | key id
+                 (8) | MAC (16).
+    5 KEEPALIVE  empty.
+    6 CLOSE      a reason (string, at most 1,000 characters).
 
 Integrity (P6) is a keyed MAC (BLAKE2b, 16 bytes) under the dialog's session key: a message
-fragment's MAC covers its header and body; an acknowledgement entry and a notice carry their
-own. ``signed_bytes`` gives what a MAC covers; the keys live in the dialog layer.
+fragment's MAC covers its flags byte (without flag 8), its header up to the key id and its
+body; an acknowledgement entry and a notice (with its flags byte) carry their own.
+``signed_bytes`` gives what a MAC covers; the keys live in the dialog layer.
 
-Decoding is incremental (``FrameDecoder.feed``) and bounded: a header over MAX_HEADER or a
-body over the decoder's ``max_body`` is refused as soon as its length field arrives. Any
-malformed input raises :class:`FrameError` and nothing else; after one, the decoder refuses
-every later feed (the connection is closed).
+Decoding is incremental (``FrameDecoder.feed``) and bounded: a header over MAX_HEADER
+(16 KiB) or a body over the decoder's ``max_body`` (16 MiB by default) is refused as soon as
+its length field arrives. Any malformed input raises :class:`FrameError` and nothing else;
+after one, the decoder refuses every later feed (the connection is closed).
 """
 
 from __future__ import annotations
