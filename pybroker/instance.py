@@ -23,6 +23,19 @@ import duckdb
 
 from pybroker import arguments
 from pybroker.arguments import check_read_only_query
+from pybroker.broker_endpoint.ddl import (
+    MASTER_DATABASE_ID,
+    SERVER_STATEMENTS,
+    DefinedEndpoint,
+    ServerBatch,
+)
+from pybroker.broker_endpoint.runtime import (
+    Endpoint,
+    endpoint_identity,
+    settings_for,
+    trust,
+    untrust,
+)
 from pybroker.catalog_objects import Contract as Contract
 from pybroker.catalog_objects import MessageType as MessageType
 from pybroker.catalog_objects import Queue as Queue
@@ -52,19 +65,6 @@ from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
 from pybroker.storage import Store, damage_reason, damaged_message, translate_error
-from pybroker.wire.endpoint import (
-    Endpoint,
-    endpoint_identity,
-    settings_for,
-    trust,
-    untrust,
-)
-from pybroker.wire.server_ddl import (
-    MASTER_DATABASE_ID,
-    SERVER_STATEMENTS,
-    DefinedEndpoint,
-    ServerBatch,
-)
 
 
 def connect(
@@ -141,7 +141,7 @@ class Instance:
             raise
         self._worker: Worker | None = None
         self._endpoint: Endpoint | None = None
-        # what CREATE ENDPOINT on master defined (pybroker.wire.server_ddl), for the life of
+        # what CREATE ENDPOINT on master defined (pybroker.broker_endpoint.ddl), for the life of
         # this Instance: like start_endpoint(), it is not kept in the file
         self._endpoint_definition: DefinedEndpoint | None = None
         if worker and not read_only:  # the worker writes (retries, timers, expiry)

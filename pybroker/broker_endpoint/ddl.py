@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from pybroker.broker_endpoint.runtime import Endpoint, admit, endpoint_identity, forget, retrust
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -47,7 +48,6 @@ from pybroker.tsql.endpoint_ddl import (
     EndpointStatement,
 )
 from pybroker.wire import certificates
-from pybroker.wire.endpoint import Endpoint, admit, endpoint_identity, forget, retrust
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.instance import Database
