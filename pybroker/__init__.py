@@ -6,6 +6,7 @@
         decision = inst.route("InventoryService", origin="AdventureWorks2008R2")
 """
 
+from pybroker.broker_endpoint.runtime import Endpoint
 from pybroker.conversation import Conversation, Message
 from pybroker.errors import (
     AlreadyExistsError,
@@ -40,7 +41,6 @@ from pybroker.instance import (
 )
 from pybroker.routing.decision import RouteDecision, TraceStep
 from pybroker.routing.engine import OUTSIDE, ExplainStep
-from pybroker.wire.endpoint import Endpoint
 
 __version__ = "0.1.0"
 

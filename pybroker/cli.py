@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(sub, command, UsageError)
 
-    from pybroker.wire.cli import add_commands as add_wire_commands
+    from pybroker.broker_endpoint.cli import add_commands as add_wire_commands
 
     add_wire_commands(sub, command, UsageError)
 

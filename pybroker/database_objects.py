@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping
 
 from pybroker import arguments
 from pybroker.catalog_objects import Contract, MessageType, Queue, Service
-from pybroker.conversation.engine import SYSTEM_PREFIX, VALIDATION_CODES, VALIDATION_NAMES
+from pybroker.conversation.model import VALIDATION_CODES, VALIDATION_NAMES
+from pybroker.conversation.system_messages import SYSTEM_PREFIX
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -316,7 +317,7 @@ class ObjectDDLMixin:
         with self._instance._write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
             if not any(s.name == name for s in self.services()):
                 raise NotFoundError(f"service {name!r} does not exist in database {self.name!r}")
-            self._instance._messaging.end_service_conversations(self, name)
+            self._instance._messaging.end_service_conversations(self.database_id, name)
             params = {"database_id": self.database_id, "service_name": name}
             self._store.run("instance/delete_service_contract_usages.sql", params)
             self._store.run("instance/delete_service.sql",

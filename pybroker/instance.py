@@ -23,6 +23,19 @@ import duckdb
 
 from pybroker import arguments
 from pybroker.arguments import check_read_only_query
+from pybroker.broker_endpoint.ddl import (
+    MASTER_DATABASE_ID,
+    SERVER_STATEMENTS,
+    DefinedEndpoint,
+    ServerBatch,
+)
+from pybroker.broker_endpoint.runtime import (
+    Endpoint,
+    endpoint_identity,
+    settings_for,
+    trust,
+    untrust,
+)
 from pybroker.catalog_objects import Contract as Contract
 from pybroker.catalog_objects import MessageType as MessageType
 from pybroker.catalog_objects import Queue as Queue
@@ -52,19 +65,6 @@ from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
 from pybroker.storage import Store, damage_reason, damaged_message, translate_error
-from pybroker.wire.endpoint import (
-    Endpoint,
-    endpoint_identity,
-    settings_for,
-    trust,
-    untrust,
-)
-from pybroker.wire.server_ddl import (
-    MASTER_DATABASE_ID,
-    SERVER_STATEMENTS,
-    DefinedEndpoint,
-    ServerBatch,
-)
 
 
 def connect(
@@ -134,14 +134,15 @@ class Instance:
         self._closed = False
         self._write_depth = 0
         try:
-            self._messaging = Messaging(self, retry_scale=retry_scale,
+            self._messaging = Messaging(self._store, self._clock, self.route,
+                                        self._disable_queue, retry_scale=retry_scale,
                                         endpoint_cache=endpoint_cache)
         except BaseException:
             self._store.close()
             raise
         self._worker: Worker | None = None
         self._endpoint: Endpoint | None = None
-        # what CREATE ENDPOINT on master defined (pybroker.wire.server_ddl), for the life of
+        # what CREATE ENDPOINT on master defined (pybroker.broker_endpoint.ddl), for the life of
         # this Instance: like start_endpoint(), it is not kept in the file
         self._endpoint_definition: DefinedEndpoint | None = None
         if worker and not read_only:  # the worker writes (retries, timers, expiry)
@@ -194,6 +195,11 @@ class Instance:
             if db.database_id == database_id:
                 return db
         raise NotFoundError(f"database id {database_id} does not exist in this instance")
+
+    def _disable_queue(self, database_id: int, queue: str) -> None:
+        """C3: poison message handling turns the queue OFF, as ALTER QUEUE would (the
+        messaging engine calls this; it is given the method, not the instance)."""
+        self._database_by_id(database_id).alter_queue(queue, status=False)
 
     # -- the broker endpoint (P2) ------------------------------------------------------
 
@@ -512,7 +518,7 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
         ``to_service``, routed with this database's routing table at the first send (R1.1).
         ``lifetime`` in seconds (default 2^31, C1)."""
         handle = self._instance._messaging.begin_dialog(
-            self, from_service, to_service, contract, broker_instance, lifetime,
+            self.database_id, from_service, to_service, contract, broker_instance, lifetime,
             related_conversation_group)
         return Conversation(self, handle)
 
@@ -532,7 +538,8 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
         arguments.whole_number("max_messages", max_messages, minimum=1,
                                maximum=arguments.INT32_MAX)
         arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
-        return self._instance._messaging.receive(self, queue, max_messages, timeout)
+        return self._instance._messaging.receive(self.database_id, queue, max_messages,
+                                                 timeout)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Database]:

@@ -1,15 +1,15 @@
-"""The engine's writer for the wire (pybroker/wire/endpoint.py ``_Bridge``): what arrives is
-applied at once, acknowledgements alone at most every ACK_INTERVAL (P5.2: deleting
-transmission-queue rows is never on the way of a delivery, so they can wait a little and
-share a transaction)."""
+"""The engine's writer for the wire (pybroker/broker_endpoint/runtime.py ``_Bridge``): what
+arrives is applied at once, acknowledgements alone at most every ACK_INTERVAL (P5.2:
+deleting transmission-queue rows is never on the way of a delivery, so they can wait a
+little and share a transaction)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from pybroker.wire import endpoint as ep_module
-from pybroker.wire.endpoint import ACK_INTERVAL, _Bridge
+from pybroker.broker_endpoint import runtime as ep_module
+from pybroker.broker_endpoint.runtime import ACK_INTERVAL, _Bridge
 
 
 class _Remote:

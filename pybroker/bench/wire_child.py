@@ -288,7 +288,7 @@ async def raw_send(port: int, ctx: ssl.SSLContext, total: int, body_bytes: int,
 
 class Child:
     def __init__(self, role: str, path: Path, folder: Path, retry_scale: float) -> None:
-        from pybroker.wire.endpoint import endpoint_identity
+        from pybroker.broker_endpoint.runtime import endpoint_identity
 
         self.role = role
         self.folder = folder

@@ -2,44 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pybroker import arguments
 from pybroker.arguments import text_problem
+from pybroker.conversation.model import Message as Message
 from pybroker.errors import InvalidArgumentError
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.instance import Database
+    from pybroker.conversation.endpoint import Endpoint
+    from pybroker.conversation.engine import Messaging
 
 
 MAX_DESCRIPTION_LENGTH = 3000  # SQL Server's END CONVERSATION ... DESCRIPTION nvarchar(3000)
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One received message, with the columns of SQL Server's RECEIVE.
+class _Instance(Protocol):
+    _messaging: Messaging
 
-    ``message_sequence_number`` is the far side's number (P3.1, from 0); messages the broker
-    puts in the queue itself (DialogTimer, an Error about this side: lifetime expired, the
-    far side unreachable) are unsequenced and carry -1.
-    """
 
-    conversation_handle: str
-    conversation_group_id: str
-    message_sequence_number: int
-    message_type_name: str
-    message_body: bytes
-    service_name: str
-    service_contract_name: str
-    queuing_order: int
+class _Database(Protocol):
+    """What a Conversation needs of its Database (instance.py, which imports this module):
+    the shape only."""
 
-    @property
-    def text(self) -> str:
-        """The body decoded as UTF-8 (the encoding ``send()`` gives a ``str`` body)."""
-        return self.message_body.decode("utf-8")
+    name: str
+    database_id: int
+    _instance: _Instance
 
 
 class Conversation:
@@ -51,7 +41,7 @@ class Conversation:
 
     __slots__ = ("_database", "_messaging", "handle")
 
-    def __init__(self, database: Database, handle: str) -> None:
+    def __init__(self, database: _Database, handle: str) -> None:
         self._database = database
         self._messaging = database._instance._messaging
         self.handle = handle
@@ -116,7 +106,8 @@ class Conversation:
         if isinstance(body, str) and (problem := text_problem(body.replace("\0", ""))):
             raise InvalidArgumentError(f"body is not valid text: {problem}")
         check_name("message type", message_type, MAX_VALUE_LENGTH)
-        return self._messaging.send(self._database, self.handle, body, message_type)
+        return self._messaging.send(self._database.database_id, self.handle, body,
+                                    message_type)
 
     def end(
         self,
@@ -132,12 +123,13 @@ class Conversation:
         if description is not None:
             arguments.text("description", description, limit=MAX_DESCRIPTION_LENGTH)
         arguments.flag("cleanup", cleanup)
-        self._messaging.end(self._database, self.handle, error, description, cleanup)
+        self._messaging.end(self._database.database_id, self.handle, error, description,
+                            cleanup)
 
     def begin_timer(self, seconds: float) -> None:
         """BEGIN CONVERSATION TIMER: a DialogTimer message arrives in this side's queue
         after ``seconds``; 0 cancels the timer."""
-        self._messaging.begin_timer(self._database, self.handle, seconds)
+        self._messaging.begin_timer(self._database.database_id, self.handle, seconds)
 
-    def _endpoint(self):
+    def _endpoint(self) -> Endpoint:
         return self._messaging.endpoint(self.handle, self._database.database_id)

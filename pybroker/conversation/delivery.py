@@ -15,6 +15,12 @@ from pybroker.conversation import columns
 from pybroker.conversation.catalog import DatabaseCatalog
 from pybroker.conversation.endpoint import Endpoint
 from pybroker.conversation.handles import new_handle
+from pybroker.conversation.model import (
+    STATUS_NO_ROUTE,
+    STATUS_NO_TRANSPORT,
+    STATUS_QUEUE_DISABLED,
+    Outgoing,
+)
 from pybroker.conversation.remote import Remote
 from pybroker.conversation.states import TRANSITIONS, transition
 from pybroker.conversation.system_messages import (
@@ -37,19 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover
 UNSEQUENCED = -1
 BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 
-# C4: why a message has not left, in the manner of SQL Server's texts.
-STATUS_NO_ROUTE = (
-    "The target service name could not be found. Ensure that the service name is "
-    "specified correctly and/or the routing information has been supplied."
-)
-STATUS_QUEUE_DISABLED = "The destination queue is disabled."
-STATUS_NO_TRANSPORT = (
-    "Connection attempt failed with error: 'this version of pybroker has no network "
-    "transport (the wire protocol comes in a later version); the message waits here "
-    "until it does.'"
-)
-STATUS_PEER_ENDED = "The conversation has been ended by the far side"
-
 
 @dataclass(slots=True)
 class _Delivery:
@@ -58,9 +51,6 @@ class _Delivery:
     catalog: DatabaseCatalog
     queue_name: str
     far: Endpoint | None  # None: the first message creates the target endpoint
-
-
-Outgoing = tuple[int, str, str, bytes, bool, bool]  # seq, type, validation, body, end, error
 
 
 class DeliveryMixin:
@@ -93,7 +83,7 @@ class DeliveryMixin:
         if decision is None:
             # R5: once the far side has acknowledged, route with its broker identifier.
             broker = ep.far_broker_instance or ep.requested_broker_instance
-            decision = self._instance.route(
+            decision = self._route(
                 ep.far_service, broker_instance=broker,
                 origin=self.catalog(ep.database_id).name)
             ep.route = decision
@@ -270,7 +260,7 @@ class DeliveryMixin:
         lifetimes (C2 -8489), fire timers (DialogTimer), retry waiting transmissions (C5);
         ``retry_all`` retries every waiting transmission at once (after a catalog change).
         Returns how many endpoints it acted on."""
-        at = self._instance._clock() if now is None else now
+        at = self._clock() if now is None else now
         now_dt = to_utc_datetime(at)
         with self.unit_of_work() as uow:
             uow.activate()

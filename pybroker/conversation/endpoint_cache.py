@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from pybroker.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.engine import Endpoint
+    from pybroker.conversation.endpoint import Endpoint
 
 DEFAULT_ENDPOINT_CACHE = 10_000  # endpoints; ~10 MB
 

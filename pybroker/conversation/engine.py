@@ -24,10 +24,13 @@ group lock of SQL Server's RECEIVE (no other transaction of this instance can re
 the group meanwhile). Only one process can open the file.
 
 The parts live beside it: system_messages.py (the broker's messages and error codes),
-catalog.py and endpoint.py (what is cached in memory), unit_of_work.py (group commit),
-read_ahead.py (ReceiveBuffer) and delivery.py (routing, delivery and the delay/retry loop,
-which Messaging takes from DeliveryMixin). The names that moved out of this module are
-imported back with ``import X as X``, so importing them from here still works.
+model.py (the types and constants the parts and the API share), catalog.py and
+endpoint.py (what is cached in memory), unit_of_work.py (group commit), read_ahead.py
+(ReceiveBuffer) and delivery.py (routing, delivery and the delay/retry loop, which
+Messaging takes from DeliveryMixin). The names that moved out of this module are imported
+back with ``import X as X``, so importing them from here still works. No part imports this
+module, and this module imports nothing of the API: the instance gives the engine its
+store, clock and routing, and the API's verbs pass a database by its id.
 """
 
 from __future__ import annotations
@@ -36,26 +39,28 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from xml.parsers import expat
 
 from pybroker.conversation import columns
-from pybroker.conversation.api import Message
 from pybroker.conversation.catalog import DatabaseCatalog, QueueSettings
 from pybroker.conversation.delivery import BACKOFF as BACKOFF
-from pybroker.conversation.delivery import STATUS_NO_ROUTE as STATUS_NO_ROUTE
-from pybroker.conversation.delivery import STATUS_NO_TRANSPORT as STATUS_NO_TRANSPORT
-from pybroker.conversation.delivery import STATUS_PEER_ENDED as STATUS_PEER_ENDED
-from pybroker.conversation.delivery import STATUS_QUEUE_DISABLED as STATUS_QUEUE_DISABLED
 from pybroker.conversation.delivery import UNSEQUENCED as UNSEQUENCED
-from pybroker.conversation.delivery import DeliveryMixin, Outgoing
+from pybroker.conversation.delivery import DeliveryMixin
 from pybroker.conversation.endpoint import Endpoint
 from pybroker.conversation.endpoint import wide_columns as wide_columns
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
 from pybroker.conversation.handles import new_handle
+from pybroker.conversation.model import STATUS_NO_ROUTE as STATUS_NO_ROUTE
+from pybroker.conversation.model import STATUS_NO_TRANSPORT as STATUS_NO_TRANSPORT
+from pybroker.conversation.model import STATUS_PEER_ENDED as STATUS_PEER_ENDED
+from pybroker.conversation.model import STATUS_QUEUE_DISABLED as STATUS_QUEUE_DISABLED
+from pybroker.conversation.model import VALIDATION_CODES as VALIDATION_CODES
+from pybroker.conversation.model import VALIDATION_NAMES as VALIDATION_NAMES
+from pybroker.conversation.model import Message, Outgoing, Router
 from pybroker.conversation.read_ahead import ReceiveBuffer
 from pybroker.conversation.remote import RemoteDelivery
 from pybroker.conversation.states import (
@@ -95,15 +100,13 @@ from pybroker.errors import (
     QueueDisabledError,
 )
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
+from pybroker.routing.engine import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.instance import Database, Instance
+    from pybroker.storage import Store
 
 DEFAULT_LIFETIME = 2**31  # seconds (C1)
 POISON_ROLLBACKS = 5  # C3
-
-VALIDATION_CODES = {"NONE": "N", "EMPTY": "E", "WELL_FORMED_XML": "X"}
-VALIDATION_NAMES = {code: name for name, code in VALIDATION_CODES.items()}
 
 
 # -- RECEIVE read ahead ---------------------------------------------------------------------
@@ -122,14 +125,22 @@ class _PoisonCount:
 
 
 class Messaging(DeliveryMixin):
-    def __init__(self, instance: Instance, *, retry_scale: float = 1.0,
+    """The engine of one instance. It is given what it needs of the instance, never the
+    instance itself: the store, the clock (epoch seconds), how to route (``route``,
+    Instance.route) and how to turn a queue OFF through the catalog (``disable_queue``,
+    C3's poison message handling). Its verbs take a database by its id."""
+
+    def __init__(self, store: Store, clock: Callable[[], float], route: Router,
+                 disable_queue: Callable[[int, str], None], *, retry_scale: float = 1.0,
                  endpoint_cache: int = DEFAULT_ENDPOINT_CACHE) -> None:
         if isinstance(retry_scale, bool) or not isinstance(retry_scale, (int, float)) or not (
             retry_scale > 0
         ):
             raise InvalidArgumentError(f"retry_scale must be a positive number: {retry_scale!r}")
-        self._instance = instance
-        self._store = instance._store
+        self._store = store
+        self._clock = clock
+        self._route = route
+        self._disable_queue = disable_queue
         self.retry_scale = float(retry_scale)
         # P7: the endpoints in use, bounded; the rest are read again from the file.
         self._endpoints = EndpointCache(endpoint_cache)
@@ -230,7 +241,7 @@ class Messaging(DeliveryMixin):
             catalog = self.catalog(database_id)
             settings = catalog.queues.get(queue)
             if settings is not None and settings.status and settings.poison_message_handling:
-                self._instance._database_by_id(database_id).alter_queue(queue, status=False)
+                self._disable_queue(database_id, queue)
             self._poison.rollbacks.pop((database_id, queue), None)
 
     # -- catalog -------------------------------------------------------------------------
@@ -352,7 +363,7 @@ class Messaging(DeliveryMixin):
         return self._queuing_order
 
     def _now(self) -> datetime:
-        return self._instance._now()
+        return to_utc_datetime(self._clock())
 
     def _note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None:
         if when is None:
@@ -366,7 +377,7 @@ class Messaging(DeliveryMixin):
 
     def begin_dialog(
         self,
-        database: Database,
+        database_id: int,
         from_service: str,
         to_service: str,
         contract: str,
@@ -392,18 +403,18 @@ class Messaging(DeliveryMixin):
             group = _uuid("related_conversation_group", related_conversation_group)
         with self.unit_of_work() as uow:
             uow.activate()
-            catalog = self.catalog(database.database_id)
+            catalog = self.catalog(database_id)
             if from_service not in catalog.services:
                 raise NotFoundError(
-                    f"service {from_service!r} does not exist in database {database.name!r}")
+                    f"service {from_service!r} does not exist in database {catalog.name!r}")
             if contract not in catalog.contracts:
                 raise NotFoundError(
-                    f"contract {contract!r} does not exist in database {database.name!r}")
+                    f"contract {contract!r} does not exist in database {catalog.name!r}")
             now = self._now()
             handle = new_handle()  # P7: time-ordered, see handles.py
             state = transition(INITIATOR, None, "begin").state
             ep = Endpoint((
-                handle, database.database_id, str(uuid.uuid4()), group or str(uuid.uuid4()),
+                handle, database_id, str(uuid.uuid4()), group or str(uuid.uuid4()),
                 True, from_service, contract, to_service, None, broker_instance, state,
                 now + timedelta(seconds=lifetime), None, 0, 0, None, 0, 0, 0, None, None, None,
                 5, now, "",
@@ -415,11 +426,11 @@ class Messaging(DeliveryMixin):
 
     # -- SEND ----------------------------------------------------------------------------
 
-    def send(self, database: Database, handle: str, body: Any, message_type: str) -> int:
+    def send(self, database_id: int, handle: str, body: Any, message_type: str) -> int:
         body = _as_bytes(body)
         with self.unit_of_work() as uow:
             uow.activate()
-            ep = self.endpoint(handle, database.database_id)
+            ep = self.endpoint(handle, database_id)
             t = TRANSITIONS.get((ep.role, ep.state, "send"))
             if t is None:
                 transition(ep.role, ep.state, "send")  # raises, naming the state
@@ -499,7 +510,7 @@ class Messaging(DeliveryMixin):
 
     def end(
         self,
-        database: Database,
+        database_id: int,
         handle: str,
         error: int | None,
         description: str | None,
@@ -522,7 +533,7 @@ class Messaging(DeliveryMixin):
             raise InvalidArgumentError("a description goes with an error code")
         with self.unit_of_work() as uow:
             uow.activate()
-            ep = self.endpoint(handle, database.database_id)
+            ep = self.endpoint(handle, database_id)
             if cleanup:
                 transition(ep.role, ep.state, "cleanup")
                 self._cleanup(uow, ep)
@@ -568,7 +579,7 @@ class Messaging(DeliveryMixin):
         uow.touched.add(handle)
         ep.state = "CD"
 
-    def begin_timer(self, database: Database, handle: str, seconds: float) -> None:
+    def begin_timer(self, database_id: int, handle: str, seconds: float) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
             0 <= seconds <= DEFAULT_LIFETIME
         ):
@@ -577,7 +588,7 @@ class Messaging(DeliveryMixin):
                 f"{seconds!r}")
         with self.unit_of_work() as uow:
             uow.activate()
-            ep = self.endpoint(handle, database.database_id)
+            ep = self.endpoint(handle, database_id)
             if ep.state == "CD":
                 raise ConversationStateError(
                     "cannot begin a timer on a closed conversation (state CD)",
@@ -590,7 +601,7 @@ class Messaging(DeliveryMixin):
     # -- RECEIVE -------------------------------------------------------------------------
 
     def receive(
-        self, database: Database, queue: str, max_messages: int, timeout: float
+        self, database_id: int, queue: str, max_messages: int, timeout: float
     ) -> list[Message]:
         check_name("queue", queue)
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or (
@@ -600,22 +611,23 @@ class Messaging(DeliveryMixin):
                                        f"{max_messages!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
             raise InvalidArgumentError(f"timeout must be seconds >= 0: {timeout!r}")
-        self._queue_settings(database, queue)
+        self._queue_settings(database_id, queue)
         deadline = time.monotonic() + timeout
         outer = self.current()
         # WAITFOR (RECEIVE): wait without holding the instance, so others can send; only
         # possible while this thread holds no open transaction.
         can_wait = timeout > 0 and (outer is None or not outer.locked)
-        key = (database.database_id, queue)
+        key = (database_id, queue)
         while True:
             if can_wait and not self._read_ahead_ready(key):
-                self._wait_ready(database.database_id, queue, deadline)
+                self._wait_ready(database_id, queue, deadline)
             with self.unit_of_work() as uow:
                 uow.activate()
-                settings = self._queue_settings(database, queue)
+                settings = self._queue_settings(database_id, queue)
                 if not settings.status:
                     raise QueueDisabledError(
-                        f"the service queue {queue!r} of database {database.name!r} is "
+                        f"the service queue {queue!r} of database "
+                        f"{self.catalog(database_id).name!r} is "
                         "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
                 if key not in uow.received and key not in self._read_ahead and not (
                         outer is None and key in self._receive_loops):
@@ -627,7 +639,7 @@ class Messaging(DeliveryMixin):
                     template = ("conversation/retain_received_messages.sql"
                                 if settings.retention else "conversation/receive_messages.sql")
                     rows = uow.sql(template, {
-                        "database_id": database.database_id, "queue_name": queue,
+                        "database_id": database_id, "queue_name": queue,
                         "max_messages": max_messages})
                     rows.sort(key=lambda r: r[0])
                 else:
@@ -709,21 +721,22 @@ class Messaging(DeliveryMixin):
             with self._arrival:
                 self._arrival.wait(min(remaining, 0.05))
 
-    def _queue_settings(self, database: Database, queue: str) -> QueueSettings:
-        settings = self.catalog(database.database_id).queues.get(queue)
+    def _queue_settings(self, database_id: int, queue: str) -> QueueSettings:
+        catalog = self.catalog(database_id)
+        settings = catalog.queues.get(queue)
         if settings is None:
-            raise NotFoundError(f"queue {queue!r} does not exist in database {database.name!r}")
+            raise NotFoundError(f"queue {queue!r} does not exist in database {catalog.name!r}")
         return settings
 
     # -- catalog side effects ------------------------------------------------------------
 
-    def end_service_conversations(self, database: Database, service: str) -> None:
+    def end_service_conversations(self, database_id: int, service: str) -> None:
         """DROP SERVICE: its endpoints go (as WITH CLEANUP), and a far side in this instance
         gets error -8490 (C2)."""
         with self.unit_of_work() as uow:
             uow.activate()
             rows = uow.sql("instance/select_service_endpoints.sql", {
-                "database_id": database.database_id, "service_name": service})
+                "database_id": database_id, "service_name": service})
             for handle, conversation_id, is_initiator in rows:
                 ep = self.endpoint(handle)
                 partners = uow.sql("conversation/select_conversation_partner.sql", {

@@ -27,19 +27,31 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation import columns
+from pybroker.conversation.endpoint import Endpoint
 from pybroker.conversation.handles import new_handle
+from pybroker.conversation.model import STATUS_QUEUE_DISABLED, Outgoing, Router
 from pybroker.conversation.states import TRANSITIONS, transition
+from pybroker.conversation.system_messages import (
+    _ENDPOINT_CLOSED_TEXT,
+    CONTRACT_NOT_SUPPORTED,
+    REMOTE_ENDPOINT_CLOSED,
+    _parse_error,
+)
 from pybroker.errors import WireError
 from pybroker.wire import dialog
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.engine import Endpoint, Messaging, Outgoing, UnitOfWork
+    from pybroker.conversation.catalog import DatabaseCatalog
+    from pybroker.conversation.endpoint_cache import EndpointCache
+    from pybroker.conversation.unit_of_work import UnitOfWork
+    from pybroker.storage import Store
 
 ALL_FRAGMENTS = 0xFFFFFFFF  # an acknowledged range's end: every fragment of the message
 HOPS = 32  # R7.1: hops a message starts with (SQL Server's is unpublished)
@@ -57,6 +69,34 @@ STATUS_BROKER_NOT_HERE = (
     "database there has broker identifier '{}' and message forwarding is off there.")
 STATUS_NOT_FORWARDED = (
     "The target instance does not forward messages to other instances.")
+
+
+class _Engine(Protocol):
+    """What RemoteDelivery needs of the messaging engine (engine.py's Messaging, which
+    imports this module): the shape only."""
+
+    _store: Store
+    _endpoints: EndpointCache
+    _database_ids: dict[str, int] | None
+    _route: Router
+
+    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    def endpoint(self, handle: str, database_id: int | None = None) -> Endpoint: ...
+
+    def catalog(self, database_id: int) -> DatabaseCatalog: ...
+
+    def catalog_named(self, name: str) -> DatabaseCatalog: ...
+
+    def _now(self) -> datetime: ...
+
+    def _next_order(self) -> int: ...
+
+    def _note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
+
+    def _bounce(self, uow: UnitOfWork, ep: Endpoint, code: int, description: str) -> None: ...
+
+    def _drop_transmissions(self, uow: UnitOfWork, ep: Endpoint) -> None: ...
 
 
 class Wire(Protocol):
@@ -95,7 +135,7 @@ class _Replies:
 
 
 class RemoteDelivery:
-    def __init__(self, messaging: Messaging) -> None:
+    def __init__(self, messaging: _Engine) -> None:
         self.m = messaging
         self.wire: Wire | None = None
         # (conversation_id, is_initiator) -> handle of an endpoint that talks to the network
@@ -397,7 +437,7 @@ class RemoteDelivery:
         ep = self._find(uow, f.conversation_id, not f.from_initiator, database_id)
         if ep is None:
             if not f.from_initiator:
-                self._refuse(arrival, replies, _endpoint_closed_text(), fatal=True,
+                self._refuse(arrival, replies, _ENDPOINT_CLOSED_TEXT, fatal=True,
                              code=REMOTE_ENDPOINT_CLOSED, broker=catalog.broker_instance)
                 return
             if f.to_service not in catalog.services:
@@ -475,7 +515,7 @@ class RemoteDelivery:
             if found is not None:
                 return found  # R6: a reply to a conversation begun here
         from pybroker.routing.engine import OUTSIDE
-        decision = m._instance.route(f.to_service, broker_instance=f.to_broker_instance,
+        decision = m._route(f.to_service, broker_instance=f.to_broker_instance,
                                      origin=OUTSIDE)  # R1.2: msdb's table
         if decision.outcome == "deliver":
             return m.catalog_named(decision.database).database_id
@@ -504,8 +544,6 @@ class RemoteDelivery:
         return None
 
     def _new_target(self, uow: UnitOfWork, f: MessageFragment, catalog: Any) -> Endpoint:
-        from pybroker.conversation.engine import Endpoint
-
         now = self.m._now()
         lifetime = datetime(1970, 1, 1) + timedelta(milliseconds=f.lifetime_ms)
         ep = Endpoint((
@@ -539,8 +577,6 @@ class RemoteDelivery:
         ep.state = t.state
         ep.receive_sequence = seq + 1
         if is_error:
-            from pybroker.conversation.engine import _parse_error
-
             ep.error_code, ep.error_description = _parse_error(body)
             m._drop_transmissions(uow, ep)  # C4: an error ends its sending
             self.forget(ep)
@@ -552,8 +588,6 @@ class RemoteDelivery:
             return
         settings = catalog.queues.get(queue)
         if settings is not None and not settings.status:
-            from pybroker.conversation.engine import STATUS_QUEUE_DISABLED
-
             uow.inbound_rows.append((
                 ep.database_id, ep.conversation_handle, seq, len(body), ep.service_name,
                 catalog.broker_instance, ep.far_service, ep.service_contract_name, mtype,
@@ -640,8 +674,6 @@ class RemoteDelivery:
                 ep.conversation_group_id, handle, seq, ep.service_name,
                 ep.service_contract_name, mtype, validation, body, enqueued))
         if keep:
-            from pybroker.conversation.engine import STATUS_QUEUE_DISABLED
-
             for database_id, handle, seq, mtype, validation, body, enqueued in keep:
                 ep = self.m.endpoint(handle)
                 catalog = self.m.catalog(database_id)
@@ -703,12 +735,3 @@ _CONNECTION_COLUMNS = (
     "encryption_algorithm_desc", "total_bytes_sent", "total_bytes_received",
     "total_fragments_sent", "total_fragments_received", "total_sends", "total_receives",
     "is_send_flow_controlled")
-
-REMOTE_ENDPOINT_CLOSED = -8462
-CONTRACT_NOT_SUPPORTED = -8408
-
-
-def _endpoint_closed_text() -> str:
-    from pybroker.conversation.engine import _ENDPOINT_CLOSED_TEXT
-
-    return _ENDPOINT_CLOSED_TEXT

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation import columns
 from pybroker.conversation.endpoint import Endpoint, wide_columns
 from pybroker.errors import BrokerError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.engine import Messaging
+    from pybroker.conversation.endpoint_cache import EndpointCache
+    from pybroker.conversation.read_ahead import ReceiveBuffer
+    from pybroker.storage import Store
 
 LARGE_BODY = 256 * 1024  # bytes: a body this large is inserted as its own bound row
 
@@ -21,10 +23,23 @@ LARGE_BODY = 256 * 1024  # bytes: a body this large is inserted as its own bound
 # -- the unit of work ---------------------------------------------------------------------
 
 
+class _Engine(Protocol):
+    """What a unit of work needs of the messaging engine (engine.py's Messaging, which
+    imports this module): the shape only."""
+
+    _store: Store
+    _endpoints: EndpointCache
+    _read_ahead: dict[tuple[int, str], ReceiveBuffer]
+
+    def _after_commit(self, uow: UnitOfWork) -> None: ...
+
+    def _after_rollback(self, uow: UnitOfWork) -> None: ...
+
+
 class UnitOfWork:
     """Endpoint changes and buffered rows of one transaction, written at commit."""
 
-    def __init__(self, messaging: Messaging) -> None:
+    def __init__(self, messaging: _Engine) -> None:
         self.m = messaging
         self.new: dict[str, Endpoint] = {}
         self.dirty: dict[str, Endpoint] = {}

@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.engine import Messaging
+
+class _Engine(Protocol):
+    """What the worker needs of the messaging engine (engine.py's Messaging)."""
+
+    next_deadline: float  # epoch seconds
+
+    def run_pending(self, now: float | None = None) -> int: ...
+
+    def wait_for_work(self, timeout: float) -> bool: ...
+
+    def wake(self) -> None: ...
 
 
 class Worker:
     def __init__(
-        self, messaging: Messaging, clock: Callable[[], float], *, poll: float = 1.0
+        self, messaging: _Engine, clock: Callable[[], float], *, poll: float = 1.0
     ) -> None:
         self._messaging = messaging
         self._clock = clock

@@ -1,6 +1,6 @@
 """CREATE / ALTER / DROP ENDPOINT and CREATE / DROP CERTIFICATE in SQL Server's syntax: the
 broker endpoint of an instance (P2) and the certificates that admit peers, run by the
-``master`` database's ``execute()`` (pybroker.wire.server_ddl runs them).
+``master`` database's ``execute()`` (pybroker.broker_endpoint.ddl runs them).
 
 It understands exactly
 

@@ -11,5 +11,7 @@ the I/O.
   background thread); it feeds bytes to the core and hands arrivals to the messaging engine.
 
 The core takes ``now`` (epoch seconds) as an argument and exposes its deadlines with
-``get_timer()``; it imports neither asyncio, ssl, sockets nor duckdb.
+``get_timer()``; it imports neither asyncio, ssl, sockets nor duckdb. Nothing here imports
+the storage or the messaging engine: what applies arrivals to DuckDB is the broker
+endpoint (pybroker.broker_endpoint), above this package.
 """

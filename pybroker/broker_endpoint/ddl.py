@@ -26,8 +26,16 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from pybroker.broker_endpoint.runtime import (
+    Endpoint,
+    EndpointHost,
+    admit,
+    endpoint_identity,
+    forget,
+    retrust,
+)
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -47,10 +55,6 @@ from pybroker.tsql.endpoint_ddl import (
     EndpointStatement,
 )
 from pybroker.wire import certificates
-from pybroker.wire.endpoint import Endpoint, admit, endpoint_identity, forget, retrust
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.instance import Database
 
 MASTER_DATABASE_ID = 1  # migrations/001_catalog.sql
 MAX_CERTIFICATE_FILE = 1 * 2**20
@@ -74,11 +78,28 @@ class DefinedEndpoint:
             else None
 
 
+class _Instance(EndpointHost, Protocol):
+    _endpoint_definition: DefinedEndpoint | None
+    forwarding_size_mb: int
+
+    def start_endpoint(self, port: int = 4022, host: str = "127.0.0.1", *,
+                       encryption: bool = True) -> Endpoint: ...
+
+
+class _Database(Protocol):
+    """What a batch needs of the Database running it (instance.py, which imports this
+    module): the shape only."""
+
+    name: str
+    database_id: int
+    _instance: _Instance
+
+
 class ServerBatch:
     """The ENDPOINT and CERTIFICATE statements of one batch: ``with`` it around the batch's
     write, ``run()`` each statement in the write, ``finish()`` after the last one."""
 
-    def __init__(self, database: Database, statements: list[object]) -> None:
+    def __init__(self, database: _Database, statements: list[object]) -> None:
         self._instance = database._instance
         self._statements: list[EndpointStatement] = [
             s for s in statements if isinstance(s, SERVER_STATEMENTS)]

@@ -17,8 +17,13 @@ import threading
 import time
 import uuid
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
+from pybroker.conversation.remote import Arrival
 from pybroker.errors import BrokerError, InvalidArgumentError, NotFoundError, WireError
 from pybroker.wire import certificates
 from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE, Acknowledged
@@ -26,7 +31,8 @@ from pybroker.wire.frames import MessageFragment, Notice
 from pybroker.wire.transport import Identity, Settings, Transport
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.instance import Instance
+    from pybroker.conversation.engine import Messaging
+    from pybroker.storage import Store
 
 MAX_BATCH = 4096  # arrivals applied in one transaction at most
 MAX_BATCH_BYTES = 64 * 2**20
@@ -37,10 +43,35 @@ SNAPSHOT_INTERVAL = 1.0  # seconds: sys.dm_broker_connections is at most this ol
 ACK_INTERVAL = 0.02
 
 
+class _Database(Protocol):
+    broker_instance: str
+
+
+class EndpointHost(Protocol):
+    """What the broker endpoint needs of its Instance (instance.py, which imports this
+    module): the shape only, so that the import goes one way."""
+
+    _store: Store
+    _messaging: Messaging
+    _endpoint: Endpoint | None
+    _clock: Callable[[], float]
+
+    @property
+    def path(self) -> Path | None: ...
+
+    def _now(self) -> datetime: ...
+
+    def _write(self) -> AbstractContextManager[None]: ...
+
+    def databases(self) -> Sequence[_Database]: ...
+
+    def run_pending_all(self) -> None: ...
+
+
 class Endpoint:
     """A running broker endpoint: ``port``, ``address`` and ``close()``."""
 
-    def __init__(self, instance: Instance, settings: Settings) -> None:
+    def __init__(self, instance: EndpointHost, settings: Settings) -> None:
         self._instance = instance
         messaging = instance._messaging
         self._remote = messaging.remote
@@ -146,8 +177,6 @@ class _Bridge:
             self._thread.join(timeout=30)
 
     def _run(self) -> None:
-        from pybroker.conversation.remote import Arrival
-
         next_snapshot = time.monotonic()
         while True:
             with self._ready:
@@ -219,7 +248,7 @@ class _Bridge:
 # -- identity and trust, kept in the instance file -----------------------------------------
 
 
-def endpoint_identity(instance: Instance, subject: str | None = None) -> Identity:
+def endpoint_identity(instance: EndpointHost, subject: str | None = None) -> Identity:
     """This instance's identity on the wire; its certificate is made on first need (with
     ``subject`` as its common name when given)."""
     store = instance._store
@@ -237,17 +266,17 @@ def endpoint_identity(instance: Instance, subject: str | None = None) -> Identit
     return Identity(instance_id, cert, key, brokers)
 
 
-def trusted_certificates(instance: Instance) -> dict[str, str]:
+def trusted_certificates(instance: EndpointHost) -> dict[str, str]:
     with instance._store._lock:
         return dict(instance._store.run("wire/select_trusted_certificates.sql"))
 
 
-def trust(instance: Instance, name: str, pem: str | bytes) -> None:
+def trust(instance: EndpointHost, name: str, pem: str | bytes) -> None:
     admit(instance, name, pem)
     retrust(instance)
 
 
-def admit(instance: Instance, name: str, pem: str | bytes) -> None:
+def admit(instance: EndpointHost, name: str, pem: str | bytes) -> None:
     """Keep the peer's certificate in the file (replacing one of that name); the running
     transport learns of it from ``retrust`` (once the change is committed)."""
     if not isinstance(name, str) or not name.strip() or len(name) > 128:
@@ -266,12 +295,12 @@ def admit(instance: Instance, name: str, pem: str | bytes) -> None:
             "expiry_date": info.not_after, "create_date": instance._now()})
 
 
-def untrust(instance: Instance, name: str) -> None:
+def untrust(instance: EndpointHost, name: str) -> None:
     forget(instance, name)
     retrust(instance)
 
 
-def forget(instance: Instance, name: str) -> None:
+def forget(instance: EndpointHost, name: str) -> None:
     """Take the peer's certificate out of the file (``retrust`` tells the transport)."""
     with instance._write():
         gone = instance._store.run("wire/delete_trusted_certificate.sql", {"name": name})
@@ -279,7 +308,7 @@ def forget(instance: Instance, name: str) -> None:
         raise NotFoundError(f"no trusted peer is called {name!r}")
 
 
-def retrust(instance: Instance) -> None:
+def retrust(instance: EndpointHost) -> None:
     """Give the running transport the trusted certificates the file holds now (it closes
     the connections of peers no longer trusted)."""
     endpoint = instance._endpoint
