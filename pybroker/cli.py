@@ -371,7 +371,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 print(f"    {'ok' if not problems else 'MISMATCH'}: {verdict}")
             print()
             if args.example is None and index == len(examples) - 1:
-                run_conversation(inst)  # issue 3: in the last example's instance
+                run_conversation(inst)  # in the last example's instance
                 print()
     if args.example is None:
         run_two_instances()  # the wire: two instances, two files, TCP on 127.0.0.1

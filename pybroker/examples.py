@@ -129,7 +129,7 @@ def iter_cases(examples: tuple[Example, ...]) -> Iterator[tuple[Example, Case]]:
             yield example, case
 
 
-# -- the demo's conversation (issue 3) -------------------------------------------------------
+# -- the demo's conversation -------------------------------------------------------
 
 CONVERSATION_DATABASES = ("Shop", "Warehouse")
 

@@ -1,4 +1,4 @@
-"""Durability (issue 3): killing the process (SIGKILL) at any moment loses no committed
+"""Durability: killing the process (SIGKILL) at any moment loses no committed
 message and duplicates none; after reopening, every committed send is received exactly
 once, in order (P3.1, P3.2, C3)."""
 

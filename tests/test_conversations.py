@@ -1,4 +1,4 @@
-"""Conversations inside one instance (issue 3): SPEC C1-C5, P3, P8, R2.7, R4, R5.
+"""Conversations inside one instance: SPEC C1-C5, P3, P8, R2.7, R4, R5.
 
 Real DuckDB files, a fake clock for every time-out (no test sleeps for a back-off)."""
 

@@ -1,4 +1,4 @@
-"""The endpoint cache is bounded (P7, issue 12): only the most recently used conversation
+"""The endpoint cache is bounded (P7): only the most recently used conversation
 endpoints stay in memory; an endpoint touched by an open unit of work is never let go, and
 one that went is read back from the file exactly as it was."""
 

@@ -1,4 +1,4 @@
-"""The pipeline jobs on DuckDB (issue 4): export schema, resolve (seed examples, expiry at
+"""The pipeline jobs on DuckDB: export schema, resolve (seed examples, expiry at
 each conversation's time, reproducible picks), generate, impact, traffic, bad input, and
 the CLI. The Spark runs of the same jobs are in test_pipeline_spark.py."""
 
@@ -291,7 +291,7 @@ def test_traffic_reports(tmp_path):
 
 
 def test_traffic_over_a_real_instance_with_waiting_messages(tmp_path, clock):
-    """End to end: conversations of a real instance (issue 3) wait in its transmission
+    """End to end: conversations of a real instance wait in its transmission
     queue; export; traffic reports them with their transmission_status (C4)."""
     file = tmp_path / "live.duckdb"
     with pybroker.connect(file, clock=clock, worker=False) as inst:

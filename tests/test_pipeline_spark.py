@@ -1,4 +1,4 @@
-"""Parity of the pipeline on Spark and DuckDB (issue 4's acceptance test): the seven seed
+"""Parity of the pipeline on Spark and DuckDB: the seven seed
 examples as a batch, the generate workload (100,000 conversations), impact and traffic give
 identical rows on both engines; and one resolve job submitted to a real standalone cluster
 (a master and a worker started from the pyspark installation, stopped by pid)."""

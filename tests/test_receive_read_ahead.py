@@ -316,7 +316,7 @@ def test_read_ahead_of_large_bodies_reads_fewer_messages(broker, reads, monkeypa
     assert reads[:2] == [4, 3]  # then about 3,000 bytes a read, not 8 messages
 
 
-# -- RECEIVE in its own transaction (issue 12): a loop of them reads ahead too ------------
+# -- RECEIVE in its own transaction: a loop of them reads ahead too ------------
 
 
 def test_c3_a_loop_of_receives_each_in_its_own_transaction_reads_ahead(broker, reads):

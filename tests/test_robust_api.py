@@ -1,4 +1,4 @@
-"""Issue 11: every public API call either works or raises a BrokerError that names the
+"""Every public API call either works or raises a BrokerError that names the
 argument, and a refused call changes nothing. Inputs are generated (hypothesis): wrong
 types, integers at and past the storage's bounds, lone surrogates, NULs, non-finite floats.
 """

@@ -1,4 +1,4 @@
-"""Issue 11: the command line never ends in a traceback. Every error is one line on stderr
+"""The command line never ends in a traceback. Every error is one line on stderr
 with exit code 1 (2 for usage), whatever the arguments or stdin hold; a closed pipe stops
 the command quietly; names follow SQL Server's default collation."""
 

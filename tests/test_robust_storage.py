@@ -1,4 +1,4 @@
-"""Issue 11: opening an instance. A read-only open never writes (it works on a read-only
+"""Opening an instance. A read-only open never writes (it works on a read-only
 file and beside a DuckDB CLI reader); a DuckDB file that is not an instance is never
 converted; a damaged file gets its own message, never a wrong diagnosis; Instance.sql() is
 read-only."""

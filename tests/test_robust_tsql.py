@@ -1,4 +1,4 @@
-"""Issue 11: the T-SQL parser under generated input. Mutated valid statements either run or
+"""The T-SQL parser under generated input. Mutated valid statements either run or
 are refused with a BrokerError, and a refused batch leaves the catalog exactly as it was.
 ``pybroker fuzz tsql`` is the long version of the same (README, Reliability)."""
 

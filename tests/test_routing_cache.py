@@ -168,7 +168,7 @@ def _key_input_queries(executed) -> int:
 
 
 def test_a_cold_decision_runs_no_sql_once_the_mirror_is_loaded(inst, monkeypatch, tmp_path):
-    """Issue 12: the first decision of a key of a known service, right after a catalog
+    """The first decision of a key of a known service, right after a catalog
     change (a database created: everything; a route altered: the R1.4 horizon closes),
     is answered from the catalog mirror, with no statement at all."""
     a = inst.database("A")

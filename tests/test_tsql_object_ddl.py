@@ -1,5 +1,5 @@
 """CREATE / ALTER / DROP MESSAGE TYPE, CONTRACT, QUEUE and SERVICE in SQL Server's syntax
-(issue 3, SPEC C2-C3): the strict parser, alone and mixed with route DDL (SPEC R10)."""
+(SPEC C2-C3): the strict parser, alone and mixed with route DDL (SPEC R10)."""
 
 from __future__ import annotations
 

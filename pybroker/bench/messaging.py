@@ -1,4 +1,4 @@
-"""``pybroker bench messaging``: the messaging targets of issue 3, measured.
+"""``pybroker bench messaging``: the messaging targets, measured.
 
 Local durable SEND -> RECEIVE on a file-backed instance (a temporary directory), 256-byte
 bodies, the initiator service in one database and the target service in another:
@@ -11,12 +11,12 @@ bodies, the initiator service in one database and the target service in another:
 - one message per transaction: SEND and RECEIVE throughput, and the latency of one
   ``receive()`` in its own transaction (p50/p99);
 - the latency of one batched ``receive()`` call inside a transaction (p50/p99);
-- (c) RECEIVE in its own transaction (issue 12): 20,000 messages over 100 conversations sent
+- (c) RECEIVE in its own transaction: 20,000 messages over 100 conversations sent
   in one transaction, then drained by a loop of ``receive(max_messages=1000, timeout=1)``
   with no transaction around it (each call commits one conversation group); compared with
   the storage floor of that shape (one INSERT ... SELECT, then one DELETE ... RETURNING of
   one group per transaction);
-- idle conversations (issue 12, P7), in a child process of its own so its resident memory
+- idle conversations (P7), in a child process of its own so its resident memory
   is its own: begin N conversations in transactions of 1,000, one message each, committed
   and left idle; resident memory (RSS) growth per conversation, overall and over the second
   half (flat when the memory held per conversation is bounded), DuckDB's own share

@@ -1,5 +1,5 @@
 """``pybroker bench pipeline``: ``pipeline resolve`` of generated conversations on DuckDB and
-on Spark ``local[2]`` (issue 4: 10,000,000 conversations against 100,000 routes).
+on Spark ``local[2]`` (10,000,000 conversations against 100,000 routes).
 
 The workload is written once by ``pipeline generate`` (DuckDB, seed 1). Each measured run
 is a fresh child process (``python -m pybroker.bench.pipeline``) so that each engine's peak

@@ -1,4 +1,4 @@
-"""Proof under faults (issue 10): a fault-injection TCP proxy (``proxy``), the instances as
+"""Proof under faults: a fault-injection TCP proxy (``proxy``), the instances as
 child processes (``node``), a nemesis that kills, pauses and faults them (``runner``), the
 Jepsen-style total-queue checker (``checker``, pure) and the wire decoders' fuzz targets
 (``fuzz_wire``). ``pybroker chaos run`` and ``pybroker chaos fuzz`` are the commands."""

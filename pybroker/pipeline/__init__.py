@@ -1,3 +1,3 @@
-"""The data pipeline (issue 4): bulk routing, route-change impact, traffic analytics and a
+"""The data pipeline: bulk routing, route-change impact, traffic analytics and a
 synthetic workload, on DuckDB or Spark from the same SQL templates. See ``pybroker
 pipeline --help`` and README's "Pipeline" section."""

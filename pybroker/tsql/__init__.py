@@ -1,5 +1,5 @@
 """T-SQL that ``Database.execute()`` runs: route DDL (SPEC R10) and MESSAGE TYPE, CONTRACT,
-QUEUE and SERVICE DDL (issue 3); on master also ENDPOINT and CERTIFICATE DDL (P2)."""
+QUEUE and SERVICE DDL; on master also ENDPOINT and CERTIFICATE DDL (P2)."""
 
 from pybroker.tsql.batch import Statement, parse_batch
 from pybroker.tsql.endpoint_ddl import (

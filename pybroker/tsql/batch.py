@@ -1,5 +1,5 @@
 """A batch of the T-SQL that ``Database.execute()`` runs: route DDL (SPEC R10) and the
-object DDL of MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (issue 3), mixed in any order; on
+object DDL of MESSAGE TYPE, CONTRACT, QUEUE and SERVICE, mixed in any order; on
 master also ENDPOINT and CERTIFICATE DDL (pybroker.tsql.endpoint_ddl)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The statements of SQL Server's Service Broker object DDL that ``Database.execute()`` runs
-besides route DDL: MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (issue 3, SPEC C2-C3).
+besides route DDL: MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (SPEC C2-C3).
 
 These dataclasses are what the parser (pybroker.tsql) returns and what
 ``Database.execute()`` runs; they say nothing about whether the named objects exist

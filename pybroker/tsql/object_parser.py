@@ -1,4 +1,4 @@
-"""MESSAGE TYPE, CONTRACT, QUEUE and SERVICE DDL in SQL Server's syntax (issue 3, SPEC C2-C3).
+"""MESSAGE TYPE, CONTRACT, QUEUE and SERVICE DDL in SQL Server's syntax (SPEC C2-C3).
 
 Read with the shared strict parser (pybroker.tsql.parser.Parser) into the dataclasses of
 pybroker.tsql.object_ddl. It understands exactly
