@@ -29,6 +29,7 @@ from pybroker.routing.decision import STEP_TEXT, RouteDecision
 
 JSON_HELP = "print the result as JSON"
 
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line usage error (the usage itself is in ``--help``)."""
 
