@@ -8,7 +8,6 @@ demo | head -5``) the command stops quietly with exit code 1.
 from __future__ import annotations
 
 import argparse
-import codecs
 import json
 import os
 import sys
@@ -17,15 +16,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pybroker.errors import BrokerError
+from pybroker.cli_support import (
+    INSTANCE_FILE_HELP,
+    PROG,
+    UsageError,
+    read_tsql,
+    require_instance_file,
+)
+from pybroker.errors import BrokerError, MasterOnlyError
 from pybroker.instance import Instance, connect
 from pybroker.routing.decision import STEP_TEXT, RouteDecision
 
-PROG = "pybroker"
-
-
-class UsageError(Exception):
-    """A command line that parses but does not make sense: exit code 2."""
+JSON_HELP = "print the result as JSON"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,33 +92,6 @@ def _complain(message: str) -> None:
     stream.flush()
 
 
-def read_tsql(source: str) -> str:
-    """The T-SQL of ``pybroker sql``: the argument itself, or stdin for '-'. Stdin is read as
-    bytes and decoded as UTF-8 (a UTF-8 byte order mark is dropped); a UTF-16 script is
-    recognised by its byte order mark. Anything else that is not UTF-8 is refused, naming
-    the first bad byte."""
-    if source != "-":
-        return source
-    stream = getattr(sys.stdin, "buffer", None)
-    if stream is None:  # stdin replaced by a text stream (a test, an embedding program)
-        return sys.stdin.read()
-    data = stream.read()
-    for bom, encoding in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
-                          (codecs.BOM_UTF16_BE, "utf-16-be")):
-        if data.startswith(bom):
-            data, name = data[len(bom):], encoding
-            break
-    else:
-        name = "utf-8"
-    try:
-        return data.decode(name)
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise BrokerError(
-            f"stdin is not {name.upper()} text: byte 0x{data[exc.start]:02x} at offset "
-            f"{exc.start} (line {line}) cannot be decoded; save the script as UTF-8") from None
-
-
 def build_parser() -> argparse.ArgumentParser:
     from pybroker import __version__
 
@@ -132,10 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(handler=handler)
         return p
 
-    p = command("demo", "build the seven routing examples of the seeds and explain each "
-                "decision, then run a conversation between two databases and show its "
-                "endpoints, queues and transmission queue, then a dialog between two "
-                "instances over TCP (each in its own file in a temp dir)", cmd_demo)
+    p = command("demo", "build seven example routing tables, route conversations through "
+                "them and explain each decision, checking it against the expected one; then "
+                "run a conversation between two databases and show its endpoints, queues and "
+                "transmission queue, then a dialog between two instances over TCP (each in "
+                "its own file in a temporary directory)", cmd_demo)
     p.add_argument("file", nargs="?", type=Path,
                    help="a new instance file to keep the last example built in, with the "
                    "conversation's databases Shop and Warehouse (default: all in memory)")
@@ -144,19 +120,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("create-database", "create a database (its own broker identifier and "
                 "AutoCreatedLocal route); creates the file if needed", cmd_create_database)
-    p.add_argument("file", type=Path)
-    p.add_argument("name")
+    p.add_argument("file", type=Path, help="the instance file (a DuckDB database); created "
+                   "if there is none")
+    p.add_argument("name", help="the new database's name")
     p.add_argument("--broker-instance", help="the database's GUID (default: a new one)")
 
     p = command("create-queue", "create a queue in a database", cmd_create_queue)
     _file_and_database(p)
-    p.add_argument("name")
-    p.add_argument("--status", choices=("on", "off"), default="on")
+    p.add_argument("name", help="the new queue's name")
+    p.add_argument("--status", choices=("on", "off"), default="on",
+                   help="off: RECEIVE from the queue is refused and messages for it wait "
+                   "in the sender's transmission queue (default on)")
 
     p = command("create-service", "create a service bound to a queue", cmd_create_service)
     _file_and_database(p)
-    p.add_argument("name")
-    p.add_argument("--queue", required=True)
+    p.add_argument("name", help="the new service's name")
+    p.add_argument("--queue", required=True, help="the queue the service's messages go to")
 
     p = command("sql", "run T-SQL DDL in a database as one all-or-nothing batch: "
                 "CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP "
@@ -166,26 +145,29 @@ def build_parser() -> argparse.ArgumentParser:
                    "UTF-16 with a byte order mark)")
 
     p = command("databases", "list the databases with their broker identifiers", cmd_databases)
-    p.add_argument("file", type=Path)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     p = command("routes", "list routes (sys.routes), of one database or all", cmd_routes)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("-d", "--database", help="only this database's routing table")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     p = command("route", "decide where a conversation goes", cmd_route)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("service", help="the service name the conversation is for")
     p.add_argument("--origin", required=True,
                    help="database the conversation was begun in, or 'outside'")
     p.add_argument("--broker-instance", help="the broker identifier the conversation names")
     p.add_argument("--explain", action="store_true", help="show every step and its candidates")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
 
-    p = command("forwarding", "show or set message forwarding (R7.3)", cmd_forwarding)
-    p.add_argument("file", type=Path)
-    p.add_argument("state", nargs="?", choices=("on", "off"))
+    p = command("forwarding", "show or set message forwarding: whether this instance passes "
+                "on messages for services it does not hold, and how much memory those "
+                "messages may take", cmd_forwarding)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
+    p.add_argument("state", nargs="?", choices=("on", "off"),
+                   help="turn forwarding on or off (without it: show the setting)")
     p.add_argument("--size-mb", type=int, help="memory bound for forwarded messages, in MB")
 
     from pybroker.pipeline.cli import add_commands
@@ -200,18 +182,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_chaos_commands(sub, command, UsageError)
 
-    p = command("bench", "run a benchmark (results belong in README's Performance section)",
-                cmd_bench)
-    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire"))
+    p = command("bench", "measure how fast this machine routes, sends and receives, runs "
+                "the pipeline or crosses the wire between two instances", cmd_bench)
+    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire"),
+                   help="what to measure: routing decisions, messaging in one instance, the "
+                   "pipeline's jobs, or messages between two instance processes over TCP")
     p.add_argument("--repeat", type=int, default=None,
                    help="runs to take the median of (default: 5, 3 for pipeline and wire)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--idle-conversations", type=int, default=None, metavar="N",
                    help="messaging: conversations of the idle case (default 100,000, "
                         "5,000 with --quick; 0 skips it)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("--retry-scale", type=float, default=1.0,
-                   help="wire: multiply the children's retry time-outs (C5) by this")
+                   help="wire: multiply the two instances' waits before an unacknowledged "
+                   "message is sent again by this")
     p.add_argument("--profile", type=Path, metavar="DIR",
                    help="wire: run the two instance processes under cProfile, leaving "
                    "sender.prof and receiver.prof in DIR")
@@ -226,23 +211,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed of the generator (default 1)")
     p.add_argument("--timeout", type=float, default=5.0,
                    help="seconds after which one input counts as a hang (default 5)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
 
 
 def _file_and_database(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("-d", "--database", required=True, help="the database to act in")
 
 
 def _open_existing(path: Path, *, read_only: bool = False) -> Instance:
     """An instance file that exists; ``read_only`` for the commands that only look (they
     then work on a read-only file and beside other readers, and never write)."""
-    if not path.exists():
-        raise BrokerError(
-            f"no instance file at {path}; create one with: {PROG} create-database {path} NAME"
-        )
-    return connect(path, read_only=read_only, worker=not read_only)
+    return connect(require_instance_file(path), read_only=read_only, worker=not read_only)
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -272,7 +253,11 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     text = read_tsql(args.tsql)
     with _open_existing(args.file) as inst:
-        inst.database(args.database).execute(text)
+        try:
+            inst.database(args.database).execute(text)
+        except MasterOnlyError as exc:  # the command line's way to run it in master
+            raise exc.with_hint(
+                f"run it with -d master: {PROG} sql {args.file} -d master ...") from None
         print(f"ok: the batch ran in {args.database}")
     return 0
 

@@ -40,6 +40,27 @@ class UnsupportedStatementError(TsqlSyntaxError):
     """``Database.execute()`` was given a statement kind pybroker does not run."""
 
 
+class MasterOnlyError(UnsupportedStatementError):
+    """A statement that runs only in the master database (ENDPOINT, CERTIFICATE) was given
+    to another one. ``statement`` names it (and where it is), ``reason`` says why it belongs
+    to master, and ``hint`` how to run it there, in the words of the caller: Python's
+    ``execute()`` by default; another surface (the command line) restates the error with
+    its own hint through :meth:`with_hint`."""
+
+    PYTHON_HINT = ("run it with the master database's execute(): "
+                   "inst.database('master').execute(...)")
+
+    def __init__(self, statement: str, reason: str, *, hint: str = PYTHON_HINT) -> None:
+        super().__init__(f"{statement} runs only in the master database: {reason}; {hint}")
+        self.statement = statement
+        self.reason = reason
+        self.hint = hint
+
+    def with_hint(self, hint: str) -> MasterOnlyError:
+        """The same refusal, with ``hint`` in place of this one's."""
+        return MasterOnlyError(self.statement, self.reason, hint=hint)
+
+
 class UnsupportedOptionError(TsqlSyntaxError):
     """A clause or option of a statement ``execute()`` runs is understood but not supported
     (WINDOWS authentication, MESSAGE_FORWARDING = ENABLED, ...); ``option`` names it."""

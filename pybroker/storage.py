@@ -283,10 +283,11 @@ def _explain_open_error(target: str, exc: duckdb.Error) -> str:
     if damage is not None:
         return damaged_message(target, damage)
     if "could not set lock on file" in text.lower():
+        holder = _LOCK_HOLDER.search(text)
+        which = f"another process (PID {holder.group(1)})" if holder else "another process"
         return (
-            f"cannot open instance file {target}: it is already open in another process "
-            f"(DuckDB allows one writer, or several readers, per file); close that process "
-            "first"
+            f"cannot open instance file {target}: it is already open in {which} (DuckDB "
+            f"allows one writer, or several readers, per file); close that process first"
         )
     if "not a valid duckdb database file" in text.lower():
         return f"cannot open instance file {target}: it is not a DuckDB database file"
@@ -299,6 +300,9 @@ def _explain_open_error(target: str, exc: duckdb.Error) -> str:
     return f"cannot open instance file {target}: DuckDB refused it ({type(exc).__name__})"
 
 
+# DuckDB names the process holding the file's lock: "Conflicting lock is held in
+# /usr/bin/python3 (PID 1234)".
+_LOCK_HOLDER = re.compile(r"\(PID (\d+)\)")
 _CHECKSUM = re.compile(r"does not match stored checksum \d+ in block at location (\d+)")
 _SHORT_READ = re.compile(r"could not read enough bytes from file .*location (\d+)", re.I | re.S)
 

@@ -21,6 +21,8 @@ def run(*args, stdin=None):
 
 
 def test_cert_is_made_once_and_trust_admits_a_peer(tmp_path):
+    for name in ("a", "b"):
+        pybroker.connect(tmp_path / f"{name}.duckdb", worker=False).close()
     first = run("cert", tmp_path / "a.duckdb")
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("-----BEGIN CERTIFICATE-----")
@@ -41,6 +43,7 @@ def test_cert_is_made_once_and_trust_admits_a_peer(tmp_path):
 def test_trust_refuses_what_is_not_a_certificate(tmp_path):
     bad = tmp_path / "bad.pem"
     bad.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    pybroker.connect(tmp_path / "b.duckdb", worker=False).close()
     done = run("trust", tmp_path / "b.duckdb", "X", bad)
     assert done.returncode == 1 and done.stderr.count("\n") == 1
     assert "not a PEM certificate" in done.stderr
@@ -50,7 +53,8 @@ def test_trust_refuses_what_is_not_a_certificate(tmp_path):
 
 def test_serve_prints_its_address_accepts_and_stops_on_sigterm(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pybroker", "serve", str(tmp_path / "s.duckdb"), "--port", "0"],
+        [sys.executable, "-m", "pybroker", "serve", str(tmp_path / "s.duckdb"), "--create",
+         "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline().strip()
@@ -79,6 +83,7 @@ def test_serve_on_a_taken_port_fails_with_one_line(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        done = run("serve", tmp_path / "s.duckdb", "--port", taken.getsockname()[1])
+        done = run("serve", tmp_path / "s.duckdb", "--create", "--port",
+                   taken.getsockname()[1])
     assert done.returncode == 1 and done.stderr.count("\n") == 1
     assert "cannot start the broker endpoint" in done.stderr

@@ -42,6 +42,9 @@ def free_ports(n: int) -> list[int]:
 def certificates(*files: Path) -> list[Path]:
     """Each instance's certificate, from ``pybroker cert FILE`` (one process per file)."""
     pems = [f.with_suffix(".pem") for f in files]
+    for file in files:  # `pybroker cert` refuses a missing file
+        if not file.exists():
+            pybroker.connect(file, worker=False).close()
     procs = []
     try:
         for file, pem in zip(files, pems, strict=True):

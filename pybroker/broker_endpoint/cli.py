@@ -9,37 +9,43 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pybroker.cli_support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.errors import BrokerError
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p = command("serve", "run the instance with its broker endpoint and worker until "
                 "SIGINT or SIGTERM; prints the address it listens on", cmd_serve)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
+    p.add_argument("--create", action="store_true",
+                   help="create the instance file if there is none (without this, a missing "
+                   "file is refused, so that a typo never serves a new, empty instance)")
     p.add_argument("--port", type=int, default=4022, help="TCP port (0: a free one; "
                    "default 4022)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on "
-                   "(default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="address of this machine to listen "
+                   "on (default 127.0.0.1; 0.0.0.0 for all of its addresses)")
     p.add_argument("--trust", action="append", default=[], metavar="NAME=PEM_FILE",
                    help="admit a peer by its certificate (repeatable; kept in the file)")
     p.add_argument("--retry-scale", type=float, default=1.0,
-                   help="multiply every retry time-out (C5) by this")
+                   help="multiply the waits before an unacknowledged message is sent "
+                   "again (4, 8, 16, 32, then every 64 seconds) by this (default 1)")
     p.add_argument("--idle-timeout", type=float, default=None,
                    help="seconds before an idle connection closes (default 90)")
     p.set_defaults(usage_error=usage_error)
 
     p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
                 "first need", cmd_cert)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
 
     p = command("trust", "admit a peer instance by its endpoint certificate", cmd_trust)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("name", help="the name the peer is known by here")
-    p.add_argument("pem_file", type=Path, help="the peer's certificate ('-': stdin)")
+    p.add_argument("pem_file", type=Path, help="the peer's certificate, as `pybroker cert` "
+                   "prints it ('-': stdin)")
 
     p = command("untrust", "stop admitting a peer instance", cmd_untrust)
-    p.add_argument("file", type=Path)
-    p.add_argument("name")
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
+    p.add_argument("name", help="the name the peer was trusted under")
 
 
 def _read_pem(path: Path) -> str:
@@ -54,6 +60,8 @@ def _read_pem(path: Path) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pybroker.instance import connect
 
+    if not args.create:
+        require_instance_file(args.file)
     peers = []
     for item in args.trust:
         name, sep, pem_file = item.partition("=")
@@ -77,7 +85,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_cert(args: argparse.Namespace) -> int:
     from pybroker.instance import connect
 
-    with connect(args.file, worker=False) as inst:
+    with connect(require_instance_file(args.file), worker=False) as inst:
         sys.stdout.write(inst.certificate)
     return 0
 
@@ -85,6 +93,7 @@ def cmd_cert(args: argparse.Namespace) -> int:
 def cmd_trust(args: argparse.Namespace) -> int:
     from pybroker.instance import connect
 
+    require_instance_file(args.file)
     pem = _read_pem(args.pem_file)
     with connect(args.file, worker=False) as inst:
         inst.trust(args.name, pem)
@@ -95,7 +104,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
 def cmd_untrust(args: argparse.Namespace) -> int:
     from pybroker.instance import connect
 
-    with connect(args.file, worker=False) as inst:
+    with connect(require_instance_file(args.file), worker=False) as inst:
         inst.untrust(args.name)
     print(f"no longer trusted: {args.name}")
     return 0

@@ -41,8 +41,8 @@ from pybroker.errors import (
     BrokerError,
     InUseError,
     InvalidArgumentError,
+    MasterOnlyError,
     NotFoundError,
-    UnsupportedStatementError,
     WireError,
 )
 from pybroker.tsql.endpoint_ddl import (
@@ -105,10 +105,9 @@ class ServerBatch:
             s for s in statements if isinstance(s, SERVER_STATEMENTS)]
         if self._statements and database.database_id != MASTER_DATABASE_ID:
             kind = type(self._statements[0]).__name__
-            raise UnsupportedStatementError(
-                f"{kind} is not run in database {database.name!r}: the broker endpoint and its "
-                "certificates belong to the instance; run them with the master database's "
-                "execute(): inst.database('master').execute(...)")
+            raise MasterOnlyError(
+                f"{kind} (in database {database.name!r})",
+                reason="the broker endpoint and its certificates belong to the whole instance")
         self._final: CreateEndpoint | None = None
         self._start: CreateEndpoint | None = None
         self._kept: Endpoint | None = None

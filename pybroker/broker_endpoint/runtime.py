@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation.remote import Arrival
-from pybroker.errors import BrokerError, InvalidArgumentError, NotFoundError, WireError
+from pybroker.errors import (
+    AlreadyExistsError,
+    BrokerError,
+    InvalidArgumentError,
+    NotFoundError,
+    WireError,
+)
 from pybroker.wire import certificates
 from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE, Acknowledged
 from pybroker.wire.frames import MessageFragment, Notice
@@ -289,6 +295,13 @@ def admit(instance: EndpointHost, name: str, pem: str | bytes) -> None:
         raise WireError(f"the certificate for {name!r} expired on {info.not_after:%Y-%m-%d}")
     with instance._write():
         instance._store.run("wire/delete_trusted_certificate.sql", {"name": name})
+        trusted_as = instance._store.run("wire/select_trusted_name_by_thumbprint.sql",
+                                         {"thumbprint": info.fingerprint})
+        if trusted_as:  # a peer is known by one name: say which, not "a duplicate"
+            other = trusted_as[0][0]
+            raise AlreadyExistsError(
+                f"this certificate is already trusted as {other!r} (a certificate is "
+                f"trusted under one name): remove {other!r} first to trust it as {name!r}")
         instance._store.run("wire/insert_trusted_certificate.sql", {
             "name": name, "certificate": info.pem, "thumbprint": info.fingerprint,
             "subject": info.subject, "start_date": info.not_before,

@@ -90,8 +90,11 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                     "pauses them, heal, and check every conversation: nothing lost, "
                     "duplicated, reordered or unexpected. Exit 1 on any violation.", cmd_run,
                     RUN_EPILOG)
-    q.add_argument("--seed", type=int, default=1)
-    q.add_argument("--instances", type=int, choices=(2, 3), default=2)
+    q.add_argument("--seed", type=int, default=1,
+                   help="seed of the workload's and the faults' random choices; the same seed "
+                   "makes the same choices (default 1)")
+    q.add_argument("--instances", type=int, choices=(2, 3), default=2,
+                   help="instance processes (default 2)")
     q.add_argument("--messages", type=int, default=1000, help="in all (default 1000)")
     q.add_argument("--duration", type=float, default=60.0,
                    help="seconds of nemesis; sending is paced over 70%% of it (default 60)")
@@ -110,24 +113,30 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    help="largest body in bytes (default 2 MiB)")
     q.add_argument("--big-every", type=int, default=100,
                    help="about one message in N is large (max-body/8 .. max-body)")
-    q.add_argument("--fragment-size", type=int, default=64 * 1024)
+    q.add_argument("--fragment-size", type=int, default=64 * 1024,
+                   help="bytes per fragment a large message is cut into (default 65536)")
     q.add_argument("--batch", type=int, default=20, help="messages per sending transaction")
-    q.add_argument("--retry-scale", type=float, default=0.05)
-    q.add_argument("--drain-timeout", type=float, default=300.0)
+    q.add_argument("--retry-scale", type=float, default=0.05,
+                   help="multiply the waits before an unacknowledged message is sent again "
+                   "(default 0.05: 20 times sooner than a real instance)")
+    q.add_argument("--drain-timeout", type=float, default=300.0,
+                   help="seconds to wait, after the faults heal, for every message to be sent "
+                   "and acknowledged (default 300)")
     q.add_argument("--dir", default=None, help="run directory (default: a new temporary one)")
     q.add_argument("--json", action="store_true", help="print the report as JSON")
 
     q = sub_command("check", "run the checker again over a run directory whose processes "
                     "are stopped (an interrupted run, say)", cmd_check)
-    q.add_argument("dir")
+    q.add_argument("dir", help="the run directory of an earlier 'chaos run' (its --dir)")
 
     q = sub_command("fuzz", "feed the wire decoders arbitrary and mutated valid inputs: only "
                     "FrameError may come out (0 crashes, 0 hangs)", cmd_fuzz)
     q.add_argument("--target", default="all",
                    help="frames, handshake, ack, notice or all (default)")
     q.add_argument("--count", type=int, default=100_000, help="inputs per target")
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--seed", type=int, default=0,
+                   help="seed of the input generator (default 0)")
+    q.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pybroker.cli_support import INSTANCE_FILE_HELP, read_tsql, require_instance_file
 from pybroker.errors import PipelineError
 from pybroker.pipeline.engine import DEFAULT_MEMORY_LIMIT, ENGINES, Engine, open_engine
 from pybroker.pipeline.progress import Progress
@@ -31,7 +32,7 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
 
     p = command("export", "write an instance file's tables as Parquet (the pipeline's "
                 "schema, pybroker/pipeline/schema.py)", cmd_export)
-    p.add_argument("file", type=Path, help="the instance file (opened read-only)")
+    p.add_argument("file", type=Path, help=f"{INSTANCE_FILE_HELP}; opened read-only")
     p.add_argument("directory", type=Path, help="where <table>.parquet files are written")
 
     pipeline = sub.add_parser(
@@ -94,12 +95,16 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
             "Parquet", cmd_generate)
     p.add_argument("output", type=Path, help="output directory (a routing state plus "
                    "conversations.parquet)")
-    p.add_argument("--conversations", type=int, default=100_000)
-    p.add_argument("--routes", type=int, default=1_000)
-    p.add_argument("--seed", default="1")
+    p.add_argument("--conversations", type=int, default=100_000,
+                   help="conversations to generate (default 100,000)")
+    p.add_argument("--routes", type=int, default=1_000,
+                   help="routes to generate (default 1,000)")
+    p.add_argument("--seed", default="1", help="seed of the generator: the same seed makes "
+                   "the same workload (default 1)")
     p.add_argument("--start", default="2026-01-01T00:00:00",
                    help="UTC start of the conversations' time span")
-    p.add_argument("--span-days", type=float, default=7.0)
+    p.add_argument("--span-days", type=float, default=7.0,
+                   help="days the conversations' begin times spread over (default 7)")
 
 
 _UsageError: type[Exception] = ValueError
@@ -145,7 +150,7 @@ def _emit(args: argparse.Namespace, result: dict[str, Any], lines: list[str]) ->
 def cmd_export(args: argparse.Namespace) -> int:
     from pybroker.pipeline.export import export_instance
 
-    notes = export_instance(args.file, args.directory)
+    notes = export_instance(require_instance_file(args.file), args.directory)
     print(f"exported {args.file} to {args.directory}")
     for note in notes:
         print(f"  note: {note}")
@@ -188,8 +193,6 @@ def cmd_impact(args: argparse.Namespace) -> int:
     if args.script is not None:
         if not args.database:
             raise _UsageError("--script needs -d/--database: the database the script runs in")
-        from pybroker.cli import read_tsql
-
         if args.script == "-":
             script = read_tsql("-")  # UTF-8 (or UTF-16 with a BOM), non-UTF-8 refused
         else:

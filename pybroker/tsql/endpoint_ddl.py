@@ -42,11 +42,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, cast
 
-from pybroker.errors import TsqlSyntaxError, UnsupportedOptionError
+from pybroker.errors import MasterOnlyError, TsqlSyntaxError, UnsupportedOptionError
 from pybroker.tsql.lexer import Token
-from pybroker.tsql.parser import Parser
+from pybroker.tsql.parser import Parser, Refusal
 
 State = Literal["STARTED", "STOPPED", "DISABLED"]
 STATES = ("STARTED", "STOPPED", "DISABLED")
@@ -398,12 +399,13 @@ ENDPOINT_STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Endpoi
     ("DROP", "CERTIFICATE"): _drop_certificate,
 }
 
-# In a database other than master: why these are refused there.
-_ENDPOINT_ON_MASTER = ("the broker endpoint belongs to the instance: run it with the master "
-                       "database's execute(), inst.database('master').execute(...)")
-_CERTIFICATE_ON_MASTER = ("endpoint certificates belong to master: run it with the master "
-                          "database's execute(), inst.database('master').execute(...)")
-MASTER_ONLY_REFUSALS = {
+# In a database other than master: why these are refused there (the error's hint says
+# how to run them on master, in the caller's words: MasterOnlyError.with_hint).
+_ENDPOINT_ON_MASTER = partial(MasterOnlyError,
+                              reason="the broker endpoint belongs to the whole instance")
+_CERTIFICATE_ON_MASTER = partial(MasterOnlyError,
+                                 reason="endpoint certificates belong to the whole instance")
+MASTER_ONLY_REFUSALS: dict[tuple[str, str], Refusal] = {
     ("CREATE", "ENDPOINT"): _ENDPOINT_ON_MASTER,
     ("ALTER", "ENDPOINT"): _ENDPOINT_ON_MASTER,
     ("DROP", "ENDPOINT"): _ENDPOINT_ON_MASTER,

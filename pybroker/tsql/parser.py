@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from pybroker.errors import TsqlSyntaxError, UnsupportedStatementError
+from pybroker.errors import BrokerError, TsqlSyntaxError, UnsupportedStatementError
 from pybroker.tsql.lexer import Token
 
 S = TypeVar("S")
 Handler = Callable[["Parser[Any]", Token], S]
+# Makes the error for a refused statement from its words and place ("DROP ENDPOINT at
+# line 1, column 1").
+Refusal = Callable[[str], BrokerError]
 
 # Words that begin a T-SQL statement pybroker does not run: refused as unsupported rather
 # than as malformed, and, after a statement, taken as the start of the next statement.
@@ -67,14 +70,16 @@ class Parser(Generic[S]):
 
     ``statements`` maps (verb, object kind) to the function reading the rest of such a
     statement; ``refusals`` says why a pair SQL Server itself lacks (ALTER CONTRACT) is
-    refused. Every other pair is unsupported.
+    refused: the reason, or a function that makes the error from the statement's words and
+    place (a pair refused only in this context, as ENDPOINT outside master). Every other
+    pair is unsupported.
     """
 
     def __init__(
         self,
         tokens: list[Token],
         statements: Mapping[tuple[str, str], Callable[[Parser[Any], Token], S]],
-        refusals: Mapping[tuple[str, str], str] | None = None,
+        refusals: Mapping[tuple[str, str], str | Refusal] | None = None,
     ) -> None:
         self.tokens = tokens
         self.pos = 0
@@ -206,9 +211,12 @@ class Parser(Generic[S]):
         key = (verb.text.upper(), self.kind(verb.text.upper()))
         handler = self.statements.get(key)
         if handler is None:
-            why = self.refusals.get(key) or self.supported()
+            refusal = self.refusals.get(key)
+            if callable(refusal):  # an error of its own kind (MasterOnlyError)
+                raise refusal(f"{' '.join(key)} at {verb.where}")
             raise UnsupportedStatementError(
-                f"{' '.join(key)} at {verb.where} is not supported: {why}"
+                f"{' '.join(key)} at {verb.where} is not supported: "
+                f"{refusal or self.supported()}"
             )
         return handler(self, verb)
 

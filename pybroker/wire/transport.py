@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import itertools
 import logging
 import os
+import socket
 import ssl
 import tempfile
 import threading
@@ -191,8 +193,8 @@ class Transport:
             self._stop_loop()
             raise WireError(
                 f"cannot start the broker endpoint on {self.settings.host}:"
-                f"{self.settings.port}: {exc.strerror or exc} (is the port taken by another "
-                "process?)") from None
+                f"{self.settings.port}: {_why_not_listening(self.settings.host, exc)}"
+            ) from None
         except BaseException:
             self._stop_loop()
             raise
@@ -783,3 +785,15 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
+
+
+def _why_not_listening(host: str, exc: OSError) -> str:
+    """Why the listening socket could not be bound, saying what to change."""
+    if isinstance(exc, socket.gaierror):
+        return f"{host!r} is not a host name this machine can resolve ({exc.strerror})"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (f"{host} is not an address of this machine; listen on one of its own "
+                "addresses (127.0.0.1, or 0.0.0.0 for all of them)")
+    if exc.errno == errno.EADDRINUSE:
+        return f"{exc.strerror or exc} (is the port taken by another process?)"
+    return str(exc.strerror or exc)
