@@ -32,7 +32,7 @@ what a run does (pybroker/chaos/):
                 the same port) and --pauses SIGSTOP/SIGCONT of 0.5-3 s
   frame faults  drop, duplicate, reorder and flip need the frames in clear: the
                 instances then run with encryption=False (SQL Server's
-                ENCRYPTION = DISABLED), where the dialog MACs (P6) are the only
+                ENCRYPTION = DISABLED), where the dialog MACs (keyed integrity) are the only
                 protection a flipped bit meets; the proxy holds no keys. With
                 stream faults only, the endpoints use TLS and the proxy forwards
                 opaque bytes
