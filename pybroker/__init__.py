@@ -6,6 +6,7 @@
         decision = inst.route("InventoryService", origin="AdventureWorks2008R2")
 """
 
+from pybroker.connecting import connect
 from pybroker.conversation import Conversation, Message
 from pybroker.errors import (
     AlreadyExistsError,
@@ -21,6 +22,8 @@ from pybroker.errors import (
     PipelineError,
     QueueDisabledError,
     RouteDefinitionError,
+    ServerError,
+    ServerGoneError,
     StorageError,
     TemplateError,
     TsqlSyntaxError,
@@ -36,7 +39,6 @@ from pybroker.instance import (
     Queue,
     Route,
     Service,
-    connect,
 )
 from pybroker.routing.decision import RouteDecision, TraceStep
 from pybroker.routing.engine import OUTSIDE, ExplainStep
@@ -70,6 +72,8 @@ __all__ = [
     "Route",
     "RouteDecision",
     "RouteDefinitionError",
+    "ServerError",
+    "ServerGoneError",
     "Service",
     "StorageError",
     "TemplateError",
