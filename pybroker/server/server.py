@@ -356,6 +356,8 @@ class _Connection:
             hello = self._handshake(reader)
             if hello is None:
                 return
+            with server._lock:
+                server._stats["connected"] += 1
             server._log(f"client {self.number} connected ({self.who}"
                         f"{', read-only' if hello.read_only else ''}; {hello.client})")
             reason = self._serve(reader)
