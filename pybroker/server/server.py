@@ -252,6 +252,8 @@ class ClientServer:
         connection.start()
 
     def _refuse(self, conn: socket.socket, who: str, why: str, *, event: bool) -> None:
+        if event:  # first: once refused, the client may look for it
+            self._record_refusal(who, why)
         with contextlib.suppress(OSError):
             conn.settimeout(1.0)
             conn.sendall(protocol.refused("ServerError", f"the server refused: {why}"))
@@ -260,8 +262,6 @@ class ClientServer:
         with self._lock:
             self._stats["refused"] += 1
         self._log(f"client refused ({who}): {why}")
-        if event:
-            self._record_refusal(who, why)
 
     def _record_refusal(self, who: str, why: str) -> None:
         """An Audit Broker Login event in sys.broker_events, as the wire records a login
