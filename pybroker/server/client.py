@@ -93,8 +93,11 @@ class _Link:
         if self.broken is not None:
             raise ServerGoneError(self.broken)
         call_id = next(self.ids)
-        data = protocol.call(call_id, target, kind, method, args, kwargs,
-                             self.welcome.max_frame)
+        try:
+            data = protocol.call(call_id, target, kind, method, args, kwargs,
+                                 self.welcome.max_frame)
+        except ServerError as exc:  # nothing was sent: an argument it cannot carry
+            raise InvalidArgumentError(f"{method}(): {exc}") from None
         done = False
         try:
             self.sock.sendall(data)
