@@ -368,12 +368,12 @@ class _Connection:
             if session is not None:
                 with contextlib.suppress(BrokerError):
                     session.close()  # a transaction left open is rolled back
-            with contextlib.suppress(OSError):
-                self.sock.close()
-            with server._lock:
+            with server._lock:  # the slot is free before the client sees the close
                 server._connections.pop(self.number, None)
                 if session is not None:
                     server._stats["calls"] += session.calls
+            with contextlib.suppress(OSError):
+                self.sock.close()
             if session is not None:
                 server._log(f"client {self.number} disconnected ({reason}; "
                             f"{session.calls} calls)")
