@@ -17,8 +17,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pybroker.connecting import connect  # a served file: through its server
 from pybroker.errors import BrokerError
-from pybroker.instance import Instance, connect
+from pybroker.instance import Instance
 from pybroker.routing.decision import STEP_TEXT, RouteDecision
 
 PROG = "pybroker"

@@ -391,3 +391,20 @@ def test_a_read_only_client_is_refused_writes_as_embedded(served):
             db.create_queue("Q")
         with pytest.raises(pybroker.StorageError, match="is open read-only"), db.transaction():
             pass
+
+
+def test_the_commands_reach_a_served_file_through_its_server(served):
+    path, start = served
+    start("--quiet")
+
+    def run(*args: object) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pybroker", *map(str, args)], cwd=ROOT,
+                              env=_env(), capture_output=True, text=True, timeout=120)
+
+    made = run("create-queue", path, "-d", "A", "Extra")
+    assert made.returncode == 0, made.stderr
+    listed = run("databases", path, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [d["name"] for d in json.loads(listed.stdout)] == ["master", "msdb", "A"]
+    with pybroker.connect(path) as inst:
+        assert "Extra" in [q.name for q in inst.database("A").queues()]
