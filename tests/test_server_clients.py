@@ -237,6 +237,8 @@ def test_a_killed_server_is_gone_for_its_clients_and_a_restart_serves_again(serv
     finally:
         client.close()
     assert socket_path_for(path).exists()  # left behind by the SIGKILL
+    with pybroker.connect(path) as embedded:  # nobody answers on it: the file is free
+        assert "through" not in repr(embedded)
     start("--quiet")  # the stale socket is replaced
     with pybroker.connect(path) as again:
         assert "through" in repr(again)
@@ -408,3 +410,26 @@ def test_the_commands_reach_a_served_file_through_its_server(served):
     assert [d["name"] for d in json.loads(listed.stdout)] == ["master", "msdb", "A"]
     with pybroker.connect(path) as inst:
         assert "Extra" in [q.name for q in inst.database("A").queues()]
+
+
+def test_an_application_serves_its_file_with_serve_true(tmp_path):
+    # a directory deep enough that FILE.sock does not fit in sun_path (108 bytes)
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = deep / "app.duckdb"
+    make_instance(path)
+    owner = pybroker.connect(path, serve=True)
+    try:
+        assert stat.S_IMODE(socket_path_for(path).stat().st_mode) == 0o600
+        client = pybroker.connect(path)
+        assert "through the server's socket" in repr(client)
+        conv = client.database("A").begin_dialog("Sender", "Receiver")
+        assert conv.send("from a client") == 0
+        got = owner.database("A").receive("ReceiverQueue", timeout=5)
+        assert [m.text for m in got] == ["from a client"]
+    finally:
+        owner.close()
+    assert not socket_path_for(path).exists()
+    with pytest.raises(ServerGoneError, match="is gone"):
+        client.databases()
+    client.close()
