@@ -7,6 +7,7 @@
 """
 
 from pybroker.broker_endpoint.runtime import Endpoint
+from pybroker.connecting import connect
 from pybroker.conversation import Conversation, Message
 from pybroker.errors import (
     AlreadyExistsError,
@@ -23,6 +24,8 @@ from pybroker.errors import (
     PipelineError,
     QueueDisabledError,
     RouteDefinitionError,
+    ServerError,
+    ServerGoneError,
     StorageError,
     TemplateError,
     TsqlSyntaxError,
@@ -38,7 +41,6 @@ from pybroker.instance import (
     Queue,
     Route,
     Service,
-    connect,
 )
 from pybroker.routing.decision import RouteDecision, TraceStep
 from pybroker.routing.engine import OUTSIDE, ExplainStep
@@ -72,6 +74,8 @@ __all__ = [
     "Route",
     "RouteDecision",
     "RouteDefinitionError",
+    "ServerError",
+    "ServerGoneError",
     "Service",
     "StorageError",
     "TemplateError",

@@ -23,8 +23,9 @@ from pybroker.cli_support import (
     read_tsql,
     require_instance_file,
 )
+from pybroker.connecting import connect  # a served file: through its server
 from pybroker.errors import BrokerError, MasterOnlyError
-from pybroker.instance import Instance, connect
+from pybroker.instance import Instance
 from pybroker.routing.decision import STEP_TEXT, RouteDecision
 
 JSON_HELP = "print the result as JSON"

@@ -124,3 +124,14 @@ class WireError(BrokerError):
 class FrameError(WireError):
     """Bytes from the network are not a valid frame (P1): the only error the frame decoder
     raises, whatever it is fed. The connection that sent them is closed."""
+
+
+class ServerError(BrokerError):
+    """The client server refused or could not serve a client: a wrong token, too many
+    clients, a request or transaction open past the server's time-out, bytes that are not
+    a client frame (the only error the client frame decoder raises, whatever it is fed)."""
+
+
+class ServerGoneError(ServerError, ConnectionError):
+    """The server a client was connected through stopped (or the connection to it broke);
+    connect again when it is back (nothing its open transaction did was committed)."""

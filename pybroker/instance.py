@@ -142,6 +142,7 @@ class Instance:
             raise
         self._worker: Worker | None = None
         self._endpoint: Endpoint | None = None
+        self._on_close: list[Callable[[], None]] = []
         # what CREATE ENDPOINT on master defined (pybroker.broker_endpoint.ddl), for the life of
         # this Instance: like start_endpoint(), it is not kept in the file
         self._endpoint_definition: DefinedEndpoint | None = None
@@ -155,8 +156,15 @@ class Instance:
     def path(self) -> Path | None:
         return self._store.path
 
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` first when the instance closes (a client server stops
+        before the file does)."""
+        self._on_close.append(callback)
+
     def close(self) -> None:
         if not self._closed:
+            for callback in reversed(self._on_close):
+                callback()
             if self._endpoint is not None:
                 self._endpoint.close()
             if self._worker is not None:

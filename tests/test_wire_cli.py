@@ -67,7 +67,8 @@ def test_serve_prints_its_address_accepts_and_stops_on_sigterm(tmp_path):
         os.kill(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert out.strip() == "stopped"
+        assert out.strip().splitlines() == [
+            f"clients on {tmp_path / 's.duckdb'}.sock", "stopped"]
     finally:
         if proc.poll() is None:
             proc.kill()

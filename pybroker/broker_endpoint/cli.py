@@ -15,7 +15,8 @@ from pybroker.errors import BrokerError
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p = command("serve", "run the instance with its broker endpoint and worker until "
-                "SIGINT or SIGTERM; prints the address it listens on", cmd_serve)
+                "SIGINT or SIGTERM, and serve other processes' clients on FILE.sock (and "
+                "TCP when asked); prints the addresses it listens on", cmd_serve)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("--create", action="store_true",
                    help="create the instance file if there is none (without this, a missing "
@@ -31,6 +32,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "again (4, 8, 16, 32, then every 64 seconds) by this (default 1)")
     p.add_argument("--idle-timeout", type=float, default=None,
                    help="seconds before an idle connection closes (default 90)")
+    from pybroker.server.cli import add_serve_options
+
+    add_serve_options(p)  # and clients of other processes, on FILE.sock (and TCP)
     p.set_defaults(usage_error=usage_error)
 
     p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
@@ -76,6 +80,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             inst.trust(name, pem)
         endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
         print(f"listening on {endpoint.address}", flush=True)
+        from pybroker.server.cli import start as serve_clients
+
+        serve_clients(inst, args)  # stops when the instance closes
         while not stop.wait(0.5):
             pass
     print("stopped", flush=True)
