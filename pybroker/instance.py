@@ -404,7 +404,8 @@ class Instance:
 
         Only a single SELECT (WITH ..., FROM ..., VALUES, SHOW, DESCRIBE, SUMMARIZE) is
         run; a statement that writes, attaches, copies out, sets, installs or loads raises
-        InvalidArgumentError, as does a SELECT calling nextval() or setseed(). Changes go
+        InvalidArgumentError, as does a SELECT calling nextval(), setseed(), checkpoint() or
+        another function that changes state (arguments.py lists them). Changes go
         through the API or T-SQL (``Database.execute()``), which keep routing and the
         messaging engine in step with the file. It runs on its own cursor, so it sees what
         is committed and never disturbs the background worker or a transaction in progress
