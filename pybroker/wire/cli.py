@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.errors import BrokerError
+from pybroker.server.pg import PgServer, password_from
+from pybroker.server.pg import add_serve_arguments as add_pg_arguments
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
@@ -26,6 +28,7 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    help="multiply every retry time-out (C5) by this")
     p.add_argument("--idle-timeout", type=float, default=None,
                    help="seconds before an idle connection closes (default 90)")
+    add_pg_arguments(p)
     p.set_defaults(usage_error=usage_error)
 
     p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
@@ -60,6 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not sep or not name or not pem_file:
             raise args.usage_error(f"--trust takes NAME=PEM_FILE, not {item!r}")
         peers.append((name, _read_pem(Path(pem_file))))
+    pg_password = password_from(args)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -68,8 +72,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             inst.trust(name, pem)
         endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
         print(f"listening on {endpoint.address}", flush=True)
+        pg = None
+        if pg_password is not None:
+            pg = PgServer(inst, args.pg_host, args.pg_port, pg_password).start()
+            print(f"postgresql wire (read-only) on {pg.address}", flush=True)
         while not stop.wait(0.5):
             pass
+        if pg is not None:
+            pg.stop()
     print("stopped", flush=True)
     return 0
 
