@@ -114,7 +114,10 @@ class PgSession:
     ``write``. Runs each query with ``instance.sql()``; touches no socket."""
 
     def __init__(self, instance: Any, password: str, write: Callable[[bytes], Any], *,
-                 server_version: str = SERVER_VERSION) -> None:
+                 server_version: str = SERVER_VERSION, full: bool = False) -> None:
+        # full: the server has all the connections it takes; the client hears so after its
+        # startup packet (after declining TLS), where libpq expects a refusal
+        self._full = full
         self._instance = instance
         self._password = password
         self._write = write
@@ -181,6 +184,8 @@ class PgSession:
         if code >> 16 != 3:
             raise PgProtocolError(f"protocol version {code >> 16}.{code & 0xFFFF} is not "
                                   "supported (3.0 is)", "0A000")
+        if self._full:
+            raise PgProtocolError("sorry, too many clients already", "53300")
         params = wire.startup_parameters(payload)
         self._user = params.get("user", "")
         if not self._user:
@@ -518,18 +523,17 @@ class PgServer:
             except OSError:
                 return
             with self._lock:
-                if len(self._connections) >= self._max_connections:
-                    with contextlib.suppress(OSError):
-                        sock.sendall(wire.error_response(
-                            "53300", "sorry, too many clients already", severity="FATAL"))
+                open_now = len(self._connections)
+                if open_now >= 2 * self._max_connections:  # refusals need threads too
                     sock.close()
                     continue
-                thread = threading.Thread(target=self._serve, args=(sock,), daemon=True)
+                full = open_now >= self._max_connections
+                thread = threading.Thread(target=self._serve, args=(sock, full), daemon=True)
                 self._connections[sock] = thread
             thread.start()
 
-    def _serve(self, sock: socket.socket) -> None:
-        session = PgSession(self._instance, self._password, sock.sendall)
+    def _serve(self, sock: socket.socket, full: bool) -> None:
+        session = PgSession(self._instance, self._password, sock.sendall, full=full)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(self._startup_timeout)
