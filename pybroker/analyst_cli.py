@@ -33,8 +33,8 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.add_argument("query", help="one SELECT (or FROM, WITH, VALUES, SHOW, DESCRIBE, "
                    "SUMMARIZE) in DuckDB's SQL; '-' reads it from stdin")
     p.add_argument("-p", "--param", action="append", default=[], metavar="VALUE",
-                   help="a value for the next ? or $N placeholder, as text that DuckDB "
-                   "casts to the type the query needs (repeatable)")
+                   help="a parameter value, in order for ? or $1, $2, ...; given as "
+                   "text, which DuckDB casts to the type the query needs (repeatable)")
     form = p.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true",
                       help="a JSON list of objects, one per row (column name: value)")
