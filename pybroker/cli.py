@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_wire_commands(sub, command, UsageError)
 
+    from pybroker.analyst_cli import add_commands as add_analyst_commands
+
+    add_analyst_commands(sub, command, UsageError)
+
     from pybroker.chaos.cli import add_commands as add_chaos_commands
 
     add_chaos_commands(sub, command, UsageError)

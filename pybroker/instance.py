@@ -64,6 +64,7 @@ from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
+from pybroker.server.snapshot import write_snapshot
 from pybroker.storage import Store, damage_reason, damaged_message, translate_error
 
 
@@ -418,7 +419,8 @@ class Instance:
 
         Only a single SELECT (WITH ..., FROM ..., VALUES, SHOW, DESCRIBE, SUMMARIZE) is
         run; a statement that writes, attaches, copies out, sets, installs or loads raises
-        InvalidArgumentError, as does a SELECT calling nextval() or setseed(). Changes go
+        InvalidArgumentError, as does a SELECT calling nextval(), setseed(), checkpoint() or
+        another function that changes state (arguments.py lists them). Changes go
         through the API or T-SQL (``Database.execute()``), which keep routing and the
         messaging engine in step with the file. It runs on its own cursor, so it sees what
         is committed and never disturbs the background worker or a transaction in progress
@@ -440,6 +442,20 @@ class Instance:
         except (TypeError, ValueError, RuntimeError, UnicodeError) as exc:
             raise InvalidArgumentError(
                 f"params cannot be bound to the query: {type(exc).__name__}") from exc
+
+    def snapshot(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write a point-in-time copy of the instance to the new DuckDB file ``path``.
+
+        The copy holds every table, ``sys.*`` view and macro as committed at one moment
+        (one transaction reads them all), so DuckDB's own CLI opens it while this process
+        still holds the instance file: ``duckdb -readonly OUT.duckdb``. It is as fresh as
+        the moment it was taken and never changes after; take another to see later changes.
+        An existing ``path`` is refused unless ``overwrite=True``. Returns the path written
+        (pybroker.server.snapshot)."""
+        if self._closed:
+            raise BrokerError("the instance is closed")
+        arguments.flag("overwrite", overwrite)
+        return write_snapshot(self._store, path, overwrite=overwrite)
 
 
 class _Write:

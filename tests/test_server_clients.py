@@ -433,3 +433,49 @@ def test_an_application_serves_its_file_with_serve_true(tmp_path):
     with pytest.raises(ServerGoneError, match="is gone"):
         client.databases()
     client.close()
+
+
+def test_analysts_read_a_live_served_instance_with_every_read_only_command(served, tmp_path):
+    """While `pybroker serve` holds the file (and a message waits in its transmission queue),
+    `query`, `snapshot` (opened in the real DuckDB CLI), `routes`, `route`, `cert` and
+    `export` all work, through the server."""
+    from test_duckdb_cli import duckdb_binary
+
+    path, start = served
+    start("--quiet")
+    with pybroker.connect(path) as inst:
+        assert "through" in repr(inst)
+        db = inst.database("A")
+        db.create_route("FarRoute", service_name="FarService", address="tcp://192.0.2.1:4022")
+        db.begin_dialog("Sender", "FarService").send("waiting")
+
+    def run(*args: object) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "pybroker", *map(str, args)], cwd=ROOT,
+                              env=_env(), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    rows = json.loads(run("query", path, "SELECT to_service_name, decode(message_body) AS "
+                          "body FROM sys.transmission_queue", "--json").stdout)
+    assert rows == [{"to_service_name": "FarService", "body": "waiting"}]
+    refused = subprocess.run([sys.executable, "-m", "pybroker", "query", str(path),
+                              "DELETE FROM transmission_queue"], cwd=ROOT, env=_env(),
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "read-only" in refused.stderr, refused.stderr
+
+    copy = tmp_path / "copy.duckdb"
+    run("snapshot", path, copy)
+    cli = subprocess.run([duckdb_binary(), "-readonly", "-csv", str(copy), "-c",
+                          "SELECT to_service_name FROM sys.transmission_queue"],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.split() == ["to_service_name", "FarService"]
+
+    routes = json.loads(run("routes", path, "-d", "A", "--json").stdout)
+    assert sorted(r["name"] for r in routes) == ["AutoCreatedLocal", "FarRoute"]
+    decision = json.loads(run("route", path, "FarService", "--origin", "A", "--json").stdout)
+    assert (decision["outcome"], decision["route"]) == ("send", "FarRoute")
+    assert run("cert", path).stdout.startswith("-----BEGIN CERTIFICATE-----")
+    exported = tmp_path / "export"
+    run("export", path, exported)
+    assert (exported / "routes.parquet").is_file()

@@ -11,6 +11,8 @@ from typing import Any
 
 from pybroker.cli_support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.errors import BrokerError
+from pybroker.server.pg import PgServer, password_from
+from pybroker.server.pg import add_serve_arguments as add_pg_arguments
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
@@ -35,6 +37,7 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     from pybroker.server.cli import add_serve_options
 
     add_serve_options(p)  # and clients of other processes, on FILE.sock (and TCP)
+    add_pg_arguments(p)
     p.set_defaults(usage_error=usage_error)
 
     p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
@@ -72,6 +75,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not sep or not name or not pem_file:
             raise args.usage_error(f"--trust takes NAME=PEM_FILE, not {item!r}")
         peers.append((name, _read_pem(Path(pem_file))))
+    pg_password = password_from(args)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -83,14 +87,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from pybroker.server.cli import start as serve_clients
 
         serve_clients(inst, args)  # stops when the instance closes
-        while not stop.wait(0.5):
-            pass
+        pg = None
+        if pg_password is not None:
+            pg = PgServer(inst, args.pg_host, args.pg_port, pg_password).start()
+            print(f"postgresql wire (read-only) on {pg.address}", flush=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            if pg is not None:
+                pg.stop()
     print("stopped", flush=True)
     return 0
 
 
 def cmd_cert(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+    from pybroker.connecting import connect  # a served file: through its server
 
     with connect(require_instance_file(args.file), worker=False) as inst:
         sys.stdout.write(inst.certificate)
@@ -98,7 +110,7 @@ def cmd_cert(args: argparse.Namespace) -> int:
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+    from pybroker.connecting import connect  # a served file: through its server
 
     require_instance_file(args.file)
     pem = _read_pem(args.pem_file)
@@ -109,7 +121,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
 
 
 def cmd_untrust(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+    from pybroker.connecting import connect  # a served file: through its server
 
     with connect(require_instance_file(args.file), worker=False) as inst:
         inst.untrust(args.name)

@@ -9,4 +9,6 @@ application), and ``pybroker.connect(FILE)`` in another process connects through
 - ``session``: one client's calls run on the API objects an embedded caller uses
 - ``server``: the I/O (a Unix socket beside the file, TCP when asked; a thread per client)
 - ``client``: the proxies a client process uses, with the API of Instance and the rest
+- ``snapshot``: a point-in-time copy of the file for DuckDB's own tools
+- ``pg_protocol``, ``pg``: the PostgreSQL wire protocol, read-only, for analysts' tools
 """

@@ -17,7 +17,9 @@ defined in pybroker.errors are rebuilt; any other name arrives as BrokerError.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pybroker import errors
@@ -37,7 +39,8 @@ _R, _W = False, True  # writes?
 CALLS: dict[tuple[str, str, str], bool] = {
     **{(INSTANCE, CALL_METHOD, name): w for name, w in (
         ("create_database", _W), ("database", _R), ("databases", _R), ("route", _R),
-        ("route_many", _R), ("explain", _R), ("sql", _R), ("trust", _W), ("untrust", _W),
+        ("route_many", _R), ("explain", _R), ("sql", _R), ("snapshot", _R), ("trust", _W),
+        ("untrust", _W),
         ("run_pending", _W), ("run_pending_all", _W))},
     **{(INSTANCE, GET_PROPERTY, name): w for name, w in (
         ("max_message_size", _R), ("forwarding", _R), ("forwarding_size_mb", _R),
@@ -83,6 +86,8 @@ def to_wire(value: Any, handle: Callable[[Any], Record | None]) -> Any:
     if dataclasses.is_dataclass(value) and RECORDS.get(type(value).__name__) is type(value):
         return Record(type(value).__name__, tuple(
             to_wire(getattr(value, f.name), handle) for f in dataclasses.fields(value)))
+    if isinstance(value, os.PathLike):  # a file the server wrote (snapshot): its path as text
+        return os.fspath(value)
     record = handle(value)
     return value if record is None else record
 
@@ -113,6 +118,8 @@ def outgoing(what: str, value: Any) -> Any:
     generator, a dict view) goes as a list, as the embedded API would iterate it once."""
     if isinstance(value, (str, bytes, bytearray, memoryview, int, float, type(None))):
         return value
+    if isinstance(value, os.PathLike):  # as this process means it: the server's cwd differs
+        return str(Path(value).absolute())
     if isinstance(value, (list, tuple)):
         items = [outgoing(what, v) for v in value]
         return items if isinstance(value, list) else tuple(items)
