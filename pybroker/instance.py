@@ -42,6 +42,7 @@ from pybroker.database_routes import RouteDDLMixin
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
+    InstanceClosedError,
     InvalidArgumentError,
     NotFoundError,
     StorageError,
@@ -65,6 +66,8 @@ from pybroker.wire.server_ddl import (
     DefinedEndpoint,
     ServerBatch,
 )
+
+CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions
 
 
 def connect(
@@ -154,14 +157,24 @@ class Instance:
     def path(self) -> Path | None:
         return self._store.path
 
-    def close(self) -> None:
-        if not self._closed:
-            if self._endpoint is not None:
-                self._endpoint.close()
-            if self._worker is not None:
-                self._worker.stop()
-            self._closed = True
-            self._store.close()
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Close the instance: stop its broker endpoint and worker, end every RECEIVE that
+        waits for messages, and close the file once the transactions other threads have
+        open end, waiting ``timeout`` seconds (default 5) at most. A transaction still open
+        then is rolled back: nothing of it is written (a message it received is back in its
+        queue), and the thread that runs it gets InstanceClosedError, as does every call
+        made during or after close(). Calling close() again does nothing."""
+        arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
+        if self._closed:
+            return
+        self._closed = True
+        self._store.closing(time.monotonic() + timeout)
+        self._messaging.begin_close()
+        if self._endpoint is not None:
+            self._endpoint.close()
+        if self._worker is not None:
+            self._worker.stop()
+        self._messaging.close()
 
     def __enter__(self) -> Instance:
         return self
@@ -185,7 +198,7 @@ class Instance:
     def _write(self, change: CatalogChange = EVERYTHING) -> _Write:
         """One write transaction; ``change`` says which routing answers it can alter."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         self._store.check_writable()
         return _Write(self, change)
 
@@ -217,7 +230,7 @@ class Instance:
         ``encryption=False`` (SQL Server's ENCRYPTION = DISABLED) speaks without TLS: peers
         still must be trusted, and every dialog frame is still signed (P6)."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         if self._endpoint is not None and not self._endpoint.is_closed:
             raise WireError(
                 f"the broker endpoint of this instance is already started, on "
@@ -263,7 +276,7 @@ class Instance:
         The background worker calls this when something is due; tests call it with their
         clock. Returns how many conversation endpoints it acted on."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         if now is not None:
             arguments.now(now)
         self._store.check_writable()
@@ -411,7 +424,7 @@ class Instance:
         on the instance's connection. A query DuckDB cannot run raises InvalidArgumentError
         carrying DuckDB's own explanation (the query is DuckDB's SQL)."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         check_read_only_query(query)
         if params is not None and not isinstance(params, (list, tuple, dict)):
             raise InvalidArgumentError(
@@ -419,6 +432,8 @@ class Instance:
         try:
             return self._store.connection.cursor().sql(query, params=params)
         except duckdb.Error as exc:
+            if self._store.closed:  # closed by another thread meanwhile
+                raise InstanceClosedError() from exc
             damage = damage_reason(exc)
             if damage is not None:
                 raise StorageError(damaged_message(str(self.path), damage)) from exc
