@@ -74,6 +74,17 @@ class StorageError(BrokerError):
     """The instance file cannot be used: not a DuckDB file, locked by another process, ..."""
 
 
+class InstanceClosedError(BrokerError):
+    """The instance was closed (``Instance.close()``, in this thread or another) before or
+    while the call ran: nothing of the call was written, and a transaction it was part of
+    was rolled back. Open the file again with ``pybroker.connect()`` to go on."""
+
+    def __init__(self, message: str = (
+            "the instance was closed (Instance.close()): nothing of this call was written; "
+            "open the file again with pybroker.connect() to go on")) -> None:
+        super().__init__(message)
+
+
 class TemplateError(BrokerError):
     """A SQL template failed to render, parse or transpile."""
 

@@ -55,6 +55,7 @@ from pybroker.database_routes import RouteDDLMixin
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
+    InstanceClosedError,
     InvalidArgumentError,
     NotFoundError,
     StorageError,
@@ -66,6 +67,8 @@ from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
 from pybroker.server.snapshot import write_snapshot
 from pybroker.storage import Store, damage_reason, damaged_message, translate_error
+
+CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions
 
 
 def connect(
@@ -162,16 +165,27 @@ class Instance:
         before the file does)."""
         self._on_close.append(callback)
 
-    def close(self) -> None:
-        if not self._closed:
-            for callback in reversed(self._on_close):
-                callback()
-            if self._endpoint is not None:
-                self._endpoint.close()
-            if self._worker is not None:
-                self._worker.stop()
-            self._closed = True
-            self._store.close()
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Close the instance: stop its broker endpoint and worker, end every RECEIVE that
+        waits for messages, and close the file once the transactions other threads have
+        open end, waiting ``timeout`` seconds (default 5) at most. A transaction still open
+        then is rolled back: nothing of it is written (a message it received is back in its
+        queue), and the thread that runs it gets InstanceClosedError, as does every call
+        made during or after close(). Calling close() again does nothing."""
+        arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
+        if self._closed:
+            return
+        callbacks, self._on_close = self._on_close, []
+        for callback in reversed(callbacks):  # a client server stops while the file is open
+            callback()
+        self._closed = True
+        self._store.closing(time.monotonic() + timeout)
+        self._messaging.begin_close()
+        if self._endpoint is not None:
+            self._endpoint.close()
+        if self._worker is not None:
+            self._worker.stop()
+        self._messaging.close()
 
     def __enter__(self) -> Instance:
         return self
@@ -195,7 +209,7 @@ class Instance:
     def _write(self, change: CatalogChange = EVERYTHING) -> _Write:
         """One write transaction; ``change`` says which routing answers it can alter."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         self._store.check_writable()
         return _Write(self, change)
 
@@ -232,7 +246,7 @@ class Instance:
         ``encryption=False`` (SQL Server's ENCRYPTION = DISABLED) speaks without TLS: peers
         still must be trusted, and every dialog frame is still signed (P6)."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         if self._endpoint is not None and not self._endpoint.is_closed:
             raise WireError(
                 f"the broker endpoint of this instance is already started, on "
@@ -278,7 +292,7 @@ class Instance:
         The background worker calls this when something is due; tests call it with their
         clock. Returns how many conversation endpoints it acted on."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         if now is not None:
             arguments.now(now)
         self._store.check_writable()
@@ -427,7 +441,7 @@ class Instance:
         on the instance's connection. A query DuckDB cannot run raises InvalidArgumentError
         carrying DuckDB's own explanation (the query is DuckDB's SQL)."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         check_read_only_query(query)
         if params is not None and not isinstance(params, (list, tuple, dict)):
             raise InvalidArgumentError(
@@ -435,6 +449,8 @@ class Instance:
         try:
             return self._store.connection.cursor().sql(query, params=params)
         except duckdb.Error as exc:
+            if self._store.closed:  # closed by another thread meanwhile
+                raise InstanceClosedError() from exc
             damage = damage_reason(exc)
             if damage is not None:
                 raise StorageError(damaged_message(str(self.path), damage)) from exc
