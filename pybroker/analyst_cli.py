@@ -17,11 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pybroker.cli_support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.connecting import connect  # a served file: through its server
-from pybroker.errors import BrokerError
 from pybroker.instance import Instance
-
-PROG = "pybroker"
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
@@ -30,7 +28,7 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                 "writes (through a view or macro too) is refused. Prints an aligned table "
                 "(also when stdout is not a terminal); --json or --csv for programs",
                 cmd_query)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("query", help="one SELECT (or FROM, WITH, VALUES, SHOW, DESCRIBE, "
                    "SUMMARIZE) in DuckDB's SQL; '-' reads it from stdin")
     p.add_argument("-p", "--param", action="append", default=[], metavar="VALUE",
@@ -47,17 +45,13 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                 "that DuckDB's CLI opens (duckdb -readonly OUT) with the sys.* views and "
                 "macros; it holds what was committed when it was taken and never changes "
                 "after", cmd_snapshot)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("out", type=Path, help="the new DuckDB file to write")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
 
 
 def _open_read_only(path: Path) -> Instance:
-    if not path.exists():
-        raise BrokerError(
-            f"no instance file at {path}; create one with: {PROG} create-database {path} NAME"
-        )
-    return connect(path, read_only=True, worker=False)
+    return connect(require_instance_file(path), read_only=True, worker=False)
 
 
 def cmd_query(args: argparse.Namespace) -> int:

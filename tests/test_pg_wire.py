@@ -48,20 +48,23 @@ def server(tmp_path_factory):
     secret = where / "pg-password"
     secret.write_text(PASSWORD + "\n")
     secret.chmod(0o600)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pybroker", "serve", str(path), "--port", "0", "--pg-port", "0",
-         "--pg-password-file", str(secret)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = where / "serve.stderr"
+    with log.open("w") as err:  # a file, not a pipe nobody reads: the server never blocks
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pybroker", "serve", str(path), "--port", "0",
+             "--pg-port", "0", "--pg-password-file", str(secret), "--quiet"],
+            stdout=subprocess.PIPE, stderr=err, text=True)
     try:
-        first = proc.stdout.readline().strip()
-        second = proc.stdout.readline().strip()
-        assert first.startswith("listening on tcp://127.0.0.1:"), (first, proc.stderr.read())
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        assert lines[0].startswith("listening on tcp://127.0.0.1:"), (lines, log.read_text())
+        assert lines[1].startswith("clients on "), lines
+        second = lines[2]
         assert second.startswith("postgresql wire (read-only) on 127.0.0.1:"), second
         yield int(second.rsplit(":", 1)[1]), proc
         assert proc.poll() is None, "the server stopped during the tests"
         os.kill(proc.pid, signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, log.read_text()
         assert out.strip() == "stopped"
     finally:
         if proc.poll() is None:
@@ -210,13 +213,13 @@ def test_pg_server_component_start_stop_and_connection_limit(tmp_path):
 def test_serve_needs_a_private_password(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv(PASSWORD_ENV, raising=False)
     path = tmp_path / "s.duckdb"
-    assert main(["serve", str(path), "--port", "0", "--pg-port", "0"]) == 1
+    assert main(["serve", str(path), "--port", "0", "--pg-port", "0", "--create"]) == 1
     assert f"--pg-password-file FILE, or set ${PASSWORD_ENV}" in capsys.readouterr().err
     open_to_all = tmp_path / "pw"
     open_to_all.write_text("x\n")
     open_to_all.chmod(0o644)
-    assert main(["serve", str(path), "--port", "0", "--pg-port", "0", "--pg-password-file",
-                 str(open_to_all)]) == 1
+    assert main(["serve", str(path), "--port", "0", "--pg-port", "0", "--create",
+                 "--pg-password-file", str(open_to_all)]) == 1
     assert "chmod 600" in capsys.readouterr().err
     assert not path.exists()  # refused before the instance was opened
 
