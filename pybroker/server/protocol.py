@@ -1,7 +1,7 @@
 """The client protocol's frames and values: bytes in, events out, nothing else.
 
 A client process talks to the process that holds an instance file (``pybroker serve``, or
-an application that called ``Instance.serve_clients()``) in frames of its own, unrelated
+an application that connected with ``serve=True``) in frames of its own, unrelated
 to the broker wire (pybroker.wire.frames). Every frame is
 
     magic "PBCS" (4) | version (1) | kind (1) | payload_len (4) | payload (payload_len)
