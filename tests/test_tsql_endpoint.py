@@ -343,7 +343,7 @@ def test_P2_two_instances_admit_each_other_in_tsql_and_talk(tmp_path):
         b.close()
 
 
-def test_the_own_certificate_name_is_kept_in_the_file_and_the_endpoint_is_not(tmp_path):
+def test_the_certificate_name_and_the_endpoint_are_kept_but_opening_starts_nothing(tmp_path):
     path = tmp_path / "a.duckdb"
     with pybroker.connect(path) as inst:
         pem = inst.certificate  # made before T-SQL names it: kept as it is (peers trust it)
@@ -353,14 +353,17 @@ def test_the_own_certificate_name_is_kept_in_the_file_and_the_endpoint_is_not(tm
         master.execute(BROKER_ENDPOINT.format(cert="Me"))
         started(inst)
     with pybroker.connect(path) as inst:
-        assert inst.endpoint is None  # not restarted on open (README)
+        assert inst.endpoint is None  # defined STARTED, but opening a file binds no port
         master = inst.database("master")
         with raises(AlreadyExistsError, "already exists as 'Me'"):
             master.execute("CREATE CERTIFICATE Other WITH SUBJECT = 's'")
+        with raises(AlreadyExistsError, "endpoint 'BrokerEndpoint' already exists"):
+            master.execute(BROKER_ENDPOINT.format(cert="Me"))
         with raises(NotFoundError, "certificate 'Nope' does not exist: this instance's "
                     "endpoint certificate is 'Me'"):
-            master.execute(BROKER_ENDPOINT.format(cert="Nope"))
-        master.execute(BROKER_ENDPOINT.format(cert="Me"))
+            master.execute("ALTER ENDPOINT BrokerEndpoint FOR SERVICE_BROKER "
+                           "(AUTHENTICATION = CERTIFICATE Nope)")
+        master.execute("ALTER ENDPOINT BrokerEndpoint STATE = STARTED")  # as it was
         started(inst)
 
 
