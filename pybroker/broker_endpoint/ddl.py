@@ -5,8 +5,8 @@ The endpoint's definition is kept in the instance file (``broker_endpoints``, on
 most: an instance has one Service Broker endpoint, as in SQL Server), and so are the
 certificates. Whether the endpoint listens is the process's business: opening the file
 starts nothing; ``pybroker serve FILE`` and ``Instance.start_endpoint()`` start the endpoint
-the file defines (``start_endpoint``), and the Instance remembers which running endpoint is
-the definition's, so that ALTER and DROP ENDPOINT stop, move or keep it.
+the file defines, and the Instance remembers which running endpoint is the definition's
+(``_defined_endpoint``), so that ALTER and DROP ENDPOINT stop, move or keep it.
 
 A batch is all or nothing, but starting and stopping a listener is not a row a rollback
 can undo, so a batch runs in three steps (``Database.run_statements``):
