@@ -26,8 +26,8 @@ from pybroker.arguments import check_read_only_query
 from pybroker.broker_endpoint.ddl import (
     MASTER_DATABASE_ID,
     SERVER_STATEMENTS,
-    DefinedEndpoint,
     ServerBatch,
+    stored_endpoint,
 )
 from pybroker.broker_endpoint.runtime import (
     Endpoint,
@@ -147,9 +147,9 @@ class Instance:
         self._worker: Worker | None = None
         self._endpoint: Endpoint | None = None
         self._on_close: list[Callable[[], None]] = []
-        # what CREATE ENDPOINT on master defined (pybroker.broker_endpoint.ddl), for the life of
-        # this Instance: like start_endpoint(), it is not kept in the file
-        self._endpoint_definition: DefinedEndpoint | None = None
+        # the running endpoint that is the one the file defines (CREATE ENDPOINT on master,
+        # pybroker.broker_endpoint.ddl): ALTER and DROP ENDPOINT stop, move or keep it
+        self._defined_endpoint: Endpoint | None = None
         if worker and not read_only:  # the worker writes (retries, timers, expiry)
             self._worker = Worker(self._messaging, self._clock)
             self._worker.start()
@@ -228,15 +228,15 @@ class Instance:
 
     def start_endpoint(
         self,
-        port: int = 4022,
-        host: str = "127.0.0.1",
+        port: int | None = None,
+        host: str | None = None,
         *,
         idle_timeout: float | None = None,
         fragment_size: int | None = None,
         connect_timeout: float | None = None,
         handshake_timeout: float | None = None,
         max_connections: int | None = None,
-        encryption: bool = True,
+        encryption: bool | None = None,
     ) -> Endpoint:
         """Listen for adjacent brokers on ``host:port`` (``port=0``: a free port) and send
         the messages whose route names a network address. Mutual TLS with this instance's
@@ -244,19 +244,33 @@ class Instance:
         ``idle_timeout`` (default 90 s) closes a connection nothing flowed on;
         ``fragment_size`` (default 1 MiB) is the largest fragment a message travels in.
         ``encryption=False`` (SQL Server's ENCRYPTION = DISABLED) speaks without TLS: peers
-        still must be trusted, and every dialog frame is still signed (P6)."""
+        still must be trusted, and every dialog frame is still signed (P6).
+
+        If the instance file defines the broker endpoint (CREATE ENDPOINT on master), what
+        is left out comes from its definition (LISTENER_PORT, LISTENER_IP, ENCRYPTION),
+        whatever its STATE, since this call is what starts it; what is given overrides the
+        definition for this endpoint only. The endpoint started is then the definition's:
+        ALTER and DROP ENDPOINT stop or move it. With no definition the defaults are port
+        4022, host 127.0.0.1 and encryption on."""
         if self._closed:
             raise InstanceClosedError()
         if self._endpoint is not None and not self._endpoint.is_closed:
             raise WireError(
                 f"the broker endpoint of this instance is already started, on "
                 f"{self._endpoint.address}; close it first")
+        defined = stored_endpoint(self)  # P2
+        if defined is not None:
+            port = defined.port if port is None else port
+            host = defined.host if host is None else host
+            encryption = defined.encryption if encryption is None else encryption
         settings = settings_for(
-            port, host, self._messaging.retry_scale, idle_timeout=idle_timeout,
+            4022 if port is None else port, "127.0.0.1" if host is None else host,
+            self._messaging.retry_scale, idle_timeout=idle_timeout,
             fragment_size=fragment_size, connect_timeout=connect_timeout,
             handshake_timeout=handshake_timeout, max_connections=max_connections,
             encryption=encryption)
         self._endpoint = Endpoint(self, settings)
+        self._defined_endpoint = self._endpoint if defined is not None else None
         return self._endpoint
 
     @property

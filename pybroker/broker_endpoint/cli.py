@@ -23,10 +23,14 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.add_argument("--create", action="store_true",
                    help="create the instance file if there is none (without this, a missing "
                    "file is refused, so that a typo never serves a new, empty instance)")
-    p.add_argument("--port", type=int, default=4022, help="TCP port (0: a free one; "
-                   "default 4022)")
-    p.add_argument("--host", default="127.0.0.1", help="address of this machine to listen "
-                   "on (default 127.0.0.1; 0.0.0.0 for all of its addresses)")
+    p.add_argument("--port", type=int, default=None, help="TCP port (0: a free one); "
+                   "overrides, for this run, the LISTENER_PORT of the endpoint the file "
+                   "defines (CREATE ENDPOINT on master) and starts it even if it is STOPPED "
+                   "or DISABLED; default: the file's endpoint as defined (not started unless "
+                   "STATE = STARTED), or 4022 if the file defines none")
+    p.add_argument("--host", default=None, help="address of this machine to listen on "
+                   "(0.0.0.0 for all of its addresses); overrides the file's LISTENER_IP "
+                   "for this run as --port does; default: the file's, or 127.0.0.1")
     p.add_argument("--trust", action="append", default=[], metavar="NAME=PEM_FILE",
                    help="admit a peer by its certificate (repeatable; kept in the file)")
     p.add_argument("--retry-scale", type=float, default=1.0,
@@ -82,8 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with connect(args.file, retry_scale=args.retry_scale) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
-        endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
-        print(f"listening on {endpoint.address}", flush=True)
+        print(_start_endpoint(inst, args), flush=True)
         from pybroker.server.cli import start as serve_clients
 
         serve_clients(inst, args)  # stops when the instance closes
@@ -99,6 +102,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 pg.stop()
     print("stopped", flush=True)
     return 0
+
+
+def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:
+    """Start the broker endpoint the file defines if it is STARTED, or --port/--host say
+    so (P2), and say where it listens; with no definition, as start_endpoint() does."""
+    from pybroker.broker_endpoint.ddl import stored_endpoint
+
+    defined = stored_endpoint(inst)
+    if args.port is None and args.host is None and defined is not None and (
+            defined.state != "STARTED"):
+        return (f"not listening: the broker endpoint {defined.name} is {defined.state} "
+                f"(ALTER ENDPOINT {defined.name} STATE = STARTED on master, or --port, "
+                "starts it)")
+    endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
+    return f"listening on {endpoint.address}"
 
 
 def cmd_cert(args: argparse.Namespace) -> int:
