@@ -90,12 +90,12 @@ def run(*, repeat: int = 3, quick: bool = False,
             _clients(server, clients, warm)
             for _ in range(repeat):
                 runs.setdefault("embedded", []).append(_embedded(local, sizes))
-                runs.setdefault("one_client", []).append(
-                    _clients(server, clients[:1], sizes))
-                eight, query = _clients(server, clients, sizes, reader=reader,
-                                        stop_file=folder / "stop")
-                runs.setdefault("clients", []).append(eight)
-                runs.setdefault("query", []).append(query)
+                one, _ = _clients(server, clients[:1], sizes)
+                runs.setdefault("one_client", []).append(one)
+                many, query = _clients(server, clients, sizes, reader=reader,
+                                       stop_file=folder / "stop")
+                runs.setdefault("clients", []).append(many)
+                runs.setdefault("query", []).append(query or {})
         finally:
             stack.close()
             for child in children:
@@ -183,8 +183,10 @@ def _embedded(local: Instance, sizes: dict[str, int]) -> dict[str, float]:
 
 
 def _clients(server: _Server, clients: list[_Child], sizes: dict[str, int], *,
-             reader: _Child | None = None, stop_file: Path | None = None) -> Any:
-    """Every client runs its own slot at once; with ``reader``, it queries meanwhile."""
+             reader: _Child | None = None, stop_file: Path | None = None,
+             ) -> tuple[dict[str, float], dict[str, float] | None]:
+    """Every client runs its own slot at once; with ``reader``, it queries meanwhile
+    (then the query latencies are the second of the two)."""
     for slot, child in enumerate(clients):
         child.ask("begin", slots=[slot], conversations=sizes["conversations"])
     idle_latencies: list[float] = []
@@ -217,7 +219,7 @@ def _clients(server: _Server, clients: list[_Child], sizes: dict[str, int], *,
                "client_cpu_us_per_message": sum(a["cpu_seconds"] for a in answers)
                / total * 1e6}
     if reader is None:
-        return figures
+        return figures, None
     latencies = query["latencies"]
     if not latencies:
         raise RuntimeError("the query client ran no query while the clients ran")
@@ -230,7 +232,7 @@ def _idle_case(server: _Server, child: _Child, count: int) -> dict[str, Any]:
     """The server's resident memory before and after ``count`` idle connections."""
     child.ask("idle", count=4)  # warm: the first connections' one-time costs
     child.ask("close_idle")
-    threads = server.wait_threads(lambda n: n, settle=True)
+    threads = server.wait_threads(lambda n: True, settle=True)
     before = server.rss_bytes()
     opened = child.ask("idle", count=count)["opened"]
     added = server.wait_threads(lambda n: n >= threads + count, settle=True) - threads
