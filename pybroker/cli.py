@@ -188,12 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_chaos_commands(sub, command, UsageError)
 
     p = command("bench", "measure how fast this machine routes, sends and receives, runs "
-                "the pipeline or crosses the wire between two instances", cmd_bench)
-    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire"),
+                "the pipeline, crosses the wire between two instances or serves client "
+                "processes", cmd_bench)
+    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire", "serve"),
                    help="what to measure: routing decisions, messaging in one instance, the "
-                   "pipeline's jobs, or messages between two instance processes over TCP")
+                   "pipeline's jobs, messages between two instance processes over TCP, or "
+                   "client processes of one served instance file")
     p.add_argument("--repeat", type=int, default=None,
-                   help="runs to take the median of (default: 5, 3 for pipeline and wire)")
+                   help="runs to take the median of (default: 5, 3 for pipeline, wire and "
+                   "serve)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--idle-conversations", type=int, default=None, metavar="N",
                    help="messaging: conversations of the idle case (default 100,000, "
@@ -383,13 +386,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat is None:
-        args.repeat = 3 if args.name in ("pipeline", "wire") else 5
+        args.repeat = 3 if args.name in ("pipeline", "wire", "serve") else 5
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.bench import messaging, pipeline, routing, wire
+    from pybroker.bench import messaging, pipeline, routing, serve, wire
 
     bench: Any = {"routing": routing, "messaging": messaging, "pipeline": pipeline,
-                  "wire": wire}[args.name]
+                  "wire": wire, "serve": serve}[args.name]
     if args.idle_conversations is not None and args.name != "messaging":
         raise UsageError("--idle-conversations goes with bench messaging")
     if args.name == "wire":
