@@ -530,16 +530,32 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
         return Conversation(self, ep.conversation_handle)
 
     def receive(
-        self, queue: str, *, max_messages: int = 1, timeout: float = 0.0
+        self,
+        queue: str,
+        *,
+        max_messages: int = 1,
+        timeout: float = 0.0,
+        conversation_handle: str | None = None,
+        conversation_group_id: str | None = None,
     ) -> list[Message]:
         """RECEIVE TOP (max_messages) FROM queue, waiting up to ``timeout`` seconds for the
         first message (WAITFOR). Returns messages of one conversation group, in order; they
-        leave the queue when the transaction commits (C3)."""
+        leave the queue when the transaction commits (C3). ``conversation_handle`` or
+        ``conversation_group_id`` (not both) is RECEIVE's WHERE clause: only that
+        conversation's or group's messages."""
         arguments.whole_number("max_messages", max_messages, minimum=1,
                                maximum=arguments.INT32_MAX)
         arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
-        return self._instance._messaging.receive(self.database_id, queue, max_messages,
-                                                 timeout)
+        return self._instance._messaging.receive(
+            self.database_id, queue, max_messages, timeout, conversation_handle,
+            conversation_group_id)
+
+    def get_conversation_group(self, queue: str, *, timeout: float = 0.0) -> str | None:
+        """GET CONVERSATION GROUP FROM queue: the conversation group the next RECEIVE takes,
+        waiting up to ``timeout`` seconds for a message (WAITFOR); None when none is ready."""
+        arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
+        return self._instance._messaging.get_conversation_group(self.database_id, queue,
+                                                                timeout)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Database]:
