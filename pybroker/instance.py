@@ -65,6 +65,7 @@ from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
 from pybroker.storage import Store, damage_reason, damaged_message, translate_error
+from pybroker.tsql.script import ResultSet
 
 
 def connect(
@@ -564,16 +565,34 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
         with self._instance._messaging.unit_of_work():
             yield self
 
-    def execute(self, tsql: str) -> None:
-        """Run T-SQL DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and
-        SERVICE (C2, C3); on master also CREATE/ALTER/DROP ENDPOINT and CREATE/DROP
-        CERTIFICATE (P2, pybroker.tsql.endpoint_ddl). A batch of several statements is all
-        or nothing."""
-        from pybroker.tsql import parse_batch
+    def execute(self, tsql: str) -> list[ResultSet]:
+        """Run a T-SQL batch; returns the result sets of its RECEIVEs and SELECTs, in order
+        (an empty list when it has none).
+
+        DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (C2,
+        C3); on master also CREATE/ALTER/DROP ENDPOINT and CREATE/DROP CERTIFICATE (P2,
+        pybroker.tsql.endpoint_ddl). A batch of DDL only is all or nothing.
+
+        Conversations, as a SQL Server script writes them: DECLARE, SET and SELECT of
+        variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION GROUP),
+        GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER and BEGIN/COMMIT/
+        ROLLBACK TRANSACTION (pybroker.tsql.script says how such a batch runs: each
+        statement in its own transaction outside BEGIN TRANSACTION, and a failed statement
+        stops the batch, rolling back an open transaction; the error then carries the result
+        sets returned before it as ``results``).
+
+        The whole batch is parsed first: a statement that is not understood runs nothing.
+        """
+        from pybroker.tsql.conversation_parser import is_conversation_statement, parse_script
+        from pybroker.tsql.script import run_script
 
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
-        self.run_statements(parse_batch(tsql, master=self.database_id == MASTER_DATABASE_ID))
+        statements = parse_script(tsql, master=self.database_id == MASTER_DATABASE_ID)
+        if not any(is_conversation_statement(s) for s in statements):
+            self.run_statements(statements)
+            return []
+        return run_script(self, statements)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.tsql) in one transaction: any error, nothing
