@@ -139,7 +139,8 @@ CONVERSATION_STATEMENTS = (
 )
 _VERBS = ("DECLARE", "SET", "SELECT", "BEGIN", "SEND", "RECEIVE", "WAITFOR", "GET", "END",
           "MOVE", "COMMIT", "ROLLBACK")
-_MAX_TIMEOUT = 2**31 - 1
+_NOT_TABLES = (" (SELECT reads values, variables and table variables here, not tables; "
+               "query the catalog with Instance.sql() or the DuckDB CLI)")
 
 
 def is_conversation_statement(statement: object) -> bool:
@@ -325,6 +326,8 @@ class _Reader:
                     break
         p.keyword("FROM", "FROM @table_variable")
         name_token = p.token
+        if not is_variable(name_token):
+            raise p.expected("a table variable (SELECT ... FROM @table)", _NOT_TABLES)
         table = self._variable("a table variable (SELECT ... FROM @table)")
         columns = self.tables.get(variable_key(table))
         if columns is None:
@@ -340,10 +343,7 @@ class _Reader:
 
     def _refuse_from(self) -> None:
         if self.p.token.is_word("FROM", "WHERE"):
-            raise self.p.expected(
-                "';' or the next statement",
-                " (SELECT reads values, variables and table variables here, not tables; "
-                "query the catalog with Instance.sql() or the DuckDB CLI)")
+            raise self.p.expected("';' or the next statement", _NOT_TABLES)
 
     def _alias(self, expression: Expression) -> str:
         from pybroker.tsql.expressions import column_name
