@@ -248,12 +248,16 @@ class _Run:
             top = as_whole_number(self.value(s.top), "TOP", where, minimum=1,
                                   maximum=_INT32_MAX)
         handle = group = None
+        matches = True
         if s.where is not None:
             column, expression = s.where
-            value = as_guid(self.value(expression), column, where)
+            found = self.value(expression)
+            matches = found is not None  # WHERE column = NULL keeps no message, as in SQL
+            value = as_guid(found, column, where) if matches else None
             handle, group = (value, None) if column == "conversation_handle" else (None, value)
-        messages = self.db.receive(s.queue, max_messages=top, timeout=self._timeout(s),
-                                   conversation_handle=handle, conversation_group_id=group)
+        messages = self.db.receive(
+            s.queue, max_messages=top, timeout=self._timeout(s), conversation_handle=handle,
+            conversation_group_id=group) if matches else []
         rows = [self._columns(m) for m in messages]
         if s.items and s.items[0][0] is not None:  # RECEIVE @v = column, ...
             for row in rows:
