@@ -137,9 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="the new service's name")
     p.add_argument("--queue", required=True, help="the queue the service's messages go to")
 
-    p = command("sql", "run a T-SQL batch in a database: DDL (CREATE/ALTER/DROP ROUTE, "
-                "MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP CONTRACT) as one all-or-nothing "
-                "batch, and conversations (DECLARE, BEGIN DIALOG, SEND, RECEIVE, WAITFOR, END "
+    p = command("sql", "run a T-SQL batch in a database: DDL as one all-or-nothing batch "
+                "(CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP "
+                "CONTRACT), and conversations (DECLARE, BEGIN DIALOG, SEND, RECEIVE, WAITFOR, END "
                 "CONVERSATION, BEGIN/COMMIT TRANSACTION, ...), printing what RECEIVE and "
                 "SELECT return", cmd_sql)
     _file_and_database(p)
