@@ -138,12 +138,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="the new service's name")
     p.add_argument("--queue", required=True, help="the queue the service's messages go to")
 
-    p = command("sql", "run T-SQL DDL in a database as one all-or-nothing batch: "
-                "CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP "
-                "CONTRACT", cmd_sql)
+    p = command("sql", "run a T-SQL batch in a database: DDL as one all-or-nothing batch "
+                "(CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP "
+                "CONTRACT), and conversations (DECLARE, BEGIN DIALOG, SEND, RECEIVE, WAITFOR, END "
+                "CONVERSATION, BEGIN/COMMIT TRANSACTION, ...), printing what RECEIVE and "
+                "SELECT return", cmd_sql)
     _file_and_database(p)
     p.add_argument("tsql", help="the statements; '-' reads them from stdin (UTF-8, or "
                    "UTF-16 with a byte order mark)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the result sets as JSON")
+    shown.add_argument("--csv", action="store_true", help="print the result sets as CSV")
+
+    from pybroker.messaging_cli import add_commands as add_messaging_commands
+
+    add_messaging_commands(sub, command, UsageError)
 
     p = command("databases", "list the databases with their broker identifiers", cmd_databases)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
@@ -260,13 +269,22 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     text = read_tsql(args.tsql)
+    from pybroker.messaging_cli import print_result_sets
+
     with _open_existing(args.file) as inst:
         try:
-            inst.database(args.database).execute(text)
+            results = inst.database(args.database).execute(text)
         except MasterOnlyError as exc:  # the command line's way to run it in master
             raise exc.with_hint(
                 f"run it with -d master: {PROG} sql {args.file} -d master ...") from None
-        print(f"ok: the batch ran in {args.database}")
+        except BrokerError as exc:  # what the batch returned before it stopped is shown
+            if getattr(exc, "results", None):
+                print_result_sets(exc.results, as_json=args.json, as_csv=args.csv)
+            raise
+        if results or args.json or args.csv:
+            print_result_sets(results, as_json=args.json, as_csv=args.csv)
+        else:
+            print(f"ok: the batch ran in {args.database}")
     return 0
 
 
