@@ -22,6 +22,7 @@ from pybroker.conversation.model import (
     Outgoing,
 )
 from pybroker.conversation.remote import Remote
+from pybroker.conversation.route_requests import RouteRequests
 from pybroker.conversation.states import TRANSITIONS, transition
 from pybroker.conversation.system_messages import (
     _ENDPOINT_CLOSED_TEXT,
@@ -55,6 +56,8 @@ class _Delivery:
 
 class DeliveryMixin:
     """The routing, delivery and delay/retry methods of Messaging (engine.py)."""
+
+    route_requests: RouteRequests  # R2.4, R8: made by Messaging
 
     # -- routing and delivery --------------------------------------------------------------
 
@@ -92,6 +95,8 @@ class DeliveryMixin:
                 return STATUS_NO_TRANSPORT
             return Remote(decision.address, decision.mirror_address)
         if decision.outcome != "deliver":
+            if decision.route_request_due:  # R2.4: DELAYED, and the routing service asked
+                self.route_requests.request(uow, ep.database_id, ep.far_service)
             return STATUS_NO_ROUTE
         catalog = self.catalog_named(decision.database)
         queue_name = catalog.services.get(ep.far_service)
@@ -298,6 +303,7 @@ class DeliveryMixin:
                     retries.append(ep)
             if retries:
                 self._retry(uow, retries, now_dt)
+            self.route_requests.run(uow, now_dt)  # R8.2
             if retry_all:
                 self.remote.release_inbound(uow)
             self.remote.flush_events(uow)
