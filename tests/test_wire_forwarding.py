@@ -83,6 +83,16 @@ def test_R7_3_memory_bound_drops_and_sending_releases():
     assert fw.held_bytes == 0
 
 
+def test_a_copy_of_a_fragment_still_held_is_not_held_twice():
+    fw = Forwarder()
+    assert fw.admit(fragment(0), B, 1, A, 0.0) is None
+    assert fw.admit(fragment(0), B, 2, A, 0.5) is None  # the sender's retransmission
+    assert fw.held_bytes == 100 + FRAGMENT_OVERHEAD
+    assert fw.return_path(CONV, True).connection == 2
+    fw.next_fragment(B, 1.0)
+    assert fw.admit(fragment(0), B, 2, A, 2.0) is None and fw.has_work(B)  # gone: again
+
+
 def test_an_unreachable_next_hop_releases_what_waits_for_it_only():
     fw = Forwarder()
     fw.admit(fragment(0), B, 1, A, 0.0)

@@ -96,6 +96,7 @@ class Forwarder:
         self.limit = limit
         self.held_bytes = 0
         self._queues: dict[str, deque[Held]] = {}
+        self._held: set[tuple[str, bool, int, int]] = set()  # the fragments held, by name
         self._paths: OrderedDict[tuple[str, bool], ReturnPath] = OrderedDict()
         self._max_paths = return_paths
 
@@ -105,9 +106,13 @@ class Forwarder:
               adjacent: str, now: float) -> Dropped | None:
         """Hold ``fragment`` for ``next_hop`` (None), or say why not (nothing is held then).
         Either way the return path of its direction is learnt: an acknowledgement of an
-        earlier copy still goes back."""
+        earlier copy still goes back. A retransmitted copy of a fragment still held is
+        not held twice."""
         self.learn(fragment, connection, adjacent)
         f = fragment
+        name = (f.conversation_id, f.from_initiator, f.sequence, f.fragment_number)
+        if name in self._held:
+            return None
         if f.hops_remaining <= 0:
             return Dropped(f, NO_HOPS, "the message has no hops left (a routing loop?)",
                            next_hop)
@@ -121,6 +126,7 @@ class Forwarder:
                 f"memory bound of {self.limit} bytes ({self.held_bytes} held)"), next_hop)
         self._queues.setdefault(next_hop, deque()).append(
             Held(f, next_hop, adjacent, now, size))
+        self._held.add(name)
         self.held_bytes += size
         return None
 
@@ -141,7 +147,7 @@ class Forwarder:
         dropped: list[Dropped] = []
         while queue:
             held = queue.popleft()
-            self.held_bytes -= held.size
+            self._release(held)
             f = held.fragment
             consumed = held.consumed_ms(now)
             if consumed >= f.time_to_live_ms:
@@ -165,9 +171,16 @@ class Forwarder:
     def drop_hop(self, next_hop: str, why: str) -> list[Dropped]:
         """Everything held for ``next_hop``, which cannot be reached, released."""
         queue = self._queues.pop(next_hop, None) or deque()
-        self.held_bytes -= sum(h.size for h in queue)
+        for held in queue:
+            self._release(held)
         return [Dropped(h.fragment, UNREACHABLE, f"{next_hop} cannot be reached: {why}",
                         next_hop) for h in queue]
+
+    def _release(self, held: Held) -> None:
+        f = held.fragment
+        self.held_bytes -= held.size
+        self._held.discard((f.conversation_id, f.from_initiator, f.sequence,
+                            f.fragment_number))
 
     # -- time -------------------------------------------------------------------------
 
@@ -184,7 +197,7 @@ class Forwarder:
             keep: deque[Held] = deque()
             for held in queue:
                 if now >= held.deadline():
-                    self.held_bytes -= held.size
+                    self._release(held)
                     f = held.fragment
                     dropped.append(Dropped(f, NO_TIME, (
                         f"the message spent its time to live ({f.time_to_live_ms} ms) "
