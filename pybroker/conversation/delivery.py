@@ -36,7 +36,7 @@ from pybroker.conversation.system_messages import (
     error_body,
 )
 from pybroker.errors import ConversationError
-from pybroker.routing.engine import to_utc_datetime
+from pybroker.routing.engine import OUTSIDE, to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.unit_of_work import UnitOfWork
@@ -89,6 +89,16 @@ class DeliveryMixin:
             decision = self._route(
                 ep.far_service, broker_instance=broker,
                 origin=self.catalog(ep.database_id).name)
+            if (decision.outcome == "send" and self.remote.wire is not None
+                    and self.remote.wire.is_own_address(decision.address or "")):
+                # R7.2: the route leads to this instance itself: of remote origin from
+                # here, routed again with msdb's table (R3.6: forwarding must be on to
+                # send it anywhere but LOCAL)
+                again = self._route(ep.far_service, broker_instance=broker, origin=OUTSIDE)
+                if again.outcome == "send" and self.remote.wire.is_own_address(
+                        again.address or ""):
+                    return STATUS_NO_ROUTE  # msdb's route leads here too: a loop
+                decision = again
             ep.route = decision
         if decision.outcome == "send":
             if self.remote.wire is None:
