@@ -594,11 +594,20 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
                 elif isinstance(statement, ddl.CreateQueue):
                     self.create_queue(
                         statement.name, statement.status, retention=statement.retention,
-                        poison_message_handling=statement.poison_message_handling)
+                        poison_message_handling=statement.poison_message_handling,
+                        activation_procedure=statement.activation_procedure,
+                        activation_status=statement.activation_status,
+                        max_queue_readers=statement.max_queue_readers,
+                        execute_as=statement.execute_as)
                 elif isinstance(statement, ddl.AlterQueue):
                     self.alter_queue(
                         statement.name, statement.status, retention=statement.retention,
-                        poison_message_handling=statement.poison_message_handling)
+                        poison_message_handling=statement.poison_message_handling,
+                        activation_procedure=statement.activation_procedure,
+                        activation_status=statement.activation_status,
+                        max_queue_readers=statement.max_queue_readers,
+                        execute_as=statement.execute_as,
+                        drop_activation=statement.drop_activation)
                 elif isinstance(statement, ddl.DropQueue):
                     self.drop_queue(statement.name)
                 elif isinstance(statement, ddl.CreateService):
