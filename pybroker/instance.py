@@ -22,6 +22,8 @@ from typing import Any
 import duckdb
 
 from pybroker import arguments
+from pybroker.activation.monitor import DEFAULT_INTERVAL
+from pybroker.activation.runner import DEFAULT_CLOSE_TIMEOUT, ActivationRunner
 from pybroker.arguments import check_read_only_query
 from pybroker.broker_endpoint.ddl import (
     MASTER_DATABASE_ID,
@@ -141,10 +143,17 @@ class Instance:
             self._store.close()
             raise
         self._worker: Worker | None = None
+        self._activation: ActivationRunner | None = None
         self._endpoint: Endpoint | None = None
         # what CREATE ENDPOINT on master defined (pybroker.broker_endpoint.ddl), for the life of
         # this Instance: like start_endpoint(), it is not kept in the file
         self._endpoint_definition: DefinedEndpoint | None = None
+        if not read_only:
+            try:  # what a process that ended without closing showed of its activation
+                ActivationRunner.clear(self._store)
+            except BaseException:
+                self._store.close()
+                raise
         if worker and not read_only:  # the worker writes (retries, timers, expiry)
             self._worker = Worker(self._messaging, self._clock)
             self._worker.start()
@@ -156,7 +165,11 @@ class Instance:
         return self._store.path
 
     def close(self) -> None:
+        """Close the instance: activation's readers get ``close_timeout`` seconds (see
+        start_activation) to return, then the endpoint, the worker and the file close."""
         if not self._closed:
+            if self._activation is not None:
+                self.stop_activation()
             if self._endpoint is not None:
                 self._endpoint.close()
             if self._worker is not None:
@@ -200,6 +213,46 @@ class Instance:
         """C3: poison message handling turns the queue OFF, as ALTER QUEUE would (the
         messaging engine calls this; it is given the method, not the instance)."""
         self._database_by_id(database_id).alter_queue(queue, status=False)
+
+    # -- activation (C3, pybroker.activation) ------------------------------------------
+
+    def start_activation(
+        self,
+        *,
+        check_interval: float = DEFAULT_INTERVAL,
+        close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+    ) -> None:
+        """Run internal activation in this process: a queue monitor for every queue with
+        ACTIVATION ON starts a reader (a thread calling the queue's callable with its
+        Database) when messages arrive and none runs, and while messages keep arriving
+        faster than the readers take them, one more at most every ``check_interval``
+        seconds, up to MAX_QUEUE_READERS. A reader that returns is started again only
+        when messages arrive (or a check finds the queue holding some).
+
+        ``pybroker serve`` calls this; an embedding application calls it once after
+        ``connect()``. ``close()`` stops it: it waits ``close_timeout`` seconds in all for
+        running readers to return, then abandons them (daemon threads; see
+        pybroker.activation.runner). A reader that raises is recorded in
+        sys.broker_events; sys.dm_broker_queue_monitors and sys.dm_broker_activated_tasks
+        show the monitors and running readers."""
+        if self._closed:
+            raise BrokerError("the instance is closed")
+        arguments.real_number("check_interval", check_interval, minimum=0.001, maximum=3600.0)
+        arguments.real_number("close_timeout", close_timeout, minimum=0.0, maximum=3600.0)
+        self._store.check_writable()
+        if self._activation is not None:
+            raise BrokerError("activation is already running in this instance; it runs "
+                              "once per instance (stop_activation() first)")
+        self._activation = ActivationRunner(
+            self._store, self._messaging, self._clock, self._database_by_id,
+            check_interval=check_interval, close_timeout=close_timeout)
+        self._activation.start()
+
+    def stop_activation(self) -> int:
+        """Stop activation (started readers get its ``close_timeout`` to return). Returns
+        how many readers were still running and are abandoned; 0 when none was running."""
+        runner, self._activation = self._activation, None
+        return 0 if runner is None else runner.stop()
 
     # -- the broker endpoint (P2) ------------------------------------------------------
 

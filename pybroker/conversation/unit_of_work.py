@@ -56,6 +56,7 @@ class UnitOfWork:
         self.taken_retained: list[int] = []
         self.locked = False
         self.enqueued = False
+        self.ready_queues: set[tuple[int, str]] = set()  # got ready messages (activation)
         self.wake = False
         self.retry_after_commit = False
         self.catalog_written = False  # a catalog write joined this transaction
@@ -145,6 +146,7 @@ class UnitOfWork:
             run("conversation/insert_queue_messages.sql", _queue_columns(queue_rows))
         if queue_rows:
             self.enqueued = True
+            self.ready_queues.update((r[0], r[1]) for r in queue_rows if r[3] == 1)
         # C3: received messages leave with this transaction; after the inserts, since a
         # message sent and received in one transaction is taken from the read-ahead
         # (ReceiveBuffer.delivered) before it was written
