@@ -85,7 +85,8 @@ def slow(db: pybroker.Database) -> None:
 
 
 def to_file(db: pybroker.Database) -> None:
-    """Receive until empty and append each body to the file PYBROKER_TEST_RECORD names."""
+    """Receive from the queue PYBROKER_TEST_QUEUE names until it is empty and append each
+    body to the file PYBROKER_TEST_RECORD names."""
     path = os.environ["PYBROKER_TEST_RECORD"]
 
     def keep(db: pybroker.Database, message: pybroker.Message) -> None:
@@ -93,7 +94,7 @@ def to_file(db: pybroker.Database) -> None:
             with open(path, "ab") as out:
                 out.write(message.message_body + b"\n")
 
-    _drain(db, QUEUE, keep)
+    _drain(db, os.environ.get("PYBROKER_TEST_QUEUE", QUEUE), keep)
 
 
 not_callable = 42

@@ -24,8 +24,10 @@ returns while holding an open transaction holds the instance as any transaction 
 
 The tables behind the two views are a snapshot of this process's memory, rewritten when
 a monitor or the set of running readers changes (at most ``POLL`` seconds late), emptied
-when activation stops and when the instance file is opened for writing, so an analyst in
-another process reads them from the file like any view.
+when activation stops and when the instance file is opened for writing. Keeping them in
+the file rather than in a view over Python objects makes them plain SQL: every cursor of
+the instance (``Instance.sql()``) and whatever opens the file later reads them, joined with
+the other sys views, and a file left by a process that died shows nothing stale.
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ from pybroker.errors import BrokerError
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
-    p = command("serve", "run the instance with its broker endpoint and worker until "
-                "SIGINT or SIGTERM; prints the address it listens on", cmd_serve)
+    p = command("serve", "run the instance with its broker endpoint, worker and activation "
+                "(queues WITH ACTIVATION start their Python callables, importable through "
+                "PYTHONPATH) until SIGINT or SIGTERM; prints the address it listens on",
+                cmd_serve)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("--create", action="store_true",
                    help="create the instance file if there is none (without this, a missing "
@@ -75,6 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for name, pem in peers:
             inst.trust(name, pem)
         endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
+        inst.start_activation()  # C3: closing gives running readers a bounded time
         print(f"listening on {endpoint.address}", flush=True)
         while not stop.wait(0.5):
             pass
