@@ -92,7 +92,8 @@ def connect(
     background worker: the delay/retry loop then runs only when ``Instance.run_pending()``
     is called (tests drive it step by step with their clock). ``endpoint_cache`` is how
     many conversation endpoints stay in memory (the most recently used; P7): idle ones are
-    read again from the file when used.
+    read again from the file when used. Queues WITH ACTIVATION start their callables only
+    once ``Instance.start_activation()`` is called (``pybroker serve`` calls it).
     """
     return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
                     endpoint_cache=endpoint_cache, read_only=read_only)
