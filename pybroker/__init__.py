@@ -7,6 +7,7 @@
 """
 
 from pybroker.broker_endpoint.runtime import Endpoint
+from pybroker.connecting import connect
 from pybroker.conversation import Conversation, Message
 from pybroker.errors import (
     AlreadyExistsError,
@@ -15,6 +16,7 @@ from pybroker.errors import (
     ConversationError,
     ConversationStateError,
     FrameError,
+    InstanceClosedError,
     InUseError,
     InvalidArgumentError,
     MasterOnlyError,
@@ -23,6 +25,8 @@ from pybroker.errors import (
     PipelineError,
     QueueDisabledError,
     RouteDefinitionError,
+    ServerError,
+    ServerGoneError,
     StorageError,
     TemplateError,
     TsqlSyntaxError,
@@ -38,7 +42,6 @@ from pybroker.instance import (
     Queue,
     Route,
     Service,
-    connect,
 )
 from pybroker.routing.decision import RouteDecision, TraceStep
 from pybroker.routing.engine import OUTSIDE, ExplainStep
@@ -60,6 +63,7 @@ __all__ = [
     "FrameError",
     "InUseError",
     "Instance",
+    "InstanceClosedError",
     "InvalidArgumentError",
     "MasterOnlyError",
     "Message",
@@ -72,6 +76,8 @@ __all__ = [
     "Route",
     "RouteDecision",
     "RouteDefinitionError",
+    "ServerError",
+    "ServerGoneError",
     "Service",
     "StorageError",
     "TemplateError",

@@ -119,7 +119,13 @@ def now(value: object) -> float:
     return real_number("the clock's time", value, minimum=0.0, maximum=MAX_EPOCH_SECONDS)
 
 
-_SIDE_EFFECT_FUNCTIONS = re.compile(r"\b(nextval|setseed)\s*\(", re.IGNORECASE)
+# Functions a SELECT may call that change state: a sequence, the random seed, a checkpoint
+# of the file, DuckDB's log and profiling settings (which every connection shares), or a
+# serialized plan run as is. A name may be double-quoted in DuckDB's SQL.
+_SIDE_EFFECT_FUNCTIONS = re.compile(
+    r'(?<![\w$])"?(nextval|setseed|checkpoint|force_checkpoint|enable_logging|disable_logging'
+    r'|enable_profiling|disable_profiling|truncate_duckdb_logs|write_log'
+    r'|json_execute_serialized_sql)"?\s*\(', re.IGNORECASE)
 
 
 def check_read_only_query(query: object) -> str:
@@ -142,9 +148,12 @@ def check_read_only_query(query: object) -> str:
             f"Instance.sql() is read-only: a {kind.name} statement is refused (it could "
             "change the instance file or what is outside it); change the instance through "
             "the API or Database.execute()")
-    if _SIDE_EFFECT_FUNCTIONS.search(query):
+    called = _SIDE_EFFECT_FUNCTIONS.search(query)
+    if called:
         raise InvalidArgumentError(
-            "Instance.sql() is read-only: nextval() and setseed() change state")
+            f"Instance.sql() is read-only: {called.group(1).lower()}() is refused, as it "
+            "changes state (a sequence, the random seed, a checkpoint of the file, logging "
+            "or profiling)")
     return query
 
 

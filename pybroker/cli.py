@@ -23,8 +23,9 @@ from pybroker.cli_support import (
     read_tsql,
     require_instance_file,
 )
+from pybroker.connecting import connect  # a served file: through its server
 from pybroker.errors import BrokerError, MasterOnlyError
-from pybroker.instance import Instance, connect
+from pybroker.instance import Instance
 from pybroker.routing.decision import STEP_TEXT, RouteDecision
 
 JSON_HELP = "print the result as JSON"
@@ -177,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pybroker.broker_endpoint.cli import add_commands as add_wire_commands
 
     add_wire_commands(sub, command, UsageError)
+
+    from pybroker.analyst_cli import add_commands as add_analyst_commands
+
+    add_analyst_commands(sub, command, UsageError)
 
     from pybroker.chaos.cli import add_commands as add_chaos_commands
 

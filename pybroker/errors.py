@@ -74,6 +74,17 @@ class StorageError(BrokerError):
     """The instance file cannot be used: not a DuckDB file, locked by another process, ..."""
 
 
+class InstanceClosedError(BrokerError):
+    """The instance was closed (``Instance.close()``, in this thread or another) before or
+    while the call ran: nothing of the call was written, and a transaction it was part of
+    was rolled back. Open the file again with ``pybroker.connect()`` to go on."""
+
+    def __init__(self, message: str = (
+            "the instance was closed (Instance.close()): nothing of this call was written; "
+            "open the file again with pybroker.connect() to go on")) -> None:
+        super().__init__(message)
+
+
 class TemplateError(BrokerError):
     """A SQL template failed to render, parse or transpile."""
 
@@ -124,3 +135,14 @@ class WireError(BrokerError):
 class FrameError(WireError):
     """Bytes from the network are not a valid frame (P1): the only error the frame decoder
     raises, whatever it is fed. The connection that sent them is closed."""
+
+
+class ServerError(BrokerError):
+    """The client server refused or could not serve a client: a wrong token, too many
+    clients, a request or transaction open past the server's time-out, bytes that are not
+    a client frame (the only error the client frame decoder raises, whatever it is fed)."""
+
+
+class ServerGoneError(ServerError, ConnectionError):
+    """The server a client was connected through stopped (or the connection to it broke);
+    connect again when it is back (nothing its open transaction did was committed)."""

@@ -28,8 +28,8 @@ from pybroker.arguments import check_read_only_query
 from pybroker.broker_endpoint.ddl import (
     MASTER_DATABASE_ID,
     SERVER_STATEMENTS,
-    DefinedEndpoint,
     ServerBatch,
+    stored_endpoint,
 )
 from pybroker.broker_endpoint.runtime import (
     Endpoint,
@@ -57,6 +57,7 @@ from pybroker.database_routes import RouteDDLMixin
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
+    InstanceClosedError,
     InvalidArgumentError,
     NotFoundError,
     StorageError,
@@ -66,7 +67,10 @@ from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
+from pybroker.server.snapshot import write_snapshot
 from pybroker.storage import Store, damage_reason, damaged_message, translate_error
+
+CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions
 
 
 def connect(
@@ -146,9 +150,10 @@ class Instance:
         self._worker: Worker | None = None
         self._activation: ActivationRunner | None = None
         self._endpoint: Endpoint | None = None
-        # what CREATE ENDPOINT on master defined (pybroker.broker_endpoint.ddl), for the life of
-        # this Instance: like start_endpoint(), it is not kept in the file
-        self._endpoint_definition: DefinedEndpoint | None = None
+        self._on_close: list[Callable[[], None]] = []
+        # the running endpoint that is the one the file defines (CREATE ENDPOINT on master,
+        # pybroker.broker_endpoint.ddl): ALTER and DROP ENDPOINT stop, move or keep it
+        self._defined_endpoint: Endpoint | None = None
         if not read_only:
             try:  # what a process that ended without closing showed of its activation
                 ActivationRunner.clear(self._store)
@@ -165,18 +170,38 @@ class Instance:
     def path(self) -> Path | None:
         return self._store.path
 
-    def close(self) -> None:
-        """Close the instance: activation's readers get ``close_timeout`` seconds (see
-        start_activation) to return, then the endpoint, the worker and the file close."""
-        if not self._closed:
-            if self._activation is not None:
-                self.stop_activation()
-            if self._endpoint is not None:
-                self._endpoint.close()
-            if self._worker is not None:
-                self._worker.stop()
-            self._closed = True
-            self._store.close()
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` first when the instance closes (a client server stops
+        before the file does)."""
+        self._on_close.append(callback)
+
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Close the instance: stop its broker endpoint and worker, end every RECEIVE that
+        waits for messages, and close the file once the transactions other threads have
+        open end, waiting ``timeout`` seconds (default 5) at most. A transaction still open
+        then is rolled back: nothing of it is written (a message it received is back in its
+        queue), and the thread that runs it gets InstanceClosedError, as does every call
+        made during or after close(). Calling close() again does nothing.
+
+        Activation (start_activation) stops first among them: no reader starts from then
+        on, the ones whose RECEIVE waits see it end, and the running ones get the
+        ``close_timeout`` start_activation was given to return before they are abandoned."""
+        arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
+        if self._closed:
+            return
+        callbacks, self._on_close = self._on_close, []
+        for callback in reversed(callbacks):  # a client server stops while the file is open
+            callback()
+        self._closed = True
+        self._store.closing(time.monotonic() + timeout)
+        self._messaging.begin_close()
+        if self._activation is not None:
+            self.stop_activation()
+        if self._endpoint is not None:
+            self._endpoint.close()
+        if self._worker is not None:
+            self._worker.stop()
+        self._messaging.close()
 
     def __enter__(self) -> Instance:
         return self
@@ -200,7 +225,7 @@ class Instance:
     def _write(self, change: CatalogChange = EVERYTHING) -> _Write:
         """One write transaction; ``change`` says which routing answers it can alter."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         self._store.check_writable()
         return _Write(self, change)
 
@@ -237,7 +262,7 @@ class Instance:
         sys.broker_events; sys.dm_broker_queue_monitors and sys.dm_broker_activated_tasks
         show the monitors and running readers."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         arguments.real_number("check_interval", check_interval, minimum=0.001, maximum=3600.0)
         arguments.real_number("close_timeout", close_timeout, minimum=0.0, maximum=3600.0)
         self._store.check_writable()
@@ -259,15 +284,15 @@ class Instance:
 
     def start_endpoint(
         self,
-        port: int = 4022,
-        host: str = "127.0.0.1",
+        port: int | None = None,
+        host: str | None = None,
         *,
         idle_timeout: float | None = None,
         fragment_size: int | None = None,
         connect_timeout: float | None = None,
         handshake_timeout: float | None = None,
         max_connections: int | None = None,
-        encryption: bool = True,
+        encryption: bool | None = None,
     ) -> Endpoint:
         """Listen for adjacent brokers on ``host:port`` (``port=0``: a free port) and send
         the messages whose route names a network address. Mutual TLS with this instance's
@@ -275,19 +300,33 @@ class Instance:
         ``idle_timeout`` (default 90 s) closes a connection nothing flowed on;
         ``fragment_size`` (default 1 MiB) is the largest fragment a message travels in.
         ``encryption=False`` (SQL Server's ENCRYPTION = DISABLED) speaks without TLS: peers
-        still must be trusted, and every dialog frame is still signed (P6)."""
+        still must be trusted, and every dialog frame is still signed (P6).
+
+        If the instance file defines the broker endpoint (CREATE ENDPOINT on master), what
+        is left out comes from its definition (LISTENER_PORT, LISTENER_IP, ENCRYPTION),
+        whatever its STATE, since this call is what starts it; what is given overrides the
+        definition for this endpoint only. The endpoint started is then the definition's:
+        ALTER and DROP ENDPOINT stop or move it. With no definition the defaults are port
+        4022, host 127.0.0.1 and encryption on."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         if self._endpoint is not None and not self._endpoint.is_closed:
             raise WireError(
                 f"the broker endpoint of this instance is already started, on "
                 f"{self._endpoint.address}; close it first")
+        defined = stored_endpoint(self)  # P2
+        if defined is not None:
+            port = defined.port if port is None else port
+            host = defined.host if host is None else host
+            encryption = defined.encryption if encryption is None else encryption
         settings = settings_for(
-            port, host, self._messaging.retry_scale, idle_timeout=idle_timeout,
+            4022 if port is None else port, "127.0.0.1" if host is None else host,
+            self._messaging.retry_scale, idle_timeout=idle_timeout,
             fragment_size=fragment_size, connect_timeout=connect_timeout,
             handshake_timeout=handshake_timeout, max_connections=max_connections,
             encryption=encryption)
         self._endpoint = Endpoint(self, settings)
+        self._defined_endpoint = self._endpoint if defined is not None else None
         return self._endpoint
 
     @property
@@ -323,7 +362,7 @@ class Instance:
         The background worker calls this when something is due; tests call it with their
         clock. Returns how many conversation endpoints it acted on."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         if now is not None:
             arguments.now(now)
         self._store.check_writable()
@@ -464,14 +503,15 @@ class Instance:
 
         Only a single SELECT (WITH ..., FROM ..., VALUES, SHOW, DESCRIBE, SUMMARIZE) is
         run; a statement that writes, attaches, copies out, sets, installs or loads raises
-        InvalidArgumentError, as does a SELECT calling nextval() or setseed(). Changes go
+        InvalidArgumentError, as does a SELECT calling nextval(), setseed(), checkpoint() or
+        another function that changes state (arguments.py lists them). Changes go
         through the API or T-SQL (``Database.execute()``), which keep routing and the
         messaging engine in step with the file. It runs on its own cursor, so it sees what
         is committed and never disturbs the background worker or a transaction in progress
         on the instance's connection. A query DuckDB cannot run raises InvalidArgumentError
         carrying DuckDB's own explanation (the query is DuckDB's SQL)."""
         if self._closed:
-            raise BrokerError("the instance is closed")
+            raise InstanceClosedError()
         check_read_only_query(query)
         if params is not None and not isinstance(params, (list, tuple, dict)):
             raise InvalidArgumentError(
@@ -479,6 +519,8 @@ class Instance:
         try:
             return self._store.connection.cursor().sql(query, params=params)
         except duckdb.Error as exc:
+            if self._store.closed:  # closed by another thread meanwhile
+                raise InstanceClosedError() from exc
             damage = damage_reason(exc)
             if damage is not None:
                 raise StorageError(damaged_message(str(self.path), damage)) from exc
@@ -486,6 +528,20 @@ class Instance:
         except (TypeError, ValueError, RuntimeError, UnicodeError) as exc:
             raise InvalidArgumentError(
                 f"params cannot be bound to the query: {type(exc).__name__}") from exc
+
+    def snapshot(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write a point-in-time copy of the instance to the new DuckDB file ``path``.
+
+        The copy holds every table, ``sys.*`` view and macro as committed at one moment
+        (one transaction reads them all), so DuckDB's own CLI opens it while this process
+        still holds the instance file: ``duckdb -readonly OUT.duckdb``. It is as fresh as
+        the moment it was taken and never changes after; take another to see later changes.
+        An existing ``path`` is refused unless ``overwrite=True``. Returns the path written
+        (pybroker.server.snapshot)."""
+        if self._closed:
+            raise BrokerError("the instance is closed")
+        arguments.flag("overwrite", overwrite)
+        return write_snapshot(self._store, path, overwrite=overwrite)
 
 
 class _Write:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 import duckdb
 
 from pybroker import no_pandas, sql_templates
-from pybroker.errors import BrokerError, InvalidArgumentError, StorageError
+from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError, StorageError
 from pybroker.resources import migrations_dir, sql_dir
 
 no_pandas.install()  # every bound statement costs half as much (see no_pandas.py)
@@ -42,6 +43,48 @@ def utc_now() -> datetime:
 # 1 MiB bodies over the wire went from ~31-38 to ~43-46 MB/s (`pybroker bench wire` case d,
 # 40 messages). The cost: a file reopened after a crash replays up to this much log.
 CHECKPOINT_THRESHOLD = "64MiB"
+
+# seconds: how long close() keeps interrupting a statement another thread still runs after
+# close's deadline before it leaves closing the connection to that statement's end
+INTERRUPT_WAIT = 2.0
+_LOCK_POLL = 0.05  # seconds between looks at close's deadline while waiting for the lock
+
+
+class StoreLock:
+    """The store's re-entrant lock: one thread uses the connection at a time, and holds it
+    for a whole transaction. While the store closes, a thread that waits for the lock gives
+    up at close's deadline (InstanceClosedError) rather than waiting for ever behind a
+    transaction close is about to cut off."""
+
+    __slots__ = ("_lock", "deadline")
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.deadline: float | None = None  # time.monotonic(); set by Store.closing()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        lock = self._lock
+        if not blocking or timeout >= 0:
+            return lock.acquire(blocking, timeout)
+        if lock.acquire(False):
+            return True
+        while not lock.acquire(True, _LOCK_POLL):
+            deadline = self.deadline
+            if deadline is not None and time.monotonic() >= deadline:
+                raise InstanceClosedError(
+                    "the instance was closed while this call waited for another thread's "
+                    "transaction to end: nothing of this call was written; open the file "
+                    "again with pybroker.connect() to go on")
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 class Store:
@@ -64,7 +107,13 @@ class Store:
         self._con.execute("SET enable_progress_bar = false")
         if not read_only:
             self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
-        self._lock = threading.RLock()
+        self._lock = StoreLock()
+        # close() and the statements of other threads agree here on whether the connection
+        # may still be used, and on who closes it (Store.close)
+        self._state = threading.Lock()
+        self._closed = False
+        self._running = 0  # statements on the connection now (at most one, under _lock)
+        self._close_pending = False  # the last running statement closes the connection
         self._depth = 0
         self._end_callbacks: list[Callable[[bool], None]] = []
         try:
@@ -88,34 +137,60 @@ class Store:
                 "read_only=True to change it")
 
     def _translate(self, exc: duckdb.Error) -> BrokerError:
+        if self._closed:  # cut off by close(): interrupted, or the connection went
+            return InstanceClosedError()
         return translate_error(exc, self._target, read_only=self.read_only)
 
     # -- queries -------------------------------------------------------------------------
 
+    def _begin_statement(self) -> duckdb.DuckDBPyConnection:
+        """The connection for one statement (under _lock), unless the store is closed."""
+        with self._state:
+            if self._closed:
+                raise InstanceClosedError()
+            self._running += 1
+        return self._con
+
+    def _end_statement(self) -> None:
+        with self._state:
+            self._running -= 1
+            if self._close_pending and not self._running:
+                self._close_pending = False
+                self._con.close()
+
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> None:
         with self._lock:
+            con = self._begin_statement()
             try:
-                self._con.execute(sql, params)
+                con.execute(sql, params)
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
 
     def fetchall(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> list[tuple[Any, ...]]:
         with self._lock:
+            con = self._begin_statement()
             try:
-                return self._con.execute(sql, params).fetchall()
+                return con.execute(sql, params).fetchall()
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
 
     def fetchone(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> tuple[Any, ...] | None:
         with self._lock:
+            con = self._begin_statement()
             try:
-                return self._con.execute(sql, params).fetchone()
+                return con.execute(sql, params).fetchone()
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
 
     def run(
         self, template: str, params: dict[str, Any] | None = None
@@ -123,22 +198,28 @@ class Store:
         """Run a statement of sql/ (rendered without variables) with bound parameters."""
         sql = sql_templates.render(template)
         with self._lock:
+            con = self._begin_statement()
             try:
-                cursor = self._con.execute(sql, params)
+                cursor = con.execute(sql, params)
                 return cursor.fetchall() if cursor.description else []
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
 
     def query(self, template: str, params: dict[str, Any] | None = None, **variables: Any):
         """Run a template of sql/ with bound parameters; returns (column names, rows)."""
         sql = sql_templates.render(template, **variables)
         with self._lock:
+            con = self._begin_statement()
             try:
-                cursor = self._con.execute(sql, params)
+                cursor = con.execute(sql, params)
                 columns = [d[0] for d in cursor.description]
                 return columns, cursor.fetchall()
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -189,9 +270,45 @@ class Store:
         """Call ``callback(committed)`` after every outermost COMMIT (True) or ROLLBACK."""
         self._end_callbacks.append(callback)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def closing(self, deadline: float) -> None:
+        """close() is coming and waits for other threads until ``deadline``
+        (time.monotonic()): a thread waiting for the connection gives up then."""
+        self._lock.deadline = deadline
+
     def close(self) -> None:
-        with self._lock:
+        """Close the file once the transaction another thread has open ends, or, if
+        closing() gave a deadline, at that deadline at the latest: a transaction still open
+        then is cut off (its running statement interrupted, the connection closed), so
+        DuckDB discards it and nothing of it is written. Every statement after this raises
+        InstanceClosedError."""
+        lock = self._lock
+        deadline = lock.deadline
+        held = lock.acquire(True, -1 if deadline is None else max(
+            0.0, deadline - time.monotonic()))
+        try:
+            with self._state:
+                if self._closed:
+                    return
+                self._closed = True
+                running = self._running
+            stop = time.monotonic() + INTERRUPT_WAIT
+            while running and time.monotonic() < stop:
+                self._con.interrupt()  # DuckDB's way to stop a statement from another thread
+                time.sleep(0.01)
+                with self._state:
+                    running = self._running
+            with self._state:
+                if self._running:  # never close a connection under a running statement
+                    self._close_pending = True
+                    return
             self._con.close()
+        finally:
+            if held:
+                lock.release()
 
     @property
     def connection(self) -> duckdb.DuckDBPyConnection:

@@ -547,7 +547,12 @@ def test_c4_a_network_route_waits_with_a_connection_status(broker):
     conv.send(b"x")
     ((db, seq, mtype, is_end, status),) = transmission_queue(broker)
     assert (db, seq, mtype, is_end, status) == ("A", 0, "DEFAULT", False, STATUS_NO_TRANSPORT)
-    assert status.startswith("Connection attempt failed with error: ")
+    # C4, P2: what is true here (no endpoint started) and how to start one
+    assert status == (
+        "Connection attempt failed with error: 'no broker endpoint is started in this "
+        "process; start one with Instance.start_endpoint() from Python, CREATE ENDPOINT ... "
+        "FOR SERVICE_BROKER on master, or `pybroker serve FILE` from a shell, and the "
+        "message leaves then'.")
     (row,) = broker.rows("SELECT to_service_name, from_service_name, service_contract_name, "
                          "to_broker_instance, fragment_number, fragment_count, message_size, "
                          "message_body FROM sys.transmission_queue")

@@ -343,7 +343,7 @@ def test_P2_two_instances_admit_each_other_in_tsql_and_talk(tmp_path):
         b.close()
 
 
-def test_the_own_certificate_name_is_kept_in_the_file_and_the_endpoint_is_not(tmp_path):
+def test_the_certificate_name_and_the_endpoint_are_kept_but_opening_starts_nothing(tmp_path):
     path = tmp_path / "a.duckdb"
     with pybroker.connect(path) as inst:
         pem = inst.certificate  # made before T-SQL names it: kept as it is (peers trust it)
@@ -353,14 +353,17 @@ def test_the_own_certificate_name_is_kept_in_the_file_and_the_endpoint_is_not(tm
         master.execute(BROKER_ENDPOINT.format(cert="Me"))
         started(inst)
     with pybroker.connect(path) as inst:
-        assert inst.endpoint is None  # not restarted on open (README)
+        assert inst.endpoint is None  # defined STARTED, but opening a file binds no port
         master = inst.database("master")
         with raises(AlreadyExistsError, "already exists as 'Me'"):
             master.execute("CREATE CERTIFICATE Other WITH SUBJECT = 's'")
+        with raises(AlreadyExistsError, "endpoint 'BrokerEndpoint' already exists"):
+            master.execute(BROKER_ENDPOINT.format(cert="Me"))
         with raises(NotFoundError, "certificate 'Nope' does not exist: this instance's "
                     "endpoint certificate is 'Me'"):
-            master.execute(BROKER_ENDPOINT.format(cert="Nope"))
-        master.execute(BROKER_ENDPOINT.format(cert="Me"))
+            master.execute("ALTER ENDPOINT BrokerEndpoint FOR SERVICE_BROKER "
+                           "(AUTHENTICATION = CERTIFICATE Nope)")
+        master.execute("ALTER ENDPOINT BrokerEndpoint STATE = STARTED")  # as it was
         started(inst)
 
 
@@ -449,3 +452,145 @@ def test_one_endpoint_per_instance_and_not_inside_a_transaction(tmp_path):
         api.close()
         with master.transaction(), raises(WireError, "inside Database.transaction()"):
             master.execute("CREATE ENDPOINT e AS TCP (LISTENER_PORT = 0) FOR SERVICE_BROKER ()")
+
+
+# -- kept in the instance file -----------------------------------------------------------------
+
+
+def endpoint_rows(inst: pybroker.Instance) -> tuple[list, list]:
+    broker = inst.sql(
+        "SELECT name, endpoint_id, protocol_desc, type_desc, state, state_desc, "
+        "is_message_forwarding_enabled, message_forwarding_size, connection_auth_desc, "
+        "certificate_name, encryption_algorithm, encryption_algorithm_desc "
+        "FROM sys.service_broker_endpoints").fetchall()
+    tcp = inst.sql("SELECT name, endpoint_id, protocol_desc, type_desc, state_desc, port, "
+                   "is_dynamic_port, ip_address FROM sys.tcp_endpoints").fetchall()
+    return broker, tcp
+
+
+def test_P2_create_alter_drop_endpoint_are_kept_in_the_file(tmp_path):
+    path = tmp_path / "a.duckdb"
+    with pybroker.connect(path) as inst:
+        inst.database("master").execute(
+            "CREATE CERTIFICATE Me WITH SUBJECT = 'me';"
+            "CREATE ENDPOINT BrokerEndpoint STATE = DISABLED AS TCP (LISTENER_PORT = 4022, "
+            "LISTENER_IP = (10.1.2.3)) FOR SERVICE_BROKER (AUTHENTICATION = CERTIFICATE Me, "
+            "ENCRYPTION = DISABLED, MESSAGE_FORWARDING = DISABLED, MESSAGE_FORWARD_SIZE = 25)")
+    with pybroker.connect(path) as inst:
+        assert inst.endpoint is None
+        assert endpoint_rows(inst) == (
+            [("BrokerEndpoint", 65536, "TCP", "SERVICE_BROKER", 2, "DISABLED", False, 25,
+              "CERTIFICATE", "Me", 0, "NONE")],
+            [("BrokerEndpoint", 65536, "TCP", "SERVICE_BROKER", "DISABLED", 4022, False,
+              "10.1.2.3")])
+        inst.database("master").execute(
+            "ALTER ENDPOINT brokerendpoint STATE = STOPPED AS TCP (LISTENER_PORT = 0, "
+            "LISTENER_IP = ALL) FOR SERVICE_BROKER (ENCRYPTION = REQUIRED ALGORITHM AES)")
+        assert inst.endpoint is None  # STOPPED: nothing listens
+    with pybroker.connect(path) as inst:
+        assert endpoint_rows(inst) == (
+            [("BrokerEndpoint", 65536, "TCP", "SERVICE_BROKER", 1, "STOPPED", False, 25,
+              "CERTIFICATE", "Me", 2, "AES")],
+            [("BrokerEndpoint", 65536, "TCP", "SERVICE_BROKER", "STOPPED", 0, True, None)])
+        inst.database("master").execute("DROP ENDPOINT BrokerEndpoint")
+    with pybroker.connect(path) as inst:
+        assert endpoint_rows(inst) == ([], [])
+        inst.database("master").execute(
+            "CREATE ENDPOINT Again STATE = STARTED AS TCP (LISTENER_PORT = 0) "
+            "FOR SERVICE_BROKER ()")
+        port = started(inst).port
+        assert endpoint_rows(inst) == (  # listening, and the file still says port 0
+            [("Again", 65537, "TCP", "SERVICE_BROKER", 0, "STARTED", False, 25,
+              "CERTIFICATE", None, 2, "AES")],
+            [("Again", 65537, "TCP", "SERVICE_BROKER", "STARTED", 0, True, None)])
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+
+
+def test_a_refused_batch_leaves_the_stored_definition_as_it_was(tmp_path):
+    path = tmp_path / "a.duckdb"
+    bad_route = "CREATE ROUTE r WITH ADDRESS = 'nowhere'"
+    with pybroker.connect(path) as inst, socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        master = inst.database("master")
+        with pytest.raises(pybroker.RouteDefinitionError):
+            master.execute("CREATE ENDPOINT e AS TCP (LISTENER_PORT = 0) FOR SERVICE_BROKER ();"
+                           + bad_route)
+        assert endpoint_rows(inst) == ([], [])
+        master.execute("CREATE ENDPOINT e AS TCP (LISTENER_PORT = 5000) FOR SERVICE_BROKER ()")
+        before = endpoint_rows(inst)
+        for batch in (f"ALTER ENDPOINT e AS TCP (LISTENER_PORT = 5001); {bad_route}",
+                      f"DROP ENDPOINT e; {bad_route}",
+                      f"DROP ENDPOINT e; CREATE ENDPOINT f AS TCP (LISTENER_PORT = 1) "
+                      f"FOR SERVICE_BROKER (); {bad_route}"):
+            with pytest.raises(pybroker.RouteDefinitionError):
+                master.execute(batch)
+            assert endpoint_rows(inst) == before, batch
+        with pytest.raises(WireError, match="cannot start the broker endpoint"):
+            master.execute(f"ALTER ENDPOINT e STATE = STARTED AS TCP (LISTENER_PORT = "
+                           f"{taken.getsockname()[1]})")
+        assert endpoint_rows(inst) == before and inst.endpoint is None
+    with pybroker.connect(path) as inst:
+        assert endpoint_rows(inst) == before
+
+
+def test_start_endpoint_takes_what_it_is_not_given_from_the_file(tmp_path):
+    with pybroker.connect(tmp_path / "a.duckdb") as inst:
+        master = inst.database("master")
+        master.execute("CREATE ENDPOINT e AS TCP (LISTENER_PORT = 0) "
+                       "FOR SERVICE_BROKER (ENCRYPTION = DISABLED)")  # STOPPED
+        defined = inst.start_endpoint()  # this call starts it, whatever its STATE
+        assert defined.address == f"tcp://127.0.0.1:{defined.port}"
+        assert defined._transport.settings.encryption is False
+        master.execute("ALTER ENDPOINT e FOR SERVICE_BROKER (ENCRYPTION = DISABLED)")
+        assert defined.is_closed and inst.endpoint is None  # the definition says STOPPED
+        override = inst.start_endpoint(0, encryption=True)
+        assert override._transport.settings.encryption is True
+        master.execute("DROP ENDPOINT e")  # it is the definition's: it goes with it
+        assert override.is_closed and inst.endpoint is None
+        plain = inst.start_endpoint(0)  # no definition: start_endpoint()'s own
+        assert plain._transport.settings.encryption is True
+        with raises(WireError, "was started by start_endpoint() on"):
+            master.execute("CREATE ENDPOINT e STATE = STARTED AS TCP (LISTENER_PORT = 0) "
+                           "FOR SERVICE_BROKER ()")
+        assert not plain.is_closed
+
+
+def test_a_definition_changed_between_the_check_and_the_write_is_refused(tmp_path):
+    from pybroker.broker_endpoint.ddl import ServerBatch
+    from pybroker.routing.cache import NOTHING
+
+    with pybroker.connect(tmp_path / "a.duckdb") as inst:
+        master = inst.database("master")
+        master.execute("CREATE ENDPOINT e AS TCP (LISTENER_PORT = 5000) FOR SERVICE_BROKER ()")
+        alter = AlterEndpoint("e", (("state", "DISABLED"),))
+        batch = ServerBatch(master, [alter])
+        with batch:  # step 1 checked the definition
+            # another thread's batch, between this one's check and its write
+            master.execute("ALTER ENDPOINT e AS TCP (LISTENER_PORT = 5001)")
+            with pytest.raises(WireError, match="changed while this batch ran"), \
+                    inst._write(NOTHING):
+                batch.run(alter)
+                batch.finish()
+        assert endpoint_rows(inst)[1][0][4:6] == ("STOPPED", 5001)
+
+
+@settings(SETTINGS, max_examples=30)  # each opens a real file twice
+@given(endpoint=ENDPOINTS.filter(lambda e: e.state != "STARTED"))
+def test_any_definition_reads_back_from_the_file_as_written(tmp_path, endpoint):
+    from pybroker.broker_endpoint.ddl import stored_endpoint
+
+    path = tmp_path / "round.duckdb"
+    endpoint = CreateEndpoint(endpoint.name, endpoint.port, endpoint.state,
+                              endpoint.listener_ip, None, endpoint.encryption,
+                              endpoint.message_forward_size)  # no certificate to name
+    with pybroker.connect(path, worker=False) as inst:
+        inst.database("master").execute(render(endpoint))
+    with pybroker.connect(path, worker=False) as inst:
+        stored = stored_endpoint(inst)
+        assert stored == CreateEndpoint(endpoint.name, endpoint.port, endpoint.state,
+                                        endpoint.listener_ip, None, endpoint.encryption)
+        tcp = inst.sql("SELECT name, port, ip_address FROM sys.tcp_endpoints").fetchall()
+        assert tcp == [(endpoint.name, endpoint.port, endpoint.listener_ip)]
+        inst.database("master").execute(f"DROP ENDPOINT [{endpoint.name.replace(']', ']]')}]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -67,7 +68,8 @@ def test_serve_prints_its_address_accepts_and_stops_on_sigterm(tmp_path):
         os.kill(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert out.strip() == "stopped"
+        assert out.strip().splitlines() == [
+            f"clients on {tmp_path / 's.duckdb'}.sock", "stopped"]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -87,3 +89,75 @@ def test_serve_on_a_taken_port_fails_with_one_line(tmp_path):
                    taken.getsockname()[1])
     assert done.returncode == 1 and done.stderr.count("\n") == 1
     assert "cannot start the broker endpoint" in done.stderr
+
+
+# -- the endpoint the instance file defines (CREATE ENDPOINT on master) -----------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def define_endpoint(path, tsql: str) -> None:
+    with pybroker.connect(path, worker=False) as inst:
+        inst.database("master").execute(tsql)
+
+
+def serve_first_line(path, *args: object) -> str:
+    """Run `pybroker serve PATH ARGS`, take the first line it prints, connect to the port it
+    says it listens on (if it does), and stop it with SIGTERM."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pybroker", "serve", str(path), *map(str, args)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        if line.startswith("listening on tcp://"):
+            host, port = line.removeprefix("listening on tcp://").rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=30):
+                pass
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, (line, err)
+        assert out.strip() == "stopped"
+        return line
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_serve_starts_the_endpoint_the_file_defines_and_port_overrides_it(tmp_path):
+    path = tmp_path / "s.duckdb"
+    defined = free_port()
+    define_endpoint(path, f"CREATE ENDPOINT BrokerEndpoint AS TCP (LISTENER_PORT = {defined}, "
+                          "LISTENER_IP = (127.0.0.1)) FOR SERVICE_BROKER ()")  # STOPPED
+    assert serve_first_line(path) == (
+        "not listening: the broker endpoint BrokerEndpoint is STOPPED (ALTER ENDPOINT "
+        "BrokerEndpoint STATE = STARTED on master, or --port, starts it)")
+    define_endpoint(path, "ALTER ENDPOINT BrokerEndpoint STATE = STARTED")
+    assert serve_first_line(path) == f"listening on tcp://127.0.0.1:{defined}"
+    other = free_port()
+    assert serve_first_line(path, "--port", other) == f"listening on tcp://127.0.0.1:{other}"
+    with pybroker.connect(path, worker=False) as inst:  # the override was for that run only
+        assert inst.sql("SELECT port, state_desc FROM sys.tcp_endpoints").fetchall() == [
+            (defined, "STARTED")]
+        assert inst.endpoint is None  # and an embedded open starts nothing
+
+
+def test_serve_with_no_endpoint_defined_listens_on_4022(tmp_path):
+    path = tmp_path / "s.duckdb"
+    define_endpoint(path, "CREATE ENDPOINT e STATE = STARTED AS TCP (LISTENER_PORT = 0) "
+                          "FOR SERVICE_BROKER ()")
+    define_endpoint(path, "DROP ENDPOINT e")
+    # 4022 itself is never served here: it is held (by this test, or by whatever else holds
+    # it), so serve's default shows in the port it fails to bind
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAITs
+        with contextlib.suppress(OSError):
+            held.bind(("127.0.0.1", 4022))
+            held.listen()
+        done = run("serve", path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert "cannot start the broker endpoint on 127.0.0.1:4022" in done.stderr

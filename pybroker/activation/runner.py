@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker.activation.monitor import DEFAULT_INTERVAL, QueueMonitor
 from pybroker.activation.procedure import ProcedureImportError, import_procedure
+from pybroker.errors import InstanceClosedError
 from pybroker.routing.engine import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -292,6 +293,8 @@ class ActivationRunner:
                 self._import_failures[key] = str(exc)
             if not known:
                 self._event("Aborted", f"queue {self._queue_name(key)}: {exc}")
+        except InstanceClosedError:
+            pass  # Instance.close() ended its work: nothing to record, nor a file to hold it
         except BaseException as exc:  # a raising reader is isolated: recorded, not spread
             self._event("Aborted", f"the activation procedure {task.procedure} of queue "
                         f"{self._queue_name(key)} raised {_last_line(exc)}; its open "

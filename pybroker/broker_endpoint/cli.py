@@ -11,21 +11,28 @@ from typing import Any
 
 from pybroker.cli_support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.errors import BrokerError
+from pybroker.server.pg import PgServer, password_from
+from pybroker.server.pg import add_serve_arguments as add_pg_arguments
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p = command("serve", "run the instance with its broker endpoint, worker and activation "
                 "(queues WITH ACTIVATION start their Python callables, importable through "
-                "PYTHONPATH) until SIGINT or SIGTERM; prints the address it listens on",
+                "PYTHONPATH) until SIGINT or SIGTERM, and serve other processes' clients on "
+                "FILE.sock (and TCP when asked); prints the addresses it listens on",
                 cmd_serve)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("--create", action="store_true",
                    help="create the instance file if there is none (without this, a missing "
                    "file is refused, so that a typo never serves a new, empty instance)")
-    p.add_argument("--port", type=int, default=4022, help="TCP port (0: a free one; "
-                   "default 4022)")
-    p.add_argument("--host", default="127.0.0.1", help="address of this machine to listen "
-                   "on (default 127.0.0.1; 0.0.0.0 for all of its addresses)")
+    p.add_argument("--port", type=int, default=None, help="TCP port (0: a free one); "
+                   "overrides, for this run, the LISTENER_PORT of the endpoint the file "
+                   "defines (CREATE ENDPOINT on master) and starts it even if it is STOPPED "
+                   "or DISABLED; default: the file's endpoint as defined (not started unless "
+                   "STATE = STARTED), or 4022 if the file defines none")
+    p.add_argument("--host", default=None, help="address of this machine to listen on "
+                   "(0.0.0.0 for all of its addresses); overrides the file's LISTENER_IP "
+                   "for this run as --port does; default: the file's, or 127.0.0.1")
     p.add_argument("--trust", action="append", default=[], metavar="NAME=PEM_FILE",
                    help="admit a peer by its certificate (repeatable; kept in the file)")
     p.add_argument("--retry-scale", type=float, default=1.0,
@@ -33,6 +40,10 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "again (4, 8, 16, 32, then every 64 seconds) by this (default 1)")
     p.add_argument("--idle-timeout", type=float, default=None,
                    help="seconds before an idle connection closes (default 90)")
+    from pybroker.server.cli import add_serve_options
+
+    add_serve_options(p)  # and clients of other processes, on FILE.sock (and TCP)
+    add_pg_arguments(p)
     p.set_defaults(usage_error=usage_error)
 
     p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
@@ -70,23 +81,49 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not sep or not name or not pem_file:
             raise args.usage_error(f"--trust takes NAME=PEM_FILE, not {item!r}")
         peers.append((name, _read_pem(Path(pem_file))))
+    pg_password = password_from(args)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     with connect(args.file, retry_scale=args.retry_scale) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
-        endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
+        print(_start_endpoint(inst, args), flush=True)
         inst.start_activation()  # C3: closing gives running readers a bounded time
-        print(f"listening on {endpoint.address}", flush=True)
-        while not stop.wait(0.5):
-            pass
+        from pybroker.server.cli import start as serve_clients
+
+        serve_clients(inst, args)  # stops when the instance closes
+        pg = None
+        if pg_password is not None:
+            pg = PgServer(inst, args.pg_host, args.pg_port, pg_password).start()
+            print(f"postgresql wire (read-only) on {pg.address}", flush=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            if pg is not None:
+                pg.stop()
     print("stopped", flush=True)
     return 0
 
 
+def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:
+    """Start the broker endpoint the file defines if it is STARTED, or --port/--host say
+    so (P2), and say where it listens; with no definition, as start_endpoint() does."""
+    from pybroker.broker_endpoint.ddl import stored_endpoint
+
+    defined = stored_endpoint(inst)
+    if args.port is None and args.host is None and defined is not None and (
+            defined.state != "STARTED"):
+        return (f"not listening: the broker endpoint {defined.name} is {defined.state} "
+                f"(ALTER ENDPOINT {defined.name} STATE = STARTED on master, or --port, "
+                "starts it)")
+    endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
+    return f"listening on {endpoint.address}"
+
+
 def cmd_cert(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+    from pybroker.connecting import connect  # a served file: through its server
 
     with connect(require_instance_file(args.file), worker=False) as inst:
         sys.stdout.write(inst.certificate)
@@ -94,7 +131,7 @@ def cmd_cert(args: argparse.Namespace) -> int:
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+    from pybroker.connecting import connect  # a served file: through its server
 
     require_instance_file(args.file)
     pem = _read_pem(args.pem_file)
@@ -105,7 +142,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
 
 
 def cmd_untrust(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+    from pybroker.connecting import connect  # a served file: through its server
 
     with connect(require_instance_file(args.file), worker=False) as inst:
         inst.untrust(args.name)

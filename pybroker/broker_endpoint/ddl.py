@@ -1,32 +1,35 @@
 """Running the ENDPOINT and CERTIFICATE statements of a master batch (pybroker.tsql.
 endpoint_ddl): the broker endpoint (P2) and the certificates that admit peers.
 
+The endpoint's definition is kept in the instance file (``broker_endpoints``, one row at
+most: an instance has one Service Broker endpoint, as in SQL Server), and so are the
+certificates. Whether the endpoint listens is the process's business: opening the file
+starts nothing; ``pybroker serve FILE`` and ``Instance.start_endpoint()`` start the endpoint
+the file defines, and the Instance remembers which running endpoint is the definition's
+(``_defined_endpoint``), so that ALTER and DROP ENDPOINT stop, move or keep it.
+
 A batch is all or nothing, but starting and stopping a listener is not a row a rollback
 can undo, so a batch runs in three steps (``Database.run_statements``):
 
-1. before its write: the endpoint statements are checked against the endpoint this
-   instance has (one Service Broker endpoint per instance, as in SQL Server), and an
-   endpoint the batch stops or changes is closed (outside the write, so that the endpoint's
-   writer thread never waits on the write's lock while it is being stopped);
-2. in the write: each statement's rows (trusted certificates, the name of this instance's
-   certificate, the forwarding bound) in order, then the endpoint the batch leaves STARTED
-   is started, so that a port that cannot be bound rolls the whole batch back;
-3. after the commit the definition is the instance's; after a rollback the endpoint
-   started in step 2 is closed and the one closed in step 1 is started again. Either way
-   the running transport is told the trusted certificates the file now holds.
-
-The endpoint definition is kept in memory, for the life of the Instance, like
-``start_endpoint()``: reopening the file starts no endpoint. The certificates are kept in
-the file.
+1. before its write: the endpoint statements are checked against the definition the file
+   holds, and a running endpoint the batch stops or changes is closed (outside the write,
+   so that the endpoint's writer thread never waits on the write's lock while it is being
+   stopped);
+2. in the write: each statement's rows (the endpoint's definition, trusted certificates,
+   the name of this instance's certificate, the forwarding bound) in order, then the
+   endpoint the batch leaves STARTED is started, so that a port that cannot be bound rolls
+   the whole batch back;
+3. after the commit the endpoint started or kept is the definition's; after a rollback the
+   endpoint started in step 2 is closed and the one closed in step 1 is started again.
+   Either way the running transport is told the trusted certificates the file now holds.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 from pybroker.broker_endpoint.runtime import (
     Endpoint,
@@ -64,26 +67,12 @@ SERVER_STATEMENTS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class DefinedEndpoint:
-    """The endpoint CREATE ENDPOINT defined, and the Endpoint running for it (None: STOPPED
-    or DISABLED, or closed since)."""
-
-    definition: CreateEndpoint
-    endpoint: Endpoint | None = None
-
-    @property
-    def running(self) -> Endpoint | None:
-        return self.endpoint if self.endpoint is not None and not self.endpoint.is_closed \
-            else None
-
-
 class _Instance(EndpointHost, Protocol):
-    _endpoint_definition: DefinedEndpoint | None
+    _defined_endpoint: Endpoint | None
     forwarding_size_mb: int
 
-    def start_endpoint(self, port: int = 4022, host: str = "127.0.0.1", *,
-                       encryption: bool = True) -> Endpoint: ...
+    def start_endpoint(self, port: int | None = None, host: str | None = None, *,
+                       encryption: bool | None = None) -> Endpoint: ...
 
 
 class _Database(Protocol):
@@ -95,6 +84,23 @@ class _Database(Protocol):
     _instance: _Instance
 
 
+def stored_endpoint(instance: EndpointHost) -> CreateEndpoint | None:
+    """The broker endpoint the instance file defines (CREATE ENDPOINT on master), as the
+    statement that would define it again; None if there is none. Read inside a write, it
+    includes the write's own changes."""
+    rows = instance._store.run("wire/select_broker_endpoint.sql")
+    if not rows:
+        return None
+    name, state, port, listener_ip, certificate, encryption = rows[0]
+    return CreateEndpoint(name, port, state, listener_ip, certificate, encryption)
+
+
+def running_defined_endpoint(instance: _Instance) -> Endpoint | None:
+    """The endpoint running in this process for the file's definition, if one is."""
+    endpoint = instance._defined_endpoint
+    return endpoint if endpoint is not None and not endpoint.is_closed else None
+
+
 class ServerBatch:
     """The ENDPOINT and CERTIFICATE statements of one batch: ``with`` it around the batch's
     write, ``run()`` each statement in the write, ``finish()`` after the last one."""
@@ -103,6 +109,8 @@ class ServerBatch:
         self._instance = database._instance
         self._statements: list[EndpointStatement] = [
             s for s in statements if isinstance(s, SERVER_STATEMENTS)]
+        self._defines = any(isinstance(s, (CreateEndpoint, AlterEndpoint, DropEndpoint))
+                            for s in self._statements)
         if self._statements and database.database_id != MASTER_DATABASE_ID:
             kind = type(self._statements[0]).__name__
             raise MasterOnlyError(
@@ -111,7 +119,8 @@ class ServerBatch:
         self._final: CreateEndpoint | None = None
         self._start: CreateEndpoint | None = None
         self._kept: Endpoint | None = None
-        self._closed: DefinedEndpoint | None = None  # closed in step 1, restarted on failure
+        # the listener closed in step 1 (port, host, encryption), started again on failure
+        self._closed: tuple[int, str, bool] | None = None
         self._started: Endpoint | None = None
         self._certificates_changed = False
 
@@ -126,8 +135,10 @@ class ServerBatch:
                 "ENDPOINT and CERTIFICATE statements cannot run inside Database.transaction(): "
                 "they start and stop the broker endpoint, which a rollback cannot undo; run "
                 "them in a batch of their own")
-        current: DefinedEndpoint | None = instance._endpoint_definition
-        definition = current.definition if current is not None else None
+        if not self._defines:
+            return self  # certificates only: the endpoint stays as it is
+        current = stored_endpoint(instance)
+        definition = current
         for statement in self._statements:
             if isinstance(statement, CreateEndpoint):
                 if definition is not None:
@@ -146,7 +157,7 @@ class ServerBatch:
                 else:
                     definition = dataclasses.replace(definition, **dict(statement.changes))
         self._final = definition
-        running = current.running if current is not None else None
+        running = running_defined_endpoint(instance)
         wanted = definition if definition is not None and definition.state == "STARTED" \
             else None
         other = instance._endpoint
@@ -154,17 +165,18 @@ class ServerBatch:
                 other is not running):
             raise WireError(
                 f"the broker endpoint of this instance was started by start_endpoint() on "
-                f"{other.address}: an instance has one Service Broker endpoint; close it "
-                "first (instance.endpoint.close())")
-        if running is not None and wanted is not None and _same_listener(
-                current.definition, wanted):  # type: ignore[union-attr]
+                f"{other.address} before the instance file defined one: an instance has one "
+                "Service Broker endpoint; close it first (instance.endpoint.close())")
+        if running is not None and wanted is not None and current is not None and (
+                _same_listener(current, wanted)):
             self._kept = running
         else:
             self._start = wanted
-            if running is not None and current is not None:
+            if running is not None:
+                settings = running._transport.settings
+                self._closed = (running.port, settings.host, settings.encryption)
                 running.close()  # step 1: see the module's docstring
-                self._closed = current
-                instance._endpoint_definition = DefinedEndpoint(current.definition)
+                instance._defined_endpoint = None
         return self
 
     # -- step 2: in the write --------------------------------------------------------------
@@ -173,12 +185,20 @@ class ServerBatch:
         instance = self._instance
         if isinstance(statement, CreateEndpoint):
             self._endpoint_options(statement.certificate, statement.message_forward_size)
+            instance._store.run("wire/insert_broker_endpoint.sql",
+                                {"name": statement.name, **_row(statement)})
         elif isinstance(statement, AlterEndpoint):
             changes = dict(statement.changes)
             self._endpoint_options(changes.get("certificate"),
                                    changes.get("message_forward_size"))
+            current = stored_endpoint(instance)  # with this batch's earlier statements
+            if current is None:
+                raise NotFoundError(f"endpoint {statement.name!r} does not exist: CREATE "
+                                    "ENDPOINT first")
+            instance._store.run("wire/update_broker_endpoint.sql",
+                                _row(dataclasses.replace(current, **changes)))
         elif isinstance(statement, DropEndpoint):
-            pass  # closed in step 1
+            instance._store.run("wire/delete_broker_endpoint.sql")  # closed in step 1
         elif isinstance(statement, CreateCertificateFromFile):
             self._check_new_certificate_name(statement.name)
             admit(instance, statement.name, _read_certificate_file(statement.path))
@@ -200,6 +220,14 @@ class ServerBatch:
     def finish(self) -> None:
         """After the last statement, still in the write: start the endpoint the batch leaves
         STARTED (a port that cannot be bound rolls the batch back)."""
+        if not self._defines:
+            return
+        final = self._final
+        if stored_endpoint(self._instance) != (
+                None if final is None else dataclasses.replace(final, message_forward_size=None)):
+            raise WireError(  # step 1 decided on a definition another thread changed since
+                "the broker endpoint's definition changed while this batch ran (ENDPOINT "
+                "statements in another thread): run the batch again")
         start = self._start
         if start is not None:
             self._started = self._instance.start_endpoint(
@@ -218,24 +246,18 @@ class ServerBatch:
         instance = self._instance
         try:
             if exc is None:
-                final = self._final
-                instance._endpoint_definition = None if final is None else DefinedEndpoint(
-                    final, self._started or self._kept)
+                if self._defines:
+                    instance._defined_endpoint = self._started or self._kept
                 return
             if self._started is not None:
                 self._started.close()
-            closed = self._closed
-            if closed is not None:
-                old = closed.definition
-                port = closed.endpoint.port if closed.endpoint is not None else old.port
-                try:
-                    again = instance.start_endpoint(port, old.host, encryption=old.encryption)
+            if self._closed is not None:
+                port, host, encryption = self._closed
+                try:  # the definition is the file's again: the endpoint is its
+                    instance.start_endpoint(port, host, encryption=encryption)
                 except BrokerError as failed:
-                    if exc is not None:
-                        exc.add_note(f"the endpoint {old.name!r} closed for this batch could "
-                                     f"not start again: {failed}")
-                else:
-                    instance._endpoint_definition = DefinedEndpoint(old, again)
+                    exc.add_note(f"the broker endpoint closed for this batch could not start "
+                                 f"again on {host}:{port}: {failed}")
         finally:
             if self._certificates_changed:
                 retrust(instance)  # what the file holds now, committed or rolled back
@@ -298,6 +320,13 @@ class ServerBatch:
 
 def _same_listener(a: CreateEndpoint, b: CreateEndpoint) -> bool:
     return (a.port, a.host, a.encryption) == (b.port, b.host, b.encryption)
+
+
+def _row(definition: CreateEndpoint) -> dict[str, Any]:
+    """The columns of ``broker_endpoints`` that ALTER ENDPOINT may change."""
+    return {"state_desc": definition.state, "listener_port": definition.port,
+            "listener_ip": definition.listener_ip, "certificate_name": definition.certificate,
+            "is_encryption_enabled": definition.encryption}
 
 
 def _read_certificate_file(path: str) -> str:

@@ -152,9 +152,7 @@ class DeliveryMixin:
                 None, sender.lifetime, None, 0, 0, None, 0, 0, 0, None, None, None,
                 sender.priority, now, "",
             ), persisted=False)
-        sender_catalog = self.catalog(sender.database_id)
-        own_queue = sender_catalog.services.get(sender.service_name)
-        retain = own_queue is not None and sender_catalog.queues[own_queue].retention
+        retained_queue = self._retained_queue(sender)
         for seq, mtype, validation, body, is_end, is_error in messages:
             if seq < far.receive_sequence:
                 continue  # P3.2: a duplicate is discarded
@@ -179,12 +177,9 @@ class DeliveryMixin:
                     catalog.database_id, target.queue_name, self._next_order(), 1,
                     far.priority, far.conversation_group_id, far.conversation_handle, seq,
                     far.service_name, far.service_contract_name, mtype, validation, body, now))
-            if retain and not (is_end or is_error):  # sent user messages are retained
-                uow.enqueue((
-                    sender.database_id, own_queue, self._next_order(), 3, sender.priority,
-                    sender.conversation_group_id, sender.conversation_handle, seq,
-                    sender.service_name, sender.service_contract_name, mtype, validation,
-                    body, now))
+            if retained_queue is not None and not (is_end or is_error):
+                self._retain_sent(uow, sender, retained_queue, seq, mtype, validation, body,
+                                  now)
             sender.first_unacked_send_sequence = seq + 1  # P5.2: acknowledged at enqueue
             if (is_end or is_error) and sender.state == "DO":
                 sender.state = transition(sender.role, "DO", "acknowledged_end").state
@@ -194,6 +189,29 @@ class DeliveryMixin:
         sender.far_handle = far.conversation_handle
         far.far_handle = sender.conversation_handle
         uow.touch(sender)
+
+    def _retained_queue(self, ep: Endpoint) -> str | None:
+        """The queue of ``ep``'s own service when it has RETENTION = ON (C3): what the
+        service sends is kept there until the conversation ends; None otherwise."""
+        catalog = self.catalog(ep.database_id)
+        queue = catalog.services.get(ep.service_name)
+        if queue is None:
+            return None
+        settings = catalog.queues.get(queue)
+        return queue if settings is not None and settings.retention else None
+
+    def _retain_sent(
+        self, uow: UnitOfWork, ep: Endpoint, queue: str, seq: int, mtype: str,
+        validation: str, body: bytes, now: datetime,
+    ) -> None:
+        """C3: a copy of a user message ``ep`` sent, in its own queue with status 3
+        (retained sent), written in the transaction that sends it. The same row whether
+        the far side is a queue of this instance (_deliver) or across the network
+        (RemoteDelivery.stage)."""
+        uow.enqueue((
+            ep.database_id, queue, self._next_order(), 3, ep.priority,
+            ep.conversation_group_id, ep.conversation_handle, seq, ep.service_name,
+            ep.service_contract_name, mtype, validation, body, now))
 
     def _stage_transmission(
         self, uow: UnitOfWork, ep: Endpoint, messages: list[Outgoing], status: str

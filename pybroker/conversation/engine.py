@@ -94,6 +94,7 @@ from pybroker.errors import (
     ContractViolationError,
     ConversationError,
     ConversationStateError,
+    InstanceClosedError,
     InvalidArgumentError,
     MessageValidationError,
     NotFoundError,
@@ -174,6 +175,8 @@ class Messaging(DeliveryMixin):
         self._poison = _PoisonCount()
         self._arrival = threading.Condition(threading.Lock())
         self._wake = threading.Event()
+        self._closing = False  # Instance.close() began: RECEIVEs stop waiting
+        self._closed = False  # ... and now refuses new units of work (Messaging.close)
         self.next_deadline: float = 0.0  # epoch seconds; the worker looks then
         self.queue_watcher: QueueWatcher | None = None  # activation, while it runs
         with self._store._lock:
@@ -201,6 +204,8 @@ class Messaging(DeliveryMixin):
         if outer is not None:
             yield outer
             return
+        if self._closed:
+            raise InstanceClosedError()
         uow = UnitOfWork(self)
         self._local.uow = uow
         try:
@@ -245,6 +250,8 @@ class Messaging(DeliveryMixin):
             self.run_pending(retry_all=True)
 
     def _after_rollback(self, uow: UnitOfWork) -> None:
+        if self._store.closed:  # cut off by close(): no message's fault, nothing to read
+            return
         if uow.arrivals:  # what the wire's maps say of held fragments never was
             self.remote.reload()
         if uow.catalog_written:  # what the catalog cache read inside never was
@@ -261,6 +268,21 @@ class Messaging(DeliveryMixin):
             if settings is not None and settings.status and settings.poison_message_handling:
                 self._disable_queue(database_id, queue)
             self._poison.rollbacks.pop((database_id, queue), None)
+
+    # -- close ---------------------------------------------------------------------------
+
+    def begin_close(self) -> None:
+        """Instance.close() began: every RECEIVE that waits for messages ends now
+        (InstanceClosedError); work in flight goes on (the endpoint and worker wind down)."""
+        self._closing = True
+        with self._arrival:
+            self._arrival.notify_all()
+
+    def close(self) -> None:
+        """No new unit of work from now (InstanceClosedError); the file closes after the
+        one in flight, or cuts it off at close's deadline (Store.close)."""
+        self._closed = True
+        self._store.close()
 
     # -- catalog -------------------------------------------------------------------------
 
@@ -739,6 +761,11 @@ class Messaging(DeliveryMixin):
         params = {"database_id": database_id, "queue_name": queue}
         key = (database_id, queue)
         while True:
+            if self._closing:
+                raise InstanceClosedError(
+                    f"the instance was closed while RECEIVE waited for messages on queue "
+                    f"{queue!r}: nothing was received (what the queue holds stays in the "
+                    "file); open the file again with pybroker.connect() to go on")
             with self._store._lock:
                 # what was read ahead says when it holds every ready message of the queue
                 buffer = self._read_ahead.get(key)

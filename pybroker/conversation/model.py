@@ -54,9 +54,10 @@ STATUS_NO_ROUTE = (
 )
 STATUS_QUEUE_DISABLED = "The destination queue is disabled."
 STATUS_NO_TRANSPORT = (
-    "Connection attempt failed with error: 'this version of pybroker has no network "
-    "transport (the wire protocol comes in a later version); the message waits here "
-    "until it does.'"
+    "Connection attempt failed with error: 'no broker endpoint is started in this "
+    "process; start one with Instance.start_endpoint() from Python, CREATE ENDPOINT ... "
+    "FOR SERVICE_BROKER on master, or `pybroker serve FILE` from a shell, and the message "
+    "leaves then'."
 )
 STATUS_PEER_ENDED = "The conversation has been ended by the far side"
 

@@ -185,14 +185,19 @@ class RemoteDelivery:
     def stage(self, uow: UnitOfWork, ep: Endpoint, messages: list[Outgoing],
               target: Remote) -> None:
         """The messages go to the network: into the transmission queue (status '') and,
-        after commit, to the wire."""
+        after commit, to the wire. A sender whose queue has RETENTION = ON keeps a copy of
+        each user message in this transaction (C3), as a delivery inside the instance does."""
         now = self.m._now()
         to_broker = ep.far_broker_instance or ep.requested_broker_instance
+        retained_queue = self.m._retained_queue(ep)
         for seq, mtype, validation, body, is_end, is_error in messages:
             uow.tx_rows.append((
                 ep.database_id, ep.conversation_handle, seq, len(body), ep.far_service,
                 to_broker, ep.service_name, ep.service_contract_name, mtype, validation,
                 is_end, is_error, ep.priority, now, body, ""))
+            if retained_queue is not None and not (is_end or is_error):
+                self.m._retain_sent(uow, ep, retained_queue, seq, mtype, validation, body,
+                                    now)
             uow.outbound.append((ep.conversation_handle, target.address,
                                  self.fragment(ep, seq, mtype, validation, body, is_end,
                                                is_error)))
@@ -237,11 +242,35 @@ class RemoteDelivery:
             ep, target = by_handle[handle]
             uow.outbound.append((handle, target.address, self.fragment(
                 ep, seq, mtype, validation, body or b"", is_end, is_error)))
+        self._retain_resubmitted(uow, [ep for ep, _ in targets], rows)
         for ep, _ in targets:
             self._remember(ep.conversation_id, bool(ep.is_initiator), ep.conversation_handle)
             ep.transmission_retry_count = 0
             ep.transmission_status = ""
             uow.touch(ep)
+
+    def _retain_resubmitted(self, uow: UnitOfWork, endpoints: list[Endpoint],
+                            rows: list[tuple[Any, ...]]) -> None:
+        """C3: messages that waited leave now, and a sender whose queue has RETENTION = ON
+        keeps them from now (as _deliver does for a delivery that waited). Rows in flight
+        when the process stopped go again too, and were kept when they first left: a
+        message is kept once. A side that ended has given up what it kept (END removes
+        it), so nothing of it is kept again."""
+        m = self.m
+        queues = {ep.conversation_handle: queue for ep in endpoints
+                  if ep.state not in ("DO", "ER", "CD")
+                  and (queue := m._retained_queue(ep)) is not None}
+        wanted = [r for r in rows if r[0] in queues and not (r[5] or r[6])]
+        if not wanted:
+            return
+        kept = set(map(tuple, uow.sql("conversation/select_retained_sent.sql", {
+            "conversation_handle": columns.guids(queues)})))
+        now = m._now()
+        by_handle = {ep.conversation_handle: ep for ep in endpoints}
+        for handle, seq, mtype, validation, body, _, _ in wanted:
+            if (handle, seq) not in kept:
+                m._retain_sent(uow, by_handle[handle], queues[handle], seq, mtype,
+                               validation, body or b"", now)
 
     def after_commit(self, outbound: list[tuple[str, str, MessageFragment]]) -> None:
         if self.wire is not None:

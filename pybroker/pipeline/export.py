@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,8 +36,22 @@ def export_instance(file: Path, directory: Path) -> list[str]:
 
     Returns notes for the reader: optional tables that are absent, columns exported as NULL.
     A required (routing) table that is missing means the file is no pybroker instance.
+    A file that a server holds (``pybroker serve``) is exported from a snapshot the server
+    takes, so what is exported is one consistent point in time of the live instance.
     """
-    con = open_instance_read_only(Path(file))
+    from pybroker.server.client import connect_served
+
+    client = connect_served(Path(file), read_only=True) if Path(file).is_file() else None
+    if client is None:
+        return _export(Path(file), file, directory)
+    with client, tempfile.TemporaryDirectory(prefix="pybroker-export-") as tmp:
+        copy = Path(tmp) / "snapshot.duckdb"
+        client.snapshot(copy)
+        return _export(copy, file, directory)
+
+
+def _export(path: Path, file: Path, directory: Path) -> list[str]:
+    con = open_instance_read_only(path)
     notes: list[str] = []
     try:
         present_tables = {

@@ -1,0 +1,437 @@
+"""A client of a served instance: proxies with the API of Instance, Database and
+Conversation whose every call runs in the serving process (pybroker.server.session).
+
+``pybroker.connect(FILE)`` returns a ClientInstance when another process serves FILE
+(``pybroker serve FILE``, or ``Instance.serve_clients``), and
+``pybroker.connect("pybroker://host:port", token=...)`` one over TCP. The proxies are
+subclasses of the embedded classes, so ``isinstance(x, pybroker.Database)`` holds, and
+each method is built from the whitelist (calls.CALLS) with the embedded method's
+signature and docstring: a call the embedded API would refuse for its arguments' shape
+raises the same TypeError here, before anything is sent. Received Messages, Routes,
+decisions and the rest are the embedded dataclasses; errors are the same BrokerError
+subclasses with the same messages.
+
+Each thread of the client has its own connection, so its own session and transaction,
+as each thread of an embedded application has its own transaction. When the server goes
+away every call raises ServerGoneError; a new ``connect`` works when it is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import itertools
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pybroker.conversation.api import Conversation
+from pybroker.errors import BrokerError, InvalidArgumentError, ServerError, ServerGoneError
+from pybroker.instance import Database, Instance
+from pybroker.server import calls, protocol
+from pybroker.server.calls import CONVERSATION, DATABASE, INSTANCE, TRANSACTION
+from pybroker.server.paths import socket_path_for, unix_address
+from pybroker.server.protocol import (
+    CALL_METHOD,
+    GET_PROPERTY,
+    SET_PROPERTY,
+    Failure,
+    FrameReader,
+    Record,
+    Refused,
+    Result,
+    Welcome,
+)
+
+URL_SCHEME = "pybroker://"
+
+
+class _Link:
+    """One connection to the server: one session, one call at a time."""
+
+    def __init__(self, sock: socket.socket, where: str, token: str | None,
+                 read_only: bool) -> None:
+        self.sock = sock
+        self.where = where
+        self.reader = FrameReader()
+        self.ids = itertools.count(1)
+        self.broken: str | None = None
+        try:
+            sock.settimeout(30.0)  # the handshake; calls then wait as long as they run
+            sock.sendall(protocol.hello(token, read_only, f"pybroker client pid {os.getpid()}"))
+            event = self._next()
+        except OSError as exc:
+            sock.close()
+            raise ServerGoneError(f"the server for {where} did not answer: {exc}") from None
+        except BaseException:
+            sock.close()
+            raise
+        if isinstance(event, Refused):
+            sock.close()
+            raise calls.rebuild_error(event.error_class, event.message, {})
+        if not isinstance(event, Welcome):
+            sock.close()
+            raise ServerError(f"the server for {where} did not welcome this client")
+        self.welcome = event
+        self.reader.max_frame = max(event.max_frame, protocol.DEFAULT_MAX_FRAME)
+        sock.settimeout(None)
+
+    def _next(self) -> protocol.Event:
+        while (event := self.reader.next_event()) is None:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionResetError("the server closed the connection")
+            self.reader.feed(data)
+        return event
+
+    def call(self, target: tuple[Any, ...], kind: str, method: str,
+             args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        if self.broken is not None:
+            raise ServerGoneError(self.broken)
+        call_id = next(self.ids)
+        try:
+            data = protocol.call(call_id, target, kind, method, args, kwargs,
+                                 self.welcome.max_frame)
+        except ServerError as exc:  # nothing was sent: an argument it cannot carry
+            raise InvalidArgumentError(f"{method}(): {exc}") from None
+        done = False
+        try:
+            self.sock.sendall(data)
+            event = self._next()
+            done = True
+        except (OSError, ServerError) as exc:
+            self.fail(f"the server for {self.where} is gone ({_reason(exc)}); what this "
+                      "client's open transaction did is rolled back; connect again when "
+                      "it is back")
+            raise ServerGoneError(self.broken) from None
+        finally:
+            if not done and self.broken is None:  # interrupted mid-call (Ctrl-C)
+                self.fail(f"the connection to the server for {self.where} was interrupted "
+                          "in the middle of a call; connect again")
+        if isinstance(event, Result) and event.call_id == call_id:
+            return event.value
+        if isinstance(event, Failure) and event.call_id == call_id:
+            raise calls.rebuild_error(event.error_class, event.message, event.attributes)
+        if isinstance(event, Refused):  # the server ended this session
+            self.fail(f"the server for {self.where} ended this client: {event.message}")
+            raise calls.rebuild_error(event.error_class, event.message, {})
+        self.fail(f"the server for {self.where} answered out of turn; connect again")
+        raise ServerError(self.broken)
+
+    def fail(self, why: str) -> None:
+        self.broken = why
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def close(self) -> None:
+        if self.broken is None:
+            self.fail(f"this client of {self.where} is closed")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
+
+
+def _open_unix(path: Path, where: str, token: str | None, read_only: bool) -> _Link:
+    address, fd = unix_address(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return _Link(sock, where, token, read_only)
+
+
+def _open_tcp(host: str, port: int, where: str, token: str | None, read_only: bool) -> _Link:
+    try:
+        sock = socket.create_connection((host, port), timeout=30.0)
+    except OSError as exc:
+        raise ServerGoneError(f"no server answers at {where}: {_reason(exc)}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return _Link(sock, where, token, read_only)
+
+
+def connect_served(path: str | Path, *, read_only: bool = False) -> ClientInstance | None:
+    """A client of the server holding the instance file ``path``, or None when no server
+    answers on its socket (none runs, or one died and left it: the file is free)."""
+    sock_path = socket_path_for(Path(path))
+    if not sock_path.exists():
+        return None
+    where = str(path)
+    opener = functools.partial(_open_unix, sock_path, where, None, read_only)
+    try:
+        first = opener()
+    except (ConnectionRefusedError, FileNotFoundError):
+        return None
+    except OSError as exc:
+        raise ServerGoneError(f"the server for {where} did not answer on {sock_path}: "
+                              f"{_reason(exc)}") from None
+    return ClientInstance(where, first, opener, f"the server's socket {sock_path}")
+
+
+def connect_url(url: str, *, token: str | None, read_only: bool = False) -> ClientInstance:
+    """A client of the server at ``pybroker://host:port`` (``token``: the server's)."""
+    rest = url[len(URL_SCHEME):].rstrip("/")
+    host, sep, port_text = rest.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise InvalidArgumentError(
+            f"{url!r} is not a server address; write pybroker://HOST:PORT")
+    if token is not None and not isinstance(token, str):
+        raise InvalidArgumentError(f"token must be text, not {type(token).__name__}")
+    opener = functools.partial(_open_tcp, host, int(port_text), url, token, read_only)
+    return ClientInstance(url, opener(), opener, url)
+
+
+# -- the proxies --------------------------------------------------------------------------
+
+
+def _remote_method(cls: type, target: str, name: str) -> Callable[..., Any]:
+    embedded = getattr(cls, name)
+    signature = inspect.signature(embedded)
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        signature.bind(self, *args, **kwargs)  # the embedded method's TypeError, if any
+        return self._client._call(self._target(), CALL_METHOD, name, args, kwargs)
+
+    functools.update_wrapper(method, embedded)
+    return method
+
+
+def _remote_property(cls: type, target: str, name: str, settable: bool) -> property:
+    embedded = getattr(cls, name)
+
+    def get(self: Any) -> Any:
+        return self._client._call(self._target(), GET_PROPERTY, name)
+
+    def put(self: Any, value: Any) -> None:
+        self._client._call(self._target(), SET_PROPERTY, name, (value,))
+
+    return property(get, put if settable else None, doc=embedded.__doc__)
+
+
+def _not_here(name: str, why: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise ServerError(f"{name} is not available to a client of a served instance: {why}")
+
+    method.__name__ = name
+    return method
+
+
+def _build(cls: type, embedded: type, target: str) -> None:
+    for name in calls.names(target, CALL_METHOD):
+        setattr(cls, name, _remote_method(embedded, target, name))
+    settable = set(calls.names(target, SET_PROPERTY))
+    for name in calls.names(target, GET_PROPERTY):
+        setattr(cls, name, _remote_property(embedded, target, name, name in settable))
+
+
+class ClientInstance(Instance):
+    """An Instance served by another process (``repr`` says which): the same methods,
+    run there. ``close()`` disconnects; what a transaction left open did is rolled back."""
+
+    def __init__(self, where: str, first: _Link, opener: Callable[[], _Link],
+                 via: str) -> None:  # no Instance.__init__: nothing is opened here
+        self._where = where
+        self._via = via
+        self._opener = opener
+        self._welcome = first.welcome
+        self._links: list[_Link] = [first]
+        self._local = threading.local()
+        self._local.link = first
+        self._links_lock = threading.Lock()
+        self._closed = False
+        self._on_close: list[Callable[[], None]] = []
+        self._client = self
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return (f"<pybroker Instance {self._welcome.path} through {self._via} "
+                f"({self._welcome.server}){state}>")
+
+    def _target(self) -> tuple[Any, ...]:
+        return (INSTANCE,)
+
+    def _link(self) -> _Link:
+        if self._closed:
+            raise BrokerError("the instance is closed")
+        link = getattr(self._local, "link", None)
+        if link is None:  # this thread's own session (its own transaction)
+            try:
+                link = self._opener()
+            except (ConnectionRefusedError, FileNotFoundError) as exc:
+                raise ServerGoneError(
+                    f"the server for {self._where} is gone ({_reason(exc)}); connect "
+                    "again when it is back") from None
+            with self._links_lock:
+                self._links.append(link)
+            self._local.link = link
+        return link
+
+    def _call(self, target: tuple[Any, ...], kind: str, method: str,
+              args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        what = f"{method}()"
+        args = tuple(calls.outgoing(what, a) for a in args)
+        kwargs = {k: calls.outgoing(what, v) for k, v in (kwargs or {}).items()}
+        value = self._link().call(target, kind, method, args, kwargs)
+        return calls.from_wire(value, self._from_record)
+
+    def _from_record(self, record: Record) -> Any:
+        fields = record.fields
+        if record.name == calls.DATABASE_RECORD and len(fields) == 3:
+            return ClientDatabase(self, fields[1], fields[0], fields[2])
+        if record.name == calls.CONVERSATION_RECORD and len(fields) == 2:
+            return ClientConversation(ClientDatabase(self, None, fields[0], None), fields[1])
+        if record.name == calls.ROWS_RECORD and len(fields) == 3:
+            return Rows(*fields)
+        raise ServerError(f"the server sent a {record.name!r} this client does not know; "
+                          "use the same pybroker on both sides")
+
+    # -- what stays local ----------------------------------------------------------------
+
+    @property
+    def path(self) -> Path | None:
+        """The instance file, as the server holds it."""
+        return Path(self._welcome.path)
+
+    @property
+    def read_only(self) -> bool:
+        return self._welcome.read_only
+
+    @property
+    def is_client(self) -> bool:
+        """True: calls run in the serving process."""
+        return True
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self._on_close.append(callback)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for callback in reversed(self._on_close):
+            callback()
+        with self._links_lock:
+            links, self._links = self._links, []
+        for link in links:
+            link.close()
+
+    start_endpoint = _not_here(  # type: ignore[assignment]
+        "start_endpoint()", "the serving process runs the broker endpoint "
+        "(pybroker serve FILE --port N)")
+    endpoint = property(_not_here(  # type: ignore[assignment]
+        "endpoint", "the serving process runs the broker endpoint"))
+    start_activation = _not_here(  # type: ignore[assignment]
+        "start_activation()", "the serving process runs activation (pybroker serve does)")
+    stop_activation = _not_here(  # type: ignore[assignment]
+        "stop_activation()", "the serving process runs activation (pybroker serve does)")
+
+
+class ClientDatabase(Database):
+    """A Database of a served instance (its methods run in the serving process)."""
+
+    def __init__(self, client: ClientInstance, database_id: int | None, name: str,
+                 broker_instance: str | None) -> None:  # no Database.__init__
+        self._instance = client
+        self._client = client
+        self._store = None  # type: ignore[assignment]
+        self.database_id = database_id  # type: ignore[assignment]
+        self.name = name
+        self.broker_instance = broker_instance  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClientDatabase) and other.name == self.name and (
+            other._client is self._client)
+
+    def __hash__(self) -> int:
+        return hash((id(self._client), self.name))
+
+    def _target(self) -> tuple[Any, ...]:
+        return (DATABASE, self.name)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Database]:
+        """One transaction, in the serving process, for every send, receive,
+        begin_dialog and end inside (of this thread's connection): all commit together or
+        roll back together (a rolled-back receive puts its messages back). If this client
+        disconnects or dies inside, or the transaction stays open longer than the
+        server's time-out, it is rolled back."""
+        self._client._call(self._target(), TRANSACTION, "begin")
+        try:
+            yield self
+        except BaseException:
+            with contextlib.suppress(BrokerError):
+                self._client._call(self._target(), TRANSACTION, "rollback")
+            raise
+        self._client._call(self._target(), TRANSACTION, "commit")
+
+    run_statements = _not_here(  # type: ignore[assignment]
+        "run_statements()", "parsed statements do not travel; give the T-SQL text to "
+        "execute()")
+
+
+class ClientConversation(Conversation):
+    """A conversation endpoint of a served instance, addressed by its handle."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, database: ClientDatabase, handle: str) -> None:
+        self._database = database
+        self._client = database._client
+        self._messaging = None  # type: ignore[assignment]
+        self.handle = handle
+
+    def _target(self) -> tuple[Any, ...]:
+        return (CONVERSATION, self._database.name, self.handle)
+
+
+_build(ClientInstance, Instance, INSTANCE)
+_build(ClientDatabase, Database, DATABASE)
+_build(ClientConversation, Conversation, CONVERSATION)
+
+
+class Rows:
+    """What ``sql()`` returns through a client: the rows of a read-only query, already
+    fetched, with ``columns`` (names) and ``types`` (DuckDB's type names)."""
+
+    def __init__(self, columns: list[str], types: list[str],
+                 rows: list[tuple[Any, ...]]) -> None:
+        self.columns = list(columns)
+        self.types = list(types)
+        self._rows = [tuple(r) for r in rows]
+        self._at = 0
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        out, self._at = self._rows[self._at:], len(self._rows)
+        return out
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+        out = self._rows[self._at:self._at + size]
+        self._at += len(out)
+        return out
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return f"<Rows {len(self._rows)} x {self.columns}>"

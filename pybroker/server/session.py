@@ -1,0 +1,168 @@
+"""One client's session on the server: each call run on the SAME API objects an embedded
+caller uses (Instance, Database, Conversation), after the whitelist (calls.CALLS) allows
+it. One path for every operation: a client's SEND is ``Conversation.send``, its RECEIVE
+``Database.receive``, its transaction ``Database.transaction()``.
+
+A session belongs to one thread (the server runs each connection on its own): the
+engine's unit of work is per thread and holds the store's lock from its first action to
+its end, which is also what keeps a conversation group received in one transaction from
+every other transaction until it ends (C3). So a session's transaction must begin, run
+and end on that thread, and ``expire()`` and ``close()`` are called there too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import duckdb
+
+from pybroker.conversation.api import Conversation
+from pybroker.errors import BrokerError, InvalidArgumentError, ServerError, StorageError
+from pybroker.instance import Database, Instance
+from pybroker.server import calls
+from pybroker.server.calls import CONVERSATION, DATABASE, INSTANCE, TRANSACTION
+from pybroker.server.protocol import CALL_METHOD, GET_PROPERTY, Call, Record
+
+
+class _RolledBack(Exception):
+    """Thrown into an open transaction to roll it back (the client asked, left, or the
+    transaction outlived the server's time-out)."""
+
+
+class Session:
+    def __init__(self, instance: Instance, *, read_only: bool = False) -> None:
+        self.instance = instance
+        self.read_only = read_only
+        self.calls = 0
+        self._databases: dict[str, Database] = {}
+        self._transactions: list[Any] = []  # the open Database.transaction() contexts
+        # after expire(): the levels the client still has to end, and what it is told
+        self._doomed_levels = 0
+        self._doomed: str | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self._transactions)
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def run(self, call: Call) -> Any:
+        """The call's result as the protocol carries it; a BrokerError is the call's
+        failure (anything else the API raised is turned into one)."""
+        self.calls += 1
+        target = call.target[0] if call.target and isinstance(call.target[0], str) else ""
+        writes = calls.CALLS.get((target, call.kind, call.method))
+        if writes is None:
+            raise calls.unknown_call(target or "?", call.kind, call.method)
+        if call.kind == TRANSACTION:
+            return self._transaction(call)
+        if self._doomed is not None:
+            raise ServerError(self._doomed)
+        if writes and self.read_only:
+            raise StorageError(
+                f"instance file {self.instance.path} is open read-only: reopen it without "
+                "read_only=True to change it")
+        obj = self._target(target, call.target[1:])
+        try:
+            if call.kind == CALL_METHOD:
+                value = getattr(obj, call.method)(*call.args, **call.kwargs)
+            elif call.kind == GET_PROPERTY:
+                value = getattr(obj, call.method)
+            else:
+                if call.kwargs or len(call.args) != 1:
+                    raise InvalidArgumentError(f"setting {call.method} takes one value")
+                setattr(obj, call.method, call.args[0])
+                value = None
+        except TypeError as exc:  # a call the method's signature does not take
+            raise InvalidArgumentError(f"{call.method}(): {exc}") from exc
+        return calls.to_wire(value, self._handle)
+
+    def _target(self, kind: str, key: tuple[Any, ...]) -> Any:
+        if kind == INSTANCE and not key:
+            return self.instance
+        if kind == DATABASE and len(key) == 1 and isinstance(key[0], str):
+            return self._database(key[0])
+        if kind == CONVERSATION and len(key) == 2 and all(isinstance(k, str) for k in key):
+            return Conversation(self._database(key[0]), key[1])
+        raise InvalidArgumentError(f"a call names a {kind} by {key!r:.80}, which names none")
+
+    def _database(self, name: str) -> Database:
+        found = self._databases.get(name)
+        if found is None:
+            found = self._databases[name] = self.instance.database(name)
+        return found
+
+    def _handle(self, value: Any) -> Record | None:
+        """The API objects that travel as handles (calls.to_wire)."""
+        if isinstance(value, Database):
+            self._databases[value.name] = value
+            return Record(calls.DATABASE_RECORD,
+                          (value.name, value.database_id, value.broker_instance))
+        if isinstance(value, Conversation):
+            return Record(calls.CONVERSATION_RECORD, (value._database.name, value.handle))
+        if isinstance(value, duckdb.DuckDBPyRelation):
+            try:
+                columns = list(value.columns)
+                types = [str(t) for t in value.types]
+                rows = value.fetchall()
+            except duckdb.Error as exc:  # what Instance.sql says of a query DuckDB refuses
+                raise InvalidArgumentError(f"the query failed: {exc}") from exc
+            return Record(calls.ROWS_RECORD, (columns, types, rows))
+        return None
+
+    # -- transactions (C3) ---------------------------------------------------------------
+
+    def _transaction(self, call: Call) -> None:
+        if self._doomed is not None and call.method != "begin":
+            self._doomed_levels -= 1
+            message = self._doomed
+            if self._doomed_levels <= 0:
+                self._doomed, self._doomed_levels = None, 0
+            if call.method == "commit":
+                raise ServerError(message)
+            return None
+        if call.method == "begin":
+            if self._doomed is not None:
+                raise ServerError(self._doomed)
+            if self.read_only:
+                raise StorageError(
+                    f"instance file {self.instance.path} is open read-only: reopen it "
+                    "without read_only=True to change it")
+            context = self._target(DATABASE, call.target[1:]).transaction()
+            context.__enter__()
+            self._transactions.append(context)
+            return None
+        if not self._transactions:
+            raise ServerError(f"{call.method}: this client has no open transaction")
+        context = self._transactions.pop()
+        if call.method == "commit":
+            context.__exit__(None, None, None)
+        else:
+            self._roll_back(context, "the client rolled the transaction back")
+        return None
+
+    def expire(self, timeout: float) -> None:
+        """The transaction outlived the server's time-out: roll it all back; the client is
+        told at its next call, and at the end of each level it still has open."""
+        levels = len(self._transactions)
+        self.end_transactions(f"open longer than the server's time-out of {timeout:g} s")
+        self._doomed_levels = levels
+        self._doomed = (
+            f"the transaction was open longer than the server's time-out of {timeout:g} s "
+            "and was rolled back (what it received is back in the queue); keep "
+            "transactions shorter, or serve with a longer --client-timeout")
+
+    def end_transactions(self, why: str) -> None:
+        """Roll back every open transaction (the client left, or it expired)."""
+        while self._transactions:
+            self._roll_back(self._transactions.pop(), why)
+
+    @staticmethod
+    def _roll_back(context: Any, why: str) -> None:
+        exc = _RolledBack(why)
+        with contextlib.suppress(_RolledBack, BrokerError):
+            context.__exit__(_RolledBack, exc, None)
+
+    def close(self) -> None:
+        self.end_transactions("the client disconnected")

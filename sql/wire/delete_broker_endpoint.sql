@@ -1,0 +1,2 @@
+-- DROP ENDPOINT.
+DELETE FROM broker_endpoints

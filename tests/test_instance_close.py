@@ -1,0 +1,260 @@
+"""Instance.close() while other threads use the instance: a RECEIVE that waits ends, a
+transaction in flight is waited for (a bounded time) or rolled back, and every call during
+or after close raises InstanceClosedError, never a DuckDB error; nothing is half-written."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import pybroker
+from pybroker import InstanceClosedError
+
+BOUND = 30.0  # seconds any join or wait of these tests may take, on a loaded machine
+
+
+def make(path) -> tuple[pybroker.Instance, pybroker.Database, pybroker.Database]:
+    inst = pybroker.connect(path)
+    a = inst.create_database("A")
+    b = inst.create_database("B")
+    a.create_queue("QA")
+    a.create_service("SA", queue="QA")
+    b.create_queue("QB")
+    b.create_service("SB", queue="QB", contracts=["DEFAULT"])
+    return inst, a, b
+
+
+class Outcome:
+    """What a thread's call returned or raised."""
+
+    def __init__(self) -> None:
+        self.value: object = None
+        self.error: BaseException | None = None
+
+
+def in_thread(call, outcome: Outcome) -> threading.Thread:
+    def run() -> None:
+        try:
+            outcome.value = call()
+        except BaseException as exc:
+            outcome.error = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def wait_until(predicate, what: str) -> None:
+    deadline = time.monotonic() + BOUND
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def queue_rows(path) -> list[tuple]:
+    with pybroker.connect(path) as inst:
+        return inst.sql("SELECT database_name, queue_name, status, message_body "
+                        "FROM sys.queue_messages ORDER BY queuing_order").fetchall()
+
+
+def test_a_waiting_receive_ends_with_instance_closed(tmp_path):
+    inst, _, b = make(tmp_path / "i.duckdb")
+    outcome = Outcome()
+    receiver = in_thread(lambda: b.receive("QB", timeout=600), outcome)
+    wait_until(lambda: inst._messaging._arrival._waiters, "the RECEIVE to wait")
+    started = time.monotonic()
+    inst.close(timeout=1.0)
+    receiver.join(BOUND)
+    assert not receiver.is_alive()
+    assert time.monotonic() - started < BOUND  # not the RECEIVE's 600 s
+    assert type(outcome.error) is InstanceClosedError
+    assert str(outcome.error) == (
+        "the instance was closed while RECEIVE waited for messages on queue 'QB': nothing "
+        "was received (what the queue holds stays in the file); open the file again with "
+        "pybroker.connect() to go on")
+
+
+def test_close_waits_for_a_transaction_in_flight_and_it_commits(tmp_path):
+    path = tmp_path / "i.duckdb"
+    inst, a, _ = make(path)
+    conv = a.begin_dialog("SA", "SB")
+    sent, go_on = threading.Event(), threading.Event()
+
+    def transaction() -> None:
+        with a.transaction():
+            conv.send(b"in flight")
+            sent.set()
+            go_on.wait(BOUND)
+
+    outcome, closed = Outcome(), Outcome()
+    worker = in_thread(transaction, outcome)
+    assert sent.wait(BOUND)
+    closer = in_thread(lambda: inst.close(timeout=BOUND), closed)
+    wait_until(lambda: inst._closed, "close() to begin")
+    assert closer.is_alive()  # it waits for the transaction
+    go_on.set()
+    worker.join(BOUND)
+    closer.join(BOUND)
+    assert not worker.is_alive() and not closer.is_alive()
+    assert (outcome.error, closed.error) == (None, None)
+    assert queue_rows(path) == [("B", "QB", 1, b"in flight")]
+
+
+def test_close_rolls_back_a_transaction_past_its_bound_and_nothing_is_lost(tmp_path):
+    path = tmp_path / "i.duckdb"
+    inst, a, b = make(path)
+    a.begin_dialog("SA", "SB").send(b"kept")
+    received, go_on = threading.Event(), threading.Event()
+    got: list = []
+
+    def transaction() -> None:
+        with b.transaction():
+            got.extend(b.receive("QB"))
+            received.set()
+            go_on.wait(3 * BOUND)  # open far past close's bound, unless told
+
+    outcome = Outcome()
+    worker = in_thread(transaction, outcome)
+    assert received.wait(BOUND)
+    assert [m.message_body for m in got] == [b"kept"]
+    started = time.monotonic()
+    inst.close(timeout=0.5)
+    assert time.monotonic() - started < BOUND
+    go_on.set()
+    worker.join(BOUND)
+    assert not worker.is_alive()
+    assert type(outcome.error) is InstanceClosedError
+    assert "the instance was closed" in str(outcome.error)
+    # the RECEIVE never committed: the message is in its queue, which is still ON
+    assert queue_rows(path) == [("B", "QB", 1, b"kept")]
+    with pybroker.connect(path) as again:
+        assert [m.message_body for m in again.database("B").receive("QB")] == [b"kept"]
+
+
+@pytest.mark.parametrize("call", ["send", "begin_dialog", "transaction", "receive", "end"])
+def test_calls_waiting_behind_a_transaction_when_close_gives_up_raise_instance_closed(
+        tmp_path, call):
+    path = tmp_path / "i.duckdb"
+    inst, a, b = make(path)
+    conv = a.begin_dialog("SA", "SB")
+    conv.send(b"first")
+    holding, go_on = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with b.transaction():
+            b.receive("QB")  # takes the instance until the transaction ends
+            holding.set()
+            go_on.wait(3 * BOUND)
+
+    def blocked() -> object:
+        if call == "send":
+            return conv.send(b"second")
+        if call == "begin_dialog":
+            return a.begin_dialog("SA", "SB").send(b"second")
+        if call == "transaction":
+            with a.transaction():
+                return conv.send(b"second")
+        if call == "end":
+            return conv.end()
+        return b.receive("QB", timeout=0)
+
+    holder, caller = Outcome(), Outcome()
+    holder_thread = in_thread(hold, holder)
+    assert holding.wait(BOUND)
+    caller_thread = in_thread(blocked, caller)
+    time.sleep(0.1)  # most likely waiting behind the holder by now (either way it fails)
+    inst.close(timeout=0.5)
+    caller_thread.join(BOUND)
+    go_on.set()
+    holder_thread.join(BOUND)
+    assert not caller_thread.is_alive() and not holder_thread.is_alive()
+    for outcome in (caller, holder):
+        assert type(outcome.error) is InstanceClosedError, outcome.error
+        assert str(outcome.error).startswith("the instance was closed")
+    # nothing half-written: the first message waits, nothing of the second call is there
+    assert queue_rows(path) == [("B", "QB", 1, b"first")]
+
+
+def test_every_call_after_close_raises_instance_closed(tmp_path):
+    inst, a, b = make(tmp_path / "i.duckdb")
+    conv = a.begin_dialog("SA", "SB")
+    inst.close()
+    inst.close()  # again: nothing to do
+    calls = {
+        "send": lambda: conv.send(b"x"),
+        "begin_dialog": lambda: a.begin_dialog("SA", "SB"),
+        "receive": lambda: b.receive("QB"),
+        "receive with timeout": lambda: b.receive("QB", timeout=5),
+        "end": lambda: conv.end(),
+        "create_queue": lambda: a.create_queue("Q2"),
+        "sql": lambda: inst.sql("SELECT 1"),
+        "databases": lambda: inst.databases(),
+    }
+    for call in calls.values():
+        with pytest.raises(InstanceClosedError, match=r"^the instance was closed"):
+            call()
+
+
+def test_close_timeout_is_checked(tmp_path):
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        for bad in (-1, "5", None, float("nan")):
+            with pytest.raises(pybroker.InvalidArgumentError, match="timeout"):
+                inst.close(timeout=bad)
+
+
+def test_store_close_interrupts_a_statement_past_the_deadline(tmp_path):
+    """The file closes at close's deadline even while another thread's statement runs:
+    DuckDB interrupts it, its transaction is discarded, and the file opens again."""
+    from pybroker.storage import Store
+
+    path = tmp_path / "s.duckdb"
+    pybroker.connect(path).close()
+    store = Store(path)
+    outcome = Outcome()
+    running = threading.Event()
+
+    def long_statement() -> object:
+        with store.transaction():
+            store.execute("CREATE TABLE scratch (x INTEGER)")
+            running.set()
+            return store.fetchall(
+                "SELECT count(*) FROM range(1000000000000) AS t(x) WHERE x % 7 = 3")
+
+    thread = in_thread(long_statement, outcome)
+    assert running.wait(BOUND)
+    time.sleep(0.2)  # the long statement is under way by now (if not, it is refused)
+    store.closing(time.monotonic() + 0.2)
+    store.close()
+    thread.join(BOUND)
+    assert not thread.is_alive()
+    assert type(outcome.error) is InstanceClosedError
+    with pybroker.connect(path) as inst:  # nothing of the cut-off transaction is there
+        assert inst.sql("SELECT count(*) FROM duckdb_tables() "
+                        "WHERE table_name = 'scratch'").fetchone() == (0,)
+
+
+def test_close_with_the_broker_endpoint_running_ends_a_waiting_receive(tmp_path):
+    from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair
+
+    a, b, shop, stock = instance_pair(tmp_path)
+    try:
+        conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        conv.send(b"<one/>", message_type=ORDER)
+        assert [m.message_body for m in drain(stock, "StockQueue", 1)] == [b"<one/>"]
+        outcome = Outcome()
+        receiver = in_thread(lambda: stock.receive("StockQueue", timeout=600), outcome)
+        wait_until(lambda: b._messaging._arrival._waiters, "the RECEIVE to wait")
+        b.close(timeout=1.0)
+        receiver.join(BOUND)
+        assert not receiver.is_alive()
+        assert type(outcome.error) is InstanceClosedError
+        assert b.endpoint is None
+        conv.send(b"<two/>", message_type=ORDER)  # A goes on; the message waits for B
+    finally:
+        a.close()
+        b.close()
+    with pybroker.connect(tmp_path / "b.duckdb") as again:
+        assert again.sql("SELECT count(*) FROM sys.queue_messages").fetchone() == (0,)
