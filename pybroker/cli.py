@@ -138,12 +138,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="the new service's name")
     p.add_argument("--queue", required=True, help="the queue the service's messages go to")
 
-    p = command("sql", "run T-SQL DDL in a database as one all-or-nothing batch: "
-                "CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP "
-                "CONTRACT", cmd_sql)
+    p = command("sql", "run a T-SQL batch in a database: DDL as one all-or-nothing batch "
+                "(CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP "
+                "CONTRACT), and conversations (DECLARE, BEGIN DIALOG, SEND, RECEIVE, WAITFOR, END "
+                "CONVERSATION, BEGIN/COMMIT TRANSACTION, ...), printing what RECEIVE and "
+                "SELECT return", cmd_sql)
     _file_and_database(p)
     p.add_argument("tsql", help="the statements; '-' reads them from stdin (UTF-8, or "
                    "UTF-16 with a byte order mark)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the result sets as JSON")
+    shown.add_argument("--csv", action="store_true", help="print the result sets as CSV")
+
+    from pybroker.messaging_cli import add_commands as add_messaging_commands
+
+    add_messaging_commands(sub, command, UsageError)
 
     p = command("databases", "list the databases with their broker identifiers", cmd_databases)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
@@ -188,12 +197,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_chaos_commands(sub, command, UsageError)
 
     p = command("bench", "measure how fast this machine routes, sends and receives, runs "
-                "the pipeline or crosses the wire between two instances", cmd_bench)
-    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire"),
+                "the pipeline, crosses the wire between two instances or serves client "
+                "processes", cmd_bench)
+    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire", "serve"),
                    help="what to measure: routing decisions, messaging in one instance, the "
-                   "pipeline's jobs, or messages between two instance processes over TCP")
+                   "pipeline's jobs, messages between two instance processes over TCP, or "
+                   "client processes of one served instance file")
     p.add_argument("--repeat", type=int, default=None,
-                   help="runs to take the median of (default: 5, 3 for pipeline and wire)")
+                   help="runs to take the median of (default: 5, 3 for pipeline, wire and "
+                   "serve)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--idle-conversations", type=int, default=None, metavar="N",
                    help="messaging: conversations of the idle case (default 100,000, "
@@ -257,13 +269,22 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     text = read_tsql(args.tsql)
+    from pybroker.messaging_cli import print_result_sets
+
     with _open_existing(args.file) as inst:
         try:
-            inst.database(args.database).execute(text)
+            results = inst.database(args.database).execute(text)
         except MasterOnlyError as exc:  # the command line's way to run it in master
             raise exc.with_hint(
                 f"run it with -d master: {PROG} sql {args.file} -d master ...") from None
-        print(f"ok: the batch ran in {args.database}")
+        except BrokerError as exc:  # what the batch returned before it stopped is shown
+            if getattr(exc, "results", None):
+                print_result_sets(exc.results, as_json=args.json, as_csv=args.csv)
+            raise
+        if results or args.json or args.csv:
+            print_result_sets(results, as_json=args.json, as_csv=args.csv)
+        else:
+            print(f"ok: the batch ran in {args.database}")
     return 0
 
 
@@ -383,13 +404,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat is None:
-        args.repeat = 3 if args.name in ("pipeline", "wire") else 5
+        args.repeat = 3 if args.name in ("pipeline", "wire", "serve") else 5
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.bench import messaging, pipeline, routing, wire
+    from pybroker.bench import messaging, pipeline, routing, serve, wire
 
     bench: Any = {"routing": routing, "messaging": messaging, "pipeline": pipeline,
-                  "wire": wire}[args.name]
+                  "wire": wire, "serve": serve}[args.name]
     if args.idle_conversations is not None and args.name != "messaging":
         raise UsageError("--idle-conversations goes with bench messaging")
     if args.name == "wire":

@@ -70,6 +70,11 @@ class UnsupportedOptionError(TsqlSyntaxError):
         self.option = option
 
 
+class TransactionError(BrokerError):
+    """A T-SQL batch misused a transaction: COMMIT or ROLLBACK without BEGIN TRANSACTION, or
+    a batch that ended inside one (it is rolled back)."""
+
+
 class StorageError(BrokerError):
     """The instance file cannot be used: not a DuckDB file, locked by another process, ..."""
 

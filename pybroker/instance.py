@@ -69,6 +69,7 @@ from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
 from pybroker.server.snapshot import write_snapshot
 from pybroker.storage import Store, damage_reason, damaged_message, translate_error
+from pybroker.tsql.script import ResultSet
 
 CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions
 
@@ -640,16 +641,32 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
         return Conversation(self, ep.conversation_handle)
 
     def receive(
-        self, queue: str, *, max_messages: int = 1, timeout: float = 0.0
+        self,
+        queue: str,
+        *,
+        max_messages: int = 1,
+        timeout: float = 0.0,
+        conversation_handle: str | None = None,
+        conversation_group_id: str | None = None,
     ) -> list[Message]:
         """RECEIVE TOP (max_messages) FROM queue, waiting up to ``timeout`` seconds for the
         first message (WAITFOR). Returns messages of one conversation group, in order; they
-        leave the queue when the transaction commits (C3)."""
+        leave the queue when the transaction commits (C3). ``conversation_handle`` or
+        ``conversation_group_id`` (not both) is RECEIVE's WHERE clause: only that
+        conversation's or group's messages."""
         arguments.whole_number("max_messages", max_messages, minimum=1,
                                maximum=arguments.INT32_MAX)
         arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
-        return self._instance._messaging.receive(self.database_id, queue, max_messages,
-                                                 timeout)
+        return self._instance._messaging.receive(
+            self.database_id, queue, max_messages, timeout, conversation_handle,
+            conversation_group_id)
+
+    def get_conversation_group(self, queue: str, *, timeout: float = 0.0) -> str | None:
+        """GET CONVERSATION GROUP FROM queue: the conversation group the next RECEIVE takes,
+        waiting up to ``timeout`` seconds for a message (WAITFOR); None when none is ready."""
+        arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
+        return self._instance._messaging.get_conversation_group(self.database_id, queue,
+                                                                timeout)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Database]:
@@ -658,16 +675,34 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
         with self._instance._messaging.unit_of_work():
             yield self
 
-    def execute(self, tsql: str) -> None:
-        """Run T-SQL DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and
-        SERVICE (C2, C3); on master also CREATE/ALTER/DROP ENDPOINT and CREATE/DROP
-        CERTIFICATE (P2, pybroker.tsql.endpoint_ddl). A batch of several statements is all
-        or nothing."""
-        from pybroker.tsql import parse_batch
+    def execute(self, tsql: str) -> list[ResultSet]:
+        """Run a T-SQL batch; returns the result sets of its RECEIVEs and SELECTs, in order
+        (an empty list when it has none).
+
+        DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (C2,
+        C3); on master also CREATE/ALTER/DROP ENDPOINT and CREATE/DROP CERTIFICATE (P2,
+        pybroker.tsql.endpoint_ddl). A batch of DDL only is all or nothing.
+
+        Conversations, as a SQL Server script writes them: DECLARE, SET and SELECT of
+        variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION GROUP),
+        GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER and BEGIN/COMMIT/
+        ROLLBACK TRANSACTION (pybroker.tsql.script says how such a batch runs: each
+        statement in its own transaction outside BEGIN TRANSACTION, and a failed statement
+        stops the batch, rolling back an open transaction; the error then carries the result
+        sets returned before it as ``results``).
+
+        The whole batch is parsed first: a statement that is not understood runs nothing.
+        """
+        from pybroker.tsql.conversation_parser import is_conversation_statement, parse_script
+        from pybroker.tsql.script import run_script
 
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
-        self.run_statements(parse_batch(tsql, master=self.database_id == MASTER_DATABASE_ID))
+        statements = parse_script(tsql, master=self.database_id == MASTER_DATABASE_ID)
+        if not any(is_conversation_statement(s) for s in statements):
+            self.run_statements(statements)
+            return []
+        return run_script(self, statements)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.tsql) in one transaction: any error, nothing

@@ -148,7 +148,7 @@ def test_a_dba_session(tmp_path):
         (("route", "{missing}", "S", "--origin", "A"), 1, "no instance file at"),
         (("create-database", "{file}", ""), 1, "database name must not be empty"),
         (("create-database", "{file}", "A", "--broker-instance", "nope"), 1, "not a GUID"),
-        (("sql", "{file}", "-d", "master", "SELECT 1"), 1, "CREATE/ALTER/DROP ROUTE"),
+        (("sql", "{file}", "-d", "master", "UPDATE t SET x = 1"), 1, "CREATE/ALTER/DROP ROUTE"),
         (("sql", "{file}", "-d", "Nope", "DROP ROUTE x"), 1, "database 'Nope' does not exist"),
         (("route", "{file}", "S", "--origin", "Nope"), 1, "neither a database"),
     ],

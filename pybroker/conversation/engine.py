@@ -62,6 +62,7 @@ from pybroker.conversation.model import VALIDATION_CODES as VALIDATION_CODES
 from pybroker.conversation.model import VALIDATION_NAMES as VALIDATION_NAMES
 from pybroker.conversation.model import Message, Outgoing, Router
 from pybroker.conversation.read_ahead import ReceiveBuffer
+from pybroker.conversation.receive_where import ReceiveWhereMixin
 from pybroker.conversation.remote import RemoteDelivery
 from pybroker.conversation.states import (
     INITIATOR,
@@ -139,7 +140,7 @@ class QueueWatcher(Protocol):
         """A RECEIVE began (+1) or ended (-1) waiting for the queue's messages."""
 
 
-class Messaging(DeliveryMixin):
+class Messaging(DeliveryMixin, ReceiveWhereMixin):
     """The engine of one instance. It is given what it needs of the instance, never the
     instance itself: the store, the clock (epoch seconds), how to route (``route``,
     Instance.route) and how to turn a queue OFF through the catalog (``disable_queue``,
@@ -646,9 +647,13 @@ class Messaging(DeliveryMixin):
     # -- RECEIVE -------------------------------------------------------------------------
 
     def receive(
-        self, database_id: int, queue: str, max_messages: int, timeout: float
+        self, database_id: int, queue: str, max_messages: int, timeout: float,
+        conversation_handle: str | None = None, conversation_group_id: str | None = None,
     ) -> list[Message]:
         check_name("queue", queue)
+        if conversation_handle is not None or conversation_group_id is not None:
+            return self._receive_where(database_id, queue, max_messages, timeout,
+                                       conversation_handle, conversation_group_id)
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or (
             max_messages < 1
         ):

@@ -27,12 +27,12 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pybroker.conversation.api import Conversation
 from pybroker.errors import BrokerError, InvalidArgumentError, ServerError, ServerGoneError
 from pybroker.instance import Database, Instance
-from pybroker.server import calls, protocol
+from pybroker.server import arrow, calls, protocol
 from pybroker.server.calls import CONVERSATION, DATABASE, INSTANCE, TRANSACTION
 from pybroker.server.paths import socket_path_for, unix_address
 from pybroker.server.protocol import (
@@ -46,6 +46,9 @@ from pybroker.server.protocol import (
     Result,
     Welcome,
 )
+
+if TYPE_CHECKING:
+    import pyarrow
 
 URL_SCHEME = "pybroker://"
 
@@ -403,7 +406,8 @@ _build(ClientConversation, Conversation, CONVERSATION)
 
 class Rows:
     """What ``sql()`` returns through a client: the rows of a read-only query, already
-    fetched, with ``columns`` (names) and ``types`` (DuckDB's type names)."""
+    fetched, with ``columns`` (names) and ``types`` (DuckDB's type names); ``arrow()``
+    makes them a pyarrow Table."""
 
     def __init__(self, columns: list[str], types: list[str],
                  rows: list[tuple[Any, ...]]) -> None:
@@ -426,6 +430,18 @@ class Rows:
         out = self._rows[self._at:self._at + size]
         self._at += len(out)
         return out
+
+    def arrow(self) -> pyarrow.Table:
+        """All the rows (whatever was fetched already) as a ``pyarrow.Table``, with the
+        column types DuckDB's own Arrow export gives an embedded caller for the common
+        types (pybroker.server.arrow). Needs pyarrow (``pip install pyarrow``). Embedded,
+        DuckDB 1.5's ``relation.arrow()`` is a RecordBatchReader (``.read_all()`` makes it
+        a Table); ``to_arrow_table()`` is a Table on both."""
+        return arrow.table(self.columns, self.types, self._rows)
+
+    def to_arrow_table(self) -> pyarrow.Table:
+        """The same as ``arrow()``, under the name of DuckDB's relation method."""
+        return self.arrow()
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchall())

@@ -49,7 +49,12 @@ def parse_batch(text: str, *, master: bool = False) -> list[Statement]:
         raise TsqlSyntaxError(f"T-SQL must be text, not {type(text).__name__}")
     if not isinstance(master, bool):
         raise TsqlSyntaxError(f"master must be True or False, not {master!r}")
+    return ddl_parser(tokenize(text), master=master).batch()
+
+
+def ddl_parser(tokens: list[Token], *, master: bool = False) -> Parser[Statement]:
+    """The parser of the DDL statements over ``tokens`` (a batch of conversation statements,
+    pybroker.tsql.conversation_parser, reads its DDL with it)."""
     if master:
-        return Parser(tokenize(text), _MASTER_STATEMENTS, OBJECT_REFUSALS).batch()
-    refusals = {**OBJECT_REFUSALS, **MASTER_ONLY_REFUSALS}
-    return Parser(tokenize(text), _STATEMENTS, refusals).batch()
+        return Parser(tokens, _MASTER_STATEMENTS, OBJECT_REFUSALS)
+    return Parser(tokens, _STATEMENTS, {**OBJECT_REFUSALS, **MASTER_ONLY_REFUSALS})
