@@ -98,3 +98,11 @@ def to_file(db: pybroker.Database) -> None:
 
 
 not_callable = 42
+
+
+def wait_long(db: pybroker.Database) -> None:
+    """Receive with a long WAITFOR, over and over: only closing the instance ends it."""
+    with lock:
+        calls.append("wait_long")
+    while True:
+        db.receive(QUEUE, timeout=60)

@@ -177,6 +177,26 @@ def test_close_with_a_reader_that_never_returns_returns_within_its_bound(tmp_pat
             == (0,)
 
 
+def test_close_ends_a_readers_waiting_receive_and_records_nothing_of_it(tmp_path):
+    inst = pybroker.connect(tmp_path / "i.duckdb")
+    try:
+        a, _ = two_databases(inst, "activation_handlers:wait_long")
+        inst.start_activation(check_interval=0.05, close_timeout=30)
+        send(a, b"one")
+        wait_for(lambda: inst.sql("SELECT tasks_waiting FROM sys.dm_broker_queue_monitors"
+                                  ).fetchall() == [(1,)], what="the reader to wait")
+        runner = inst._activation
+        assert runner is not None
+    finally:
+        inst.close()
+    # the reader saw its RECEIVE end (InstanceClosedError) and returned, well inside the
+    # 30 s it was given: nothing was abandoned
+    assert runner._tasks == {}
+    with pybroker.connect(tmp_path / "i.duckdb", read_only=True) as again:
+        assert again.sql("SELECT count(*) FROM sys.broker_events WHERE event_class = "
+                         "'Broker:Activation'").fetchone() == (0,)
+
+
 def test_stop_activation_says_how_many_readers_were_abandoned(tmp_path):
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         a, _ = two_databases(inst, "activation_handlers:never_return")
