@@ -144,7 +144,8 @@ class Instance:
         try:
             self._messaging = Messaging(self._store, self._clock, self.route,
                                         self._disable_queue, retry_scale=retry_scale,
-                                        endpoint_cache=endpoint_cache)
+                                        endpoint_cache=endpoint_cache,
+                                        routing_changed=self._routing.changed)
         except BaseException:
             self._store.close()
             raise

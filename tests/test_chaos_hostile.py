@@ -61,8 +61,9 @@ def test_hostile_peer_without_tls_changes_nothing(tmp_path):
         # a half handshake: the first 20 bytes of a HELLO, then silence
         connect().sendall(hello[:20])
         # oversized length fields: a 64 KiB header, a 4 GiB body
-        connect().sendall(struct.pack("!2sBBBBHI", b"PB", 1, 2, 0, 0, 0xFFFF, 0xFFFFFFFF))
-        connect().sendall(struct.pack("!2sBBBBHI", b"PB", 1, 3, 0, 0, 0, 0xFFFFFFFF))
+        v = frames.VERSION
+        connect().sendall(struct.pack("!2sBBBBHI", b"PB", v, 2, 0, 0, 0xFFFF, 0xFFFFFFFF))
+        connect().sendall(struct.pack("!2sBBBBHI", b"PB", v, 3, 0, 0, 0, 0xFFFFFFFF))
         # garbage
         connect().sendall(b"\x00\xffgarbage" * 500)
         # a valid handshake claiming to be A (key ids are public), with A's address

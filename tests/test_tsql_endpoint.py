@@ -67,7 +67,7 @@ def master_parse(text: str) -> list:
          "  for service_broker (authentication = certificate MyCert\n"
          "    encryption = required algorithm aes\n"
          "    message_forwarding = disabled, message_forward_size = 20)",
-         CreateEndpoint("My EP", 0, "STARTED", None, "MyCert", True, 20)),
+         CreateEndpoint("My EP", 0, "STARTED", None, "MyCert", True, 20, False)),
         ("CREATE ENDPOINT e STATE = DISABLED AS TCP (LISTENER_PORT = 4023 LISTENER_IP = "
          "(0.0.0.0)) FOR SERVICE_BROKER (ENCRYPTION = DISABLED)",
          CreateEndpoint("e", 4023, "DISABLED", "0.0.0.0", encryption=False)),
@@ -144,8 +144,6 @@ TCP = "AS TCP (LISTENER_PORT = 4022)"
          "ALGORITHM RC4"),
         (f"CREATE ENDPOINT e {TCP} FOR SERVICE_BROKER (ENCRYPTION = REQUIRED ALGORITHM AES "
          "RC4)", "ALGORITHM AES RC4"),
-        (f"CREATE ENDPOINT e {TCP} FOR SERVICE_BROKER (MESSAGE_FORWARDING = ENABLED)",
-         "MESSAGE_FORWARDING = ENABLED"),
         (f"CREATE ENDPOINT e {TCP} FOR DATABASE_MIRRORING (ROLE = ALL)",
          "FOR DATABASE_MIRRORING"),
         ("CREATE ENDPOINT e AS HTTP (PATH = '/x') FOR SOAP ()", "AS HTTP"),
@@ -594,3 +592,17 @@ def test_any_definition_reads_back_from_the_file_as_written(tmp_path, endpoint):
         tcp = inst.sql("SELECT name, port, ip_address FROM sys.tcp_endpoints").fetchall()
         assert tcp == [(endpoint.name, endpoint.port, endpoint.listener_ip)]
         inst.database("master").execute(f"DROP ENDPOINT [{endpoint.name.replace(']', ']]')}]")
+
+
+def test_R7_3_message_forwarding_enabled_and_disabled_set_the_instance_setting(tmp_path):
+    with pybroker.connect(tmp_path / "f.duckdb") as inst:
+        master = inst.database("master")
+        master.execute(f"CREATE ENDPOINT e STATE = STOPPED {TCP} FOR SERVICE_BROKER "
+                       "(MESSAGE_FORWARDING = ENABLED, MESSAGE_FORWARD_SIZE = 3)")
+        assert (inst.forwarding, inst.forwarding_size_mb) == (True, 3)
+        assert inst.sql("SELECT is_message_forwarding_enabled, message_forwarding_size "
+                        "FROM sys.service_broker_endpoints").fetchone() == (True, 3)
+        master.execute("ALTER ENDPOINT e FOR SERVICE_BROKER (MESSAGE_FORWARD_SIZE = 4)")
+        assert (inst.forwarding, inst.forwarding_size_mb) == (True, 4)  # left as it was
+        master.execute("ALTER ENDPOINT e FOR SERVICE_BROKER (MESSAGE_FORWARDING = DISABLED)")
+        assert inst.forwarding is False

@@ -63,7 +63,8 @@ def fragments(draw, with_ack: bool | None = None) -> frames.MessageFragment:
         validation=draw(st.sampled_from("NEX")), is_end_of_dialog=draw(st.booleans()),
         is_error=draw(st.booleans()), priority=draw(st.integers(0, 10)),
         lifetime_ms=draw(i64), hops_remaining=draw(st.integers(0, 255)), key_id=draw(key_ids),
-        body=body, ack=draw(ack), mac=draw(macs))
+        body=body, ack=draw(ack), mac=draw(macs), time_to_live_ms=draw(u32),
+        time_consumed_ms=draw(u32))
 
 
 notices = st.builds(

@@ -4,10 +4,11 @@
 
 ROLE is ``sender`` (instance A, database Shop, service ShopService) or ``receiver``
 (instance B, database Stock, service StockService on StockQueue), or ``replier`` /
-``closer`` for the second act (the same instances). Every start is idempotent: the
-instance trusts the peer's certificate (PEM_FILE), creates its database, services and
-route to the peer at tcp://127.0.0.1:PEER_PORT when they are missing, and listens on PORT
-(the same port after a restart, so the peer's route stays valid).
+``closer`` for the second act (the same instances), or ``forwarder`` (R7). Every start is
+idempotent: the instance trusts the peer's certificate (PEER_PEM; several, comma-separated,
+for a forwarder), creates its database, services and route to the peer at
+tcp://127.0.0.1:PEER_PORT when they are missing, and listens on PORT (the same port after a
+restart, so the peer's route stays valid).
 
 sender    begins CONVERSATIONS dialogs once (in one transaction), then sends each one's
           QUOTA messages, BATCH per transaction, round robin; the body of message n of a
@@ -23,6 +24,9 @@ replier   RECEIVEs StockQueue in transactions; after a conversation's last messa
 closer    (instance A) RECEIVEs ShopQueue: on each EndDialog it ends its side too. Prints
           "closed K" and "done" when every conversation got its reply and EndDialog, and
           "got TYPE BODY" for every other message.
+forwarder holds no service: msdb routes StockService to tcp://127.0.0.1:CONVERSATIONS (the
+          receiver's port) and ShopService to PEER_PORT (the sender's), forwarding on; the
+          sender and receiver then name the forwarder's port as their PEER_PORT.
 Each role that finishes prints "drained" once its transmission queue is empty.
 
 WIRE_CHILD_FRAGMENT_SIZE in the environment sets the endpoint's fragment_size,
@@ -52,6 +56,18 @@ stop = threading.Event()
 
 def say(text: str) -> None:
     print(text, flush=True)
+
+
+def setup_forwarder(inst: pybroker.Instance, sender_port: int, receiver_port: int) -> None:
+    msdb = inst.database("msdb")
+    if inst.sql("SELECT count(*) FROM sys.msdb_routes WHERE name = 'OnToStock'").fetchone()[0]:
+        return
+    with inst._write():
+        msdb.create_route("OnToStock", service_name="StockService",
+                          address=f"tcp://127.0.0.1:{receiver_port}")
+        msdb.create_route("OnToShop", service_name="ShopService",
+                          address=f"tcp://127.0.0.1:{sender_port}")
+    inst.forwarding = True
 
 
 def setup(inst: pybroker.Instance, role: str, peer_port: int) -> pybroker.Database:
@@ -190,8 +206,14 @@ def main(argv: list[str]) -> int:
     inst = pybroker.connect(file, retry_scale=float(os.environ.get(
         "WIRE_CHILD_RETRY_SCALE", "0.01")))
     try:
-        inst.trust("peer", Path(peer_pem).read_text())
-        db = setup(inst, role, int(peer_port))
+        pems = peer_pem.split(",")
+        for i, pem in enumerate(pems):
+            inst.trust("peer" if len(pems) == 1 else f"peer{i + 1}", Path(pem).read_text())
+        if role == "forwarder":
+            setup_forwarder(inst, int(peer_port), count)
+            db = inst.database("msdb")
+        else:
+            db = setup(inst, role, int(peer_port))
         fragment_size = int(os.environ.get("WIRE_CHILD_FRAGMENT_SIZE", "0")) or None
         endpoint = inst.start_endpoint(int(port), fragment_size=fragment_size)
         say(f"listening on {endpoint.address}")

@@ -184,13 +184,15 @@ class ServerBatch:
     def run(self, statement: object) -> None:
         instance = self._instance
         if isinstance(statement, CreateEndpoint):
-            self._endpoint_options(statement.certificate, statement.message_forward_size)
+            self._endpoint_options(statement.certificate, statement.message_forward_size,
+                                   statement.message_forwarding)
             instance._store.run("wire/insert_broker_endpoint.sql",
                                 {"name": statement.name, **_row(statement)})
         elif isinstance(statement, AlterEndpoint):
             changes = dict(statement.changes)
             self._endpoint_options(changes.get("certificate"),
-                                   changes.get("message_forward_size"))
+                                   changes.get("message_forward_size"),
+                                   changes.get("message_forwarding"))
             current = stored_endpoint(instance)  # with this batch's earlier statements
             if current is None:
                 raise NotFoundError(f"endpoint {statement.name!r} does not exist: CREATE "
@@ -224,7 +226,8 @@ class ServerBatch:
             return
         final = self._final
         if stored_endpoint(self._instance) != (
-                None if final is None else dataclasses.replace(final, message_forward_size=None)):
+                None if final is None else dataclasses.replace(
+                    final, message_forward_size=None, message_forwarding=None)):
             raise WireError(  # step 1 decided on a definition another thread changed since
                 "the broker endpoint's definition changed while this batch ran (ENDPOINT "
                 "statements in another thread): run the batch again")
@@ -300,7 +303,8 @@ class ServerBatch:
         endpoint_identity(self._instance, subject)
         self._instance._store.run("wire/update_endpoint_certificate_name.sql", {"name": name})
 
-    def _endpoint_options(self, certificate: str | None, forward_size: int | None) -> None:
+    def _endpoint_options(self, certificate: str | None, forward_size: int | None,
+                          forwarding: bool | None = None) -> None:
         if certificate is not None:
             own = self._own_certificate_name()
             if certificate != own:
@@ -316,6 +320,8 @@ class ServerBatch:
                 raise NotFoundError(f"certificate {certificate!r} does not exist: {hint}")
         if forward_size is not None:
             self._instance.forwarding_size_mb = forward_size  # R7.3: MESSAGE_FORWARD_SIZE
+        if forwarding is not None:
+            self._instance.forwarding = forwarding  # R7.3: MESSAGE_FORWARDING
 
 
 def _same_listener(a: CreateEndpoint, b: CreateEndpoint) -> bool:

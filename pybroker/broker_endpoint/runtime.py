@@ -82,6 +82,9 @@ class Endpoint:
         messaging = instance._messaging
         self._remote = messaging.remote
         identity = endpoint_identity(instance)
+        with instance._store._lock:  # R7.3: the memory bound forwarding may hold
+            size_mb = instance._store.run("instance/select_settings.sql")[0][1]
+        settings.forwarding_limit = int(size_mb) * 2**20
         self._bridge = _Bridge(self)
         self._transport = Transport(self._bridge, identity, trusted_certificates(instance),
                                     settings, clock=instance._clock)
@@ -111,6 +114,17 @@ class Endpoint:
     def connections(self) -> list[tuple[Any, ...]]:
         return self._transport.snapshot()
 
+    def forwarded(self) -> list[tuple[Any, ...]]:
+        """What the forwarder holds now (rows of sys.dm_broker_forwarded_messages)."""
+        return self._transport.forwarded()
+
+    def refresh_forwarding_limit(self) -> None:
+        """R7.3: the memory bound as the file says now (MESSAGE_FORWARD_SIZE or
+        ``Instance.forwarding_size_mb`` may change it while the endpoint serves)."""
+        size_mb = int(self._instance._store.run("instance/select_settings.sql")[0][1])
+        if size_mb * 2**20 != self._transport.forwarder.limit:
+            self._transport.set_forwarding_limit(size_mb * 2**20)
+
     def close(self) -> None:
         """Stop listening, close every connection, write the last events. Messages in
         flight stay in the transmission queue and go again at the next start."""
@@ -121,7 +135,7 @@ class Endpoint:
         self._transport.close()
         self._bridge.stop()
         with contextlib.suppress(BrokerError):
-            self._remote.write_connections([])
+            self._remote.write_connections([], [])
         if self._instance._endpoint is self:
             self._instance._endpoint = None
 
@@ -143,6 +157,7 @@ class _Bridge:
         self._thread = threading.Thread(target=self._run, name="pybroker-wire-engine",
                                         daemon=True)
         self._last_snapshot: list[tuple[Any, ...]] | None = None
+        self._forwarded_written = False  # the forwarded-messages snapshot holds rows
         self.last_error: BaseException | None = None
 
     # the Sink of transport.py: called on the event loop thread, never blocks
@@ -214,7 +229,12 @@ class _Bridge:
                 next_snapshot = time.monotonic() + SNAPSHOT_INTERVAL
                 try:
                     rows = self._endpoint.connections()
-                    self._remote.write_connections(rows)
+                    forwarded = self._endpoint.forwarded()
+                    # written while the forwarder holds anything, and once more when empty
+                    written = bool(forwarded) or self._forwarded_written
+                    self._remote.write_connections(rows, forwarded if written else None)
+                    self._forwarded_written = bool(forwarded)
+                    self._endpoint.refresh_forwarding_limit()
                 except Exception as exc:
                     self.last_error = exc
 

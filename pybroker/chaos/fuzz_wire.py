@@ -241,9 +241,10 @@ def inputs(name: str, seed: int = 0) -> Iterator[bytes]:
             yield rng.randbytes(rng.randint(0, 256))
         elif r < 0.2:
             body = rng.randbytes(rng.randint(0, 128))
-            yield struct.pack("!2sBBBBHI", b"PB", 1, rng.randint(0, 7), rng.randrange(16), 0,
-                              len(body) if rng.random() < 0.5 else 0, 0 if rng.random() < 0.5
-                              else len(body)) + body
+            yield struct.pack("!2sBBBBHI", b"PB", frames.VERSION, rng.randint(0, 7),
+                              rng.randrange(16), 0,
+                              len(body) if rng.random() < 0.5 else 0,
+                              0 if rng.random() < 0.5 else len(body)) + body
         elif r < 0.25:
             fresh = _valid_input(name, rng)
             corpus[rng.randrange(len(corpus))] = fresh

@@ -87,6 +87,12 @@ class Conversation:
         return self._endpoint().far_service
 
     @property
+    def far_broker_instance(self) -> str | None:
+        """The broker identifier of the far side's database, once known (R5: the first
+        acknowledgement pins it; a target knows its initiator's from the first message)."""
+        return self._endpoint().far_broker_instance
+
+    @property
     def service_contract_name(self) -> str:
         return self._endpoint().service_contract_name
 

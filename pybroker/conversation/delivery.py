@@ -22,6 +22,7 @@ from pybroker.conversation.model import (
     Outgoing,
 )
 from pybroker.conversation.remote import Remote
+from pybroker.conversation.route_requests import RouteRequests
 from pybroker.conversation.states import TRANSITIONS, transition
 from pybroker.conversation.system_messages import (
     _ENDPOINT_CLOSED_TEXT,
@@ -35,7 +36,7 @@ from pybroker.conversation.system_messages import (
     error_body,
 )
 from pybroker.errors import ConversationError
-from pybroker.routing.engine import to_utc_datetime
+from pybroker.routing.engine import OUTSIDE, to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.unit_of_work import UnitOfWork
@@ -55,6 +56,8 @@ class _Delivery:
 
 class DeliveryMixin:
     """The routing, delivery and delay/retry methods of Messaging (engine.py)."""
+
+    route_requests: RouteRequests  # R2.4, R8: made by Messaging
 
     # -- routing and delivery --------------------------------------------------------------
 
@@ -86,12 +89,24 @@ class DeliveryMixin:
             decision = self._route(
                 ep.far_service, broker_instance=broker,
                 origin=self.catalog(ep.database_id).name)
+            if (decision.outcome == "send" and self.remote.wire is not None
+                    and self.remote.wire.is_own_address(decision.address or "")):
+                # R7.2: the route leads to this instance itself: of remote origin from
+                # here, routed again with msdb's table (R3.6: forwarding must be on to
+                # send it anywhere but LOCAL)
+                again = self._route(ep.far_service, broker_instance=broker, origin=OUTSIDE)
+                if again.outcome == "send" and self.remote.wire.is_own_address(
+                        again.address or ""):
+                    return STATUS_NO_ROUTE  # msdb's route leads here too: a loop
+                decision = again
             ep.route = decision
         if decision.outcome == "send":
             if self.remote.wire is None:
                 return STATUS_NO_TRANSPORT
             return Remote(decision.address, decision.mirror_address)
         if decision.outcome != "deliver":
+            if decision.route_request_due:  # R2.4: DELAYED, and the routing service asked
+                self.route_requests.request(uow, ep.database_id, ep.far_service)
             return STATUS_NO_ROUTE
         catalog = self.catalog_named(decision.database)
         queue_name = catalog.services.get(ep.far_service)
@@ -298,6 +313,7 @@ class DeliveryMixin:
                     retries.append(ep)
             if retries:
                 self._retry(uow, retries, now_dt)
+            self.route_requests.run(uow, now_dt)  # R8.2
             if retry_all:
                 self.remote.release_inbound(uow)
             self.remote.flush_events(uow)

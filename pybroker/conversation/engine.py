@@ -64,6 +64,7 @@ from pybroker.conversation.model import Message, Outgoing, Router
 from pybroker.conversation.read_ahead import ReceiveBuffer
 from pybroker.conversation.receive_where import ReceiveWhereMixin
 from pybroker.conversation.remote import RemoteDelivery
+from pybroker.conversation.route_requests import RouteRequests
 from pybroker.conversation.states import (
     INITIATOR,
     TRANSITIONS,
@@ -101,6 +102,7 @@ from pybroker.errors import (
     NotFoundError,
     QueueDisabledError,
 )
+from pybroker.routing.cache import CatalogChange
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.routing.engine import to_utc_datetime
 
@@ -148,7 +150,8 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
 
     def __init__(self, store: Store, clock: Callable[[], float], route: Router,
                  disable_queue: Callable[[int, str], None], *, retry_scale: float = 1.0,
-                 endpoint_cache: int = DEFAULT_ENDPOINT_CACHE) -> None:
+                 endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
+                 routing_changed: Callable[[CatalogChange], None] | None = None) -> None:
         if isinstance(retry_scale, bool) or not isinstance(retry_scale, (int, float)) or not (
             retry_scale > 0
         ):
@@ -186,9 +189,17 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
         self._queuing_order = int(row[0][0])
         self.remote = RemoteDelivery(self)
         self.remote.load()
+        # R2.4, R8: the route requests; ``routing_changed`` tells routing that one began or
+        # went (the instance passes RoutingEngine.changed)
+        self.route_requests = RouteRequests(self, routing_changed or (lambda change: None))
         with self._store._lock:
             deadline = self._store.run("conversation/select_next_deadline.sql")[0][0]
+            asked = self._store.run("conversation/select_route_request_dialogs.sql")
         self._set_next_deadline(deadline)
+        if asked and not self.next_deadline:
+            # a request dialog may have ended before the file was closed: look at once
+            self.next_deadline = 1.0
+        self.route_requests.active = bool(asked)
 
     def _set_next_deadline(self, deadline: datetime | None) -> None:
         self.next_deadline = (
@@ -249,6 +260,8 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
             self.remote.after_commit(uow.outbound)
         if uow.retry_after_commit:
             self.run_pending(retry_all=True)
+        elif uow.route_replies:  # R8.2: a route request's dialog ended; settle it now
+            self.run_pending()
 
     def _after_rollback(self, uow: UnitOfWork) -> None:
         if self._store.closed:  # cut off by close(): no message's fault, nothing to read

@@ -19,6 +19,11 @@ status 2; an arrival for a queue that is OFF waits in the receiving database's t
 queue (P8). Only after the commit are the acknowledgements handed back to the wire (P5.2).
 A target that cannot take a message says why with a notice (never a silent drop) and
 records a broker event.
+
+Forwarding (R7): an arrival whose msdb decision is a network address (possible only with
+forwarding on, R3.6) is handed back to the wire with that next hop, after the batch's
+commit, and is neither written nor acknowledged here: only its final destination
+acknowledges (R7.3).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pybroker.conversation.system_messages import (
 )
 from pybroker.errors import WireError
 from pybroker.wire import dialog
+from pybroker.wire.forwarding import DEFAULT_HOPS
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.storage import Store
 
 ALL_FRAGMENTS = 0xFFFFFFFF  # an acknowledged range's end: every fragment of the message
-HOPS = 32  # R7.1: hops a message starts with (SQL Server's is unpublished)
+HOPS = DEFAULT_HOPS  # R7.1: hops a message starts with (see wire/forwarding.py)
 MAX_EVENTS = 10_000  # broker_events keeps the newest rows only
 INDEX_SIZE = 65_536  # conversations whose endpoint handle is remembered for arrivals
 
@@ -67,8 +73,9 @@ STATUS_FORWARDING_OFF = (
 STATUS_BROKER_NOT_HERE = (
     "The target instance could not deliver the message: the service is there, but no "
     "database there has broker identifier '{}' and message forwarding is off there.")
-STATUS_NOT_FORWARDED = (
-    "The target instance does not forward messages to other instances.")
+STATUS_ROUTE_TO_ITSELF = (
+    "The target instance could not forward the message: msdb's route for the service leads "
+    "back to the instance itself.")
 
 
 class _Engine(Protocol):
@@ -112,6 +119,10 @@ class Wire(Protocol):
     def reply(self, connection: int, acks: list[AckEntry], notices: list[Notice],
               answered: int = 0) -> None: ...
 
+    def forward(self, items: list[tuple[int, str, MessageFragment, str]]) -> None: ...
+
+    def is_own_address(self, address: str) -> bool: ...
+
 
 @dataclass(slots=True)
 class Remote:
@@ -132,6 +143,14 @@ class Arrival:
 class _Replies:
     acks: dict[tuple[int, str, bool], tuple[Endpoint, str]] = field(default_factory=dict)
     notices: list[tuple[int, Notice]] = field(default_factory=list)
+    forwards: list[tuple[int, str, MessageFragment, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Forward:
+    """R7: the arrival goes on to another instance, at ``address``."""
+
+    address: str
 
 
 class RemoteDelivery:
@@ -166,6 +185,7 @@ class RemoteDelivery:
             # and hands them to the wire (or says why they cannot leave).
             store.run("wire/reschedule_in_flight.sql")
             store.run("wire/delete_connections.sql")
+            store.run("wire/delete_forwarded_messages.sql")
 
     def reload(self) -> None:
         """Read the held fragments and messages again (at open, after a rollback)."""
@@ -380,6 +400,8 @@ class RemoteDelivery:
         wire = self.wire
         if wire is None:
             return
+        if replies.forwards:
+            wire.forward(replies.forwards)
         by_connection: dict[int, tuple[list[AckEntry], list[Notice]]] = {}
         answered: dict[int, int] = {}
         for arrival in arrivals:
@@ -459,6 +481,9 @@ class RemoteDelivery:
         f = arrival.fragment
         conn = arrival.connection
         database_id = self._destination(f)
+        if isinstance(database_id, _Forward):
+            replies.forwards.append((conn, arrival.peer, f, database_id.address))
+            return
         if isinstance(database_id, str):
             self._refuse(arrival, replies, database_id, fatal=False)
             return
@@ -536,8 +561,9 @@ class RemoteDelivery:
                      f.is_end_of_dialog, f.is_error, now, arrival, replies)
         self._release(uow, ep, catalog, now, arrival, replies)
 
-    def _destination(self, f: MessageFragment) -> int | str:
-        """The database the fragment goes to (an id), or why it cannot be delivered."""
+    def _destination(self, f: MessageFragment) -> int | str | _Forward:
+        """The database the fragment goes to (an id), the next hop it is forwarded to, or
+        why it cannot be delivered."""
         m = self.m
         if not f.from_initiator and f.to_broker_instance is not None:
             found = self._database_of(f.to_broker_instance)
@@ -548,8 +574,11 @@ class RemoteDelivery:
                                      origin=OUTSIDE)  # R1.2: msdb's table
         if decision.outcome == "deliver":
             return m.catalog_named(decision.database).database_id
-        if decision.outcome == "send":
-            return STATUS_NOT_FORWARDED
+        if decision.outcome == "send":  # R3.6 let it through: forwarding is on
+            address = decision.address or ""
+            if self.wire is not None and self.wire.is_own_address(address):
+                return STATUS_ROUTE_TO_ITSELF
+            return _Forward(address)
         if f.to_broker_instance is not None and any(
                 f.to_service in m.catalog(i).services for i in self._database_ids()):
             return STATUS_BROKER_NOT_HERE.format(f.to_broker_instance)
@@ -747,8 +776,10 @@ class RemoteDelivery:
             "description": columns.texts(cols[7])})
         uow.sql("wire/prune_broker_events.sql", {"keep": MAX_EVENTS})
 
-    def write_connections(self, rows: list[tuple[Any, ...]]) -> None:
-        """The snapshot behind sys.dm_broker_connections, and the events so far."""
+    def write_connections(self, rows: list[tuple[Any, ...]],
+                          forwarded: list[tuple[Any, ...]] | None = None) -> None:
+        """The snapshot behind sys.dm_broker_connections, and the events so far; with
+        ``forwarded``, the one behind sys.dm_broker_forwarded_messages too (R7)."""
         with self.m.unit_of_work() as uow:
             uow.activate()
             self.flush_events(uow)
@@ -756,6 +787,10 @@ class RemoteDelivery:
             for row in rows:
                 uow.sql("wire/insert_connection.sql", dict(zip(_CONNECTION_COLUMNS, row,
                                                                strict=True)))
+            if forwarded is not None:
+                uow.sql("wire/delete_forwarded_messages.sql", {})
+                if forwarded:
+                    uow.sql("wire/insert_forwarded_messages.sql", _forwarded_columns(forwarded))
 
 
 _CONNECTION_COLUMNS = (
@@ -764,3 +799,17 @@ _CONNECTION_COLUMNS = (
     "encryption_algorithm_desc", "total_bytes_sent", "total_bytes_received",
     "total_fragments_sent", "total_fragments_received", "total_sends", "total_receives",
     "is_send_flow_controlled")
+
+
+def _forwarded_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
+    """Transport.forwarded()'s rows as the bound columns of insert_forwarded_messages.sql."""
+    c = list(zip(*rows, strict=True))
+    return {
+        "conversation_id": columns.guids(c[0]), "is_initiator": columns.flags(c[1]),
+        "to_service_name": columns.texts(c[2]), "to_broker_instance": columns.guids(c[3]),
+        "from_service_name": columns.texts(c[4]), "from_broker_instance": columns.guids(c[5]),
+        "adjacent_broker_address": columns.texts(c[6]),
+        "message_sequence_number": columns.ints(c[7]),
+        "message_fragment_number": columns.ints(c[8]), "hops_remaining": columns.ints(c[9]),
+        "time_to_live": columns.ints(c[10]), "time_consumed": columns.ints(c[11]),
+        "message_id": columns.guids(c[12])}

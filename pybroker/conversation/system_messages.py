@@ -12,6 +12,14 @@ DIALOG_TIMER = SYSTEM_PREFIX + "DialogTimer"
 ERROR_NAMESPACE = SYSTEM_PREFIX + "Error"
 DEFAULT = "DEFAULT"
 
+# R8.1: dynamic routing. The request contract and message type are system objects of every
+# database (migrations/002); the requesting service and its queue are created in a
+# database the first time it sends a route request (pybroker/conversation/route_requests.py).
+BROKER_CONFIGURATION_NOTICE = SYSTEM_PREFIX + "BrokerConfigurationNotice"
+MISSING_ROUTE = BROKER_CONFIGURATION_NOTICE + "/MissingRoute"
+ROUTE_REQUEST_SERVICE = "SQL/ServiceBroker/BrokerConfigurationRequest"
+ROUTE_REQUEST_QUEUE = "sys.BrokerConfigurationRequestQueue"
+
 # C2: broker error codes.
 LIFETIME_EXPIRED = -8489
 REMOTE_ENDPOINT_CLOSED = -8462
@@ -32,6 +40,32 @@ def error_body(code: int, description: str) -> bytes:
         f'<Error xmlns="{ERROR_NAMESPACE}"><Code>{code}</Code>'
         f"<Description>{escape(description)}</Description></Error>"
     ).encode()
+
+
+# Characters an XML parser would normalize in text, kept as character references.
+_KEEP = {"\r": "&#13;"}
+
+
+def missing_route_body(service_name: str) -> bytes:
+    """R8.1: the body of a route request for ``service_name``."""
+    return (
+        f'<MissingRoute xmlns="{MISSING_ROUTE}">'
+        f"<SERVICE_NAME>{escape(service_name, _KEEP)}</SERVICE_NAME></MissingRoute>"
+    ).encode()
+
+
+def parse_missing_route(body: bytes) -> str | None:
+    """The service a MissingRoute body names (R8.1), or None if it names none."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        return None
+    if root.tag != f"{{{MISSING_ROUTE}}}MissingRoute":
+        return None
+    name = root.findtext(f"{{{MISSING_ROUTE}}}SERVICE_NAME")
+    return name if name else None
 
 
 def _parse_error(body: bytes) -> tuple[int | None, str | None]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation import columns
 from pybroker.conversation.endpoint import Endpoint, wide_columns
+from pybroker.conversation.system_messages import ROUTE_REQUEST_QUEUE
 from pybroker.errors import BrokerError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,6 +62,7 @@ class UnitOfWork:
         self.wake = False
         self.retry_after_commit = False
         self.catalog_written = False  # a catalog write joined this transaction
+        self.route_replies = False  # something arrived for a route request (R8.2)
         self._tx: Any = None
 
     def activate(self) -> None:
@@ -84,6 +86,8 @@ class UnitOfWork:
     def enqueue(self, row: tuple[Any, ...]) -> None:
         """A message into a queue (a row of insert_queue_messages.sql), written at flush."""
         self.queue_rows.append(row)
+        if row[1] == ROUTE_REQUEST_QUEUE:
+            self.route_replies = True  # a route request dialog ended (R8.2): settle it
         buffers = self.m._read_ahead
         if buffers:
             buffer = buffers.get((row[0], row[1]))

@@ -14,8 +14,8 @@ It understands exactly
     DROP CERTIFICATE name
 
 where a Service Broker option is AUTHENTICATION = CERTIFICATE name, ENCRYPTION = REQUIRED
-[ALGORITHM AES] | DISABLED, MESSAGE_FORWARDING = DISABLED or MESSAGE_FORWARD_SIZE = MB, each
-at most once, the commas optional as in SQL Server's grammar. In ALTER ENDPOINT the TCP
+[ALGORITHM AES] | DISABLED, MESSAGE_FORWARDING = ENABLED | DISABLED or MESSAGE_FORWARD_SIZE =
+MB, each at most once, the commas optional as in SQL Server's grammar. In ALTER ENDPOINT the TCP
 settings may be given alone (LISTENER_IP without LISTENER_PORT keeps the port).
 
 Choices, where pybroker differs from SQL Server (each refusal is an UnsupportedOptionError
@@ -28,7 +28,8 @@ naming the option):
   CERTIFICATE name.
 - ENCRYPTION = SUPPORTED is refused (the transport cannot negotiate: an endpoint speaks TLS
   1.3 or does not), and so is ALGORITHM RC4 (in any combination).
-- MESSAGE_FORWARDING = ENABLED is refused: pybroker does not forward between instances yet.
+- MESSAGE_FORWARDING and MESSAGE_FORWARD_SIZE set the instance's forwarding (R7.3,
+  ``Instance.forwarding`` and ``forwarding_size_mb``); left out, the setting stays as it is.
 - CREATE CERTIFICATE refuses a private key (WITH PRIVATE KEY), a password (ENCRYPTION BY
   PASSWORD), START_DATE / EXPIRY_DATE, ACTIVE FOR BEGIN_DIALOG and FROM BINARY, ASSEMBLY
   or EXECUTABLE FILE. AUTHORIZATION is read and ignored, as in the object DDL.
@@ -66,7 +67,8 @@ class CreateEndpoint:
     """CREATE ENDPOINT ... FOR SERVICE_BROKER (P2). ``state`` defaults to STOPPED, as in
     SQL Server; ``listener_ip`` None is ALL; ``certificate`` None uses this instance's own
     endpoint certificate; ``encryption`` False is ENCRYPTION = DISABLED;
-    ``message_forward_size`` (MB, R7.3) None leaves the instance setting as it is."""
+    ``message_forwarding`` (R7.3) and ``message_forward_size`` (MB) None leave the
+    instance's settings as they are."""
 
     name: str
     port: int
@@ -75,6 +77,7 @@ class CreateEndpoint:
     certificate: str | None = None
     encryption: bool = True
     message_forward_size: int | None = None
+    message_forwarding: bool | None = None
 
     @property
     def host(self) -> str:
@@ -256,10 +259,8 @@ def _service_broker(p: Parser[Any]) -> dict[str, Any]:
         elif key == "ENCRYPTION":
             found["encryption"] = _encryption(p)
         elif key == "MESSAGE_FORWARDING":
-            value = p.token
-            if p.choice("ENABLED or DISABLED", "ENABLED", "DISABLED") == "ENABLED":
-                raise _refuse("MESSAGE_FORWARDING = ENABLED", value, "pybroker does not "
-                              "forward messages between instances yet (R7); expected DISABLED")
+            found["message_forwarding"] = p.choice(
+                "ENABLED or DISABLED", "ENABLED", "DISABLED") == "ENABLED"
         else:
             found["message_forward_size"] = _whole(
                 p, "a whole number of megabytes for MESSAGE_FORWARD_SIZE",

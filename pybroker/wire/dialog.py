@@ -67,7 +67,8 @@ def _fragment(h: MessageFragment, number: int, count: int, size: int,
         h.conversation_id, h.from_initiator, h.sequence, number, count, size, h.from_service,
         h.to_service, h.from_broker_instance, h.to_broker_instance, h.contract,
         h.message_type, h.validation, h.is_end_of_dialog, h.is_error, h.priority,
-        h.lifetime_ms, h.hops_remaining, h.key_id, body, h.ack, h.mac)
+        h.lifetime_ms, h.hops_remaining, h.key_id, body, h.ack, h.mac, h.time_to_live_ms,
+        h.time_consumed_ms)
 
 
 class _Message:

@@ -21,7 +21,8 @@ The types, and what their header (and body) hold:
                  count (4) | message size (8) | from service, to service (strings) | from
                  and to broker identifiers (GUIDs) | contract, message type (strings) |
                  validation (1: N, E, X) | priority (1, 0-10) | lifetime (8, epoch ms) |
-                 hops remaining (1, R7.1) | key id (8) | [one ACK entry, flag 8] | MAC (16).
+                 hops remaining (1, R7.1) | time to live (4, ms) | time consumed (4, ms,
+                 R7.1) | key id (8) | [one ACK entry, flag 8] | MAC (16).
                  Body: the fragment's bytes.
     3 ACK        no header; body: count (2) and up to 4,096 entries. An entry (P5.1):
                  conversation id | acknowledges the initiator's messages (1) | the
@@ -39,6 +40,12 @@ Integrity (P6) is a keyed MAC (BLAKE2b, 16 bytes) under the dialog's session key
 fragment's MAC covers its flags byte (without flag 8), its header up to the key id and its
 body; an acknowledgement entry and a notice (with its flags byte) carry their own.
 ``signed_bytes`` gives what a MAC covers; the keys live in the dialog layer.
+
+The keys are those of the two instances at the ends of a connection (adjacent brokers), so
+a forwarder (R7) checks a fragment's MAC under its key with the broker it came from and
+signs it again, with its own key id, for the next hop. That is why the hops remaining and
+the time consumed, which every forward changes, can stay under the MAC: each hop's MAC
+covers the values that hop sent.
 
 Decoding is incremental (``FrameDecoder.feed``) and bounded: a header over MAX_HEADER
 (16 KiB) or a body over the decoder's ``max_body`` (16 MiB by default) is refused as soon as
@@ -60,7 +67,7 @@ from typing import Any
 from pybroker.errors import FrameError
 
 MAGIC = b"PB"
-VERSION = 1
+VERSION = 2  # 2: MESSAGE headers carry the time to live and time consumed (R7.1)
 PREFIX = struct.Struct("!2sBBBBHI")
 PREFIX_SIZE = PREFIX.size  # 12
 MAX_HEADER = 16 * 1024
@@ -70,6 +77,10 @@ MAX_ACK_RANGES = 1024
 MAC_SIZE = 16
 KEY_ID_SIZE = 8
 NO_GUID = bytes(16)
+# R7.1: a message's time to live in forwarders (ms). Longer than the sender's longest
+# retransmission interval (C5, 64 s unscaled) would keep a copy in memory that a fresher
+# copy has already replaced, so it is 60 s.
+DEFAULT_TIME_TO_LIVE_MS = 60_000
 
 HELLO, MESSAGE, ACK, NOTICE, KEEPALIVE, CLOSE = 1, 2, 3, 4, 5, 6
 TYPE_NAMES = {HELLO: "HELLO", MESSAGE: "MESSAGE", ACK: "ACK", NOTICE: "NOTICE",
@@ -141,6 +152,10 @@ class MessageFragment:
     body: bytes | memoryview
     ack: AckEntry | None = None
     mac: bytes = bytes(MAC_SIZE)
+    # R7.1: how long the message may spend in forwarders, and how long it has spent (ms);
+    # the originator sets the first, each forwarder adds to the second
+    time_to_live_ms: int = DEFAULT_TIME_TO_LIVE_MS
+    time_consumed_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +287,8 @@ def _message_header(f: MessageFragment, *, with_mac: bool = True,
     w.u8(f.priority)
     w.i64(f.lifetime_ms)
     w.u8(f.hops_remaining)
+    w.u32(f.time_to_live_ms)
+    w.u32(f.time_consumed_ms)
     w.raw(f.key_id, KEY_ID_SIZE)
     if f.ack is not None and with_ack:
         _write_ack_entry(w, f.ack)
@@ -390,7 +407,8 @@ def _message_core(f: MessageFragment, text: Callable[[str, str], bytes],
         NO_GUID if f.to_broker_instance is None else _guid_bytes(f.to_broker_instance),
         text(f.contract, "contract"),
         text(f.message_type, "message type"),
-        _STATIC.pack(validation, f.priority, f.lifetime_ms, f.hops_remaining),
+        _STATIC.pack(validation, f.priority, f.lifetime_ms, f.hops_remaining,
+                     f.time_to_live_ms, f.time_consumed_ms),
         bytes(f.key_id),
     ))
 
@@ -455,7 +473,8 @@ def _required_guid_field(value: str, what: str) -> bytes:
     return raw
 
 
-_STATIC = struct.Struct("!BBqB")  # validation, priority, lifetime_ms, hops_remaining
+# validation, priority, lifetime_ms, hops_remaining, time_to_live_ms, time_consumed_ms
+_STATIC = struct.Struct("!BBqBII")
 
 
 def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) -> bytes:
@@ -664,7 +683,7 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
     if pos + _STATIC.size + KEY_ID_SIZE > size:
         raise FrameError(f"a field runs past the end of its frame part ({_STATIC.size} bytes "
                          f"at offset {pos} of {size})")
-    validation, priority, lifetime_ms, hops = _STATIC.unpack_from(header, pos)
+    validation, priority, lifetime_ms, hops, ttl, consumed = _STATIC.unpack_from(header, pos)
     pos += _STATIC.size
     key_id = bytes(header[pos:pos + KEY_ID_SIZE])
     r = _Reader(header)
@@ -690,7 +709,7 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
         fragment_count, message_size, from_service, to_service, from_broker, to_broker,
         contract, message_type, _VALIDATIONS[validation], bool(flags & _END_OF_DIALOG),
         bool(flags & _ERROR), priority, lifetime_ms, hops, key_id,
-        bytes(body) if copy_body else body, ack, mac)
+        bytes(body) if copy_body else body, ack, mac, ttl, consumed)
 
 
 def _decode(kind: int, flags: int, header: memoryview, body: memoryview,

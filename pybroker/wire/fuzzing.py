@@ -84,7 +84,8 @@ def sample_frame(rnd: random.Random) -> frames.Frame:
             is_error=rnd.random() < 0.1, priority=rnd.randint(0, 10),
             lifetime_ms=rnd.getrandbits(63) - 2**62, hops_remaining=rnd.getrandbits(8),
             key_id=rnd.randbytes(8), body=body,
-            ack=_ack_entry(rnd) if rnd.random() < 0.3 else None)
+            ack=_ack_entry(rnd) if rnd.random() < 0.3 else None,
+            time_to_live_ms=rnd.getrandbits(32), time_consumed_ms=rnd.getrandbits(32))
         return frames.sign(fragment, _KEY)
     if kind == frames.ACK:
         return frames.Ack(tuple(_ack_entry(rnd) for _ in range(rnd.choice((0, 1, 2, 5)))))

@@ -9,6 +9,12 @@ bytes. Fragments to send come from the ``Transmitter``, round robin across conve
 
 What arrives (fragments, acknowledgements, notices, status changes, events) goes to a sink
 that runs in another thread (the engine's writer): the event loop never waits for DuckDB.
+
+Forwarding (R7): the engine decides that an arrival is for another instance and hands it
+back (``forward``) with the next hop; the ``Forwarder`` (sans-I/O) holds it in memory and
+this module writes it to the next hop's connection, signed again with this instance's key
+for that hop (the MAC keys are per adjacent pair, see frames.py). Acknowledgements and
+notices for a conversation direction it forwards go back on the return path.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -41,6 +47,7 @@ from pybroker.wire.adjacent import (
     PeerHello,
 )
 from pybroker.wire.dialog import Acknowledged, Transmitter, backoff
+from pybroker.wire.forwarding import DEFAULT_LIMIT_MB, Dropped, Forwarder, ReturnPath
 
 READ_SIZE = 256 * 1024
 
@@ -92,6 +99,7 @@ class Settings:
     # False: SQL Server's ENCRYPTION = DISABLED: no TLS; a peer says who it is in its HELLO
     # (its certificate's key id) and proves it with every dialog frame's MAC (P6)
     encryption: bool = True
+    forwarding_limit: int = DEFAULT_LIMIT_MB * 2**20  # R7.3: bytes held for forwarding
 
 
 @dataclass
@@ -158,6 +166,8 @@ class Transport:
         self.instance_id = identity.instance_id
         self.transmitter = Transmitter(fragment_size=settings.fragment_size,
                                        retry_scale=settings.retry_scale)
+        self.forwarder = Forwarder(limit=settings.forwarding_limit)
+        self._forward_timer: asyncio.TimerHandle | None = None
         self._trusted: dict[str, certificates.CertificateInfo] = {}
         self._secrets: dict[bytes, bytes] = {}
         self._server_ctx: ssl.SSLContext | None = None
@@ -252,6 +262,35 @@ class Transport:
               notices: list[frames.Notice], answered: int = 0) -> None:
         """Acknowledgements and notices for ``answered`` arrivals of ``connection``."""
         self._call(self._reply, connection, acks, notices, answered)
+
+    def forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
+        """Pass arrivals on (R7): (connection it came on, peer, fragment, next hop's
+        address), as the engine's routing decided (msdb's table, R1.2)."""
+        self._call(self._forward, items)
+
+    def set_forwarding_limit(self, limit: int) -> None:
+        """R7.3: the bytes forwarded messages may hold from now on."""
+        self._call(setattr, self.forwarder, "limit", limit)
+
+    def is_own_address(self, address: str) -> bool:
+        """R7.2: whether ``address`` is this endpoint's own (its port, on this host)."""
+        try:
+            host, port = parse_address(address)
+        except WireError:
+            return False
+        local = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+        mine = self.settings.host
+        return port == self.port and (host == mine or (host in local and mine in local))
+
+    def forwarded(self) -> list[tuple[Any, ...]]:
+        """Rows of sys.dm_broker_forwarded_messages: what is held right now."""
+        if self._closed:
+            return []
+        future: Any = asyncio.run_coroutine_threadsafe(self._forwarded(), self._loop)
+        try:
+            return future.result(timeout=5)
+        except Exception:
+            return []
 
     def trust(self, trusted: dict[str, str]) -> None:
         """The trusted certificates changed: new connections use the new set, and
@@ -401,6 +440,7 @@ class Transport:
         wait = backoff(failures - 1, self.settings.retry_scale)
         self._failures[address] = (failures, self.clock() + wait)
         self.sink.event("Broker:Connection", "Connect Failed", address, None, None, reason)
+        self._dropped(self.forwarder.drop_hop(address, reason))
         self.sink.status(self.transmitter.handles(address),
                          f"Connection attempt failed with error: '{reason}'.")
         if self.transmitter.has_work(address) or self.transmitter.handles(address):
@@ -479,6 +519,7 @@ class Transport:
             wait = backoff(failures, self.settings.retry_scale)
             self._failures[conn.address] = (failures + 1, self.clock() + wait)
             self.sink.status(self.transmitter.handles(conn.address), text)
+            self._dropped(self.forwarder.drop_hop(conn.address, reason))
             self._redial_later(conn.address, wait)
         self._close(conn, reason, error=True, quiet=True)
 
@@ -500,7 +541,7 @@ class Transport:
         if conn.address is not None and self._outbound.get(conn.address) is conn:
             del self._outbound[conn.address]
             if self.transmitter.has_work(conn.address) or self.transmitter.handles(
-                    conn.address):
+                    conn.address) or self.forwarder.has_work(conn.address):
                 # reconnect for what is in flight, after the disconnect pause (scaled)
                 self._redial_later(conn.address, min(15.0, backoff(0, self.settings.retry_scale)))
         if not quiet or conn.core is not None:
@@ -520,6 +561,10 @@ class Transport:
                 if n.key_id != conn.peer_key_id or not frames.verify(
                         n, self._key(conn, n.conversation_id, n.about_initiator)):
                     self._corrupted(conn, n.conversation_id, n.sequence, "notice")
+                    continue
+                path = self.forwarder.return_path(n.conversation_id, n.about_initiator)
+                if path is not None:  # R7: for a sender behind this forwarder
+                    self._relay_notice(n, path)
                     continue
                 if n.is_fatal:
                     self._forget(n.conversation_id, n.about_initiator)
@@ -560,7 +605,7 @@ class Transport:
             self.sink.event("Broker:Message Undeliverable", "not forwarded", conn.peer_address,
                             f.conversation_id, f.sequence,
                             "the message was signed by another instance than the adjacent "
-                            "one; this instance does not forward")
+                            "one (a forwarder signs what it passes on): discarded")
             return
         if not frames.verify(f, self._key(conn, f.conversation_id, f.from_initiator)):
             self._corrupted(conn, f.conversation_id, f.sequence, "message fragment")
@@ -570,13 +615,24 @@ class Transport:
 
     def _acks(self, conn: _Conn, entries: tuple[frames.AckEntry, ...]) -> None:
         done: list[Acknowledged] = []
+        relayed: set[_Conn] = set()
         for entry in entries:
             if entry.key_id != conn.peer_key_id or not frames.verify(
                     entry, self._key(conn, entry.conversation_id, entry.acks_initiator)):
                 self._corrupted(conn, entry.conversation_id, entry.through_sequence,
                                 "acknowledgement")
                 continue
+            path = self.forwarder.return_path(entry.conversation_id, entry.acks_initiator)
+            if path is not None:  # R7.3: only the final destination acknowledges; relayed
+                back = self._return_connection(path)
+                if back is not None and back.core is not None:
+                    # merged with what waits for that connection, signed when it leaves
+                    back.core.queue_acks([replace(entry, key_id=self.key_id)], self.clock())
+                    relayed.add(back)
+                continue
             done += self.transmitter.on_ack(entry)
+        for back in relayed:
+            self._flush(back)
         if done:
             self.sink.acknowledged(done)
         for address in self.transmitter.addresses():  # the window may have opened
@@ -603,6 +659,86 @@ class Transport:
         for hop in hops:
             self._kick(hop)
         self._arm()
+
+    def _forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
+        now = self.clock()
+        hops: set[str] = set()
+        for connection, peer, fragment, address in items:
+            came = self._conns.get(connection)
+            adjacent = peer
+            if came is not None and came.core is not None and came.core.peer is not None:
+                adjacent = came.core.peer.address or peer  # its endpoint, not its socket
+            try:
+                hop = next_hop(address)
+            except WireError as exc:
+                self.forwarder.learn(fragment, connection, adjacent)
+                self._dropped([Dropped(fragment, "no next hop", str(exc))])
+                continue
+            dropped = self.forwarder.admit(fragment, hop, connection, adjacent, now)
+            if dropped is not None:
+                self._dropped([dropped])
+            else:
+                hops.add(hop)
+        for hop in hops:
+            self._kick(hop)
+        self._arm_forwarding()
+
+    def _send_forwarded(self, conn: _Conn, core: AdjacentConnection, now: float) -> None:
+        """The next forwarded fragment for ``conn``'s next hop, signed for that hop; its
+        bytes are released once handed to the connection (R7.3)."""
+        assert conn.address is not None
+        f, dropped = self.forwarder.next_fragment(conn.address, now)
+        self._dropped(dropped)
+        if f is None:
+            return
+        try:
+            core.send_fragment(replace(f, key_id=self.key_id), now,
+                               self._key(conn, f.conversation_id, f.from_initiator))
+        except WireError as exc:  # over the next hop's max_body, or not encodable
+            self._dropped([Dropped(f, "refused by the next hop", str(exc), conn.address)])
+
+    def _relay_notice(self, n: frames.Notice, path: ReturnPath) -> None:
+        back = self._return_connection(path)
+        if back is None or back.core is None:
+            return  # the sender resends; the next copy's notice finds the way
+        back.core.send_notice(frames.sign(replace(n, key_id=self.key_id), self._key(
+            back, n.conversation_id, n.about_initiator)), self.clock())
+        self._flush(back)
+
+    def _return_connection(self, path: ReturnPath) -> _Conn | None:
+        """The connection back to the adjacent broker of a return path: the one the
+        fragments came on, else one to that broker's endpoint (None: the sender resends,
+        and the next copy finds the way)."""
+        conn = self._conns.get(path.connection)
+        if conn is not None and not conn.closed:
+            return conn
+        with contextlib.suppress(WireError):
+            conn = self._outbound.get(next_hop(path.address))
+            if conn is not None and not conn.closed:
+                return conn
+        return None
+
+    def _dropped(self, dropped: list[Dropped]) -> None:
+        for d in dropped:
+            f = d.fragment
+            self.sink.event("Broker:Forwarded Message Dropped", d.reason, d.next_hop,
+                            f.conversation_id, f.sequence,
+                            f"fragment {f.fragment_number} of message {f.sequence} from "
+                            f"{f.from_service!r} to {f.to_service!r} was not forwarded: "
+                            f"{d.description}; its sender sends it again")
+
+    def _arm_forwarding(self) -> None:
+        """While anything is held: once a second, drop what ran out of time (R7.1) and
+        wake the connections of next hops with fragments waiting."""
+        if self._forward_timer is None and self.forwarder.held_bytes and not self._closed:
+            self._forward_timer = self._loop.call_later(LIVENESS_INTERVAL, self._forward_tick)
+
+    def _forward_tick(self) -> None:
+        self._forward_timer = None
+        self._dropped(self.forwarder.handle_timer(self.clock()))
+        for hop in self.forwarder.next_hops():
+            self._kick(hop)
+        self._arm_forwarding()
 
     def _forget(self, conversation_id: str, from_initiator: bool) -> None:
         self.transmitter.forget(conversation_id, from_initiator)
@@ -644,6 +780,10 @@ class Transport:
                 now = self.clock()
                 sent = 0
                 while transport.get_write_buffer_size() < HIGH_WATER:
+                    if self.forwarder.has_work(conn.address):  # held in memory: first
+                        self._send_forwarded(conn, core, now)
+                        sent += 1
+                        continue
                     f = self.transmitter.next_fragment(conn.address, now)
                     if f is None:
                         break
@@ -743,6 +883,19 @@ class Transport:
             self._kick(hop)
 
     # -- what an analyst sees ---------------------------------------------------------
+
+    async def _forwarded(self) -> list[tuple[Any, ...]]:
+        now = self.clock()
+        rows = []
+        for held in self.forwarder.held():
+            f = held.fragment
+            rows.append((
+                f.conversation_id, f.from_initiator, f.to_service, f.to_broker_instance,
+                f.from_service, f.from_broker_instance, held.next_hop, f.sequence,
+                f.fragment_number, f.hops_remaining, f.time_to_live_ms,
+                held.consumed_ms(now), str(uuid.uuid5(
+                    uuid.UUID(f.conversation_id), f"{int(f.from_initiator)}/{f.sequence}"))))
+        return rows
 
     async def _snapshot(self) -> list[tuple[Any, ...]]:
         rows = []
