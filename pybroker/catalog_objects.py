@@ -35,6 +35,12 @@ class Queue:
     status: bool  # ON (True) or OFF
     retention: bool = False
     poison_message_handling: bool = True
+    # ACTIVATION (C3, pybroker.activation): STATUS, the callable (module.path:function),
+    # MAX_QUEUE_READERS and EXECUTE AS (SELF or OWNER); no procedure: no activation
+    activation_status: bool = False
+    activation_procedure: str | None = None
+    max_queue_readers: int = 0
+    execute_as: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,14 @@ ObjectDDLMixin."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from pybroker import arguments
+from pybroker.activation.procedure import (
+    check_execute_as,
+    check_max_readers,
+    check_procedure_name,
+)
 from pybroker.catalog_objects import Contract, MessageType, Queue, Service
 from pybroker.conversation.model import VALIDATION_CODES, VALIDATION_NAMES
 from pybroker.conversation.system_messages import SYSTEM_PREFIX
@@ -163,14 +169,38 @@ class ObjectDDLMixin:
         *,
         retention: bool = False,
         poison_message_handling: bool = True,
+        activation_procedure: str | None = None,
+        activation_status: bool | None = None,
+        max_queue_readers: int | None = None,
+        execute_as: str | None = None,
     ) -> Queue:
         """CREATE QUEUE name WITH STATUS = ON|OFF, RETENTION = ON|OFF,
-        POISON_MESSAGE_HANDLING (STATUS = ON|OFF) (C3; SQL Server's defaults)."""
+        POISON_MESSAGE_HANDLING (STATUS = ON|OFF), ACTIVATION (...) (C3; SQL Server's
+        defaults).
+
+        ``activation_procedure`` ('module.path:function') gives the queue ACTIVATION:
+        ``activation_status`` (default True: ON), ``max_queue_readers`` (0 to 32767,
+        default 1) and ``execute_as`` ('SELF', the default, or 'OWNER') go with it. Only the
+        name's form is checked here; it is imported when a reader first starts (see
+        pybroker.activation.procedure for the callable's signature)."""
         check_name("queue", name)
         for what, value in (("queue status", status), ("retention", retention),
                             ("poison_message_handling", poison_message_handling)):
             if not isinstance(value, bool):
                 raise BrokerError(f"{what} must be True (ON) or False (OFF), not {value!r}")
+        activation = _Activation.of(None)
+        if activation_procedure is None:
+            if (activation_status, max_queue_readers, execute_as) != (None, None, None):
+                raise InvalidArgumentError(
+                    f"queue {name!r}: activation_status, max_queue_readers and execute_as "
+                    "go with activation_procedure (ACTIVATION needs PROCEDURE_NAME)")
+        else:
+            activation = _Activation(
+                True if activation_status is None else _flag("activation_status",
+                                                             activation_status),
+                check_procedure_name(activation_procedure),
+                1 if max_queue_readers is None else check_max_readers(max_queue_readers),
+                "SELF" if execute_as is None else check_execute_as(execute_as))
         with self._instance._write(NOTHING):  # routing reads services, not queues
             for q in self.queues():
                 if q.name.lower() == name.lower():  # queue names ignore case
@@ -184,7 +214,10 @@ class ObjectDDLMixin:
                  "retention": retention, "poison_message_handling": poison_message_handling,
                  "now": self._instance._now()},
             )
-        return Queue(name, status, retention, poison_message_handling)
+            if activation.procedure is not None:
+                self._store.run("instance/update_queue_activation.sql",
+                                activation.params(self.database_id, name))
+        return Queue(name, status, retention, poison_message_handling, *activation)
 
     def alter_queue(
         self,
@@ -193,29 +226,75 @@ class ObjectDDLMixin:
         *,
         retention: bool | None = None,
         poison_message_handling: bool | None = None,
+        activation_procedure: str | None = None,
+        activation_status: bool | None = None,
+        max_queue_readers: int | None = None,
+        execute_as: str | None = None,
+        drop_activation: bool = False,
     ) -> Queue:
         """ALTER QUEUE: None leaves a setting as it is. Turning a queue ON delivers the
-        messages that wait for it in transmission queues, in order (C3, P8)."""
+        messages that wait for it in transmission queues, in order (C3, P8).
+
+        The activation settings are those of create_queue(); ``drop_activation=True`` is
+        ACTIVATION (DROP) (and takes none of them). A queue without a procedure takes the
+        others only together with ``activation_procedure``; given a procedure it had none,
+        it gets create_queue()'s defaults for what is not given."""
         check_name("queue", name)
         for what, value in (("queue status", status), ("retention", retention),
                             ("poison_message_handling", poison_message_handling)):
             if value is not None and not isinstance(value, bool):
                 raise BrokerError(f"{what} must be True (ON), False (OFF) or None, not {value!r}")
+        _flag("drop_activation", drop_activation)
+        given = (activation_procedure, activation_status, max_queue_readers, execute_as)
+        if drop_activation and given != (None, None, None, None):
+            raise InvalidArgumentError(
+                f"queue {name!r}: ACTIVATION (DROP) takes no other activation setting")
+        if activation_procedure is not None:
+            check_procedure_name(activation_procedure)
+        if activation_status is not None:
+            _flag("activation_status", activation_status)
+        if max_queue_readers is not None:
+            check_max_readers(max_queue_readers)
+        if execute_as is not None:
+            execute_as = check_execute_as(execute_as)
         with self._instance._write(NOTHING):
             current = {q.name: q for q in self.queues()}.get(name)
             if current is None:
                 raise NotFoundError(f"queue {name!r} does not exist in database {self.name!r}")
+            activation = _Activation.of(current)
+            if drop_activation:
+                activation = _Activation.of(None)
+            elif given != (None, None, None, None):
+                if activation.procedure is None and activation_procedure is None:
+                    raise InvalidArgumentError(
+                        f"queue {name!r} has no activation procedure: give "
+                        "activation_procedure (PROCEDURE_NAME) with the other activation "
+                        "settings")
+                fresh = activation.procedure is None
+                activation = _Activation(
+                    (True if fresh else activation.status) if activation_status is None
+                    else activation_status,
+                    activation.procedure if activation_procedure is None
+                    else activation_procedure,
+                    (1 if fresh else activation.max_readers) if max_queue_readers is None
+                    else max_queue_readers,
+                    ("SELF" if fresh else activation.execute_as) if execute_as is None
+                    else execute_as)
             merged = Queue(
                 name,
                 current.status if status is None else status,
                 current.retention if retention is None else retention,
                 current.poison_message_handling if poison_message_handling is None
                 else poison_message_handling,
+                *activation,
             )
             self._store.run("instance/update_queue.sql", {
                 "database_id": self.database_id, "name": name, "status": merged.status,
                 "retention": merged.retention,
                 "poison_message_handling": merged.poison_message_handling})
+            if activation != _Activation.of(current):
+                self._store.run("instance/update_queue_activation.sql",
+                                activation.params(self.database_id, name))
         return merged
 
     def drop_queue(self, name: str) -> None:
@@ -237,7 +316,9 @@ class ObjectDDLMixin:
     def queues(self) -> list[Queue]:
         rows = self._store.run("instance/select_queue_settings.sql",
                                {"database_id": self.database_id})
-        return [Queue(n, bool(s), bool(r), p is None or bool(p)) for n, s, r, p in rows]
+        return [Queue(n, bool(s), bool(r), p is None or bool(p), bool(a), proc, readers or 0,
+                      execute_as)
+                for n, s, r, p, a, proc, readers, execute_as in rows]
 
     def create_service(
         self, name: str, queue: str, contracts: Iterable[str] | None = None
@@ -354,6 +435,33 @@ class ObjectDDLMixin:
                 raise NotFoundError(
                     f"contract {contract!r} does not exist in database {self.name!r}; "
                     "create it first")
+
+
+class _Activation(NamedTuple):
+    """A queue's ACTIVATION settings, in the order of Queue's fields."""
+
+    status: bool
+    procedure: str | None
+    max_readers: int
+    execute_as: str | None
+
+    @classmethod
+    def of(cls, queue: Queue | None) -> _Activation:
+        if queue is None:  # none (or ACTIVATION (DROP)): as SQL Server shows it
+            return cls(False, None, 0, None)
+        return cls(queue.activation_status, queue.activation_procedure,
+                   queue.max_queue_readers, queue.execute_as)
+
+    def params(self, database_id: int, name: str) -> dict[str, object]:
+        return {"database_id": database_id, "name": name,
+                "is_activation_enabled": self.status, "activation_procedure": self.procedure,
+                "max_readers": self.max_readers, "activation_execute_as": self.execute_as}
+
+
+def _flag(what: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{what} must be True (ON) or False (OFF), not {value!r}")
+    return value
 
 
 def _validation_code(validation: object) -> str:

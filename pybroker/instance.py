@@ -22,6 +22,8 @@ from typing import Any
 import duckdb
 
 from pybroker import arguments
+from pybroker.activation.monitor import DEFAULT_INTERVAL
+from pybroker.activation.runner import DEFAULT_CLOSE_TIMEOUT, ActivationRunner
 from pybroker.arguments import check_read_only_query
 from pybroker.broker_endpoint.ddl import (
     MASTER_DATABASE_ID,
@@ -95,7 +97,8 @@ def connect(
     background worker: the delay/retry loop then runs only when ``Instance.run_pending()``
     is called (tests drive it step by step with their clock). ``endpoint_cache`` is how
     many conversation endpoints stay in memory (the most recently used; P7): idle ones are
-    read again from the file when used.
+    read again from the file when used. Queues WITH ACTIVATION start their callables only
+    once ``Instance.start_activation()`` is called (``pybroker serve`` calls it).
     """
     return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
                     endpoint_cache=endpoint_cache, read_only=read_only)
@@ -147,11 +150,18 @@ class Instance:
             self._store.close()
             raise
         self._worker: Worker | None = None
+        self._activation: ActivationRunner | None = None
         self._endpoint: Endpoint | None = None
         self._on_close: list[Callable[[], None]] = []
         # the running endpoint that is the one the file defines (CREATE ENDPOINT on master,
         # pybroker.broker_endpoint.ddl): ALTER and DROP ENDPOINT stop, move or keep it
         self._defined_endpoint: Endpoint | None = None
+        if not read_only:
+            try:  # what a process that ended without closing showed of its activation
+                ActivationRunner.clear(self._store)
+            except BaseException:
+                self._store.close()
+                raise
         if worker and not read_only:  # the worker writes (retries, timers, expiry)
             self._worker = Worker(self._messaging, self._clock)
             self._worker.start()
@@ -173,7 +183,11 @@ class Instance:
         open end, waiting ``timeout`` seconds (default 5) at most. A transaction still open
         then is rolled back: nothing of it is written (a message it received is back in its
         queue), and the thread that runs it gets InstanceClosedError, as does every call
-        made during or after close(). Calling close() again does nothing."""
+        made during or after close(). Calling close() again does nothing.
+
+        Activation (start_activation) stops first among them: no reader starts from then
+        on, the ones whose RECEIVE waits see it end, and the running ones get the
+        ``close_timeout`` start_activation was given to return before they are abandoned."""
         arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
         if self._closed:
             return
@@ -183,6 +197,8 @@ class Instance:
         self._closed = True
         self._store.closing(time.monotonic() + timeout)
         self._messaging.begin_close()
+        if self._activation is not None:
+            self.stop_activation()
         if self._endpoint is not None:
             self._endpoint.close()
         if self._worker is not None:
@@ -225,6 +241,46 @@ class Instance:
         """C3: poison message handling turns the queue OFF, as ALTER QUEUE would (the
         messaging engine calls this; it is given the method, not the instance)."""
         self._database_by_id(database_id).alter_queue(queue, status=False)
+
+    # -- activation (C3, pybroker.activation) ------------------------------------------
+
+    def start_activation(
+        self,
+        *,
+        check_interval: float = DEFAULT_INTERVAL,
+        close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+    ) -> None:
+        """Run internal activation in this process: a queue monitor for every queue with
+        ACTIVATION ON starts a reader (a thread calling the queue's callable with its
+        Database) when messages arrive and none runs, and while messages keep arriving
+        faster than the readers take them, one more at most every ``check_interval``
+        seconds, up to MAX_QUEUE_READERS. A reader that returns is started again only
+        when messages arrive (or a check finds the queue holding some).
+
+        ``pybroker serve`` calls this; an embedding application calls it once after
+        ``connect()``. ``close()`` stops it: it waits ``close_timeout`` seconds in all for
+        running readers to return, then abandons them (daemon threads; see
+        pybroker.activation.runner). A reader that raises is recorded in
+        sys.broker_events; sys.dm_broker_queue_monitors and sys.dm_broker_activated_tasks
+        show the monitors and running readers."""
+        if self._closed:
+            raise InstanceClosedError()
+        arguments.real_number("check_interval", check_interval, minimum=0.001, maximum=3600.0)
+        arguments.real_number("close_timeout", close_timeout, minimum=0.0, maximum=3600.0)
+        self._store.check_writable()
+        if self._activation is not None:
+            raise BrokerError("activation is already running in this instance; it runs "
+                              "once per instance (stop_activation() first)")
+        self._activation = ActivationRunner(
+            self._store, self._messaging, self._clock, self._database_by_id,
+            check_interval=check_interval, close_timeout=close_timeout)
+        self._activation.start()
+
+    def stop_activation(self) -> int:
+        """Stop activation (started readers get its ``close_timeout`` to return). Returns
+        how many readers were still running and are abandoned; 0 when none was running."""
+        runner, self._activation = self._activation, None
+        return 0 if runner is None else runner.stop()
 
     # -- the broker endpoint (P2) ------------------------------------------------------
 
@@ -684,11 +740,20 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
                 elif isinstance(statement, ddl.CreateQueue):
                     self.create_queue(
                         statement.name, statement.status, retention=statement.retention,
-                        poison_message_handling=statement.poison_message_handling)
+                        poison_message_handling=statement.poison_message_handling,
+                        activation_procedure=statement.activation_procedure,
+                        activation_status=statement.activation_status,
+                        max_queue_readers=statement.max_queue_readers,
+                        execute_as=statement.execute_as)
                 elif isinstance(statement, ddl.AlterQueue):
                     self.alter_queue(
                         statement.name, statement.status, retention=statement.retention,
-                        poison_message_handling=statement.poison_message_handling)
+                        poison_message_handling=statement.poison_message_handling,
+                        activation_procedure=statement.activation_procedure,
+                        activation_status=statement.activation_status,
+                        max_queue_readers=statement.max_queue_readers,
+                        execute_as=statement.execute_as,
+                        drop_activation=statement.drop_activation)
                 elif isinstance(statement, ddl.DropQueue):
                     self.drop_queue(statement.name)
                 elif isinstance(statement, ddl.CreateService):

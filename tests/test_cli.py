@@ -205,6 +205,10 @@ def test_bench_messaging_quick_smoke():
     idle = report["idle_conversations"]
     assert idle["conversations"] == 5_000 and idle["begin_dialog_us"] > 0
     assert idle["endpoints_cached"] <= idle["endpoint_cache"] == 10_000
+    for case, readers in zip(report["activation"], (1, 4), strict=True):
+        assert case["readers"] == readers and case["messages"] == 2_000
+        assert case["handled_per_s"] > 0 and 1 <= case["readers_at_most"] <= readers
+        assert case["activation_max_ms"] >= case["activation_p50_ms"] > 0
     assert report["load_average_1m"]["before"] >= 0
 
 
@@ -228,4 +232,6 @@ def test_bench_messaging_report_reads_as_a_report():
     assert "one message per transaction (3 each): send " in text
     assert "(c) RECEIVE in its own transaction: 60 messages over 3 conversations" in text
     assert "idle conversations" not in text  # 0: skipped
+    assert "activation, MAX_QUEUE_READERS 1: 60 messages handled " in text
+    assert "activation, MAX_QUEUE_READERS 4: 60 messages handled " in text
     assert report["many_conversations"]["messages_per_receive"] == 10

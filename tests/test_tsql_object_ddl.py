@@ -347,16 +347,17 @@ def test_other_statements_are_unsupported_and_named(text, message):
         ("CREATE CONTRACT c (m SENT BY ANY,)", "expected a message type name"),
         ("DROP CONTRACT c (m SENT BY ANY)", "expected ';' or the next statement but found '('"),
         # QUEUE
-        ("CREATE QUEUE q WITH", "expected a queue setting (STATUS, RETENTION or "
-         "POISON_MESSAGE_HANDLING) but found the end of the batch at line 1, column 20"),
+        ("CREATE QUEUE q WITH", "expected a queue setting (STATUS, RETENTION, "
+         "POISON_MESSAGE_HANDLING or ACTIVATION) but found the end of the batch at line 1, "
+         "column 20"),
         ("ALTER QUEUE q WITH STATUS = ON,", "expected a queue setting"),
         ("ALTER QUEUE q", "expected WITH but found the end of the batch at line 1, column 14"),
         ("ALTER QUEUE q STATUS = ON", "expected WITH but found 'STATUS' at line 1, column 15"),
         ("CREATE QUEUE q WITH STATUS = ON, RETENTION = OFF, status = off",
          "STATUS is given twice (first at line 1, column 21, again at line 1, column 51): "
          "expected each queue setting at most once"),
-        ("CREATE QUEUE q WITH COLOUR = RED", "expected a queue setting (STATUS, RETENTION or "
-         "POISON_MESSAGE_HANDLING) but found 'COLOUR' at line 1, column 21"),
+        ("CREATE QUEUE q WITH COLOUR = RED", "expected a queue setting (STATUS, RETENTION, "
+         "POISON_MESSAGE_HANDLING or ACTIVATION) but found 'COLOUR' at line 1, column 21"),
         ("CREATE QUEUE q WITH STATUS ON", "expected '=' after STATUS but found 'ON' at line 1, "
          "column 28"),
         ("CREATE QUEUE q WITH STATUS = 1", "expected ON or OFF for STATUS but found '1'"),
@@ -370,11 +371,38 @@ def test_other_statements_are_unsupported_and_named(text, message):
          "POISON_MESSAGE_HANDLING but found the end of the batch"),
         ("CREATE QUEUE q WITH POISON_MESSAGE_HANDLING (STATUS = NO)", "expected ON or OFF for "
          "POISON_MESSAGE_HANDLING STATUS but found 'NO'"),
-        ("CREATE QUEUE q WITH STATUS = ON,\n  ACTIVATION (STATUS = ON, PROCEDURE_NAME = p, "
-         "MAX_QUEUE_READERS = 1, EXECUTE AS SELF)",
-         "ACTIVATION at line 2, column 3 is not supported: pybroker starts no stored procedures"),
-        ("ALTER QUEUE q WITH ACTIVATION (DROP)", "ACTIVATION at line 1, column 20 is not "
-         "supported"),
+        ("CREATE QUEUE q WITH STATUS = ON,\n  ACTIVATION (STATUS = ON, PROCEDURE_NAME = "
+         "dbo.p, MAX_QUEUE_READERS = 1, EXECUTE AS SELF)",
+         "PROCEDURE_NAME dbo.… at line 2, column 45 names a stored procedure: pybroker's "
+         "activation procedure is a Python callable, written in brackets as "
+         "[module.path:function]"),
+        ("CREATE QUEUE q WITH ACTIVATION (DROP)", "ACTIVATION (DROP) at line 1, column 33 is "
+         "for ALTER QUEUE"),
+        ("CREATE QUEUE q WITH ACTIVATION (STATUS = ON, MAX_QUEUE_READERS = 1)",
+         "ACTIVATION at line 1, column 21 has no PROCEDURE_NAME: CREATE QUEUE ... WITH "
+         "ACTIVATION needs PROCEDURE_NAME and MAX_QUEUE_READERS, as in SQL Server"),
+        ("CREATE QUEUE q WITH ACTIVATION (PROCEDURE_NAME = [m:f])", "ACTIVATION at line 1, "
+         "column 21 has no MAX_QUEUE_READERS"),
+        ("ALTER QUEUE q WITH ACTIVATION (MAX_QUEUE_READERS = 32768)", "MAX_QUEUE_READERS = "
+         "32768 at line 1, column 52 is out of range: expected a whole number from 0 to 32767"),
+        ("ALTER QUEUE q WITH ACTIVATION (MAX_QUEUE_READERS = -1)", "expected a whole number "
+         "from 0 to 32767 for MAX_QUEUE_READERS but found '-'"),
+        ("ALTER QUEUE q WITH ACTIVATION (EXECUTE AS 'someone')", "EXECUTE AS the string "
+         "'someone' at line 1, column 43 is not supported: pybroker has no database users"),
+        ("ALTER QUEUE q WITH ACTIVATION (EXECUTE AS CALLER)", "EXECUTE AS CALLER at line 1, "
+         "column 43 is not supported"),
+        ("ALTER QUEUE q WITH ACTIVATION (EXECUTE SELF)", "expected AS after EXECUTE but found "
+         "'SELF'"),
+        ("ALTER QUEUE q WITH ACTIVATION (STATUS = ON, STATUS = OFF)", "ACTIVATION STATUS is "
+         "given twice (first at line 1, column 32, again at line 1, column 45)"),
+        ("ALTER QUEUE q WITH ACTIVATION (STATUS = ON,)", "expected an activation setting "
+         "after ',' but found ')'"),
+        ("ALTER QUEUE q WITH ACTIVATION (DROP, STATUS = ON)", "expected ')' after ACTIVATION "
+         "(DROP) but found ','"),
+        ("ALTER QUEUE q WITH ACTIVATION STATUS = ON", "expected '(' after ACTIVATION but "
+         "found 'STATUS'"),
+        ("ALTER QUEUE q WITH ACTIVATION (RETENTION = ON)", "expected an activation setting "
+         "(STATUS, PROCEDURE_NAME, MAX_QUEUE_READERS or EXECUTE AS) but found 'RETENTION'"),
         ("CREATE QUEUE q ON ExpenseWorkFileGroup", "ON filegroup at line 1, column 16 is not "
          "supported: pybroker keeps every queue in its DuckDB file"),
         ("CREATE QUEUE q WITH STATUS = ON ON [DEFAULT]", "ON filegroup at line 1, column 33 is "
@@ -422,7 +450,7 @@ def test_malformed_object_ddl_is_a_syntax_error_with_its_place(text, message):
 
 
 def test_a_batch_fails_as_a_whole_on_its_first_error():
-    with raises(TsqlSyntaxError, "ACTIVATION at line 3, column 21"):
+    with raises(TsqlSyntaxError, "ACTIVATION at line 3, column 21 has no PROCEDURE_NAME"):
         parse_batch(
             "CREATE QUEUE a\nCREATE ROUTE r WITH ADDRESS = 'LOCAL'\n"
             "CREATE QUEUE b WITH ACTIVATION (STATUS = OFF)"

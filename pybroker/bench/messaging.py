@@ -21,12 +21,17 @@ bodies, the initiator service in one database and the target service in another:
   and left idle; resident memory (RSS) growth per conversation, overall and over the second
   half (flat when the memory held per conversation is bounded), DuckDB's own share
   (duckdb_memory()), and the time per begin_dialog() and per conversation;
+- activation (C3, pybroker/bench/activation.py), on an instance of its own: messages/s
+  handled by an activated queue's readers with MAX_QUEUE_READERS 1 and 4 (the messages of
+  case (b) sent while activation runs), and the time from a commit to the start of the
+  reader it activates (p50 and max of 10);
 - comparison, measured in the same run: the storage floor, the same rows put into a bare
   table of queue_messages' columns with one INSERT ... SELECT per send transaction and
   taken out with one DELETE ... RETURNING per receive transaction (no endpoints, no
   routing, no column encoding); ratio = floor throughput / pybroker throughput.
 
-Each figure is the median of ``repeat`` runs in one process (the idle case runs once). The
+Each figure is the median of ``repeat`` runs in one process (the idle and activation
+cases run once). The
 instance runs without its background worker (nothing in the workload is due; it would only
 add noise). The load average (1 minute) before and after is part of the report: this is a
 shared machine.
@@ -43,6 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pybroker.bench import activation
 from pybroker.bench.routing import _machine, _median_of
 from pybroker.instance import Database, Instance, connect
 
@@ -83,6 +89,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
             floor_one.append(_floor(inst, 1, sizes, body))
             floor_many.append(_floor(inst, sizes["conversations"], sizes, body))
             floor_drain.append(_floor_drain(inst, sizes, body))
+    activated = [activation.run_case(sizes, body, readers) for readers in (1, 4)]
     report = {
         "machine": _machine(),
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
@@ -97,6 +104,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
         "floor_many_conversations": _median_of(floor_many),
         "floor_receive_own_transaction": _median_of(floor_drain),
         "idle_conversations": idle,
+        "activation": activated,
         "targets": TARGETS,
     }
     for name in ("one_conversation", "many_conversations", "receive_own_transaction"):
@@ -171,6 +179,7 @@ def format_report(report: dict[str, Any]) -> str:
             f"    begin_dialog() {idle['begin_dialog_us']:,.1f} us per call; "
             f"{idle['conversation_us']:,.1f} us per conversation (begin, send, commit)",
         ]
+    lines += [activation.format_case(r) for r in report.get("activation", ())]
     load = report["load_average_1m"]
     lines.append(f"load average (1 min): {load['before']:.2f} before, {load['after']:.2f} "
                  "after")

@@ -16,9 +16,11 @@ from pybroker.server.pg import add_serve_arguments as add_pg_arguments
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
-    p = command("serve", "run the instance with its broker endpoint and worker until "
-                "SIGINT or SIGTERM, and serve other processes' clients on FILE.sock (and "
-                "TCP when asked); prints the addresses it listens on", cmd_serve)
+    p = command("serve", "run the instance with its broker endpoint, worker and activation "
+                "(queues WITH ACTIVATION start their Python callables, importable through "
+                "PYTHONPATH) until SIGINT or SIGTERM, and serve other processes' clients on "
+                "FILE.sock (and TCP when asked); prints the addresses it listens on",
+                cmd_serve)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("--create", action="store_true",
                    help="create the instance file if there is none (without this, a missing "
@@ -87,6 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for name, pem in peers:
             inst.trust(name, pem)
         print(_start_endpoint(inst, args), flush=True)
+        inst.start_activation()  # C3: closing gives running readers a bounded time
         from pybroker.server.cli import start as serve_clients
 
         serve_clients(inst, args)  # stops when the instance closes

@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from xml.parsers import expat
 
 from pybroker.conversation import columns
@@ -128,6 +128,20 @@ class _PoisonCount:
     rollbacks: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
+class QueueWatcher(Protocol):
+    """What the engine tells activation's queue monitors (pybroker.activation.runner), from
+    whichever thread does it; each call returns at once."""
+
+    def enqueued(self, queues: set[tuple[int, str]]) -> None:
+        """A commit put ready messages into these (database_id, queue) queues."""
+
+    def received(self, queue: tuple[int, str], messages: int) -> None:
+        """A RECEIVE from the queue returned ``messages`` (0: an empty rowset)."""
+
+    def waiting(self, queue: tuple[int, str], change: int) -> None:
+        """A RECEIVE began (+1) or ended (-1) waiting for the queue's messages."""
+
+
 class Messaging(DeliveryMixin, ReceiveWhereMixin):
     """The engine of one instance. It is given what it needs of the instance, never the
     instance itself: the store, the clock (epoch seconds), how to route (``route``,
@@ -168,6 +182,7 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
         self._closing = False  # Instance.close() began: RECEIVEs stop waiting
         self._closed = False  # ... and now refuses new units of work (Messaging.close)
         self.next_deadline: float = 0.0  # epoch seconds; the worker looks then
+        self.queue_watcher: QueueWatcher | None = None  # activation, while it runs
         with self._store._lock:
             row = self._store.run("conversation/select_max_queuing_order.sql")
             deadline = self._store.run("conversation/select_next_deadline.sql")[0][0]
@@ -236,6 +251,9 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
         if uow.enqueued:
             with self._arrival:
                 self._arrival.notify_all()
+            watcher = self.queue_watcher
+            if watcher is not None and uow.ready_queues:
+                watcher.enqueued(uow.ready_queues)
         if uow.wake:
             self._wake.set()
         if uow.outbound:
@@ -293,6 +311,11 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
             uow.retry_after_commit = True
         else:
             self.run_pending(retry_all=True)
+
+    @property
+    def catalog_version(self) -> int:
+        """Changes whenever the catalog may have changed (activation reloads its queues)."""
+        return self._epoch
 
     def catalog_changed(self) -> None:
         self._read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
@@ -660,7 +683,14 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
         key = (database_id, queue)
         while True:
             if can_wait and not self._read_ahead_ready(key):
-                self._wait_ready(database_id, queue, deadline)
+                watcher = self.queue_watcher
+                if watcher is not None:
+                    watcher.waiting(key, 1)
+                try:
+                    self._wait_ready(database_id, queue, deadline)
+                finally:
+                    if watcher is not None:
+                        watcher.waiting(key, -1)
             with self.unit_of_work() as uow:
                 uow.activate()
                 settings = self._queue_settings(database_id, queue)
@@ -687,6 +717,9 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
                 uow.received.add(key)
             if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
                 break
+        watcher = self.queue_watcher
+        if watcher is not None:
+            watcher.received(key, len(rows))
         return [
             Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"", r[6], r[7], r[0])
             for r in rows

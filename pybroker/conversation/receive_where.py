@@ -27,6 +27,7 @@ class ReceiveWhereMixin:
 
     _store: Store
     _arrival: threading.Condition
+    queue_watcher: Any  # engine.py's QueueWatcher (activation), while it runs
 
     if TYPE_CHECKING:  # pragma: no cover
         def current(self) -> UnitOfWork | None: ...
@@ -82,6 +83,8 @@ class ReceiveWhereMixin:
                 uow.received.add((database_id, queue))
             if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
                 break
+        if self.queue_watcher is not None:
+            self.queue_watcher.received((database_id, queue), len(rows))
         return [
             Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"", r[6], r[7], r[0])
             for r in rows

@@ -31,6 +31,7 @@ class _Engine(Protocol):
     _store: Store
     _endpoints: EndpointCache
     _read_ahead: dict[tuple[int, str], ReceiveBuffer]
+    queue_watcher: object | None  # activation's queue monitors, while they run
 
     def _after_commit(self, uow: UnitOfWork) -> None: ...
 
@@ -57,6 +58,7 @@ class UnitOfWork:
         self.taken_retained: list[int] = []
         self.locked = False
         self.enqueued = False
+        self.ready_queues: set[tuple[int, str]] = set()  # got ready messages (activation)
         self.wake = False
         self.retry_after_commit = False
         self.catalog_written = False  # a catalog write joined this transaction
@@ -149,6 +151,8 @@ class UnitOfWork:
             run("conversation/insert_queue_messages.sql", _queue_columns(queue_rows))
         if queue_rows:
             self.enqueued = True
+            if self.m.queue_watcher is not None:  # only activation asks which queues
+                self.ready_queues.update((r[0], r[1]) for r in queue_rows if r[3] == 1)
         # C3: received messages leave with this transaction; after the inserts, since a
         # message sent and received in one transaction is taken from the read-ahead
         # (ReceiveBuffer.delivered) before it was written

@@ -335,6 +335,10 @@ class ClientInstance(Instance):
         "(pybroker serve FILE --port N)")
     endpoint = property(_not_here(  # type: ignore[assignment]
         "endpoint", "the serving process runs the broker endpoint"))
+    start_activation = _not_here(  # type: ignore[assignment]
+        "start_activation()", "the serving process runs activation (pybroker serve does)")
+    stop_activation = _not_here(  # type: ignore[assignment]
+        "stop_activation()", "the serving process runs activation (pybroker serve does)")
 
 
 class ClientDatabase(Database):

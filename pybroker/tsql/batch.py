@@ -41,7 +41,7 @@ def parse_batch(text: str, *, master: bool = False) -> list[Statement]:
     Raises UnsupportedStatementError for a statement of another kind (CREATE TABLE, SELECT,
     CREATE REMOTE SERVICE BINDING, ALTER CONTRACT, GO, ...), TsqlSyntaxError for text that
     is malformed or holds no statement, or that uses a clause pybroker does not run (route
-    AUTHORIZATION, queue ACTIVATION, ...; UnsupportedOptionError for an endpoint's or
+    AUTHORIZATION, a queue's ON filegroup, ...; UnsupportedOptionError for an endpoint's or
     certificate's), and RouteDefinitionError for a CREATE ROUTE without ADDRESS (R10.1) or
     a LIFETIME that is not a whole number (R10.2).
     """

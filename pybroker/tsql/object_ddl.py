@@ -57,22 +57,34 @@ class DropContract:
 @dataclass(frozen=True, slots=True)
 class CreateQueue:
     """CREATE QUEUE name [WITH STATUS = ON|OFF, RETENTION = ON|OFF,
-    POISON_MESSAGE_HANDLING (STATUS = ON|OFF)]; SQL Server's defaults."""
+    POISON_MESSAGE_HANDLING (STATUS = ON|OFF), ACTIVATION (...)]; SQL Server's defaults."""
 
     name: str
     status: bool = True
     retention: bool = False
     poison_message_handling: bool = True
+    # ACTIVATION (...): None where not given (no activation, or Database.create_queue's
+    # defaults for what goes with PROCEDURE_NAME)
+    activation_procedure: str | None = None
+    activation_status: bool | None = None
+    max_queue_readers: int | None = None
+    execute_as: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AlterQueue:
-    """ALTER QUEUE name WITH ...: None leaves a setting as it is."""
+    """ALTER QUEUE name WITH ...: None leaves a setting as it is; ``drop_activation`` is
+    ACTIVATION (DROP)."""
 
     name: str
     status: bool | None = None
     retention: bool | None = None
     poison_message_handling: bool | None = None
+    activation_procedure: str | None = None
+    activation_status: bool | None = None
+    max_queue_readers: int | None = None
+    execute_as: str | None = None
+    drop_activation: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,13 @@ pybroker.tsql.object_ddl. It understands exactly
     ALTER SERVICE name [ON QUEUE queue] [(ADD CONTRACT c | DROP CONTRACT c [, ...])]
     DROP SERVICE name
 
-where a queue setting is STATUS = ON|OFF, RETENTION = ON|OFF or POISON_MESSAGE_HANDLING
-(STATUS = ON|OFF), in any order, each at most once, the commas between them optional as in
-SQL Server's grammar. Names are plain, [bracketed] or "quoted" ([//Adventure-Works.com/
+where a queue setting is STATUS = ON|OFF, RETENTION = ON|OFF, POISON_MESSAGE_HANDLING
+(STATUS = ON|OFF) or ACTIVATION (...), in any order, each at most once, the commas between
+them optional as in SQL Server's grammar. ACTIVATION takes STATUS = ON|OFF,
+PROCEDURE_NAME = [module.path:function] (a Python callable, pybroker.activation),
+MAX_QUEUE_READERS = 0..32767 and EXECUTE AS SELF|OWNER, in any order, each at most once;
+CREATE QUEUE needs PROCEDURE_NAME and MAX_QUEUE_READERS, and ALTER QUEUE also takes
+ACTIVATION (DROP). Names are plain, [bracketed] or "quoted" ([//Adventure-Works.com/
 Expenses/SubmitExpense] is one name); the default message type and contract are written
 [DEFAULT], DEFAULT being a reserved word. A message type in a contract, and a contract in a
 service's list, is named at most once. ALTER SERVICE takes ON QUEUE, a contract list or both.
@@ -29,8 +33,11 @@ Choices, where pybroker differs from SQL Server:
 - A queue name may be two-part, but pybroker has one schema: ``dbo.q`` and ``[dbo].[q]``
   are the queue ``q`` (dbo in any case, as SQL Server's default collation compares it);
   another schema, or a three-part name, is refused.
+- EXECUTE AS may be left out of ACTIVATION (SELF is meant), where SQL Server requires it:
+  pybroker has no principals, so SELF and OWNER both run the callable in the process that
+  runs activation; EXECUTE AS 'user' and CALLER are refused.
 - Refused, each with a message naming it: VALIDATION = VALID_XML WITH SCHEMA COLLECTION (no
-  XML schema collections), a queue's ACTIVATION (pybroker starts no stored procedures) and
+  XML schema collections), a stored procedure's name as PROCEDURE_NAME (dbo.proc) and
   ON filegroup (a queue lives in the DuckDB file), ALTER QUEUE REBUILD, REORGANIZE and
   MOVE TO (nothing to rebuild or move), ALTER SERVICE ... WITH (MIGRATE_MESSAGES ...), and
   ALTER CONTRACT, which SQL Server does not have either.
@@ -45,13 +52,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import pybroker.tsql.object_ddl as ddl
+from pybroker.activation.monitor import MAX_QUEUE_READERS
 from pybroker.errors import TsqlSyntaxError
 from pybroker.tsql.lexer import Token
 from pybroker.tsql.parser import Parser
 
 _VALIDATIONS = ("NONE", "EMPTY", "WELL_FORMED_XML")
 _SENDERS = ("INITIATOR", "TARGET", "ANY")
-_QUEUE_SETTINGS = ("STATUS", "RETENTION", "POISON_MESSAGE_HANDLING")
+_QUEUE_SETTINGS = ("STATUS", "RETENTION", "POISON_MESSAGE_HANDLING", "ACTIVATION")
+_ACTIVATION_SETTINGS = ("STATUS", "PROCEDURE_NAME", "MAX_QUEUE_READERS", "EXECUTE")
 _ON_OFF = ("ON", "OFF")
 T = TypeVar("T")
 
@@ -108,22 +117,17 @@ def _on_off(p: Parser[Any], setting: str) -> bool:
     return p.choice(f"ON or OFF for {setting}", *_ON_OFF) == "ON"
 
 
-def _queue_settings(p: Parser[Any]) -> dict[str, bool]:
+def _queue_settings(p: Parser[Any], verb: str) -> dict[str, Any]:
     """WITH setting [[,] setting ...] (commas optional, as SQL Server's grammar has them);
     keys are the dataclass fields."""
     p.keyword("WITH", "WITH")
-    found: dict[str, bool] = {}
+    found: dict[str, Any] = {}
     seen: dict[str, Token] = {}
     while True:
         t = p.token
-        if t.is_word("ACTIVATION"):
-            raise TsqlSyntaxError(
-                f"ACTIVATION at {t.where} is not supported: pybroker starts no stored "
-                "procedures for a queue (RECEIVE from it in your own code); expected STATUS, "
-                "RETENTION or POISON_MESSAGE_HANDLING"
-            )
         if not t.is_word(*_QUEUE_SETTINGS):
-            raise p.expected("a queue setting (STATUS, RETENTION or POISON_MESSAGE_HANDLING)")
+            raise p.expected("a queue setting (STATUS, RETENTION, POISON_MESSAGE_HANDLING or "
+                             "ACTIVATION)")
         key = t.text.upper()
         p.once(key, t, seen, "queue setting")
         p.advance()
@@ -133,11 +137,99 @@ def _queue_settings(p: Parser[Any]) -> dict[str, bool]:
             p.require("=", "'=' after STATUS")
             found[key.lower()] = _on_off(p, "POISON_MESSAGE_HANDLING STATUS")
             p.require(")", "')' closing POISON_MESSAGE_HANDLING")
+        elif key == "ACTIVATION":
+            found.update(_activation(p, t, verb))
         else:
             p.require("=", f"'=' after {key}")
             found[key.lower()] = _on_off(p, key)
-        if not p.accept(",") and not p.token.is_word(*_QUEUE_SETTINGS, "ACTIVATION"):
+        if not p.accept(",") and not p.token.is_word(*_QUEUE_SETTINGS):
             return found
+
+
+def _activation(p: Parser[Any], at: Token, verb: str) -> dict[str, Any]:
+    """ACTIVATION ( [STATUS = ON|OFF] [,] PROCEDURE_NAME = [module.path:function] [,]
+    MAX_QUEUE_READERS = n [,] EXECUTE AS SELF|OWNER ) or, in ALTER QUEUE, ACTIVATION (DROP).
+    CREATE QUEUE needs PROCEDURE_NAME and MAX_QUEUE_READERS, as in SQL Server."""
+    p.require("(", "'(' after ACTIVATION")
+    if p.token.is_word("DROP"):
+        drop = p.advance()
+        if verb == "CREATE":
+            raise TsqlSyntaxError(
+                f"ACTIVATION (DROP) at {drop.where} is for ALTER QUEUE: a queue being created "
+                "has no activation to drop; expected STATUS, PROCEDURE_NAME, "
+                "MAX_QUEUE_READERS or EXECUTE AS")
+        p.require(")", "')' after ACTIVATION (DROP)")
+        return {"drop_activation": True}
+    found: dict[str, Any] = {}
+    seen: dict[str, Token] = {}
+    while True:
+        t = p.token
+        if not t.is_word(*_ACTIVATION_SETTINGS):
+            raise p.expected("an activation setting (STATUS, PROCEDURE_NAME, "
+                             "MAX_QUEUE_READERS or EXECUTE AS)")
+        key = t.text.upper()
+        p.once(f"ACTIVATION {key}", t, seen, "activation setting")
+        p.advance()
+        if key == "EXECUTE":
+            p.keyword("AS", "AS after EXECUTE")
+            found["execute_as"] = _execute_as(p)
+        else:
+            p.require("=", f"'=' after {key}")
+            if key == "STATUS":
+                found["activation_status"] = _on_off(p, "ACTIVATION STATUS")
+            elif key == "PROCEDURE_NAME":
+                found["activation_procedure"] = _procedure_name(p)
+            else:
+                found["max_queue_readers"] = _max_queue_readers(p)
+        if p.accept(")"):
+            break
+        p.accept(",")
+        if p.token.is_symbol(")"):  # ACTIVATION (..., ) reads as a setting left out
+            raise p.expected("an activation setting after ','")
+    if verb == "CREATE":
+        for key, field in (("PROCEDURE_NAME", "activation_procedure"),
+                           ("MAX_QUEUE_READERS", "max_queue_readers")):
+            if field not in found:
+                raise TsqlSyntaxError(
+                    f"ACTIVATION at {at.where} has no {key}: CREATE QUEUE ... WITH ACTIVATION "
+                    "needs PROCEDURE_NAME and MAX_QUEUE_READERS, as in SQL Server")
+    return found
+
+
+def _procedure_name(p: Parser[Any]) -> str:
+    """[module.path:function]: a Python callable, written as one bracketed or quoted name
+    (its dots and colon are not T-SQL's name separators)."""
+    t = p.token
+    name = p.name("the activation procedure, as [module.path:function]")
+    if p.token.is_symbol("."):
+        raise TsqlSyntaxError(
+            f"PROCEDURE_NAME {name}.… at {t.where} names a stored procedure: pybroker's "
+            "activation procedure is a Python callable, written in brackets as "
+            "[module.path:function]")
+    return name
+
+
+def _max_queue_readers(p: Parser[Any]) -> int:
+    t = p.token
+    if t.kind == "number" and t.text.isascii() and t.text.isdigit():
+        if len(t.text) <= 5 and int(t.text) <= MAX_QUEUE_READERS:
+            p.advance()
+            return int(t.text)
+        raise TsqlSyntaxError(
+            f"MAX_QUEUE_READERS = {t.text[:20]} at {t.where} is out of range: expected a "
+            f"whole number from 0 to {MAX_QUEUE_READERS}")
+    raise p.expected(f"a whole number from 0 to {MAX_QUEUE_READERS} for MAX_QUEUE_READERS")
+
+
+def _execute_as(p: Parser[Any]) -> str:
+    t = p.token
+    if t.kind == "string" or t.is_word("CALLER"):
+        who = t.describe() if t.kind == "string" else "CALLER"
+        raise TsqlSyntaxError(
+            f"EXECUTE AS {who} at {t.where} is not supported: pybroker has no database users; "
+            "the activation procedure runs in the process that runs activation. Expected "
+            "SELF or OWNER")
+    return p.choice("SELF or OWNER after EXECUTE AS", "SELF", "OWNER")
 
 
 def _refuse_filegroup(p: Parser[Any]) -> None:
@@ -211,7 +303,7 @@ def _drop_contract(p: Parser[Any], verb: Token) -> ddl.DropContract:
 
 def _create_queue(p: Parser[Any], verb: Token) -> ddl.CreateQueue:
     name = _queue_name(p)
-    settings = _queue_settings(p) if p.token.is_word("WITH") else {}
+    settings = _queue_settings(p, "CREATE") if p.token.is_word("WITH") else {}
     _refuse_filegroup(p)
     return ddl.CreateQueue(name, **settings)
 
@@ -225,7 +317,7 @@ def _alter_queue(p: Parser[Any], verb: Token) -> ddl.AlterQueue:
             "queue has no indexes to rebuild or reorganize and no filegroup to move to; "
             "expected WITH"
         )
-    return ddl.AlterQueue(name, **_queue_settings(p))
+    return ddl.AlterQueue(name, **_queue_settings(p, "ALTER"))
 
 
 def _drop_queue(p: Parser[Any], verb: Token) -> ddl.DropQueue:

@@ -1,0 +1,2 @@
+-- The monitor snapshot is replaced as a whole (sys.dm_broker_queue_monitors).
+DELETE FROM broker_queue_monitors
