@@ -7,6 +7,7 @@ import pytest
 
 import pybroker
 import pybroker.tsql
+import pybroker.tsql.conversation_parser
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -183,7 +184,7 @@ def test_execute_runs_what_the_parser_returns(inst, monkeypatch):
         seen.append((text, master))
         return [CreateQueue("Q"), CreateService("S", "Q", ("DEFAULT",))]
 
-    monkeypatch.setattr(pybroker.tsql, "parse_batch", fake_parse)
+    monkeypatch.setattr(pybroker.tsql.conversation_parser, "parse_script", fake_parse)
     db.execute("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);")
     assert seen == [("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);", False)]
     assert db.services() == [Service("S", "Q", ("DEFAULT",))]

@@ -479,3 +479,37 @@ def test_analysts_read_a_live_served_instance_with_every_read_only_command(serve
     exported = tmp_path / "export"
     run("export", path, exported)
     assert (exported / "routes.parquet").is_file()
+
+
+def test_tsql_scripts_and_the_quick_commands_run_through_the_server(served):
+    """A SQL Server-style script (execute() and `pybroker sql`) and `pybroker send/receive`
+    on a served file: the same result sets as embedded, run in the serving process."""
+    path, start = served
+    start("--quiet")
+    with pybroker.connect(path) as inst:
+        db = inst.database("A")
+        (handle,) = db.execute(
+            "DECLARE @h UNIQUEIDENTIFIER; BEGIN DIALOG @h FROM SERVICE Sender TO SERVICE "
+            "'Receiver'; SEND ON CONVERSATION @h (N'from a script'); SELECT @h AS h;")
+        assert handle.columns == ("h",)
+    sent = subprocess.run(
+        [sys.executable, "-m", "pybroker", "send", str(path), "-d", "A", "--from", "Sender",
+         "--to", "Receiver", "from the shell"], cwd=ROOT, env=_env(), capture_output=True,
+        text=True, timeout=120)
+    assert sent.returncode == 0, sent.stderr
+    got = subprocess.run(
+        [sys.executable, "-m", "pybroker", "sql", str(path), "-d", "A", "--json",
+         "WAITFOR (RECEIVE conversation_handle, CAST(message_body AS NVARCHAR(MAX)) AS body "
+         "FROM ReceiverQueue), TIMEOUT 5000;"], cwd=ROOT, env=_env(), capture_output=True,
+        text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    (first,) = json.loads(got.stdout)
+    assert first["columns"] == ["conversation_handle", "body"]
+    assert [row[1] for row in first["rows"]] == ["from a script"]
+    assert first["rows"][0][0] != handle.rows[0][0]  # the target's side of the dialog
+    received = subprocess.run(
+        [sys.executable, "-m", "pybroker", "receive", str(path), "-d", "A", "ReceiverQueue",
+         "--wait", "5", "--json"], cwd=ROOT, env=_env(), capture_output=True, text=True,
+        timeout=120)
+    assert received.returncode == 0, received.stderr
+    assert [row["message_body"] for row in json.loads(received.stdout)] == ["from the shell"]

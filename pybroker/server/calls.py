@@ -29,6 +29,7 @@ from pybroker.errors import BrokerError, InvalidArgumentError, ServerError
 from pybroker.routing.decision import RouteDecision, TraceStep
 from pybroker.routing.engine import ExplainStep
 from pybroker.server.protocol import CALL_METHOD, GET_PROPERTY, SET_PROPERTY, Record
+from pybroker.tsql.script import ResultSet
 
 INSTANCE, DATABASE, CONVERSATION = "instance", "database", "conversation"
 TRANSACTION = "transaction"  # a call kind of DATABASE: begin, commit, rollback
@@ -48,7 +49,8 @@ CALLS: dict[tuple[str, str, str], bool] = {
     **{(INSTANCE, SET_PROPERTY, name): _W for name in (
         "max_message_size", "forwarding", "forwarding_size_mb")},
     **{(DATABASE, CALL_METHOD, name): w for name, w in (
-        ("begin_dialog", _W), ("conversation", _R), ("receive", _W), ("execute", _W),
+        ("begin_dialog", _W), ("conversation", _R), ("receive", _W),
+        ("get_conversation_group", _W), ("execute", _W),
         ("create_route", _W), ("alter_route", _W), ("drop_route", _W), ("routes", _R),
         ("route", _R), ("create_message_type", _W), ("alter_message_type", _W),
         ("drop_message_type", _W), ("message_types", _R), ("create_contract", _W),
@@ -58,7 +60,8 @@ CALLS: dict[tuple[str, str, str], bool] = {
     **{(DATABASE, TRANSACTION, name): _W for name in ("begin", "commit", "rollback")},
     **{(CONVERSATION, GET_PROPERTY, name): _R for name in (
         "conversation_id", "conversation_group_id", "is_initiator", "state",
-        "service_name", "far_service", "service_contract_name", "lifetime")},
+        "service_name", "far_service", "far_broker_instance", "service_contract_name",
+        "lifetime")},
     **{(CONVERSATION, CALL_METHOD, name): _W for name in ("send", "end", "begin_timer")},
 }
 
@@ -71,7 +74,7 @@ def names(target: str, kind: str) -> list[str]:
 
 RECORDS: dict[str, type] = {cls.__name__: cls for cls in (
     Message, Route, Service, Queue, MessageType, Contract, RouteDecision, TraceStep,
-    ExplainStep)}
+    ExplainStep, ResultSet)}
 DATABASE_RECORD, CONVERSATION_RECORD, ROWS_RECORD = "Database", "Conversation", "Rows"
 
 
