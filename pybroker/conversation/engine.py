@@ -26,11 +26,14 @@ the group meanwhile). Only one process can open the file.
 The parts live beside it: system_messages.py (the broker's messages and error codes),
 model.py (the types and constants the parts and the API share), catalog.py and
 endpoint.py (what is cached in memory), unit_of_work.py (group commit), read_ahead.py
-(ReceiveBuffer) and delivery.py (routing, delivery and the delay/retry loop, which
-Messaging takes from DeliveryMixin). The names that moved out of this module are imported
-back with ``import X as X``, so importing them from here still works. No part imports this
-module, and this module imports nothing of the API: the instance gives the engine its
-store, clock and routing, and the API's verbs pass a database by its id.
+(ReceiveBuffer), and the mixins Messaging takes its verbs from: delivery.py (routing,
+delivery and the delay/retry loop), catalog_cache.py (the catalog read from the file),
+end_conversation.py (END CONVERSATION, timers, DROP SERVICE's endings) and
+receive_where.py (RECEIVE ... WHERE, GET CONVERSATION GROUP). The names that moved out
+of this module are imported back with ``import X as X``, so importing them from here still
+works. No part imports this module, and this module imports nothing of the API: the
+instance gives the engine its store, clock and routing, and the API's verbs pass a database
+by its id.
 """
 
 from __future__ import annotations
@@ -46,21 +49,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 from xml.parsers import expat
 
 from pybroker.conversation import columns
-from pybroker.conversation.catalog import DatabaseCatalog, QueueSettings
+from pybroker.conversation.catalog_cache import CatalogMixin
 from pybroker.conversation.delivery import BACKOFF as BACKOFF
 from pybroker.conversation.delivery import UNSEQUENCED as UNSEQUENCED
 from pybroker.conversation.delivery import DeliveryMixin
+from pybroker.conversation.end_conversation import EndConversationMixin
 from pybroker.conversation.endpoint import Endpoint
 from pybroker.conversation.endpoint import wide_columns as wide_columns
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
 from pybroker.conversation.handles import new_handle
+from pybroker.conversation.model import DEFAULT_LIFETIME as DEFAULT_LIFETIME
 from pybroker.conversation.model import STATUS_NO_ROUTE as STATUS_NO_ROUTE
 from pybroker.conversation.model import STATUS_NO_TRANSPORT as STATUS_NO_TRANSPORT
 from pybroker.conversation.model import STATUS_PEER_ENDED as STATUS_PEER_ENDED
 from pybroker.conversation.model import STATUS_QUEUE_DISABLED as STATUS_QUEUE_DISABLED
 from pybroker.conversation.model import VALIDATION_CODES as VALIDATION_CODES
 from pybroker.conversation.model import VALIDATION_NAMES as VALIDATION_NAMES
-from pybroker.conversation.model import Message, Outgoing, Router
+from pybroker.conversation.model import Message, Router
 from pybroker.conversation.read_ahead import ReceiveBuffer
 from pybroker.conversation.receive_where import ReceiveWhereMixin
 from pybroker.conversation.remote import RemoteDelivery
@@ -72,17 +77,14 @@ from pybroker.conversation.states import (
 )
 from pybroker.conversation.system_messages import _ENDPOINT_CLOSED_TEXT as _ENDPOINT_CLOSED_TEXT
 from pybroker.conversation.system_messages import (
-    _SERVICE_DROPPED_TEXT,
-    DIALOG_TIMER,
-    END_DIALOG,
-    ERROR,
-    SERVICE_DROPPED,
-    error_body,
-)
-from pybroker.conversation.system_messages import (
     CONTRACT_NOT_SUPPORTED as CONTRACT_NOT_SUPPORTED,
 )
 from pybroker.conversation.system_messages import DEFAULT as DEFAULT
+from pybroker.conversation.system_messages import (
+    DIALOG_TIMER,
+    END_DIALOG,
+    ERROR,
+)
 from pybroker.conversation.system_messages import ERROR_NAMESPACE as ERROR_NAMESPACE
 from pybroker.conversation.system_messages import LIFETIME_EXPIRED as LIFETIME_EXPIRED
 from pybroker.conversation.system_messages import (
@@ -95,7 +97,6 @@ from pybroker.conversation.unit_of_work import UnitOfWork
 from pybroker.errors import (
     ContractViolationError,
     ConversationError,
-    ConversationStateError,
     InstanceClosedError,
     InvalidArgumentError,
     MessageValidationError,
@@ -107,9 +108,9 @@ from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_
 from pybroker.routing.engine import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.conversation.catalog import DatabaseCatalog
     from pybroker.storage import Store
 
-DEFAULT_LIFETIME = 2**31  # seconds (C1)
 POISON_ROLLBACKS = 5  # C3
 
 
@@ -142,7 +143,7 @@ class QueueWatcher(Protocol):
         """A RECEIVE began (+1) or ended (-1) waiting for the queue's messages."""
 
 
-class Messaging(DeliveryMixin, ReceiveWhereMixin):
+class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereMixin):
     """The engine of one instance. It is given what it needs of the instance, never the
     instance itself: the store, the clock (epoch seconds), how to route (``route``,
     Instance.route) and how to turn a queue OFF through the catalog (``disable_queue``,
@@ -311,75 +312,6 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
             uow.retry_after_commit = True
         else:
             self.run_pending(retry_all=True)
-
-    @property
-    def catalog_version(self) -> int:
-        """Changes whenever the catalog may have changed (activation reloads its queues)."""
-        return self._epoch
-
-    def catalog_changed(self) -> None:
-        self._read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
-        self._catalogs.clear()
-        self._database_ids = None
-        self._max_message_size = None
-        self._epoch += 1
-
-    def catalog(self, database_id: int) -> DatabaseCatalog:
-        found = self._catalogs.get(database_id)
-        if found is None:
-            found = self._load_catalog(database_id)
-            self._catalogs[database_id] = found
-        return found
-
-    def catalog_named(self, name: str) -> DatabaseCatalog:
-        if self._database_ids is None:
-            with self._store._lock:
-                rows = self._store.run("instance/select_databases.sql")
-            self._database_ids = {row[1]: row[0] for row in rows}
-        if name not in self._database_ids:
-            raise NotFoundError(f"database {name!r} does not exist in this instance")
-        return self.catalog(self._database_ids[name])
-
-    def _load_catalog(self, database_id: int) -> DatabaseCatalog:
-        run = self._store.run
-        p = {"database_id": database_id}
-        with self._store._lock:
-            (row,) = [r for r in run("instance/select_databases.sql") if r[0] == database_id]
-            types = run("instance/select_message_types.sql", p)
-            contracts = run("instance/select_contracts.sql", p)
-            usages = run("instance/select_contract_message_usages.sql", p)
-            services = run("instance/select_services.sql", p)
-            service_contracts = run("instance/select_service_contract_usages.sql", p)
-            queues = run("instance/select_queue_settings.sql", p)
-        contract_map: dict[str, dict[str, tuple[bool, bool]]] = {c[0]: {} for c in contracts}
-        for contract, mtype, by_initiator, by_target in usages:
-            contract_map.setdefault(contract, {})[mtype] = (by_initiator, by_target)
-        accepted: dict[str, set[str]] = {s[0]: set() for s in services}
-        for service, contract in service_contracts:
-            accepted.setdefault(service, set()).add(contract)
-        return DatabaseCatalog(
-            database_id=database_id,
-            name=row[1],
-            broker_instance=row[2],
-            message_types={t[0]: t[1] for t in types},
-            system_message_types=frozenset(t[0] for t in types if t[2]),
-            contracts=contract_map,
-            system_contracts=frozenset(c[0] for c in contracts if c[1]),
-            services={s[0]: s[1] for s in services},
-            service_contracts={k: frozenset(v) for k, v in accepted.items()},
-            queues={
-                q[0]: QueueSettings(bool(q[1]), bool(q[2]), q[3] is None or bool(q[3]))
-                for q in queues
-            },
-        )
-
-    @property
-    def max_message_size(self) -> int:
-        if self._max_message_size is None:
-            with self._store._lock:
-                row = self._store.fetchone("SELECT max_message_size FROM instance_settings")
-            self._max_message_size = int(row[0]) if row and row[0] is not None else 2**31 - 1
-        return self._max_message_size
 
     # -- endpoints -----------------------------------------------------------------------
 
@@ -565,98 +497,6 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
                     f"message type {message_type!r} has VALIDATION = WELL_FORMED_XML, but the "
                     f"body is not well-formed XML: {exc}") from None
 
-    # -- END CONVERSATION, timers --------------------------------------------------------
-
-    def end(
-        self,
-        database_id: int,
-        handle: str,
-        error: int | None,
-        description: str | None,
-        cleanup: bool,
-    ) -> None:
-        if not isinstance(cleanup, bool):
-            raise InvalidArgumentError(f"cleanup must be True or False, not {cleanup!r}")
-        if cleanup and (error is not None or description is not None):
-            raise InvalidArgumentError(
-                "END CONVERSATION takes WITH ERROR or WITH CLEANUP, not both")
-        if error is not None:
-            if isinstance(error, bool) or not isinstance(error, int) or error <= 0:
-                raise InvalidArgumentError(
-                    f"an application error code is a positive whole number (negative codes "
-                    f"are the broker's, C2): {error!r}")
-            if not isinstance(description, str) or not description:
-                raise InvalidArgumentError(
-                    "END CONVERSATION WITH ERROR needs a description (a non-empty string)")
-        elif description is not None:
-            raise InvalidArgumentError("a description goes with an error code")
-        with self.unit_of_work() as uow:
-            uow.activate()
-            ep = self.endpoint(handle, database_id)
-            if cleanup:
-                transition(ep.role, ep.state, "cleanup")
-                self._cleanup(uow, ep)
-                return
-            event = "end_with_error" if error is not None else "end"
-            t = transition(ep.role, ep.state, event)
-            if ep.persisted:  # END removes the endpoint's messages from its queue
-                uow.queue_rows = [r for r in uow.queue_rows if r[6] != ep.conversation_handle]
-                uow.forget_read_ahead()
-                uow.sql("conversation/delete_endpoint_messages.sql",
-                        {"conversation_handle": ep.conversation_handle})
-            if error is not None:
-                self._drop_transmissions(uow, ep)  # C4: an error drops what waits
-                ep.error_code, ep.error_description = error, description
-            ep.state = t.state
-            uow.touch(ep)
-            if t.notify:
-                seq = ep.send_sequence
-                ep.send_sequence = seq + 1
-                ep.end_dialog_sequence = seq
-                if error is None:
-                    message: Outgoing = (seq, END_DIALOG, "E", b"", True, False)
-                else:
-                    message = (seq, ERROR, "X", error_body(error, description or ""), False,
-                               True)
-                self._dispatch(uow, ep, [message])
-
-    def _cleanup(self, uow: UnitOfWork, ep: Endpoint) -> None:
-        """WITH CLEANUP: this side goes, with its queued and waiting messages (C4)."""
-        handle = ep.conversation_handle
-        uow.queue_rows = [r for r in uow.queue_rows if r[6] != handle]
-        uow.forget_read_ahead()
-        uow.tx_rows = [r for r in uow.tx_rows if r[1] != handle]
-        self.remote.forget(ep)
-        uow.new.pop(handle, None)
-        uow.dirty.pop(handle, None)
-        params = {"conversation_handle": handle}
-        if ep.persisted:
-            uow.sql("conversation/delete_endpoint_messages.sql", params)
-            uow.sql("conversation/delete_transmission_queue_of.sql", params)
-            uow.sql("conversation/delete_conversation_endpoint.sql", params)
-        self._endpoints.pop(handle, None)
-        uow.touched.add(handle)
-        ep.state = "CD"
-
-    def begin_timer(self, database_id: int, handle: str, seconds: float) -> None:
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
-            0 <= seconds <= DEFAULT_LIFETIME
-        ):
-            raise InvalidArgumentError(
-                f"a conversation timer takes 0 (cancel) to {DEFAULT_LIFETIME} seconds: "
-                f"{seconds!r}")
-        with self.unit_of_work() as uow:
-            uow.activate()
-            ep = self.endpoint(handle, database_id)
-            if ep.state == "CD":
-                raise ConversationStateError(
-                    "cannot begin a timer on a closed conversation (state CD)",
-                    role=ep.role, state=ep.state, event="begin_timer")
-            ep.dialog_timer = None if seconds == 0 else self._now() + timedelta(
-                seconds=seconds)
-            uow.touch(ep)
-            self._note_deadline(uow, ep.dialog_timer)
-
     # -- RECEIVE -------------------------------------------------------------------------
 
     def receive(
@@ -799,31 +639,7 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
             with self._arrival:
                 self._arrival.wait(min(remaining, 0.05))
 
-    def _queue_settings(self, database_id: int, queue: str) -> QueueSettings:
-        catalog = self.catalog(database_id)
-        settings = catalog.queues.get(queue)
-        if settings is None:
-            raise NotFoundError(f"queue {queue!r} does not exist in database {catalog.name!r}")
-        return settings
-
-    # -- catalog side effects ------------------------------------------------------------
-
-    def end_service_conversations(self, database_id: int, service: str) -> None:
-        """DROP SERVICE: its endpoints go (as WITH CLEANUP), and a far side in this instance
-        gets error -8490 (C2)."""
-        with self.unit_of_work() as uow:
-            uow.activate()
-            rows = uow.sql("instance/select_service_endpoints.sql", {
-                "database_id": database_id, "service_name": service})
-            for handle, conversation_id, is_initiator in rows:
-                ep = self.endpoint(handle)
-                partners = uow.sql("conversation/select_conversation_partner.sql", {
-                    "conversation_id": conversation_id, "is_initiator": not is_initiator})
-                self._cleanup(uow, ep)
-                for (partner,) in partners:
-                    far = self.endpoint(partner)
-                    if far.state not in ("CD", "ER", "DO"):
-                        self._bounce(uow, far, SERVICE_DROPPED, _SERVICE_DROPPED_TEXT)
+    # -- the worker ----------------------------------------------------------------------
 
     def wait_for_work(self, timeout: float) -> bool:
         woken = self._wake.wait(timeout)

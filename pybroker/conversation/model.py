@@ -1,6 +1,6 @@
 """The types and constants the messaging engine's modules share with each other and with
 the API: a received Message, a message on its way out (Outgoing), the validation codes of
-message types, and the transmission statuses (C4).
+message types, the transmission statuses (C4), and a conversation's default lifetime (C1).
 
 It imports nothing of the engine or the API, so any of them can import it: engine.py,
 delivery.py and remote.py take their shared names from here instead of from each other,
@@ -44,6 +44,8 @@ class Message:
 Outgoing = tuple[int, str, str, bytes, bool, bool]  # seq, type, validation, body, end, error
 
 # A message type's VALIDATION as the catalog keeps it (C2).
+DEFAULT_LIFETIME = 2**31  # seconds (C1)
+
 VALIDATION_CODES = {"NONE": "N", "EMPTY": "E", "WELL_FORMED_XML": "X"}
 VALIDATION_NAMES = {code: name for name, code in VALIDATION_CODES.items()}
 

@@ -1,0 +1,156 @@
+"""END CONVERSATION (C2, C4), conversation timers (C1), and what DROP SERVICE does to its
+conversations (C2). Messaging (engine.py) takes these methods from EndConversationMixin;
+the messages they send go the way of any other (DeliveryMixin._dispatch, _bounce)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from pybroker.conversation.model import DEFAULT_LIFETIME, Outgoing
+from pybroker.conversation.states import transition
+from pybroker.conversation.system_messages import (
+    _SERVICE_DROPPED_TEXT,
+    END_DIALOG,
+    ERROR,
+    SERVICE_DROPPED,
+    error_body,
+)
+from pybroker.errors import ConversationStateError, InvalidArgumentError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import contextlib
+    from datetime import datetime
+
+    from pybroker.conversation.endpoint import Endpoint
+    from pybroker.conversation.endpoint_cache import EndpointCache
+    from pybroker.conversation.remote import RemoteDelivery
+    from pybroker.conversation.unit_of_work import UnitOfWork
+
+
+class EndConversationMixin:
+    """END CONVERSATION, BEGIN CONVERSATION TIMER and DROP SERVICE's endings of Messaging."""
+
+    _endpoints: EndpointCache
+    remote: RemoteDelivery
+
+    if TYPE_CHECKING:  # pragma: no cover
+        def unit_of_work(self) -> contextlib.AbstractContextManager[UnitOfWork]: ...
+        def endpoint(self, handle: str, database_id: int | None = None) -> Endpoint: ...
+        def _now(self) -> datetime: ...
+        def _note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
+        def _dispatch(self, uow: UnitOfWork, ep: Endpoint,
+                      messages: list[Outgoing]) -> None: ...
+        def _drop_transmissions(self, uow: UnitOfWork, ep: Endpoint) -> None: ...
+        def _bounce(self, uow: UnitOfWork, ep: Endpoint, code: int,
+                    description: str) -> None: ...
+
+    def end(
+        self,
+        database_id: int,
+        handle: str,
+        error: int | None,
+        description: str | None,
+        cleanup: bool,
+    ) -> None:
+        if not isinstance(cleanup, bool):
+            raise InvalidArgumentError(f"cleanup must be True or False, not {cleanup!r}")
+        if cleanup and (error is not None or description is not None):
+            raise InvalidArgumentError(
+                "END CONVERSATION takes WITH ERROR or WITH CLEANUP, not both")
+        if error is not None:
+            if isinstance(error, bool) or not isinstance(error, int) or error <= 0:
+                raise InvalidArgumentError(
+                    f"an application error code is a positive whole number (negative codes "
+                    f"are the broker's, C2): {error!r}")
+            if not isinstance(description, str) or not description:
+                raise InvalidArgumentError(
+                    "END CONVERSATION WITH ERROR needs a description (a non-empty string)")
+        elif description is not None:
+            raise InvalidArgumentError("a description goes with an error code")
+        with self.unit_of_work() as uow:
+            uow.activate()
+            ep = self.endpoint(handle, database_id)
+            if cleanup:
+                transition(ep.role, ep.state, "cleanup")
+                self._cleanup(uow, ep)
+                return
+            event = "end_with_error" if error is not None else "end"
+            t = transition(ep.role, ep.state, event)
+            if ep.persisted:  # END removes the endpoint's messages from its queue
+                uow.queue_rows = [r for r in uow.queue_rows if r[6] != ep.conversation_handle]
+                uow.forget_read_ahead()
+                uow.sql("conversation/delete_endpoint_messages.sql",
+                        {"conversation_handle": ep.conversation_handle})
+            if error is not None:
+                self._drop_transmissions(uow, ep)  # C4: an error drops what waits
+                ep.error_code, ep.error_description = error, description
+            ep.state = t.state
+            uow.touch(ep)
+            if t.notify:
+                seq = ep.send_sequence
+                ep.send_sequence = seq + 1
+                ep.end_dialog_sequence = seq
+                if error is None:
+                    message: Outgoing = (seq, END_DIALOG, "E", b"", True, False)
+                else:
+                    message = (seq, ERROR, "X", error_body(error, description or ""), False,
+                               True)
+                self._dispatch(uow, ep, [message])
+
+    def _cleanup(self, uow: UnitOfWork, ep: Endpoint) -> None:
+        """WITH CLEANUP: this side goes, with its queued and waiting messages (C4)."""
+        handle = ep.conversation_handle
+        uow.queue_rows = [r for r in uow.queue_rows if r[6] != handle]
+        uow.forget_read_ahead()
+        uow.tx_rows = [r for r in uow.tx_rows if r[1] != handle]
+        self.remote.forget(ep)
+        uow.new.pop(handle, None)
+        uow.dirty.pop(handle, None)
+        params = {"conversation_handle": handle}
+        if ep.persisted:
+            uow.sql("conversation/delete_endpoint_messages.sql", params)
+            uow.sql("conversation/delete_transmission_queue_of.sql", params)
+            uow.sql("conversation/delete_conversation_endpoint.sql", params)
+        self._endpoints.pop(handle, None)
+        uow.touched.add(handle)
+        ep.state = "CD"
+
+    def begin_timer(self, database_id: int, handle: str, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
+            0 <= seconds <= DEFAULT_LIFETIME
+        ):
+            raise InvalidArgumentError(
+                f"a conversation timer takes 0 (cancel) to {DEFAULT_LIFETIME} seconds: "
+                f"{seconds!r}")
+        with self.unit_of_work() as uow:
+            uow.activate()
+            ep = self.endpoint(handle, database_id)
+            if ep.state == "CD":
+                raise ConversationStateError(
+                    "cannot begin a timer on a closed conversation (state CD)",
+                    role=ep.role, state=ep.state, event="begin_timer")
+            ep.dialog_timer = None if seconds == 0 else self._now() + timedelta(
+                seconds=seconds)
+            uow.touch(ep)
+            self._note_deadline(uow, ep.dialog_timer)
+
+    # -- DROP SERVICE --------------------------------------------------------------------
+
+    def end_service_conversations(self, database_id: int, service: str) -> None:
+        """DROP SERVICE: its endpoints go (as WITH CLEANUP), and a far side in this instance
+        gets error -8490 (C2)."""
+        with self.unit_of_work() as uow:
+            uow.activate()
+            rows = uow.sql("instance/select_service_endpoints.sql", {
+                "database_id": database_id, "service_name": service})
+            for handle, conversation_id, is_initiator in rows:
+                ep = self.endpoint(handle)
+                partners = uow.sql("conversation/select_conversation_partner.sql", {
+                    "conversation_id": conversation_id, "is_initiator": not is_initiator})
+                self._cleanup(uow, ep)
+                for (partner,) in partners:
+                    far = self.endpoint(partner)
+                    if far.state not in ("CD", "ER", "DO"):
+                        self._bounce(uow, far, SERVICE_DROPPED, _SERVICE_DROPPED_TEXT)
+
