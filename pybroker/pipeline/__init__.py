@@ -1,3 +1,4 @@
 """The data pipeline: bulk routing, route-change impact, traffic analytics and a
-synthetic workload, on DuckDB or Spark from the same SQL templates. See ``pybroker
-pipeline --help`` and README's "Pipeline" section."""
+synthetic workload, on DuckDB or Spark from the same SQL templates. What each job reads and
+writes, the engines' memory and the errors are in ``pybroker pipeline [JOB] --help``
+(pybroker.pipeline.cli); the exported tables are defined once in ``schema``."""

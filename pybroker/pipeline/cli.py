@@ -16,6 +16,19 @@ from pybroker.pipeline.progress import Progress
 from pybroker.pipeline.schema import DECISIONS
 
 EXAMPLES = """\
+engines:
+  On DuckDB every job runs under --memory-limit (default 2GB) and spills the rest to a
+  temporary directory of its own; Spark's memory is Spark's
+  (--conf spark.driver.memory=...).
+  To scale out on Spark, set spark.sql.shuffle.partitions to 2-3x the cluster's cores and
+  keep input and output on storage every executor reaches: only collecting the distinct
+  routing keys and joining conversations to their key's options move rows between machines.
+
+errors:
+  A job exits 1 with one line on stderr for a missing file or column, a wrong column type,
+  a file that is not an instance, an output directory holding anything but a previous
+  output (never emptied then), or a Spark master that does not answer within 5 s.
+
 examples:
   pybroker pipeline generate work/ --conversations 1000000 --routes 10000 --seed 7
   pybroker pipeline resolve work/ work/conversations.parquet work/decisions
@@ -45,8 +58,10 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     pipeline.set_defaults(handler=None, parser=pipeline)
     jobs = pipeline.add_subparsers(title="jobs", metavar="JOB")
 
-    def job(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
-        p = jobs.add_parser(name, help=help_text, description=help_text)
+    def job(name: str, help_text: str, handler: Any,
+            details: str = "") -> argparse.ArgumentParser:
+        description = f"{help_text}. {details}" if details else help_text
+        p = jobs.add_parser(name, help=help_text, description=description)
         p.set_defaults(handler=handler)
         p.add_argument("--engine", choices=ENGINES, default="duckdb",
                        help="where the job runs (default: duckdb)")
@@ -63,7 +78,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
 
     p = job("resolve", "route decisions for a table of conversations: one row per "
             "conversation (the route_decision() columns), expiry judged at each "
-            "conversation's begin_time", cmd_resolve)
+            "conversation's begin_time", cmd_resolve,
+            "History replays as it was. A conversation whose origin is not a database, or "
+            "that has no begin_time, gets NULL decision columns (and is counted).")
     p.add_argument("routing", type=Path, help="instance file or export directory")
     p.add_argument("conversations", type=Path,
                    help="Parquet file or directory: conversation_id, origin, service_name, "
@@ -71,7 +88,12 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.add_argument("output", type=Path, help="output directory (Parquet part files)")
 
     p = job("impact", "the conversations whose decision changes between two routing states, "
-            "and a summary per service and route", cmd_impact)
+            "and a summary per service and route", cmd_impact,
+            "The other state is another instance file or export (--after), or BEFORE with a "
+            "T-SQL script of route DDL applied to a temporary copy (--script, with -d naming "
+            "the database). changes/ holds each conversation whose decision changes, before "
+            "and after; summary/, per service, route and outcome, how many move, become "
+            "DELAYED or dropped, or stop being so.")
     p.add_argument("before", type=Path, help="instance file or export directory")
     p.add_argument("conversations", type=Path, help="Parquet, as for resolve")
     p.add_argument("output", type=Path, help="output directory: changes/ and summary/")
@@ -84,7 +106,12 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "with --script)")
 
     p = job("traffic", "volumes per service and route over time, DELAYED conversations and "
-            "their waits, stuck messages and their transmission_status texts", cmd_traffic)
+            "their waits, stuck messages and their transmission_status texts", cmd_traffic,
+            "volume/: messages, conversations and bytes per database, service, route and "
+            "hour; delayed/: DELAYED conversations and their waits; stuck/: messages not "
+            "sent, by transmission_status, with the oldest and the longest wait; endpoints/: "
+            "endpoints per service, far service and state. An instance keeps no history of "
+            "delivered messages, so traffic sees what waits and the endpoints.")
     p.add_argument("source", type=Path, help="export directory (or instance file)")
     p.add_argument("output", type=Path,
                    help="output directory: volume/, delayed/, stuck/, endpoints/")
@@ -92,7 +119,12 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "time, else the latest enqueue_time)")
 
     p = job("generate", "a seeded synthetic workload: routing tables and conversations as "
-            "Parquet", cmd_generate)
+            "Parquet", cmd_generate,
+            "It reaches every routing rule: three user databases and msdb; single routes, "
+            "load-balanced groups, mirrored pairs, LOCAL routes, expiring routes, forwarding "
+            "routes, wildcards; conversations with skewed service popularity, a tenth from "
+            "outside, spread over --span-days. The same seed writes the same rows on both "
+            "engines.")
     p.add_argument("output", type=Path, help="output directory (a routing state plus "
                    "conversations.parquet)")
     p.add_argument("--conversations", type=int, default=100_000,

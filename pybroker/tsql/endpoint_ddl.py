@@ -34,6 +34,32 @@ naming the option):
   PASSWORD), START_DATE / EXPIRY_DATE, ACTIVE FOR BEGIN_DIALOG and FROM BINARY, ASSEMBLY
   or EXECUTABLE FILE. AUTHORIZATION is read and ignored, as in the object DDL.
 
+What the statements mean when they run (pybroker.broker_endpoint.ddl):
+- The endpoint is the instance's one Service Broker endpoint (a second CREATE ENDPOINT is
+  refused). STATE = STARTED starts it as ``start_endpoint(port, host)`` does; STOPPED (the
+  default) and DISABLED mean neither listening nor sending. ENCRYPTION = REQUIRED [ALGORITHM
+  AES] is mutual TLS 1.3; DISABLED is ``start_endpoint(encryption=False)``, and both peers
+  must say so. ALTER changes only what is given and restarts a started endpoint whose port,
+  address or encryption changes.
+- CREATE CERTIFICATE name FROM FILE = 'path' (PEM, or DER as SQL Server's BACKUP
+  CERTIFICATE writes it) admits a peer, as ``Instance.trust()``; DROP CERTIFICATE stops
+  admitting it. WITH SUBJECT names this instance's own certificate: made now if it does not
+  exist yet, otherwise kept as it is, since peers may trust it.
+- CREATE LOGIN, CREATE USER, GRANT CONNECT ON ENDPOINT and the like are unsupported
+  statements: trusting a certificate is what admits a peer.
+- A batch that holds these statements is all or nothing like any other (a port that cannot
+  be bound rolls the whole batch back), and is refused inside ``Database.transaction()``,
+  whose rollback could not undo a listener.
+- The definition is kept in the instance file and changes with the batch that changes it.
+  Opening a file never binds a port: ``pybroker serve FILE`` starts the endpoint the file
+  defines if its STATE = STARTED, on its LISTENER_PORT and LISTENER_IP (``--port`` and
+  ``--host`` override them for that run and start it even if STOPPED or DISABLED; with no
+  definition, serve listens on 127.0.0.1:4022). ``Instance.start_endpoint()`` takes what it
+  is not given from the definition, and the endpoint it starts is then the definition's
+  (ALTER and DROP ENDPOINT stop or move it). ``sys.service_broker_endpoints`` and
+  ``sys.tcp_endpoints`` show the definition: ``state_desc`` is the defined state, not
+  whether some process listens now.
+
 Only the syntax is checked here; whether names exist, and reading the file, happen when the
 statement runs.
 """
