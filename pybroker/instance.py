@@ -686,11 +686,11 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
 
         Conversations, as a SQL Server script writes them: DECLARE, SET and SELECT of
         variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION GROUP),
-        GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER and BEGIN/COMMIT/
-        ROLLBACK TRANSACTION (pybroker.tsql.script says how such a batch runs: each
-        statement in its own transaction outside BEGIN TRANSACTION, and a failed statement
-        stops the batch, rolling back an open transaction; the error then carries the result
-        sets returned before it as ``results``).
+        GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER, MOVE
+        CONVERSATION and BEGIN/COMMIT/ROLLBACK TRANSACTION (pybroker.tsql.script says how
+        such a batch runs: each statement in its own transaction outside BEGIN TRANSACTION,
+        and a failed statement stops the batch, rolling back an open transaction; the error
+        then carries the result sets returned before it as ``results``).
 
         The whole batch is parsed first: a statement that is not understood runs nothing.
         """

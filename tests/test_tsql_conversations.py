@@ -15,6 +15,7 @@ from pybroker import (
     TsqlSyntaxError,
     UnsupportedStatementError,
 )
+from pybroker.errors import InvalidArgumentError, NotFoundError
 from tests.conftest_conversations import FakeClock
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
@@ -230,6 +231,82 @@ def test_related_conversations_share_a_group_and_get_conversation_group_finds_it
     assert warehouse.get_conversation_group("StockQueue") != first
 
 
+def _two_orders(inst: pybroker.Instance) -> list[str]:
+    """Two conversations Shop -> Warehouse with two requests each, interleaved; the
+    Warehouse handles of the second and the first."""
+    shop = inst.database("Shop")
+    first, second = (shop.begin_dialog("OrderService", "StockService", contract="Trade")
+                     for _ in range(2))
+    for conv, sku in ((first, "A"), (second, "B"), (first, "C"), (second, "D")):
+        conv.send(f"<Request sku='{sku}'/>", message_type="Request")
+    far = dict(inst.sql(
+        "SELECT conversation_id, conversation_handle FROM sys.conversation_endpoints "
+        "WHERE database_name = 'Warehouse'").fetchall())
+    return [far[second.conversation_id], far[first.conversation_id]]
+
+
+def test_move_conversation_matches_the_api(twins):
+    api, tsql, _ = twins
+    handle, _ = _two_orders(api)
+    warehouse = api.database("Warehouse")
+    with warehouse.transaction():
+        group = warehouse.get_conversation_group("StockQueue")
+        warehouse.conversation(handle).move_to(group)
+        got = warehouse.receive("StockQueue", max_messages=10, conversation_group_id=group)
+    assert api.sql("SELECT COUNT(DISTINCT conversation_group_id) FROM "
+                   "sys.conversation_endpoints WHERE database_name = 'Warehouse'"
+                   ).fetchall() == [(1,)]
+
+    handle, _ = _two_orders(tsql)
+    [received] = tsql.database("Warehouse").execute(f"""
+        DECLARE @g UNIQUEIDENTIFIER, @h UNIQUEIDENTIFIER = '{handle}';
+        BEGIN TRANSACTION;
+        GET CONVERSATION GROUP @g FROM StockQueue;
+        MOVE CONVERSATION @h TO @g;
+        RECEIVE conversation_group_id, CAST(message_body AS NVARCHAR(MAX)) AS body
+            FROM StockQueue WHERE conversation_group_id = @g;
+        COMMIT;
+    """)
+    assert state(tsql) == state(api)
+    assert [r[1] for r in received.rows] == [m.text for m in got] == [
+        f"<Request sku='{sku}'/>" for sku in "ABCD"]
+    assert {r[0] for r in received.rows} == {tsql.database("Warehouse").conversation(
+        handle).conversation_group_id}
+
+
+def test_move_conversation_rolls_back_and_refuses_alike(twins):
+    _, tsql, _ = twins
+    handle, other = _two_orders(tsql)
+    warehouse = tsql.database("Warehouse")
+    group = warehouse.conversation(other).conversation_group_id
+    before = state(tsql)
+    warehouse.execute(f"""
+        DECLARE @h UNIQUEIDENTIFIER = '{handle}';
+        BEGIN TRAN;
+        MOVE CONVERSATION @h TO '{group}';
+        ROLLBACK;
+    """)
+    assert state(tsql) == before
+    assert warehouse.conversation(handle).conversation_group_id != group
+    unknown = "00000000-0000-0000-0000-000000000001"
+    with pytest.raises(NotFoundError) as caught:
+        warehouse.execute(f"MOVE CONVERSATION '{handle}' TO '{unknown}'")
+    assert str(caught.value) == (
+        f"MOVE CONVERSATION at line 1, column 1 failed: conversation group {unknown} does "
+        "not exist: no open conversation is in it; move the conversation to the group of "
+        "another conversation of queue 'StockQueue' (its conversation_group_id), or begin "
+        "one in a new group (BEGIN DIALOG ... WITH RELATED_CONVERSATION_GROUP, "
+        "begin_dialog(related_conversation_group=...))")
+    with pytest.raises(InvalidArgumentError) as caught:
+        warehouse.execute(f"DECLARE @g UNIQUEIDENTIFIER; MOVE CONVERSATION '{handle}' TO @g")
+    assert str(caught.value) == (
+        "MOVE CONVERSATION at line 1, column 30 failed: the conversation group at line 1, "
+        "column 30 is NULL: expected a conversation group id (set the variable first, e.g. "
+        "by GET CONVERSATION GROUP or from sys.conversation_endpoints); the 1 statement(s) "
+        "before it ran")
+    assert state(tsql) == before
+
+
 def test_receive_assigns_variables_from_its_last_row_and_fills_a_table_variable(twins):
     _, tsql, _ = twins
     shop, warehouse = tsql.database("Shop"), tsql.database("Warehouse")
@@ -344,8 +421,14 @@ def test_a_failed_statement_stops_the_batch_keeping_what_committed_before_it(twi
          TsqlSyntaxError, "the variable @x at line 1, column 120 is not declared"),
         ("DECLARE @h INT; DECLARE @H INT", TsqlSyntaxError, "@H at line 1, column 25 is "
          "already declared"),
-        ("CREATE QUEUE q2; MOVE CONVERSATION @h TO @g", UnsupportedStatementError,
-         "MOVE CONVERSATION at line 1, column 18 is not supported"),
+        ("CREATE QUEUE q2; MOVE CONVERSATION @h TO @g", TsqlSyntaxError,
+         "the variable @h at line 1, column 36 is not declared"),
+        ("DECLARE @h UNIQUEIDENTIFIER; MOVE @h TO @h", TsqlSyntaxError,
+         "expected CONVERSATION after MOVE (MOVE CONVERSATION @handle TO @group) but found "
+         "'@h' at line 1, column 35"),
+        ("DECLARE @h UNIQUEIDENTIFIER; MOVE CONVERSATION @h INTO @h", TsqlSyntaxError,
+         "expected TO and a conversation group after the conversation handle but found "
+         "'INTO' at line 1, column 51"),
         ("CREATE QUEUE q2; INSERT INTO t VALUES (1)", UnsupportedStatementError,
          "INSERT at line 1, column 18 is not supported: pybroker runs only CREATE/ALTER/DROP "
          "ROUTE"),

@@ -137,5 +137,16 @@ class Conversation:
         after ``seconds``; 0 cancels the timer."""
         self._messaging.begin_timer(self._database.database_id, self.handle, seconds)
 
+    def move_to(self, group_id: str) -> None:
+        """MOVE CONVERSATION ... TO group_id: this side of the conversation, with its
+        messages in the queue, joins the conversation group ``group_id`` (a UUID string)
+        within the current transaction, so a RECEIVE of that group gets them too.
+
+        The group must exist in this database and queue: it is the
+        ``conversation_group_id`` of another open conversation whose service uses the same
+        queue, as SQL Server requires (a new group begins with ``begin_dialog(...,
+        related_conversation_group=...)``)."""
+        self._messaging.move_conversation(self._database.database_id, self.handle, group_id)
+
     def _endpoint(self) -> Endpoint:
         return self._messaging.endpoint(self.handle, self._database.database_id)

@@ -97,6 +97,7 @@ from pybroker.conversation.unit_of_work import UnitOfWork
 from pybroker.errors import (
     ContractViolationError,
     ConversationError,
+    ConversationStateError,
     InstanceClosedError,
     InvalidArgumentError,
     MessageValidationError,
@@ -414,6 +415,63 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
             uow.touch(ep)
             self._note_deadline(uow, ep.lifetime)
         return handle
+
+    # -- MOVE CONVERSATION ---------------------------------------------------------------
+
+    def move_conversation(self, database_id: int, handle: str, group_id: str) -> None:
+        """MOVE CONVERSATION handle TO group_id: this side of the conversation, with its
+        messages in the queue, joins the conversation group ``group_id`` (C3's unit of
+        RECEIVE), inside the current unit of work.
+
+        As SQL Server documents it, a conversation moves only between groups of the same
+        queue, so the group must exist: an open conversation of this database, whose
+        service uses the same queue, is in it (a new group begins with BEGIN DIALOG ...
+        WITH RELATED_CONVERSATION_GROUP). SQL Server locks both groups until the
+        transaction ends; here the unit of work holds the store's lock, which is stronger."""
+        group = _uuid("conversation_group_id", group_id)
+        with self.unit_of_work() as uow:
+            uow.activate()
+            ep = self.endpoint(handle, database_id)
+            if ep.state == "CD":
+                raise ConversationStateError(
+                    f"cannot move conversation {ep.conversation_handle} to another group: it "
+                    "is closed (state CD)", role=ep.role, state=ep.state, event="move")
+            if group == ep.conversation_group_id:
+                return
+            catalog = self.catalog(database_id)
+            queue = catalog.services.get(ep.service_name)
+            # the flush in uow.sql writes this transaction's new endpoints first
+            found = uow.sql("conversation/select_group_services.sql",
+                            {"conversation_group_id": group})
+            here = [service for db, service in found if db == database_id]
+            if not found:
+                raise NotFoundError(
+                    f"conversation group {group} does not exist: no open conversation is in "
+                    f"it; move the conversation to the group of another conversation of "
+                    f"queue {queue!r} (its conversation_group_id), or begin one in a new "
+                    "group (BEGIN DIALOG ... WITH RELATED_CONVERSATION_GROUP, "
+                    "begin_dialog(related_conversation_group=...))")
+            if not here:
+                other = self.catalog(found[0][0]).name
+                raise ConversationError(
+                    f"conversation group {group} belongs to database {other!r}, not "
+                    f"{catalog.name!r}: a conversation moves only to a group of its own "
+                    f"database and queue ({queue!r})")
+            queues = sorted({catalog.services.get(service) or "" for service in here})
+            if queue not in queues:
+                raise ConversationError(
+                    f"conversation group {group} is a group of queue "
+                    f"{' and '.join(repr(q) for q in queues)}, but conversation "
+                    f"{ep.conversation_handle} is of queue {queue!r}: a conversation moves "
+                    "only between groups of the same queue")
+            params = {"conversation_handle": ep.conversation_handle,
+                      "conversation_group_id": group}
+            uow.sql("conversation/update_conversation_group.sql", params)
+            uow.sql("conversation/update_queue_messages_group.sql", params)
+            ep.conversation_group_id = group
+            uow.touch(ep)  # a rollback reads it back from the file, in its old group
+            # RECEIVE's read-ahead holds messages by group: read the queue again
+            uow.forget_read_ahead()
 
     # -- SEND ----------------------------------------------------------------------------
 

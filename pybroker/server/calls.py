@@ -62,7 +62,8 @@ CALLS: dict[tuple[str, str, str], bool] = {
         "conversation_id", "conversation_group_id", "is_initiator", "state",
         "service_name", "far_service", "far_broker_instance", "service_contract_name",
         "lifetime")},
-    **{(CONVERSATION, CALL_METHOD, name): _W for name in ("send", "end", "begin_timer")},
+    **{(CONVERSATION, CALL_METHOD, name): _W for name in (
+        "send", "end", "begin_timer", "move_to")},
 }
 
 

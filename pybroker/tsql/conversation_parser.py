@@ -1,7 +1,8 @@
 """The conversation statements of a T-SQL batch, as SQL Server writes them: DECLARE, SET
 and SELECT of variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION
-GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER and BEGIN/
-COMMIT/ROLLBACK TRANSACTION, mixed with the DDL of pybroker.tsql.batch.
+GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER, MOVE
+CONVERSATION and BEGIN/COMMIT/ROLLBACK TRANSACTION, mixed with the DDL of
+pybroker.tsql.batch.
 
 ``parse_script`` reads the whole batch before anything runs, so a statement that is not
 understood changes nothing (pybroker.tsql.script runs what it returns). Variables must be
@@ -121,6 +122,13 @@ class BeginTimer:
 
 
 @dataclass(frozen=True, slots=True)
+class MoveConversation:
+    handle: Expression
+    group: Expression
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
 class Transaction:
     action: str  # BEGIN, COMMIT or ROLLBACK
     token: Token
@@ -128,14 +136,14 @@ class Transaction:
 
 ConversationStatement = Union[  # noqa: UP007 (a runtime alias)
     Declare, Assign, Select, BeginDialog, Send, Receive, GetConversationGroup,
-    EndConversation, BeginTimer, Transaction,
+    EndConversation, BeginTimer, MoveConversation, Transaction,
 ]
 ScriptStatement = Union[Statement, ConversationStatement]  # noqa: UP007
 
 CONVERSATION_STATEMENTS = (
     "DECLARE, SET, SELECT of values and variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR "
     "(RECEIVE | GET CONVERSATION GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN "
-    "CONVERSATION TIMER and BEGIN/COMMIT/ROLLBACK TRANSACTION"
+    "CONVERSATION TIMER, MOVE CONVERSATION and BEGIN/COMMIT/ROLLBACK TRANSACTION"
 )
 _VERBS = ("DECLARE", "SET", "SELECT", "BEGIN", "SEND", "RECEIVE", "WAITFOR", "GET", "END",
           "MOVE", "COMMIT", "ROLLBACK")
@@ -146,7 +154,7 @@ _NOT_TABLES = (" (SELECT reads values, variables and table variables here, not t
 def is_conversation_statement(statement: object) -> bool:
     return isinstance(statement, (Declare, Assign, Select, BeginDialog, Send, Receive,
                                   GetConversationGroup, EndConversation, BeginTimer,
-                                  Transaction))
+                                  MoveConversation, Transaction))
 
 
 def parse_script(text: str, *, master: bool = False) -> list[ScriptStatement]:
@@ -204,10 +212,11 @@ class _Reader:
                       "BEGIN ... END blocks are not supported")
             return self._end_conversation(t)
         if verb == "MOVE":
-            raise UnsupportedStatementError(
-                f"MOVE CONVERSATION at {t.where} is not supported: pybroker cannot move a "
-                "conversation to another group; begin it in the group instead: BEGIN DIALOG "
-                "... WITH RELATED_CONVERSATION_GROUP = @group")
+            p.keyword("CONVERSATION", "CONVERSATION after MOVE (MOVE CONVERSATION @handle TO "
+                      "@group)")
+            handle = self._expression()
+            p.keyword("TO", "TO and a conversation group after the conversation handle")
+            return MoveConversation(handle, self._expression(), t)
         if verb in ("COMMIT", "ROLLBACK"):
             if p.token.is_word("TRAN", "TRANSACTION", "WORK"):
                 word = p.advance()

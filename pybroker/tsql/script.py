@@ -1,7 +1,7 @@
 """Running a batch of T-SQL conversation statements (pybroker.tsql.conversation_parser) on a
 Database, in order, with its variables, the way SQL Server runs a script. Every verb goes
 through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``/
-``begin_timer``, ``Database.receive``, ``Database.get_conversation_group``,
+``begin_timer``/``move_to``, ``Database.receive``, ``Database.get_conversation_group``,
 ``Database.transaction``), so a batch does exactly what the same calls from Python do.
 
 **Chosen where SQL Server leaves a choice** (the README says the same):
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pybroker import arguments
-from pybroker.errors import TransactionError
+from pybroker.errors import InvalidArgumentError, TransactionError
 from pybroker.tsql import conversation_parser as cp
 from pybroker.tsql.expressions import (
     RECEIVE_COLUMNS,
@@ -226,6 +226,18 @@ class _Run:
                                   maximum=arguments.MAX_SECONDS)
         self.db.conversation(handle).begin_timer(seconds)
 
+    def move_conversation(self, s: cp.MoveConversation) -> None:
+        where = s.token.where
+        handle = as_guid(self.value(s.handle), "the conversation handle", where)
+        group = self.value(s.group)
+        if group is None:
+            raise InvalidArgumentError(
+                f"the conversation group at {where} is NULL: expected a conversation group "
+                "id (set the variable first, e.g. by GET CONVERSATION GROUP or from "
+                "sys.conversation_endpoints)")
+        group = convert(group, SqlType("UNIQUEIDENTIFIER"), where)
+        self.db.conversation(handle).move_to(group)
+
     def _timeout(self, s: cp.Receive | cp.GetConversationGroup) -> float:
         """WAITFOR's TIMEOUT in seconds (without one it waits as long as it may, about 68
         years); 0 outside WAITFOR."""
@@ -298,7 +310,7 @@ _HANDLERS: dict[type, str] = {
     cp.Declare: "declare", cp.Assign: "assign_statement", cp.Select: "select",
     cp.BeginDialog: "begin_dialog", cp.Send: "send", cp.EndConversation: "end_conversation",
     cp.BeginTimer: "begin_timer", cp.GetConversationGroup: "get_conversation_group",
-    cp.Receive: "receive",
+    cp.Receive: "receive", cp.MoveConversation: "move_conversation",
 }
 
 
@@ -309,7 +321,7 @@ class _Rollback(Exception):
 _VERBS = {
     "Assign": "SET", "BeginDialog": "BEGIN DIALOG", "GetConversationGroup":
     "GET CONVERSATION GROUP", "EndConversation": "END CONVERSATION", "BeginTimer":
-    "BEGIN CONVERSATION TIMER",
+    "BEGIN CONVERSATION TIMER", "MoveConversation": "MOVE CONVERSATION",
 }  # fmt: skip
 
 
