@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "SELECT return", cmd_sql)
     _file_and_database(p)
     p.add_argument("tsql", help="the statements; '-' reads them from stdin (UTF-8, or "
-                   "UTF-16 with a byte order mark)")
+                   "UTF-16 with a byte order mark); a line holding only GO ends a batch, "
+                   "as in sqlcmd")
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the result sets as JSON")
     shown.add_argument("--csv", action="store_true", help="print the result sets as CSV")

@@ -692,18 +692,18 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
         and a failed statement stops the batch, rolling back an open transaction; the error
         then carries the result sets returned before it as ``results``).
 
-        The whole batch is parsed first: a statement that is not understood runs nothing.
+        A line holding only GO (or GO count) ends a batch, as in sqlcmd and SSMS: the
+        batches run in order, each on its own (its own variables and transactions).
+
+        The whole script is parsed first: a statement that is not understood runs nothing.
         """
-        from pybroker.tsql.conversation_parser import is_conversation_statement, parse_script
-        from pybroker.tsql.script import run_script
+        from pybroker.tsql.conversation_parser import parse_batches
+        from pybroker.tsql.script import run_batches
 
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
-        statements = parse_script(tsql, master=self.database_id == MASTER_DATABASE_ID)
-        if not any(is_conversation_statement(s) for s in statements):
-            self.run_statements(statements)
-            return []
-        return run_script(self, statements)
+        batches = parse_batches(tsql, master=self.database_id == MASTER_DATABASE_ID)
+        return run_batches(self, batches)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.tsql) in one transaction: any error, nothing

@@ -114,6 +114,11 @@ def test_a_failed_script_prints_what_it_returned_and_one_error_line(shop_file):
     done = run("sql", shop_file, "-d", "Shop", "DECLARE @h INT; INSERT INTO t VALUES (1)")
     assert done.returncode == 1
     assert "INSERT at line 1, column 17 is not supported" in done.stderr
+    done = run("sql", shop_file, "-d", "Shop", "DECLARE @s NVARCHAR(9) = N'first'\n"
+               "SELECT @s AS step\nGO\nDECLARE @s NVARCHAR(9) = N'second'\nSELECT @s AS step")
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stdout.splitlines() if line.strip()] == [
+        "step", "-----", "first", "(1 row)", "step", "------", "second", "(1 row)"]
 
 
 def test_the_quick_commands_send_receive_and_end(shop_file):

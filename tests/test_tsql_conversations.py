@@ -307,6 +307,66 @@ def test_move_conversation_rolls_back_and_refuses_alike(twins):
     assert state(tsql) == before
 
 
+def test_go_on_a_line_of_its_own_separates_batches_that_run_in_order(twins):
+    api, tsql, _ = twins
+    shop = api.database("Shop")
+    for _ in range(2):
+        shop.begin_dialog("OrderService", "StockService", contract="Trade").send(
+            "<Request/>", message_type="Request")
+    results = tsql.database("Shop").execute("""
+        CREATE QUEUE Extra
+        GO
+        DECLARE @h UNIQUEIDENTIFIER;
+        BEGIN DIALOG @h FROM SERVICE OrderService TO SERVICE 'StockService' ON CONTRACT Trade;
+        SEND ON CONVERSATION @h MESSAGE TYPE Request (N'<Request/>');
+        SELECT N'sent' AS step
+          go 2   -- sqlcmd's count: the batch runs twice, declaring @h again each time
+        DROP QUEUE Extra;
+        SELECT N'go' AS word, N'GO
+        ' AS not_a_separator /*
+        GO
+        */
+    """)
+    assert [(r.columns, r.rows) for r in results] == [
+        (("step",), [("sent",)]), (("step",), [("sent",)]),
+        (("word", "not_a_separator"), [("go", "GO\n        ")])]
+    assert state(tsql) == state(api)
+    assert [q.name for q in tsql.database("Shop").queues()] == ["OrderQueue"]
+
+
+def test_each_batch_has_its_own_variables_and_a_failed_one_stops_the_script(twins):
+    _, tsql, _ = twins
+    shop = tsql.database("Shop")
+    before = state(tsql)
+    with pytest.raises(TsqlSyntaxError) as caught:
+        shop.execute("DECLARE @a INT = 1;\nSELECT @a AS a\nGO\nSELECT @a AS a")
+    assert str(caught.value) == ("the variable @a at line 4, column 8 is not declared: "
+                                 "expected DECLARE @a <type> before it is used")
+    with pytest.raises(UnsupportedStatementError) as caught:
+        shop.execute("CREATE QUEUE q2; GO")
+    assert str(caught.value) == (
+        "GO at line 1, column 18 is not supported here: GO separates batches only on a line "
+        "of its own (GO, or GO count), as sqlcmd and SSMS read it; put it on a line of its "
+        "own")
+    with pytest.raises(TsqlSyntaxError) as caught:
+        shop.execute("CREATE QUEUE q2\nGO 0")
+    assert str(caught.value) == ("GO 0 at line 2, column 1: expected a count from 1 to "
+                                 "2147483647 (how many times the batch before it runs)")
+    assert state(tsql) == before  # refused while parsing: no batch ran
+    assert [q.name for q in shop.queues()] == ["OrderQueue"]
+    with pytest.raises(ConversationError) as caught:
+        shop.execute("SELECT 1 AS one\nGO\nCREATE QUEUE q2\nGO\nEND CONVERSATION NEWID()\n"
+                     "GO\nDROP QUEUE q2")
+    assert str(caught.value).startswith("END CONVERSATION at line 5, column 1 failed: ")
+    assert str(caught.value).endswith("; the 2 batch(es) before it (up to GO) ran")
+    assert [r.rows for r in caught.value.results] == [[(1,)]]
+    assert [q.name for q in shop.queues()] == ["OrderQueue", "q2"]
+    with pytest.raises(TransactionError, match="the batch ended inside the transaction "
+                       "begun at line 1, column 1: it was rolled back"):
+        shop.execute("BEGIN TRAN; DROP QUEUE q2\nGO\nCOMMIT")
+    assert [q.name for q in shop.queues()] == ["OrderQueue", "q2"]
+
+
 def test_receive_assigns_variables_from_its_last_row_and_fills_a_table_variable(twins):
     _, tsql, _ = twins
     shop, warehouse = tsql.database("Shop"), tsql.database("Warehouse")

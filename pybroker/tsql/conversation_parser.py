@@ -7,10 +7,15 @@ pybroker.tsql.batch.
 ``parse_script`` reads the whole batch before anything runs, so a statement that is not
 understood changes nothing (pybroker.tsql.script runs what it returns). Variables must be
 declared before they are used, and a variable is declared once per batch, as in SQL Server.
+
+``parse_batches`` first splits a script into batches where a line holds only GO (with an
+optional count, GO 3, and an optional -- comment), as sqlcmd and SSMS split it, and parses
+every batch before any runs; each batch has its own variables.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -157,14 +162,68 @@ def is_conversation_statement(statement: object) -> bool:
                                   MoveConversation, Transaction))
 
 
+# A line that separates batches: GO, an optional count, an optional comment (sqlcmd's rule).
+_SEPARATOR = re.compile(r"\s*GO(?:\s+([0-9]+))?\s*(?:--.*)?", re.IGNORECASE)
+_MAX_REPEAT = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One batch of a script: its statements, and how many times it runs (GO n)."""
+
+    statements: list[ScriptStatement]
+    count: int = 1
+
+
+def parse_batches(text: str, *, master: bool = False) -> list[Batch]:
+    """Split a script into batches at each line that holds only GO [count] (never inside
+    a string or a comment) and parse every batch (``parse_script``) before anything runs.
+    Batches without a statement (GO GO) are left out; a script without any statement is
+    refused as an empty batch is."""
+    if not isinstance(text, str):
+        raise TsqlSyntaxError(f"T-SQL must be text, not {type(text).__name__}")
+    tokens = tokenize(text)
+    lines = text.removeprefix("\ufeff").split("\n")  # as the lexer counts lines
+    pieces: list[tuple[list[Token], int]] = []
+    start = i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        found = t.is_word("GO") and _SEPARATOR.fullmatch(lines[t.line - 1])
+        if not found:
+            i += 1
+            continue
+        count = 1
+        if found.group(1) is not None:
+            count = int(found.group(1))
+            if not 1 <= count <= _MAX_REPEAT:
+                raise TsqlSyntaxError(
+                    f"GO {found.group(1)} at {t.where}: expected a count from 1 to "
+                    f"{_MAX_REPEAT} (how many times the batch before it runs)")
+        pieces.append(([*tokens[start:i], Token("end", "", t.line, t.column)], count))
+        i += 2 if found.group(1) is not None else 1
+        start = i
+    pieces.append((tokens[start:], 1))
+    batches = [Batch(_parse_tokens(piece, master, batches=True), count)
+               for piece, count in pieces if len(piece) > 1]
+    if not batches:
+        _parse_tokens(pieces[-1][0], master)  # raises: the batch holds no statement
+    return batches
+
+
 def parse_script(text: str, *, master: bool = False) -> list[ScriptStatement]:
     """Parse a batch of DDL (pybroker.tsql.batch) and conversation statements, in order,
     without running anything. Raises TsqlSyntaxError (UnsupportedStatementError for a
-    statement kind pybroker does not run) with the line and column and what was expected."""
+    statement kind pybroker does not run) with the line and column and what was expected.
+    GO is refused here: ``parse_batches`` splits a script into batches at it."""
     if not isinstance(text, str):
         raise TsqlSyntaxError(f"T-SQL must be text, not {type(text).__name__}")
-    p = ddl_parser(tokenize(text), master=master)
-    reader = _Reader(p)
+    return _parse_tokens(tokenize(text), master)
+
+
+def _parse_tokens(tokens: list[Token], master: bool, *, batches: bool = False
+                  ) -> list[ScriptStatement]:
+    p = ddl_parser(tokens, master=master)
+    reader = _Reader(p, batches)
     statements: list[ScriptStatement] = []
     while True:
         while p.accept(";"):
@@ -187,14 +246,20 @@ class _Reader:
     """The conversation grammar over a DDL Parser (whose position it shares), with the
     variables declared so far."""
 
-    def __init__(self, p: Parser[Any]) -> None:
+    def __init__(self, p: Parser[Any], batches: bool) -> None:
         self.p = p
+        self.batches = batches  # the script was split at GO: any GO left is misplaced
         self.declared: set[str] = set()
         self.tables: dict[str, tuple[str, ...]] = {}
 
     def statement(self) -> ScriptStatement:
         p = self.p
         t = p.token
+        if t.is_word("GO") and self.batches:
+            raise UnsupportedStatementError(
+                f"GO at {t.where} is not supported here: GO separates batches only on a line "
+                "of its own (GO, or GO count), as sqlcmd and SSMS read it; put it on a line "
+                "of its own")
         if not t.is_word(*_VERBS):
             if t.is_word("GO", *p.verbs):
                 return p.statement()  # DDL, or GO refused with its own reason

@@ -17,6 +17,13 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
   it are on the error as ``results``.
 - A batch that ends inside BEGIN TRANSACTION is rolled back, with a TransactionError.
 - A batch of DDL only (no conversation statement) stays all or nothing, as before.
+- A script is split into batches at each line holding only GO [count], as sqlcmd and SSMS
+  split it (pybroker.tsql.conversation_parser.parse_batches). Every batch is parsed before
+  the first runs, then they run in order, each on its own: variables do not cross GO, and
+  neither does a transaction (a batch that ends inside one is rolled back, as above).
+  GO count runs the batch before it that many times. A failed batch stops the script
+  (as sqlcmd -b does): what the batches before it did stays, and the error says how many
+  ran; the result sets of the whole script returned before it are on it as ``results``.
 """
 
 from __future__ import annotations
@@ -347,3 +354,29 @@ def run_script(database: Database, statements: Sequence[cp.ScriptStatement]
                ) -> list[ResultSet]:
     """Run parsed statements in order on ``database`` (see the module docstring)."""
     return _Run(database).run(statements)
+
+
+def run_batches(database: Database, batches: Sequence[cp.Batch]) -> list[ResultSet]:
+    """Run the batches of a script in order, each on its own (see the module docstring):
+    a batch of DDL only all or nothing (``database.run_statements``), any other as
+    ``run_script`` runs it."""
+    results: list[ResultSet] = []
+    runs = sum(batch.count for batch in batches)
+    ran = 0
+    for batch in batches:
+        for _ in range(batch.count):
+            try:
+                if any(cp.is_conversation_statement(s) for s in batch.statements):
+                    results.extend(run_script(database, batch.statements))
+                else:
+                    database.run_statements(batch.statements)
+            except Exception as exc:
+                if runs > 1:  # one batch: its error as it always was
+                    if ran and exc.args and isinstance(exc.args[0], str):
+                        exc.args = (f"{exc.args[0]}; the {ran} batch(es) before it (up to "
+                                    "GO) ran", *exc.args[1:])
+                    exc.results = [*results, *getattr(  # type: ignore[attr-defined]
+                        exc, "results", [])]
+                raise
+            ran += 1
+    return results
