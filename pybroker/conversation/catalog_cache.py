@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pybroker.conversation.catalog import DatabaseCatalog, QueueSettings
-from pybroker.errors import NotFoundError
+from pybroker.errors import NotFoundError, QueueDisabledError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.read_ahead import ReceiveBuffer
@@ -101,5 +101,14 @@ class CatalogMixin:
         settings = catalog.queues.get(queue)
         if settings is None:
             raise NotFoundError(f"queue {queue!r} does not exist in database {catalog.name!r}")
+        return settings
+
+    def _enabled_queue_settings(self, database_id: int, queue: str) -> QueueSettings:
+        """The queue's settings for a RECEIVE: a disabled queue is refused (C3)."""
+        settings = self._queue_settings(database_id, queue)
+        if not settings.status:
+            raise QueueDisabledError(
+                f"the service queue {queue!r} of database {self.catalog(database_id).name!r} "
+                "is disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
         return settings
 

@@ -102,7 +102,6 @@ from pybroker.errors import (
     InvalidArgumentError,
     MessageValidationError,
     NotFoundError,
-    QueueDisabledError,
 )
 from pybroker.routing.cache import CatalogChange
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
@@ -591,12 +590,7 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
                         watcher.waiting(key, -1)
             with self.unit_of_work() as uow:
                 uow.activate()
-                settings = self._queue_settings(database_id, queue)
-                if not settings.status:
-                    raise QueueDisabledError(
-                        f"the service queue {queue!r} of database "
-                        f"{self.catalog(database_id).name!r} is "
-                        "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
+                settings = self._enabled_queue_settings(database_id, queue)
                 if key not in uow.received and key not in self._read_ahead and not (
                         outer is None and key in self._receive_loops):
                     # The first RECEIVE from the queue in this transaction (often the only

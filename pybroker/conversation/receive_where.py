@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pybroker.conversation.model import Message
-from pybroker.errors import InvalidArgumentError, QueueDisabledError
+from pybroker.errors import InvalidArgumentError
 from pybroker.routing.definition import check_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,6 +35,7 @@ class ReceiveWhereMixin:
         def unit_of_work(self) -> contextlib.AbstractContextManager[UnitOfWork]: ...
         def catalog(self, database_id: int) -> DatabaseCatalog: ...
         def _queue_settings(self, database_id: int, queue: str) -> QueueSettings: ...
+        def _enabled_queue_settings(self, database_id: int, queue: str) -> QueueSettings: ...
 
     def _receive_where(
         self, database_id: int, queue: str, max_messages: int, timeout: float,
@@ -61,28 +63,18 @@ class ReceiveWhereMixin:
                 "conversation_group_id", conversation_group_id),
         }
         self._queue_settings(database_id, queue)
-        deadline = time.monotonic() + timeout
-        outer = self.current()
-        can_wait = timeout > 0 and (outer is None or not outer.locked)
-        while True:
-            if can_wait:
-                self._wait_where(params, deadline)
-            with self.unit_of_work() as uow:
-                uow.activate()
-                settings = self._queue_settings(database_id, queue)
-                if not settings.status:
-                    raise QueueDisabledError(
-                        f"the service queue {queue!r} of database "
-                        f"{self.catalog(database_id).name!r} is "
-                        "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
-                uow.forget_read_ahead()
-                template = ("conversation/retain_received_messages_where.sql"
-                            if settings.retention else "conversation/receive_messages_where.sql")
-                rows = uow.sql(template, {**params, "max_messages": max_messages})
-                rows.sort(key=lambda r: r[0])
-                uow.received.add((database_id, queue))
-            if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
-                break
+
+        def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
+            settings = self._enabled_queue_settings(database_id, queue)
+            uow.forget_read_ahead()
+            template = ("conversation/retain_received_messages_where.sql"
+                        if settings.retention else "conversation/receive_messages_where.sql")
+            rows = uow.sql(template, {**params, "max_messages": max_messages})
+            rows.sort(key=lambda r: r[0])
+            uow.received.add((database_id, queue))
+            return rows
+
+        rows = self._take_when_ready(params, timeout, take)
         if self.queue_watcher is not None:
             self.queue_watcher.received((database_id, queue), len(rows))
         return [
@@ -104,6 +96,25 @@ class ReceiveWhereMixin:
             with self._arrival:
                 self._arrival.wait(min(remaining, 0.05))
 
+    def _take_when_ready(
+        self, params: dict[str, Any], timeout: float,
+        take: Callable[[UnitOfWork], list[tuple[Any, ...]]],
+    ) -> list[tuple[Any, ...]]:
+        """Run ``take`` in a unit of work (joining the caller's transaction), first waiting
+        up to ``timeout`` seconds for a ready message the condition ``params`` keeps. Inside
+        a transaction that has already done work there is no waiting: the store stays held."""
+        deadline = time.monotonic() + timeout
+        outer = self.current()
+        can_wait = timeout > 0 and (outer is None or not outer.locked)
+        while True:
+            if can_wait:
+                self._wait_where(params, deadline)
+            with self.unit_of_work() as uow:
+                uow.activate()
+                rows = take(uow)
+            if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
+                return rows
+
     # -- GET CONVERSATION GROUP ----------------------------------------------------------
 
     def get_conversation_group(
@@ -119,25 +130,14 @@ class ReceiveWhereMixin:
         self._queue_settings(database_id, queue)
         params = {"database_id": database_id, "queue_name": queue,
                   "conversation_handle": None, "conversation_group_id": None}
-        deadline = time.monotonic() + timeout
-        outer = self.current()
-        can_wait = timeout > 0 and (outer is None or not outer.locked)
-        while True:
-            if can_wait:
-                self._wait_where(params, deadline)
-            with self.unit_of_work() as uow:
-                uow.activate()
-                settings = self._queue_settings(database_id, queue)
-                if not settings.status:
-                    raise QueueDisabledError(
-                        f"the service queue {queue!r} of database "
-                        f"{self.catalog(database_id).name!r} is "
-                        "disabled (STATUS = OFF); ALTER QUEUE ... WITH STATUS = ON")
-                # the flush in uow.sql writes out what this transaction already received
-                rows = uow.sql("conversation/select_first_ready_group.sql", {
-                    "database_id": database_id, "queue_name": queue})
-            if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
-                break
+
+        def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
+            self._enabled_queue_settings(database_id, queue)
+            # the flush in uow.sql writes out what this transaction already received
+            return uow.sql("conversation/select_first_ready_group.sql", {
+                "database_id": database_id, "queue_name": queue})
+
+        rows = self._take_when_ready(params, timeout, take)
         return str(rows[0][0]) if rows else None
 
 
