@@ -10,11 +10,7 @@ bytes. Fragments to send come from the ``Transmitter``, round robin across conve
 What arrives (fragments, acknowledgements, notices, status changes, events) goes to a sink
 that runs in another thread (the engine's writer): the event loop never waits for DuckDB.
 
-Forwarding (R7): the engine decides that an arrival is for another instance and hands it
-back (``forward``) with the next hop; the ``Forwarder`` (sans-I/O) holds it in memory and
-this module writes it to the next hop's connection, signed again with this instance's key
-for that hop (the MAC keys are per adjacent pair, see frames.py). Acknowledgements and
-notices for a conversation direction it forwards go back on the return path.
+Forwarding (R7) has its I/O in forwarder.py (``ForwardingIO``, a part of ``Transport``).
 """
 
 from __future__ import annotations
@@ -38,6 +34,7 @@ from typing import Any, Protocol
 
 from pybroker.errors import WireError
 from pybroker.wire import certificates, frames
+from pybroker.wire.addresses import next_hop, parse_address
 from pybroker.wire.adjacent import (
     AcksReceived,
     AdjacentConnection,
@@ -47,7 +44,8 @@ from pybroker.wire.adjacent import (
     PeerHello,
 )
 from pybroker.wire.dialog import Acknowledged, Transmitter, backoff
-from pybroker.wire.forwarding import DEFAULT_LIMIT_MB, Dropped, Forwarder, ReturnPath
+from pybroker.wire.forwarder import ForwardingIO
+from pybroker.wire.forwarding import DEFAULT_LIMIT_MB, Forwarder
 
 READ_SIZE = 256 * 1024
 
@@ -110,23 +108,6 @@ class Identity:
     broker_instances: tuple[str, ...]
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    """``tcp://host:port[/...]`` -> (host, port)."""
-    rest = address.strip()
-    if rest[:6].lower() != "tcp://":
-        raise WireError(f"{address!r} is not a network address (tcp://host:port)")
-    rest = rest[6:].split("/", 1)[0]
-    host, sep, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise WireError(f"{address!r} does not name a host and a port from 1 to 65535")
-    return host.strip("[]"), int(port)
-
-
-def next_hop(address: str) -> str:
-    host, port = parse_address(address)
-    return f"tcp://{host}:{port}"
-
-
 @dataclass(eq=False)
 class _Conn:
     conn_id: int
@@ -154,7 +135,7 @@ def _utc(epoch: float | None) -> datetime | None:
     return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None)
 
 
-class Transport:
+class Transport(ForwardingIO):
     def __init__(self, sink: Sink, identity: Identity, trusted: dict[str, str],
                  settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.sink = sink
@@ -263,15 +244,6 @@ class Transport:
         """Acknowledgements and notices for ``answered`` arrivals of ``connection``."""
         self._call(self._reply, connection, acks, notices, answered)
 
-    def forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
-        """Pass arrivals on (R7): (connection it came on, peer, fragment, next hop's
-        address), as the engine's routing decided (msdb's table, R1.2)."""
-        self._call(self._forward, items)
-
-    def set_forwarding_limit(self, limit: int) -> None:
-        """R7.3: the bytes forwarded messages may hold from now on."""
-        self._call(setattr, self.forwarder, "limit", limit)
-
     def is_own_address(self, address: str) -> bool:
         """R7.2: whether ``address`` is this endpoint's own (its port, on this host)."""
         try:
@@ -281,16 +253,6 @@ class Transport:
         local = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
         mine = self.settings.host
         return port == self.port and (host == mine or (host in local and mine in local))
-
-    def forwarded(self) -> list[tuple[Any, ...]]:
-        """Rows of sys.dm_broker_forwarded_messages: what is held right now."""
-        if self._closed:
-            return []
-        future: Any = asyncio.run_coroutine_threadsafe(self._forwarded(), self._loop)
-        try:
-            return future.result(timeout=5)
-        except Exception:
-            return []
 
     def trust(self, trusted: dict[str, str]) -> None:
         """The trusted certificates changed: new connections use the new set, and
@@ -660,86 +622,6 @@ class Transport:
             self._kick(hop)
         self._arm()
 
-    def _forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
-        now = self.clock()
-        hops: set[str] = set()
-        for connection, peer, fragment, address in items:
-            came = self._conns.get(connection)
-            adjacent = peer
-            if came is not None and came.core is not None and came.core.peer is not None:
-                adjacent = came.core.peer.address or peer  # its endpoint, not its socket
-            try:
-                hop = next_hop(address)
-            except WireError as exc:
-                self.forwarder.learn(fragment, connection, adjacent)
-                self._dropped([Dropped(fragment, "no next hop", str(exc))])
-                continue
-            dropped = self.forwarder.admit(fragment, hop, connection, adjacent, now)
-            if dropped is not None:
-                self._dropped([dropped])
-            else:
-                hops.add(hop)
-        for hop in hops:
-            self._kick(hop)
-        self._arm_forwarding()
-
-    def _send_forwarded(self, conn: _Conn, core: AdjacentConnection, now: float) -> None:
-        """The next forwarded fragment for ``conn``'s next hop, signed for that hop; its
-        bytes are released once handed to the connection (R7.3)."""
-        assert conn.address is not None
-        f, dropped = self.forwarder.next_fragment(conn.address, now)
-        self._dropped(dropped)
-        if f is None:
-            return
-        try:
-            core.send_fragment(replace(f, key_id=self.key_id), now,
-                               self._key(conn, f.conversation_id, f.from_initiator))
-        except WireError as exc:  # over the next hop's max_body, or not encodable
-            self._dropped([Dropped(f, "refused by the next hop", str(exc), conn.address)])
-
-    def _relay_notice(self, n: frames.Notice, path: ReturnPath) -> None:
-        back = self._return_connection(path)
-        if back is None or back.core is None:
-            return  # the sender resends; the next copy's notice finds the way
-        back.core.send_notice(frames.sign(replace(n, key_id=self.key_id), self._key(
-            back, n.conversation_id, n.about_initiator)), self.clock())
-        self._flush(back)
-
-    def _return_connection(self, path: ReturnPath) -> _Conn | None:
-        """The connection back to the adjacent broker of a return path: the one the
-        fragments came on, else one to that broker's endpoint (None: the sender resends,
-        and the next copy finds the way)."""
-        conn = self._conns.get(path.connection)
-        if conn is not None and not conn.closed:
-            return conn
-        with contextlib.suppress(WireError):
-            conn = self._outbound.get(next_hop(path.address))
-            if conn is not None and not conn.closed:
-                return conn
-        return None
-
-    def _dropped(self, dropped: list[Dropped]) -> None:
-        for d in dropped:
-            f = d.fragment
-            self.sink.event("Broker:Forwarded Message Dropped", d.reason, d.next_hop,
-                            f.conversation_id, f.sequence,
-                            f"fragment {f.fragment_number} of message {f.sequence} from "
-                            f"{f.from_service!r} to {f.to_service!r} was not forwarded: "
-                            f"{d.description}; its sender sends it again")
-
-    def _arm_forwarding(self) -> None:
-        """While anything is held: once a second, drop what ran out of time (R7.1) and
-        wake the connections of next hops with fragments waiting."""
-        if self._forward_timer is None and self.forwarder.held_bytes and not self._closed:
-            self._forward_timer = self._loop.call_later(LIVENESS_INTERVAL, self._forward_tick)
-
-    def _forward_tick(self) -> None:
-        self._forward_timer = None
-        self._dropped(self.forwarder.handle_timer(self.clock()))
-        for hop in self.forwarder.next_hops():
-            self._kick(hop)
-        self._arm_forwarding()
-
     def _forget(self, conversation_id: str, from_initiator: bool) -> None:
         self.transmitter.forget(conversation_id, from_initiator)
         for address in self.transmitter.addresses():  # its bytes in flight left the window
@@ -883,19 +765,6 @@ class Transport:
             self._kick(hop)
 
     # -- what an analyst sees ---------------------------------------------------------
-
-    async def _forwarded(self) -> list[tuple[Any, ...]]:
-        now = self.clock()
-        rows = []
-        for held in self.forwarder.held():
-            f = held.fragment
-            rows.append((
-                f.conversation_id, f.from_initiator, f.to_service, f.to_broker_instance,
-                f.from_service, f.from_broker_instance, held.next_hop, f.sequence,
-                f.fragment_number, f.hops_remaining, f.time_to_live_ms,
-                held.consumed_ms(now), str(uuid.uuid5(
-                    uuid.UUID(f.conversation_id), f"{int(f.from_initiator)}/{f.sequence}"))))
-        return rows
 
     async def _snapshot(self) -> list[tuple[Any, ...]]:
         rows = []
