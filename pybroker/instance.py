@@ -45,6 +45,7 @@ from pybroker.conversation.api import Conversation, Message
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.conversation.engine import Messaging
 from pybroker.conversation.worker import Worker
+from pybroker.database_mirroring import MirroringMixin
 from pybroker.database_objects import _SENT_BY as _SENT_BY
 from pybroker.database_objects import ObjectDDLMixin
 from pybroker.database_objects import _contract as _contract
@@ -537,7 +538,7 @@ class _Write:
         return result
 
 
-class Database(ObjectDDLMixin, RouteDDLMixin):
+class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
     """A database of the instance: its own broker identifier, routing table and services."""
 
     def __init__(self, instance: Instance, database_id: int, name: str, broker_instance: str):

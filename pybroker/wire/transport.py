@@ -10,7 +10,8 @@ bytes. Fragments to send come from the ``Transmitter``, round robin across conve
 What arrives (fragments, acknowledgements, notices, status changes, events) goes to a sink
 that runs in another thread (the engine's writer): the event loop never waits for DuckDB.
 
-Forwarding (R7) has its I/O in forwarder.py (``ForwardingIO``, a part of ``Transport``).
+Forwarding (R7) has its I/O in forwarder.py (``ForwardingIO``, a part of ``Transport``),
+mirrored routes (R9) theirs in mirroring_io.py (``MirroringIO``).
 """
 
 from __future__ import annotations
@@ -42,10 +43,19 @@ from pybroker.wire.adjacent import (
     FragmentReceived,
     NoticeReceived,
     PeerHello,
+    ProbeReceived,
 )
 from pybroker.wire.dialog import Acknowledged, Transmitter, backoff
 from pybroker.wire.forwarder import ForwardingIO
 from pybroker.wire.forwarding import DEFAULT_LIMIT_MB, Forwarder
+from pybroker.wire.mirrored_route import (
+    DEFAULT_PROBE_TIMEOUT,
+    NOT_PRINCIPAL_CODE,
+    MirroredRoutes,
+    ProbeOut,
+    is_pair_key,
+)
+from pybroker.wire.mirroring_io import MirroringIO
 
 READ_SIZE = 256 * 1024
 
@@ -80,6 +90,9 @@ class Sink(Protocol):
     def event(self, event_class: str, subclass: str, peer: str | None,
               conversation_id: str | None, sequence: int | None, description: str) -> None: ...
 
+    def probe(self, connection: int, probe: frames.Probe) -> None:
+        """A mirrored route's question (R9.2): answered with ``Transport.answer_probe``."""
+
 
 @dataclass
 class Settings:
@@ -98,6 +111,7 @@ class Settings:
     # (its certificate's key id) and proves it with every dialog frame's MAC (P6)
     encryption: bool = True
     forwarding_limit: int = DEFAULT_LIMIT_MB * 2**20  # R7.3: bytes held for forwarding
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT  # R9.2: seconds a probe's answer is awaited
 
 
 @dataclass
@@ -135,7 +149,7 @@ def _utc(epoch: float | None) -> datetime | None:
     return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None)
 
 
-class Transport(ForwardingIO):
+class Transport(ForwardingIO, MirroringIO):
     def __init__(self, sink: Sink, identity: Identity, trusted: dict[str, str],
                  settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.sink = sink
@@ -149,6 +163,10 @@ class Transport(ForwardingIO):
                                        retry_scale=settings.retry_scale)
         self.forwarder = Forwarder(limit=settings.forwarding_limit)
         self._forward_timer: asyncio.TimerHandle | None = None
+        self.mirrors = MirroredRoutes(retry_scale=settings.retry_scale,
+                                      probe_timeout=settings.probe_timeout)
+        self._mirror_timer: asyncio.TimerHandle | None = None
+        self._probes_waiting: dict[str, list[ProbeOut]] = {}
         self._trusted: dict[str, certificates.CertificateInfo] = {}
         self._secrets: dict[bytes, bytes] = {}
         self._server_ctx: ssl.SSLContext | None = None
@@ -403,6 +421,7 @@ class Transport(ForwardingIO):
         self._failures[address] = (failures, self.clock() + wait)
         self.sink.event("Broker:Connection", "Connect Failed", address, None, None, reason)
         self._dropped(self.forwarder.drop_hop(address, reason))
+        self._mirror_unreachable(address, reason)
         self.sink.status(self.transmitter.handles(address),
                          f"Connection attempt failed with error: '{reason}'.")
         if self.transmitter.has_work(address) or self.transmitter.handles(address):
@@ -482,6 +501,7 @@ class Transport(ForwardingIO):
             self._failures[conn.address] = (failures + 1, self.clock() + wait)
             self.sink.status(self.transmitter.handles(conn.address), text)
             self._dropped(self.forwarder.drop_hop(conn.address, reason))
+            self._mirror_unreachable(conn.address, reason)
             self._redial_later(conn.address, wait)
         self._close(conn, reason, error=True, quiet=True)
 
@@ -530,7 +550,11 @@ class Transport(ForwardingIO):
                     continue
                 if n.is_fatal:
                     self._forget(n.conversation_id, n.about_initiator)
+                elif n.code == NOT_PRINCIPAL_CODE:  # R9.3: the partner may be principal now
+                    self._mirror_refused(conn, n)
                 self.sink.notice(n, conn.peer_address)
+            elif isinstance(event, ProbeReceived):
+                self._probe_received(conn, event.probe)
             elif isinstance(event, PeerHello):
                 if not self.settings.encryption:
                     info = next((i for i in self._trusted.values()
@@ -554,6 +578,7 @@ class Transport(ForwardingIO):
                             conn.address = hop
                             self._outbound[hop] = conn
                             self._failures.pop(hop, None)
+                self._probes_for(conn)
                 conn.wake.set()
             elif isinstance(event, ConnectionClosed):
                 if event.error:
@@ -610,9 +635,14 @@ class Transport(ForwardingIO):
 
     def _submit(self, items: list[tuple[str, str, frames.MessageFragment]]) -> None:
         hops: set[str] = set()
+        mirrored = False
         for handle, address, message in items:
             try:
-                hop = next_hop(address)
+                if is_pair_key(address):  # R9: a mirrored route's, to its principal
+                    hop = self._submit_mirrored(handle, address, message)
+                    mirrored = True
+                else:
+                    hop = next_hop(address)
             except WireError as exc:
                 self.sink.status([handle], f"Connection attempt failed with error: '{exc}'.")
                 continue
@@ -620,6 +650,8 @@ class Transport(ForwardingIO):
             hops.add(hop)
         for hop in hops:
             self._kick(hop)
+        if mirrored:
+            self._send_probes()
         self._arm()
 
     def _forget(self, conversation_id: str, from_initiator: bool) -> None:
@@ -629,6 +661,8 @@ class Transport(ForwardingIO):
                 conn.wake.set()
 
     def _kick(self, address: str) -> None:
+        if is_pair_key(address):
+            return  # a mirrored pair with no principal known: its probes' timer drives it
         conn = self._outbound.get(address)
         if conn is None:
             self._ensure_outbound(address)
@@ -741,6 +775,8 @@ class Transport(ForwardingIO):
             return
         t = self.transmitter
         for hop in t.stalled_hops():
+            if is_pair_key(hop):
+                continue  # waits for a principal (R9.4): its probes' timer drives it
             found = t.repair(hop) or ["no fragment was ready and none awaited its "
                                       "acknowledgement"]
             self._breach(hop, "; ".join(found))
@@ -748,6 +784,8 @@ class Transport(ForwardingIO):
             self._breach(None, "a retransmission was due with no timer armed")
         for hop in t.addresses():
             conn = self._outbound.get(hop)
+            if is_pair_key(hop):
+                continue
             if conn is None:
                 if (hop not in self._connecting and not self._redials.get(hop)
                         and t.ready(hop)):
