@@ -25,6 +25,7 @@ from pybroker.routing.definition import address_problem, parse_network_address
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.storage import Store
+    from pybroker.tsql.database_ddl import AlterDatabasePartner
 
 ROLES = ("PRINCIPAL", "MIRROR")
 
@@ -94,4 +95,13 @@ class MirroringMixin:
                 self._store.run("instance/insert_mirroring.sql", {
                     "database_id": self.database_id, "mirroring_role": role,
                     "mirroring_partner_name": partner, "now": instance._now()})
-        instance._messaging.remote.load_mirroring()
+
+
+def run_partner_statement(database: MirroringMixin, statement: AlterDatabasePartner) -> None:
+    """ALTER DATABASE ... SET PARTNER (pybroker.tsql.database_ddl says what each form does)."""
+    if statement.action == "OFF":
+        database.set_mirroring(None)
+    elif statement.action == "FAILOVER":
+        database.fail_over()
+    else:
+        database.set_mirroring(database.mirroring_role or "PRINCIPAL", statement.partner)

@@ -296,6 +296,7 @@ class Messaging(DeliveryMixin, ReceiveWhereMixin):
 
     def catalog_changed(self) -> None:
         self._read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
+        self.remote.mirroring_changed()  # e.g. ALTER DATABASE ... SET PARTNER FAILOVER
         self._catalogs.clear()
         self._database_ids = None
         self._max_message_size = None

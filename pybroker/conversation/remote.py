@@ -181,7 +181,7 @@ class RemoteDelivery:
         self._event_id = 0
         self._lock = threading.Lock()
         self._events: list[tuple[Any, ...]] = []
-        self.mirror_databases: frozenset[int] = frozenset()  # R9.3: they take no message
+        self._mirror_databases: frozenset[int] | None = None  # R9.3: they take no message
 
     # -- start ---------------------------------------------------------------------------
 
@@ -192,7 +192,6 @@ class RemoteDelivery:
         self.reload()
         with store._lock:
             self._event_id = int(store.run("wire/select_max_event_id.sql")[0][0])
-            self.load_mirroring()
             if store.read_only:
                 return
             # Rows in flight when the process stopped go again: the retry loop routes them
@@ -202,10 +201,18 @@ class RemoteDelivery:
             store.run("wire/delete_forwarded_messages.sql")
             store.run("wire/delete_mirrored_routes.sql")
 
-    def load_mirroring(self) -> None:
-        """Which databases are the MIRROR of a pair, as the file says now (R9)."""
-        self.mirror_databases = frozenset(
-            row[0] for row in self.m._store.run("instance/select_mirror_databases.sql"))
+    @property
+    def mirror_databases(self) -> frozenset[int]:
+        """The databases that are the MIRROR of a pair (R9), read again after every catalog
+        write (``mirroring_changed``)."""
+        found = self._mirror_databases
+        if found is None:
+            found = self._mirror_databases = frozenset(
+                row[0] for row in self.m._store.run("instance/select_mirror_databases.sql"))
+        return found
+
+    def mirroring_changed(self) -> None:
+        self._mirror_databases = None
 
     def reload(self) -> None:
         """Read the held fragments and messages again (at open, after a rollback)."""
