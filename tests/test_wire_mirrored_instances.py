@@ -6,12 +6,14 @@ sys.dm_broker_mirrored_routes and sys.broker_events; what carries over on failov
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 import pybroker
 from pybroker.errors import InvalidArgumentError, NotFoundError
+from pybroker.examples import build_example, decide_case, load_examples
 from tests.wire_helpers import CONTRACT, ORDER, define_objects, drain, wait_for
 
 EVENT = "Broker:Mirrored Route State Changed"
@@ -202,3 +204,42 @@ def test_R9_4_with_no_principal_nothing_is_sent_and_both_are_asked_again(tmp_pat
         assert stock_p.receive("StockQueue", max_messages=10) == []
     finally:
         close(i, p, m)
+
+
+def test_the_seeds_example_3_end_to_end_the_partner_that_says_it_is_principal_gets_it(
+        tmp_path):
+    """Example 3 (a network route to a mirrored database), its partners' host names mapped
+    to two local instances: the route names partner1 first, but partner2 is the principal
+    now, so the message goes to partner2 once both were asked (R9.2)."""
+    example = next(e for e in load_examples() if e.number == 3)
+    initiator, partner1, partner2 = _instances(tmp_path, ["initiator", "p1", "p2"])
+    try:
+        hosts = {"tcp://partner1.Adventure-Works.com:4022/": partner1.endpoint.address,
+                 "tcp://partner2.Adventure-Works.com:4022/": partner2.endpoint.address}
+        local = dataclasses.replace(example, routes={
+            db: [{**r, "address": hosts.get(r["address"], r["address"]),
+                  "mirror_address": hosts.get(r["mirror_address"], r["mirror_address"])}
+                 for r in routes] for db, routes in example.routes.items()})
+        build_example(initiator, local)
+        case = local.cases[0]
+        decision = decide_case(initiator, local, case)
+        assert (decision.outcome, decision.route, decision.address,
+                decision.mirror_address) == (
+            "send", "OrderPartsRoute", partner1.endpoint.address, partner2.endpoint.address)
+        broker = None
+        for inst, role, partner in ((partner1, "MIRROR", partner2),
+                                    (partner2, "PRINCIPAL", partner1)):
+            db = inst.create_database("AdventureWorks2008R2", broker_instance=broker)
+            broker = db.broker_instance
+            db.create_queue("OrderPartsQueue")
+            db.create_service("OrderParts", queue="OrderPartsQueue", contracts=["DEFAULT"])
+            db.set_mirroring(role, partner.endpoint.address)
+        source = initiator.database(case.origin)
+        conv = source.begin_dialog("InventoryService", case.service)
+        conv.send(b"<OrderParts/>")
+        got = drain(partner2.database("AdventureWorks2008R2"), "OrderPartsQueue", 1)
+        assert got[0].message_body == b"<OrderParts/>"
+        assert partner1.database("AdventureWorks2008R2").receive("OrderPartsQueue") == []
+        assert events(initiator) == [("PRINCIPAL", partner2.endpoint.address)]
+    finally:
+        close(initiator, partner1, partner2)
