@@ -111,9 +111,9 @@ def test_R9_2_messages_go_to_the_principal_only(tmp_path):
         assert stock_m.receive("StockQueue", max_messages=100) == []
         assert m.sql("SELECT count(*) FROM sys.conversation_endpoints").fetchone()[0] == 0
         assert events(i) == [("PRINCIPAL", p.endpoint.address)]
-        wait_for(lambda: view(i), what="the mirrored routes snapshot")
-        assert view(i) == [("Shop", "ToStock", "PRINCIPAL", p.endpoint.address,
-                            "PRINCIPAL", "MIRROR")]
+        wait_for(lambda: view(i) == [("Shop", "ToStock", "PRINCIPAL", p.endpoint.address,
+                                      "PRINCIPAL", "MIRROR")],
+                 what="the view to show P as principal, M as mirror")
     finally:
         close(i, p, m)
 

@@ -3,13 +3,17 @@ and where a pair's messages go after each answer."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import uuid
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pybroker.errors import WireError
+from pybroker.wire import frames
+from pybroker.wire.adjacent import AdjacentConnection, PeerHello, ProbeReceived
 from pybroker.wire.mirrored_route import (
     MIRROR,
     NO_PRINCIPAL,
@@ -173,3 +177,31 @@ def test_whatever_happens_the_pair_has_a_principal_exactly_when_one_claimed_it(s
             assert m.get_timer() is not None
         else:
             assert route.principal == claimed_by and route.state == PRINCIPAL_KNOWN
+
+
+@given(st.uuids().map(str), st.text(min_size=1, max_size=40).filter(lambda s: "\x00" not in s),
+       st.none() | st.uuids().map(str), st.booleans(), st.sampled_from(["", PRINCIPAL, MIRROR]))
+def test_a_probe_frame_round_trips_and_its_mac_covers_every_field(probe_id, service, broker,
+                                                                   is_answer, role):
+    key = bytes(range(32))
+    probe = frames.sign(frames.Probe(probe_id, service, broker, is_answer, role,
+                                     b"12345678"), key)
+    back = frames.decode(frames.encode(probe))
+    assert back == probe and frames.verify(back, key)
+    for changed in (dataclasses.replace(back, role="PRINCIPAL" if role != PRINCIPAL else ""),
+                    dataclasses.replace(back, is_answer=not is_answer),
+                    dataclasses.replace(back, service=service + "x")):
+        assert not frames.verify(changed, key)  # a forged answer is refused (P6)
+
+
+def test_a_probe_is_held_until_the_peer_logged_in_and_arrives_as_an_event():
+    hello = frames.Hello(str(uuid.uuid4()), (), frames.DEFAULT_MAX_BODY)
+    a = AdjacentConnection(is_accept=False, hello=hello, now=0.0, sign_ack=lambda e: e)
+    b = AdjacentConnection(is_accept=True, hello=hello, now=0.0, sign_ack=lambda e: e)
+    probe = frames.Probe(str(uuid.uuid4()), "StockService", None, False, "", bytes(8))
+    a.send_probe(probe, 0.0)
+    b.receive_data(a.data_to_send(), 0.0)  # a's HELLO only: the probe waits for b's
+    assert isinstance(b.next_event(), PeerHello) and b.next_event() is None
+    a.receive_data(b.data_to_send(), 0.0)
+    b.receive_data(a.data_to_send(), 0.0)
+    assert b.next_event() == ProbeReceived(probe)

@@ -185,15 +185,16 @@ class Transmitter:
             dialog.last = seq
         return True
 
-    def move(self, keys: Iterable[tuple[str, bool]], address: str) -> list[tuple[str, bool]]:
+    def move(self, keys: Iterable[tuple[str, bool]], address: str
+             ) -> dict[tuple[str, bool], str]:
         """These conversation directions go to ``address`` from now on, with everything
         they have in flight (a mirrored route's principal changed, R9.3); the ones still in
-        flight are returned."""
-        kept = []
+        flight are returned, with their endpoints' handles."""
+        kept = {}
         for key in keys:
             dialog = self._dialogs.get(key)
             if dialog is not None:
-                kept.append(key)
+                kept[key] = dialog.handle
                 if dialog.address != address:
                     self._readdress(dialog, address)
         return kept

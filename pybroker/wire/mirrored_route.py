@@ -241,9 +241,7 @@ class MirroredRoutes:
         route.principal = partner
         route.since = now
         route.failures = 0
-        route.due.clear()
-        for probe_id in [p for p, (k, _, _) in self._asked.items() if k == route.key]:
-            del self._asked[probe_id]
+        route.due.clear()  # the partner's outstanding probe is still answered (for the view)
         return [Change(route.key, route.state, route.principal_address, route.principal_hop,
                        f"{route.principal_hop} says it is principal")]
 
@@ -260,6 +258,8 @@ class MirroredRoutes:
             route.principal = None
             route.since = now
             route.due = {0: now, 1: now}
+            for other in (0, 1):  # answers to earlier questions are stale now
+                self._drop_asked(route, other)
             return [Change(route.key, route.state, None, None, why)]
         if partner in route.due or any(k == route.key and p == partner
                                        for k, p, _ in self._asked.values()):

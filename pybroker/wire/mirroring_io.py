@@ -100,19 +100,22 @@ class MirroringIO:
 
     # -- event loop thread ------------------------------------------------------------
 
-    def _submit_mirrored(self, handle: str, key: str, message: frames.MessageFragment
-                         ) -> str:
+    def _submit_mirrored(self, key: str, message: frames.MessageFragment) -> str:
         """Where a message on the pair ``key`` goes now: the principal's next hop, or the
         pair's key (it waits there, sent to nobody) while no principal is known."""
         route = self.mirrors.use(key, message.to_service, message.to_broker_instance,
                                  (message.conversation_id, message.from_initiator),
                                  self.clock())
-        hop = route.principal_hop
-        if hop is None:
-            self.sink.status([handle], STATUS_NO_PRINCIPAL.format(route.address,
-                                                                  route.mirror_address))
-            return key
-        return hop
+        return route.principal_hop or key
+
+    def _parked(self, handles: dict[str, list[str]]) -> None:
+        """Say why these endpoints' messages wait (pair key -> handles), then ask."""
+        for key, waiting in handles.items():
+            route = self.mirrors.route(key)
+            if route is not None:
+                self.sink.status(waiting, STATUS_NO_PRINCIPAL.format(route.address,
+                                                                     route.mirror_address))
+        self._send_probes()
 
     def _send_probes(self) -> None:
         """The probes due, on each partner's connection (opened if need be)."""
@@ -193,6 +196,8 @@ class MirroringIO:
                 continue
             kept = self.transmitter.move(route.dialogs, c.hop or c.key)
             self.mirrors.forget_dialogs(c.key, kept)
+            if c.hop is not None and kept:  # they leave now: nothing to explain any more
+                self.sink.status(list(kept.values()), "")
             self.sink.event(EVENT_CLASS, c.state, c.principal, None, None,
                             f"mirrored route {route.address} / {route.mirror_address} "
                             f"(service {route.service!r}): {c.state.lower()}: {c.why}")

@@ -635,12 +635,14 @@ class Transport(ForwardingIO, MirroringIO):
 
     def _submit(self, items: list[tuple[str, str, frames.MessageFragment]]) -> None:
         hops: set[str] = set()
-        mirrored = False
+        parked: dict[str, list[str]] | None = None  # mirrored pair -> handles that wait
         for handle, address, message in items:
             try:
                 if is_pair_key(address):  # R9: a mirrored route's, to its principal
-                    hop = self._submit_mirrored(handle, address, message)
-                    mirrored = True
+                    hop = self._submit_mirrored(address, message)
+                    if hop == address:
+                        parked = parked or {}
+                        parked.setdefault(hop, []).append(handle)
                 else:
                     hop = next_hop(address)
             except WireError as exc:
@@ -650,8 +652,8 @@ class Transport(ForwardingIO, MirroringIO):
             hops.add(hop)
         for hop in hops:
             self._kick(hop)
-        if mirrored:
-            self._send_probes()
+        if parked is not None:
+            self._parked(parked)
         self._arm()
 
     def _forget(self, conversation_id: str, from_initiator: bool) -> None:
