@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import itertools
-import logging
 import os
-import socket
 import ssl
 import tempfile
 import threading
@@ -56,21 +53,11 @@ from pybroker.wire.mirrored_route import (
     is_pair_key,
 )
 from pybroker.wire.mirroring_io import MirroringIO
+from pybroker.wire.socket_words import describe, peer_text, why_not_listening
 
 READ_SIZE = 256 * 1024
 
 
-class _QuietLostWrites(logging.Filter):
-    """asyncio warns on stderr when bytes are written to a connection already lost; the
-    transport records that as a broker event and reconnects, so the warning only adds noise
-    to the output of the programs that embed an instance."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(("socket.send() raised exception",
-                                               "SSL error in data received"))
-
-
-logging.getLogger("asyncio").addFilter(_QuietLostWrites())
 HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (flow control)
 LIVENESS_INTERVAL = 1.0  # seconds between liveness checks while anything is in flight
 
@@ -202,7 +189,7 @@ class Transport(ForwardingIO, MirroringIO):
             self._stop_loop()
             raise WireError(
                 f"cannot start the broker endpoint on {self.settings.host}:"
-                f"{self.settings.port}: {_why_not_listening(self.settings.host, exc)}"
+                f"{self.settings.port}: {why_not_listening(self.settings.host, exc)}"
             ) from None
         except BaseException:
             self._stop_loop()
@@ -358,7 +345,7 @@ class Transport(ForwardingIO, MirroringIO):
 
     async def _accept(self, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
-        peer = _peer_text(writer)
+        peer = peer_text(writer)
         if len(self._conns) >= self.settings.max_connections:
             self.sink.event("Broker:Connection", "Connect Failed", peer, None, None,
                             f"refused: the endpoint already has {len(self._conns)} "
@@ -406,9 +393,9 @@ class Transport(ForwardingIO, MirroringIO):
                 self.settings.connect_timeout)
         except (TimeoutError, OSError, WireError) as exc:
             self._connecting.discard(address)
-            self._connect_failed(address, _describe(exc))
+            self._connect_failed(address, describe(exc))
             return
-        conn = _Conn(next(self._ids), False, _peer_text(writer), writer, address=address)
+        conn = _Conn(next(self._ids), False, peer_text(writer), writer, address=address)
         self._conns[conn.conn_id] = conn
         self._connecting.discard(address)
         self._outbound[address] = conn
@@ -436,7 +423,7 @@ class Transport(ForwardingIO, MirroringIO):
                         server_hostname=None,
                         ssl_handshake_timeout=self.settings.handshake_timeout)
                 except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
-                    self._login_failed(conn, _describe(exc))
+                    self._login_failed(conn, describe(exc))
                     return
                 sslobj = conn.writer.get_extra_info("ssl_object")
                 info = self._peer(sslobj.getpeercert(binary_form=True) if sslobj else None)
@@ -462,10 +449,10 @@ class Transport(ForwardingIO, MirroringIO):
                         data = await reader.read(READ_SIZE)
                     except (OSError, ssl.SSLError, ConnectionError) as exc:
                         if conn.core.peer is None:
-                            self._login_failed(conn, _describe(exc))
+                            self._login_failed(conn, describe(exc))
                         else:
                             self.sink.event("Broker:Connection", "Receive IO Error",
-                                            conn.peer_address, None, None, _describe(exc))
+                                            conn.peer_address, None, None, describe(exc))
                         data = b""
                     if not data and conn.core.peer is None and not conn.closed:
                         # TLS 1.3: the client's handshake ends before the server checks the
@@ -826,36 +813,3 @@ class Transport(ForwardingIO, MirroringIO):
                 core.total_sends if core else 0, core.total_receives if core else 0,
                 conn.flow_controlled))
         return rows
-
-
-def _peer_text(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return f"tcp://{peer[0]}:{peer[1]}"
-    return str(peer)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, asyncio.TimeoutError):
-        return "timed out"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS: {exc.reason or exc}"
-    if isinstance(exc, OSError) and exc.errno:
-        # SQL Server's form, e.g. '10061(No connection could be made ...)': the system's
-        # words for the error number, not asyncio's "Connect call failed (host, port)"
-        return f"{exc.errno}({os.strerror(exc.errno)}.)"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-def _why_not_listening(host: str, exc: OSError) -> str:
-    """Why the listening socket could not be bound, saying what to change."""
-    if isinstance(exc, socket.gaierror):
-        return f"{host!r} is not a host name this machine can resolve ({exc.strerror})"
-    if exc.errno == errno.EADDRNOTAVAIL:
-        return (f"{host} is not an address of this machine; listen on one of its own "
-                "addresses (127.0.0.1, or 0.0.0.0 for all of them)")
-    if exc.errno == errno.EADDRINUSE:
-        return f"{exc.strerror or exc} (is the port taken by another process?)"
-    return str(exc.strerror or exc)
