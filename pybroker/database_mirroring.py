@@ -13,6 +13,18 @@ Failover: there is no mirroring session to swap the roles on both sides at once,
 ``fail_over()`` (SET PARTNER FAILOVER) flips the role of the side it runs on. The operator
 runs it on both partners (the new principal first); a sender follows whichever partner says
 it is principal, so the new principal's claim is what counts (R9.3).
+
+What carries over on failover: only what the new principal's own file holds. Conversations
+begun after the failover, and any whose target endpoint the new principal already has (it
+was principal for them before), continue there. A conversation the new principal has never
+seen is treated as any message for an unknown conversation is: its next message from the
+initiator begins a target endpoint there, and since that message's sequence number is not
+0 it is acknowledged and held out of order (status 2), waiting for earlier messages that
+only the old principal had; it is never received. Its initiator sees no error (SQL Server
+would have the conversation in the mirror's copy of the database); end such conversations,
+or let their lifetime expire. A reply from a target that no longer knows the initiator's
+side gets the usual -8462 error. Messages the old principal had not acknowledged when it
+stopped go to the new one, with the same consequence.
 """
 
 from __future__ import annotations
