@@ -22,9 +22,10 @@ initiator begins a target endpoint there, and since that message's sequence numb
 0 it is acknowledged and held out of order (status 2), waiting for earlier messages that
 only the old principal had; it is never received. Its initiator sees no error (SQL Server
 would have the conversation in the mirror's copy of the database); end such conversations,
-or let their lifetime expire. A reply from a target that no longer knows the initiator's
-side gets the usual -8462 error. Messages the old principal had not acknowledged when it
-stopped go to the new one, with the same consequence.
+or let their lifetime expire. The other way round (the initiator's database failed over),
+a target's message for an initiator side the new principal does not have is refused with
+error -8462, which ends that conversation at the target. Messages the old principal had not
+acknowledged when it stopped go to the new one, with the same consequences.
 """
 
 from __future__ import annotations
