@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pybroker.errors import WireError
 from pybroker.wire import frames
 from pybroker.wire.adjacent import AdjacentConnection, PeerHello, ProbeReceived
+from pybroker.wire.dialog import Transmitter
 from pybroker.wire.mirrored_route import (
     MIRROR,
     NO_PRINCIPAL,
@@ -205,3 +206,24 @@ def test_a_probe_is_held_until_the_peer_logged_in_and_arrives_as_an_event():
     a.receive_data(b.data_to_send(), 0.0)
     b.receive_data(a.data_to_send(), 0.0)
     assert b.next_event() == ProbeReceived(probe)
+
+
+def test_the_transmitter_moves_a_pairs_conversations_with_what_they_have_in_flight():
+    """R9.3: a pair's conversation directions change next hop with their unacknowledged
+    fragments (resent to the new principal, counted in flight there)."""
+    t = Transmitter(fragment_size=4)
+    message = frames.MessageFragment(
+        conversation_id=DIALOG[0], from_initiator=True, sequence=0, fragment_number=0,
+        fragment_count=1, message_size=8, from_service="ShopService",
+        to_service="StockService", from_broker_instance=str(uuid.UUID(int=1)),
+        to_broker_instance=None, contract="C", message_type="M", validation="N",
+        is_end_of_dialog=False, is_error=False, priority=5, lifetime_ms=0,
+        hops_remaining=32, key_id=bytes(8), body=b"12345678")
+    t.submit("h", KEY, message)  # waiting for a principal: under the pair's key
+    assert t.addresses() == [KEY]
+    sent = t.next_fragment(KEY, 0.0)
+    assert sent is not None and t.in_flight_bytes(KEY) == 4
+    assert t.move([DIALOG, ("gone", True)], HOP_B) == {DIALOG: "h"}
+    assert t.addresses() == [HOP_B] and t.in_flight_bytes(HOP_B) == 4
+    assert t.in_flight_bytes(KEY) == 0
+    assert t.live([DIALOG, ("gone", True)]) == {DIALOG}

@@ -199,6 +199,10 @@ class Transmitter:
                     self._readdress(dialog, address)
         return kept
 
+    def live(self, keys: Iterable[tuple[str, bool]]) -> set[tuple[str, bool]]:
+        """Which of these conversation directions still have messages in flight."""
+        return {key for key in keys if key in self._dialogs}
+
     def _readdress(self, dialog: _Dialog, address: str) -> None:
         moved = sum(m.in_flight() for m in dialog.messages.values())
         self._release(dialog.address, moved)

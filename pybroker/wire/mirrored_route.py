@@ -106,6 +106,7 @@ class MirroredRoute:
     due: dict[int, float] = field(default_factory=dict)  # partner -> when to ask again
     failures: int = 0  # rounds in which no partner claimed to be principal (back-off)
     dialogs: set[tuple[str, bool]] = field(default_factory=set)
+    prune_at: int = 4096  # dialogs remembered before those no longer in flight are dropped
 
     @property
     def principal_address(self) -> str | None:

@@ -106,7 +106,12 @@ class MirroringIO:
         route = self.mirrors.use(key, message.to_service, message.to_broker_instance,
                                  (message.conversation_id, message.from_initiator),
                                  self.clock())
-        return route.principal_hop or key
+        hop = route.principal_hop or key
+        if len(route.dialogs) > route.prune_at:  # P7: memory follows what is in flight
+            route.dialogs = self.transmitter.live(route.dialogs) | {
+                (message.conversation_id, message.from_initiator)}
+            route.prune_at = max(4096, 2 * len(route.dialogs))
+        return hop
 
     def _parked(self, handles: dict[str, list[str]]) -> None:
         """Say why these endpoints' messages wait (pair key -> handles), then ask."""
