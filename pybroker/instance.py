@@ -47,6 +47,7 @@ from pybroker.conversation.api import Conversation, Message
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.conversation.engine import Messaging
 from pybroker.conversation.worker import Worker
+from pybroker.database_mirroring import MirroringMixin
 from pybroker.database_objects import _SENT_BY as _SENT_BY
 from pybroker.database_objects import ObjectDDLMixin
 from pybroker.database_objects import _contract as _contract
@@ -593,7 +594,7 @@ class _Write:
         return result
 
 
-class Database(ObjectDDLMixin, RouteDDLMixin):
+class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
     """A database of the instance: its own broker identifier, routing table and services."""
 
     def __init__(self, instance: Instance, database_id: int, name: str, broker_instance: str):
@@ -682,7 +683,8 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
 
         DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (C2,
         C3); on master also CREATE/ALTER/DROP ENDPOINT and CREATE/DROP CERTIFICATE (P2,
-        pybroker.tsql.endpoint_ddl). A batch of DDL only is all or nothing.
+        pybroker.tsql.endpoint_ddl) and ALTER DATABASE ... SET PARTNER (R9,
+        pybroker.tsql.database_ddl). A batch of DDL only is all or nothing.
 
         Conversations, as a SQL Server script writes them: DECLARE, SET and SELECT of
         variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION GROUP),
@@ -708,8 +710,10 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.tsql) in one transaction: any error, nothing
         changed (an endpoint a failed batch closed is started again)."""
+        from pybroker.database_mirroring import run_partner_statement
         from pybroker.tsql import AlterRoute, CreateRoute, DropRoute
         from pybroker.tsql import object_ddl as ddl
+        from pybroker.tsql.database_ddl import AlterDatabasePartner
 
         statements = list(statements)
         server = ServerBatch(self, statements)  # ENDPOINT and CERTIFICATE, on master only
@@ -764,6 +768,9 @@ class Database(ObjectDDLMixin, RouteDDLMixin):
                         drop_contracts=statement.drop_contracts)
                 elif isinstance(statement, ddl.DropService):
                     self.drop_service(statement.name)
+                elif isinstance(statement, AlterDatabasePartner):  # R9, on master
+                    run_partner_statement(self._instance.database(statement.database),
+                                          statement)
                 else:
                     raise BrokerError(f"execute() cannot run {statement!r}")
             server.finish()

@@ -169,6 +169,9 @@ CALLS: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
     "Conversation.end(description)": lambda i, d, c, v: c.end(error=1, description=v),
     "Conversation.end(cleanup)": lambda i, d, c, v: c.end(cleanup=v),
     "Conversation.begin_timer": lambda i, d, c, v: c.begin_timer(v),
+    "Database.set_mirroring(role)":
+        lambda i, d, c, v: d.set_mirroring(v, "tcp://partner:4022"),
+    "Database.set_mirroring(partner)": lambda i, d, c, v: d.set_mirroring("MIRROR", v),
 }
 
 # The calls that may succeed with some generated value (reads, or values that are valid):
@@ -188,6 +191,7 @@ MAY_WORK = {
     "Database.alter_route(mirror_address)", "Database.create_message_type(validation)",
     "Database.create_contract(messages)", "Database.create_contract(sent_by)",
     "Conversation.end(description)", "Instance.create_database(broker_instance)",
+    "Database.set_mirroring(role)", "Database.set_mirroring(partner)",
 }
 
 

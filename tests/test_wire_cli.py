@@ -120,7 +120,7 @@ def serve_first_line(path, *args: object) -> str:
         os.kill(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, (line, err)
-        assert out.strip().splitlines() == [f"clients on {path}.sock", "stopped"]
+        assert out.strip().splitlines()[-1] == "stopped"
         return line
     finally:
         if proc.poll() is None:

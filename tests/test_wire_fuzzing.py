@@ -33,7 +33,8 @@ def test_sample_frames_are_valid_and_of_every_type() -> None:
     rnd = random.Random(3)
     sample = [sample_frame(rnd) for _ in range(300)]
     assert {type(f) for f in sample} == {frames.Hello, frames.MessageFragment, frames.Ack,
-                                         frames.Notice, frames.Keepalive, frames.Close}
+                                         frames.Notice, frames.Keepalive, frames.Close,
+                                         frames.Probe}
     for frame in sample:
         assert frames.decode(frames.encode(frame)) == frame
     assert mutate(b"", rnd) is not None

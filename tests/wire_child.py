@@ -27,6 +27,14 @@ closer    (instance A) RECEIVEs ShopQueue: on each EndDialog it ends its side to
 forwarder holds no service: msdb routes StockService to tcp://127.0.0.1:CONVERSATIONS (the
           receiver's port) and ShopService to PEER_PORT (the sender's), forwarding on; the
           sender and receiver then name the forwarder's port as their PEER_PORT.
+principal a receiver whose Stock database is the PRINCIPAL of a mirrored pair (R9), and
+mirror    one that is its MIRROR: the Stock database has broker identifier WIRE_CHILD_BROKER
+          and its partner listens on WIRE_CHILD_PARTNER_PORT. Started again with the other
+          role, the database takes that role (a promotion).
+The sender started again with more CONVERSATIONS begins the missing ones and sends their
+quota, and so does a running sender on SIGUSR2 (CONVERSATIONS more each time); with
+WIRE_CHILD_MIRROR_PORT its route to StockService is a mirrored route (R9) to PEER_PORT with
+that port as its MIRROR_ADDRESS.
 Each role that finishes prints "drained" once its transmission queue is empty.
 
 WIRE_CHILD_FRAGMENT_SIZE in the environment sets the endpoint's fragment_size,
@@ -52,6 +60,7 @@ ORDER = "//Shop/Order"
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
 
 stop = threading.Event()
+wave = threading.Event()  # SIGUSR2: a sender begins another CONVERSATIONS dialogs
 
 
 def say(text: str) -> None:
@@ -76,15 +85,23 @@ def setup(inst: pybroker.Instance, role: str, peer_port: int) -> pybroker.Databa
                                  if role in ("sender", "bigsender", "closer") else
                                  ("Stock", "StockQueue", "StockService", "ShopService"))
     if mine in names:
-        return inst.database(mine)
+        db = inst.database(mine)
+        if role in ("principal", "mirror") and db.mirroring_role != role.upper():
+            db.set_mirroring(role.upper())  # promoted (or demoted) since the last start
+        return db
+    mirror_port = os.environ.get("WIRE_CHILD_MIRROR_PORT")
     with inst._write():  # one transaction: a kill leaves all of it or none of it
-        db = inst.create_database(mine)
+        db = inst.create_database(mine, broker_instance=os.environ.get("WIRE_CHILD_BROKER"))
+        if role in ("principal", "mirror"):
+            db.set_mirroring(role.upper(), "tcp://127.0.0.1:"
+                             + os.environ["WIRE_CHILD_PARTNER_PORT"])
         db.create_message_type(ORDER)
         db.create_contract(CONTRACT, {ORDER: "ANY"})
         db.create_queue(queue)
         db.create_service(service, queue=queue,
                           contracts=[CONTRACT] if service == "StockService" else None)
-        db.create_route("ToPeer", service_name=far, address=f"tcp://127.0.0.1:{peer_port}")
+        db.create_route("ToPeer", service_name=far, address=f"tcp://127.0.0.1:{peer_port}",
+                        mirror_address=mirror_port and f"tcp://127.0.0.1:{mirror_port}")
     return db
 
 
@@ -98,9 +115,9 @@ def conversations(inst: pybroker.Instance) -> list[tuple[str, str, int]]:
 def run_sender(inst: pybroker.Instance, db: pybroker.Database, count: int, quota: int,
                batch: int) -> None:
     convs = conversations(inst)
-    if not convs:
+    if len(convs) < count:
         with db.transaction():
-            for _ in range(count):
+            for _ in range(count - len(convs)):
                 db.begin_dialog("ShopService", "StockService", contract=CONTRACT)
         # a dialog begun is local until its first send: give each its first message now
         # so that they all exist in the file together
@@ -203,6 +220,7 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks when stuck
+    signal.signal(signal.SIGUSR2, lambda *_: wave.set())
     inst = pybroker.connect(file, retry_scale=float(os.environ.get(
         "WIRE_CHILD_RETRY_SCALE", "0.01")))
     try:
@@ -221,15 +239,19 @@ def main(argv: list[str]) -> int:
             run_sender(inst, db, count, quota, batch)
         elif role == "bigsender":
             run_big_sender(inst, db, count)
-        elif role == "receiver":
+        elif role in ("receiver", "principal", "mirror"):
             watch_fragments(inst)
         elif role == "replier":
             run_replier(inst, db, count, quota)
         elif role == "closer":
             run_closer(inst, db, count)
         say("ready")
+        total = count
         while not stop.wait(0.1):
-            pass
+            if wave.is_set() and role == "sender":
+                wave.clear()
+                total += count
+                run_sender(inst, db, total, quota, batch)
     finally:
         inst.close()
     say("stopped")

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pybroker.broker_endpoint.mirroring import probe_role, write_mirrored_routes
 from pybroker.conversation.remote import Arrival
 from pybroker.errors import (
     AlreadyExistsError,
@@ -33,7 +34,7 @@ from pybroker.errors import (
 )
 from pybroker.wire import certificates
 from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE, Acknowledged
-from pybroker.wire.frames import MessageFragment, Notice
+from pybroker.wire.frames import MessageFragment, Notice, Probe
 from pybroker.wire.transport import Identity, Settings, Transport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,6 +119,10 @@ class Endpoint:
         """What the forwarder holds now (rows of sys.dm_broker_forwarded_messages)."""
         return self._transport.forwarded()
 
+    def mirrored_routes(self) -> list[tuple[Any, ...]]:
+        """What is known of each mirrored pair (rows of sys.dm_broker_mirrored_routes)."""
+        return self._transport.mirrored_routes()
+
     def refresh_forwarding_limit(self) -> None:
         """R7.3: the memory bound as the file says now (MESSAGE_FORWARD_SIZE or
         ``Instance.forwarding_size_mb`` may change it while the endpoint serves)."""
@@ -136,6 +141,7 @@ class Endpoint:
         self._bridge.stop()
         with contextlib.suppress(BrokerError):
             self._remote.write_connections([], [])
+            write_mirrored_routes(self._instance._messaging, [])
         if self._instance._endpoint is self:
             self._instance._endpoint = None
 
@@ -158,6 +164,7 @@ class _Bridge:
                                         daemon=True)
         self._last_snapshot: list[tuple[Any, ...]] | None = None
         self._forwarded_written = False  # the forwarded-messages snapshot holds rows
+        self._mirrored_written = False  # the mirrored-routes snapshot holds rows
         self.last_error: BaseException | None = None
 
     # the Sink of transport.py: called on the event loop thread, never blocks
@@ -178,6 +185,9 @@ class _Bridge:
               conversation_id: str | None, sequence: int | None, description: str) -> None:
         self._remote.event(event_class, subclass, peer, conversation_id, sequence,
                            description)
+
+    def probe(self, connection: int, probe: Probe) -> None:
+        self._put("probe", (connection, probe))
 
     def _put(self, kind: str, item: Any) -> None:
         with self._ready:
@@ -235,6 +245,10 @@ class _Bridge:
                     self._remote.write_connections(rows, forwarded if written else None)
                     self._forwarded_written = bool(forwarded)
                     self._endpoint.refresh_forwarding_limit()
+                    mirrored = self._endpoint.mirrored_routes()
+                    if mirrored or self._mirrored_written:  # and once more when empty
+                        write_mirrored_routes(self._endpoint._instance._messaging, mirrored)
+                    self._mirrored_written = bool(mirrored)
                 except Exception as exc:
                     self.last_error = exc
 
@@ -268,6 +282,11 @@ class _Bridge:
                     remote.notice(*item)
                 elif kind == "status":
                     remote.transmission_status(*item)
+                elif kind == "probe":  # R9.2: the role here of the database it asks about
+                    connection, probe = item
+                    self._endpoint._transport.answer_probe(
+                        connection, probe, probe_role(self._endpoint._instance._messaging,
+                                                      probe))
         flush()
 
 

@@ -13,6 +13,7 @@ from pybroker.errors import NotFoundError, QueueDisabledError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.read_ahead import ReceiveBuffer
+    from pybroker.conversation.remote import RemoteDelivery
     from pybroker.storage import Store
 
 
@@ -20,6 +21,7 @@ class CatalogMixin:
     """The catalog cache of Messaging."""
 
     _store: Store
+    remote: RemoteDelivery
     _read_ahead: dict[tuple[int, str], ReceiveBuffer]
     _catalogs: dict[int, DatabaseCatalog]
     _database_ids: dict[str, int] | None
@@ -33,6 +35,7 @@ class CatalogMixin:
 
     def catalog_changed(self) -> None:
         self._read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
+        self.remote.mirroring_changed()  # e.g. ALTER DATABASE ... SET PARTNER FAILOVER
         self._catalogs.clear()
         self._database_ids = None
         self._max_message_size = None

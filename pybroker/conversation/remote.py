@@ -52,6 +52,7 @@ from pybroker.errors import WireError
 from pybroker.wire import dialog
 from pybroker.wire.forwarding import DEFAULT_HOPS
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
+from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE, pair_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.catalog import DatabaseCatalog
@@ -76,6 +77,9 @@ STATUS_BROKER_NOT_HERE = (
 STATUS_ROUTE_TO_ITSELF = (
     "The target instance could not forward the message: msdb's route for the service leads "
     "back to the instance itself.")
+STATUS_NOT_PRINCIPAL = (  # R9.3: the sender asks the partner whether it is principal now
+    "The target database is the mirror of a mirrored pair, not its principal: it takes no "
+    "message; send to its partner.")
 
 
 class _Engine(Protocol):
@@ -131,6 +135,14 @@ class Remote:
     address: str
     mirror_address: str | None
 
+    @property
+    def hop(self) -> str:
+        """What the wire is handed: the address, or a mirrored pair's key (R9: the wire
+        finds which partner is principal)."""
+        if self.mirror_address is None:
+            return self.address
+        return pair_key(self.address, self.mirror_address)
+
 
 @dataclass(slots=True)
 class Arrival:
@@ -169,6 +181,7 @@ class RemoteDelivery:
         self._event_id = 0
         self._lock = threading.Lock()
         self._events: list[tuple[Any, ...]] = []
+        self._mirror_databases: frozenset[int] | None = None  # R9.3: they take no message
 
     # -- start ---------------------------------------------------------------------------
 
@@ -186,6 +199,20 @@ class RemoteDelivery:
             store.run("wire/reschedule_in_flight.sql")
             store.run("wire/delete_connections.sql")
             store.run("wire/delete_forwarded_messages.sql")
+            store.run("wire/delete_mirrored_routes.sql")
+
+    @property
+    def mirror_databases(self) -> frozenset[int]:
+        """The databases that are the MIRROR of a pair (R9), read again after every catalog
+        write (``mirroring_changed``)."""
+        found = self._mirror_databases
+        if found is None:
+            found = self._mirror_databases = frozenset(
+                row[0] for row in self.m._store.run("instance/select_mirror_databases.sql"))
+        return found
+
+    def mirroring_changed(self) -> None:
+        self._mirror_databases = None
 
     def reload(self) -> None:
         """Read the held fragments and messages again (at open, after a rollback)."""
@@ -218,7 +245,7 @@ class RemoteDelivery:
             if retained_queue is not None and not (is_end or is_error):
                 self.m._retain_sent(uow, ep, retained_queue, seq, mtype, validation, body,
                                     now)
-            uow.outbound.append((ep.conversation_handle, target.address,
+            uow.outbound.append((ep.conversation_handle, target.hop,
                                  self.fragment(ep, seq, mtype, validation, body, is_end,
                                                is_error)))
         self._remember(ep.conversation_id, bool(ep.is_initiator), ep.conversation_handle)
@@ -260,7 +287,7 @@ class RemoteDelivery:
         by_handle = {ep.conversation_handle: (ep, target) for ep, target in targets}
         for handle, seq, mtype, validation, body, is_end, is_error in rows:
             ep, target = by_handle[handle]
-            uow.outbound.append((handle, target.address, self.fragment(
+            uow.outbound.append((handle, target.hop, self.fragment(
                 ep, seq, mtype, validation, body or b"", is_end, is_error)))
         self._retain_resubmitted(uow, [ep for ep, _ in targets], rows)
         for ep, _ in targets:
@@ -485,7 +512,8 @@ class RemoteDelivery:
             replies.forwards.append((conn, arrival.peer, f, database_id.address))
             return
         if isinstance(database_id, str):
-            self._refuse(arrival, replies, database_id, fatal=False)
+            self._refuse(arrival, replies, database_id, fatal=False, code=(
+                NOT_PRINCIPAL_CODE if database_id == STATUS_NOT_PRINCIPAL else 0))
             return
         catalog = m.catalog(database_id)
         ep = self._find(uow, f.conversation_id, not f.from_initiator, database_id)
@@ -567,13 +595,14 @@ class RemoteDelivery:
         m = self.m
         if not f.from_initiator and f.to_broker_instance is not None:
             found = self._database_of(f.to_broker_instance)
-            if found is not None:
-                return found  # R6: a reply to a conversation begun here
+            if found is not None:  # R6: a reply to a conversation begun here
+                return STATUS_NOT_PRINCIPAL if found in self.mirror_databases else found
         from pybroker.routing.engine import OUTSIDE
         decision = m._route(f.to_service, broker_instance=f.to_broker_instance,
                                      origin=OUTSIDE)  # R1.2: msdb's table
         if decision.outcome == "deliver":
-            return m.catalog_named(decision.database).database_id
+            found = m.catalog_named(decision.database).database_id
+            return STATUS_NOT_PRINCIPAL if found in self.mirror_databases else found
         if decision.outcome == "send":  # R3.6 let it through: forwarding is on
             address = decision.address or ""
             if self.wire is not None and self.wire.is_own_address(address):

@@ -1,6 +1,7 @@
 """A batch of the T-SQL that ``Database.execute()`` runs: route DDL (SPEC R10) and the
 object DDL of MESSAGE TYPE, CONTRACT, QUEUE and SERVICE, mixed in any order; on
-master also ENDPOINT and CERTIFICATE DDL (pybroker.tsql.endpoint_ddl)."""
+master also ENDPOINT and CERTIFICATE DDL (pybroker.tsql.endpoint_ddl) and ALTER DATABASE ...
+SET PARTNER (pybroker.tsql.database_ddl)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pybroker.errors import TsqlSyntaxError
+from pybroker.tsql.database_ddl import DATABASE_STATEMENTS, AlterDatabasePartner
 from pybroker.tsql.endpoint_ddl import (
     ENDPOINT_STATEMENTS,
     MASTER_ONLY_REFUSALS,
@@ -19,7 +21,7 @@ from pybroker.tsql.object_parser import OBJECT_REFUSALS, OBJECT_STATEMENTS
 from pybroker.tsql.parser import Parser
 from pybroker.tsql.route_ddl import ROUTE_STATEMENTS, RouteStatement
 
-Statement = RouteStatement | ObjectStatement | EndpointStatement
+Statement = RouteStatement | ObjectStatement | EndpointStatement | AlterDatabasePartner
 
 # Route statements first: their order is the order messages list what execute() runs.
 _STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
@@ -29,6 +31,7 @@ _STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = 
 _MASTER_STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
     **_STATEMENTS,
     **ENDPOINT_STATEMENTS,
+    **DATABASE_STATEMENTS,
 }
 
 

@@ -94,6 +94,13 @@ class NoticeReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeReceived:
+    """A mirrored route's question or answer (R9.2); its MAC is checked by the caller."""
+
+    probe: frames.Probe
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionClosed:
     """The last event of a connection. ``error`` is True when it ended abnormally (protocol
     error, handshake timeout, EOF in the middle of a frame or before login)."""
@@ -102,7 +109,8 @@ class ConnectionClosed:
     error: bool
 
 
-Event = PeerHello | FragmentReceived | AcksReceived | NoticeReceived | ConnectionClosed
+Event = (PeerHello | FragmentReceived | AcksReceived | NoticeReceived | ProbeReceived
+         | ConnectionClosed)
 
 
 # -- acknowledgement merging (P5.1) -----------------------------------------------------
@@ -149,7 +157,8 @@ def _check_peer_accepts(data: bytes) -> None:
 
 def _kind(frame: frames.Frame) -> str:
     return {frames.MessageFragment: "MESSAGE", frames.Ack: "ACK", frames.Notice: "NOTICE",
-            frames.Keepalive: "KEEPALIVE", frames.Close: "CLOSE"}.get(type(frame), "HELLO")
+            frames.Keepalive: "KEEPALIVE", frames.Close: "CLOSE",
+            frames.Probe: "PROBE"}.get(type(frame), "HELLO")
 
 
 def _fmt(seconds: float) -> str:
@@ -298,6 +307,9 @@ class AdjacentConnection:
         elif isinstance(frame, frames.Notice):
             self._last_traffic = now
             self._events.append(NoticeReceived(frame))
+        elif isinstance(frame, frames.Probe):
+            self._last_traffic = now
+            self._events.append(ProbeReceived(frame))
         elif isinstance(frame, frames.Keepalive):
             pass
         elif isinstance(frame, frames.Close):
@@ -380,6 +392,13 @@ class AdjacentConnection:
         data = frames.encode(notice)
         _check_peer_accepts(data)
         self._send(frames.NOTICE, data, now)
+
+    def send_probe(self, probe: frames.Probe, now: float) -> None:
+        """Queue a PROBE frame (already signed); held until the peer's HELLO. A no-op once
+        CLOSED."""
+        if self.state == CLOSED:
+            return
+        self._send(frames.PROBE, frames.encode(probe), now)
 
     def data_to_send(self) -> bytes:
         """Everything queued since the last call (then cleared)."""
@@ -478,7 +497,7 @@ class AdjacentConnection:
         self._last_sent = now
         if kind == frames.MESSAGE:
             self.total_fragments_sent += 1
-        if kind in (frames.MESSAGE, frames.ACK, frames.NOTICE):
+        if kind in (frames.MESSAGE, frames.ACK, frames.NOTICE, frames.PROBE):
             self._last_traffic = now
 
     def _protocol_error(self, message: str, now: float) -> None:

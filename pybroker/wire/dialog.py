@@ -171,13 +171,7 @@ class Transmitter:
             dialog = self._dialogs[key] = _Dialog(key, handle, address)
             self._by_address.setdefault(address, deque()).append(dialog)
         elif dialog.address != address:  # routed elsewhere since: later fragments go there
-            moved = sum(m.in_flight() for m in dialog.messages.values())
-            self._release(dialog.address, moved)
-            self._unlink(dialog)
-            dialog.address = address
-            if moved:  # their acknowledgements now release them from the new next hop
-                self._flight[address] = self._flight.get(address, 0) + moved
-            self._by_address.setdefault(address, deque()).append(dialog)
+            self._readdress(dialog, address)
         seq = message.sequence
         if seq in dialog.messages:
             return False
@@ -190,6 +184,33 @@ class Transmitter:
         else:
             dialog.last = seq
         return True
+
+    def move(self, keys: Iterable[tuple[str, bool]], address: str
+             ) -> dict[tuple[str, bool], str]:
+        """These conversation directions go to ``address`` from now on, with everything
+        they have in flight (a mirrored route's principal changed, R9.3); the ones still in
+        flight are returned, with their endpoints' handles."""
+        kept = {}
+        for key in keys:
+            dialog = self._dialogs.get(key)
+            if dialog is not None:
+                kept[key] = dialog.handle
+                if dialog.address != address:
+                    self._readdress(dialog, address)
+        return kept
+
+    def live(self, keys: Iterable[tuple[str, bool]]) -> set[tuple[str, bool]]:
+        """Which of these conversation directions still have messages in flight."""
+        return {key for key in keys if key in self._dialogs}
+
+    def _readdress(self, dialog: _Dialog, address: str) -> None:
+        moved = sum(m.in_flight() for m in dialog.messages.values())
+        self._release(dialog.address, moved)
+        self._unlink(dialog)
+        dialog.address = address
+        if moved:  # their acknowledgements now release them from the new next hop
+            self._flight[address] = self._flight.get(address, 0) + moved
+        self._by_address.setdefault(address, deque()).append(dialog)
 
     def on_ack(self, entry: AckEntry) -> list[Acknowledged]:
         """An acknowledgement arrived: forget what it covers; the messages now wholly

@@ -35,6 +35,11 @@ The types, and what their header (and body) hold:
                  (8) | MAC (16).
     5 KEEPALIVE  empty.
     6 CLOSE      a reason (string, at most 1,000 characters).
+    7 PROBE      a mirrored route's question (R9.2) and its answer. Flags: 1 the answer.
+                 probe id (GUID) | service (string) | broker identifier (GUID, zero for
+                 none) | role (string: "" in a question; PRINCIPAL, MIRROR or "" for no
+                 such database in an answer) | key id (8) | MAC (16), under the key of the
+                 pair of instances for the probe id (as a conversation's).
 
 Integrity (P6) is a keyed MAC (BLAKE2b, 16 bytes) under the dialog's session key: a message
 fragment's MAC covers its flags byte (without flag 8), its header up to the key id and its
@@ -82,14 +87,16 @@ NO_GUID = bytes(16)
 # copy has already replaced, so it is 60 s.
 DEFAULT_TIME_TO_LIVE_MS = 60_000
 
-HELLO, MESSAGE, ACK, NOTICE, KEEPALIVE, CLOSE = 1, 2, 3, 4, 5, 6
+HELLO, MESSAGE, ACK, NOTICE, KEEPALIVE, CLOSE, PROBE = 1, 2, 3, 4, 5, 6, 7
 TYPE_NAMES = {HELLO: "HELLO", MESSAGE: "MESSAGE", ACK: "ACK", NOTICE: "NOTICE",
-              KEEPALIVE: "KEEPALIVE", CLOSE: "CLOSE"}
+              KEEPALIVE: "KEEPALIVE", CLOSE: "CLOSE", PROBE: "PROBE"}
 
 # MESSAGE flags
 _FROM_INITIATOR, _END_OF_DIALOG, _ERROR, _HAS_ACK = 1, 2, 4, 8
 # NOTICE flags
 _ABOUT_INITIATOR, _FATAL = 1, 2
+# PROBE flags
+_ANSWER = 1
 _VALIDATIONS = ("N", "E", "X")
 
 
@@ -192,7 +199,22 @@ class Close:
     reason: str
 
 
-Frame = Hello | MessageFragment | Ack | Notice | Keepalive | Close
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """R9.2: "is the database of ``service`` (with ``broker_instance``, when named)
+    principal here?", asked of both addresses of a mirrored route, and the answer
+    (``is_answer``, ``role``: PRINCIPAL, MIRROR, or "" when no such database is here)."""
+
+    probe_id: str
+    service: str
+    broker_instance: str | None
+    is_answer: bool
+    role: str
+    key_id: bytes
+    mac: bytes = bytes(MAC_SIZE)
+
+
+Frame = Hello | MessageFragment | Ack | Notice | Keepalive | Close | Probe
 
 
 # -- writing ----------------------------------------------------------------------------
@@ -321,6 +343,18 @@ def _notice_flags(n: Notice) -> int:
     return (_ABOUT_INITIATOR if n.about_initiator else 0) | (_FATAL if n.is_fatal else 0)
 
 
+def _probe_header(p: Probe, *, with_mac: bool = True) -> bytes:
+    w = _Writer()
+    w.guid(p.probe_id)
+    w.text(p.service)
+    w.guid(p.broker_instance)
+    w.text(p.role)
+    w.raw(p.key_id, KEY_ID_SIZE)
+    if with_mac:
+        w.raw(p.mac, MAC_SIZE)
+    return w.value()
+
+
 def encode(frame: Frame) -> bytes:
     """The bytes of one frame. Raises FrameError for a value no frame can carry."""
     body: bytes | memoryview = b""
@@ -349,6 +383,8 @@ def encode(frame: Frame) -> bytes:
             w.text(frame.address)
             w.raw(frame.key_id, KEY_ID_SIZE)
             kind, header = HELLO, w.value()
+        elif isinstance(frame, Probe):
+            kind, flags, header = PROBE, _ANSWER if frame.is_answer else 0, _probe_header(frame)
         elif isinstance(frame, Keepalive):
             kind, header = KEEPALIVE, b""
         elif isinstance(frame, Close):
@@ -370,7 +406,7 @@ def encode(frame: Frame) -> bytes:
 # -- MACs (P6) --------------------------------------------------------------------------
 
 
-def signed_bytes(item: MessageFragment | AckEntry | Notice) -> bytes:
+def signed_bytes(item: MessageFragment | AckEntry | Notice | Probe) -> bytes:
     """What the MAC of ``item`` covers: every field but the MAC (a fragment's body too;
     not the acknowledgement riding in its header, which has a MAC of its own)."""
     if isinstance(item, MessageFragment):
@@ -379,6 +415,8 @@ def signed_bytes(item: MessageFragment | AckEntry | Notice) -> bytes:
         w = _Writer()
         _write_ack_entry(w, item, with_mac=False)
         return w.value()
+    if isinstance(item, Probe):
+        return bytes((int(item.is_answer),)) + _probe_header(item, with_mac=False)
     return bytes((_notice_flags(item),)) + _notice_header(item, with_mac=False)
 
 
@@ -430,7 +468,7 @@ def compute_mac(key: bytes, data: bytes) -> bytes:
     return hashlib.blake2b(data, key=key, digest_size=MAC_SIZE).digest()
 
 
-def _mac(item: MessageFragment | AckEntry | Notice, key: bytes) -> bytes:
+def _mac(item: MessageFragment | AckEntry | Notice | Probe, key: bytes) -> bytes:
     if isinstance(item, MessageFragment):  # the body is hashed where it lies, not copied
         h = hashlib.blake2b(_signed_header(item), key=key, digest_size=MAC_SIZE)
         h.update(item.body)
@@ -443,7 +481,7 @@ def sign(item, key: bytes):  # type: ignore[no-untyped-def]
     return replace(item, mac=_mac(item, key))
 
 
-def verify(item: MessageFragment | AckEntry | Notice, key: bytes) -> bool:
+def verify(item: MessageFragment | AckEntry | Notice | Probe, key: bytes) -> bool:
     return hmac.compare_digest(item.mac, _mac(item, key))
 
 
@@ -716,7 +754,7 @@ def _decode(kind: int, flags: int, header: memoryview, body: memoryview,
             copy_body: bool = True) -> Frame:
     if kind == MESSAGE:
         return _decode_message(flags, header, body, copy_body)
-    if flags and kind != NOTICE:
+    if flags and kind not in (NOTICE, PROBE):
         raise FrameError(f"a {TYPE_NAMES.get(kind, kind)} frame has flags 0x{flags:02x}")
     if kind == ACK:
         if len(header):
@@ -740,6 +778,14 @@ def _decode(kind: int, flags: int, header: memoryview, body: memoryview,
         r.end("NOTICE header")
         return Notice(conversation_id, bool(flags & _ABOUT_INITIATOR), broker, sequence, code,
                       text, bool(flags & _FATAL), key_id, mac)
+    if kind == PROBE:
+        if flags & ~_ANSWER:
+            raise FrameError(f"unknown PROBE flags 0x{flags:02x}")
+        probe_id = r.required_guid("probe id")
+        service, broker, role = r.text(), r.guid(), r.text()
+        key_id, mac = bytes(r.take(KEY_ID_SIZE)), bytes(r.take(MAC_SIZE))
+        r.end("PROBE header")
+        return Probe(probe_id, service, broker, bool(flags & _ANSWER), role, key_id, mac)
     if kind == HELLO:
         instance_id = r.required_guid("instance id")
         max_body = r.u32()

@@ -62,7 +62,8 @@ def _ack_entry(rnd: random.Random) -> frames.AckEntry:
 def sample_frame(rnd: random.Random) -> frames.Frame:
     """One valid frame of a random type with random field values."""
     kind = rnd.choice((frames.HELLO, frames.MESSAGE, frames.MESSAGE, frames.MESSAGE,
-                       frames.ACK, frames.NOTICE, frames.KEEPALIVE, frames.CLOSE))
+                       frames.ACK, frames.NOTICE, frames.KEEPALIVE, frames.CLOSE,
+                       frames.PROBE))
     if kind == frames.HELLO:
         hello = frames.Hello(_guid(rnd), tuple(_guid(rnd) for _ in range(rnd.randint(0, 3))),
                              rnd.choice((65536, frames.DEFAULT_MAX_BODY, 2**32 - 1)))
@@ -97,6 +98,11 @@ def sample_frame(rnd: random.Random) -> frames.Frame:
         return frames.sign(notice, _KEY)
     if kind == frames.KEEPALIVE:
         return frames.Keepalive()
+    if kind == frames.PROBE:
+        probe = frames.Probe(_guid(rnd), _text(rnd, 1), None if rnd.random() < 0.5
+                             else _guid(rnd), rnd.random() < 0.5,
+                             rnd.choice(("", "PRINCIPAL", "MIRROR")), rnd.randbytes(8))
+        return frames.sign(probe, _KEY)
     return frames.Close(_text(rnd, 0, 40))
 
 

@@ -10,22 +10,16 @@ bytes. Fragments to send come from the ``Transmitter``, round robin across conve
 What arrives (fragments, acknowledgements, notices, status changes, events) goes to a sink
 that runs in another thread (the engine's writer): the event loop never waits for DuckDB.
 
-Forwarding (R7): the engine decides that an arrival is for another instance and hands it
-back (``forward``) with the next hop; the ``Forwarder`` (sans-I/O) holds it in memory and
-this module writes it to the next hop's connection, signed again with this instance's key
-for that hop (the MAC keys are per adjacent pair, see frames.py). Acknowledgements and
-notices for a conversation direction it forwards go back on the return path.
+Forwarding (R7) has its I/O in forwarder.py (``ForwardingIO``, a part of ``Transport``),
+mirrored routes (R9) theirs in mirroring_io.py (``MirroringIO``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import itertools
-import logging
 import os
-import socket
 import ssl
 import tempfile
 import threading
@@ -38,6 +32,7 @@ from typing import Any, Protocol
 
 from pybroker.errors import WireError
 from pybroker.wire import certificates, frames
+from pybroker.wire.addresses import next_hop, parse_address
 from pybroker.wire.adjacent import (
     AcksReceived,
     AdjacentConnection,
@@ -45,24 +40,24 @@ from pybroker.wire.adjacent import (
     FragmentReceived,
     NoticeReceived,
     PeerHello,
+    ProbeReceived,
 )
 from pybroker.wire.dialog import Acknowledged, Transmitter, backoff
-from pybroker.wire.forwarding import DEFAULT_LIMIT_MB, Dropped, Forwarder, ReturnPath
+from pybroker.wire.forwarder import ForwardingIO
+from pybroker.wire.forwarding import DEFAULT_LIMIT_MB, Forwarder
+from pybroker.wire.mirrored_route import (
+    DEFAULT_PROBE_TIMEOUT,
+    NOT_PRINCIPAL_CODE,
+    MirroredRoutes,
+    ProbeOut,
+    is_pair_key,
+)
+from pybroker.wire.mirroring_io import MirroringIO
+from pybroker.wire.socket_words import describe, peer_text, why_not_listening
 
 READ_SIZE = 256 * 1024
 
 
-class _QuietLostWrites(logging.Filter):
-    """asyncio warns on stderr when bytes are written to a connection already lost; the
-    transport records that as a broker event and reconnects, so the warning only adds noise
-    to the output of the programs that embed an instance."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(("socket.send() raised exception",
-                                               "SSL error in data received"))
-
-
-logging.getLogger("asyncio").addFilter(_QuietLostWrites())
 HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (flow control)
 LIVENESS_INTERVAL = 1.0  # seconds between liveness checks while anything is in flight
 
@@ -82,6 +77,9 @@ class Sink(Protocol):
     def event(self, event_class: str, subclass: str, peer: str | None,
               conversation_id: str | None, sequence: int | None, description: str) -> None: ...
 
+    def probe(self, connection: int, probe: frames.Probe) -> None:
+        """A mirrored route's question (R9.2): answered with ``Transport.answer_probe``."""
+
 
 @dataclass
 class Settings:
@@ -100,6 +98,7 @@ class Settings:
     # (its certificate's key id) and proves it with every dialog frame's MAC (P6)
     encryption: bool = True
     forwarding_limit: int = DEFAULT_LIMIT_MB * 2**20  # R7.3: bytes held for forwarding
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT  # R9.2: seconds a probe's answer is awaited
 
 
 @dataclass
@@ -108,23 +107,6 @@ class Identity:
     certificate: str  # PEM
     private_key: str  # PEM
     broker_instances: tuple[str, ...]
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """``tcp://host:port[/...]`` -> (host, port)."""
-    rest = address.strip()
-    if rest[:6].lower() != "tcp://":
-        raise WireError(f"{address!r} is not a network address (tcp://host:port)")
-    rest = rest[6:].split("/", 1)[0]
-    host, sep, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise WireError(f"{address!r} does not name a host and a port from 1 to 65535")
-    return host.strip("[]"), int(port)
-
-
-def next_hop(address: str) -> str:
-    host, port = parse_address(address)
-    return f"tcp://{host}:{port}"
 
 
 @dataclass(eq=False)
@@ -154,7 +136,7 @@ def _utc(epoch: float | None) -> datetime | None:
     return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None)
 
 
-class Transport:
+class Transport(ForwardingIO, MirroringIO):
     def __init__(self, sink: Sink, identity: Identity, trusted: dict[str, str],
                  settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.sink = sink
@@ -168,6 +150,10 @@ class Transport:
                                        retry_scale=settings.retry_scale)
         self.forwarder = Forwarder(limit=settings.forwarding_limit)
         self._forward_timer: asyncio.TimerHandle | None = None
+        self.mirrors = MirroredRoutes(retry_scale=settings.retry_scale,
+                                      probe_timeout=settings.probe_timeout)
+        self._mirror_timer: asyncio.TimerHandle | None = None
+        self._probes_waiting: dict[str, list[ProbeOut]] = {}
         self._trusted: dict[str, certificates.CertificateInfo] = {}
         self._secrets: dict[bytes, bytes] = {}
         self._server_ctx: ssl.SSLContext | None = None
@@ -203,7 +189,7 @@ class Transport:
             self._stop_loop()
             raise WireError(
                 f"cannot start the broker endpoint on {self.settings.host}:"
-                f"{self.settings.port}: {_why_not_listening(self.settings.host, exc)}"
+                f"{self.settings.port}: {why_not_listening(self.settings.host, exc)}"
             ) from None
         except BaseException:
             self._stop_loop()
@@ -263,15 +249,6 @@ class Transport:
         """Acknowledgements and notices for ``answered`` arrivals of ``connection``."""
         self._call(self._reply, connection, acks, notices, answered)
 
-    def forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
-        """Pass arrivals on (R7): (connection it came on, peer, fragment, next hop's
-        address), as the engine's routing decided (msdb's table, R1.2)."""
-        self._call(self._forward, items)
-
-    def set_forwarding_limit(self, limit: int) -> None:
-        """R7.3: the bytes forwarded messages may hold from now on."""
-        self._call(setattr, self.forwarder, "limit", limit)
-
     def is_own_address(self, address: str) -> bool:
         """R7.2: whether ``address`` is this endpoint's own (its port, on this host)."""
         try:
@@ -281,16 +258,6 @@ class Transport:
         local = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
         mine = self.settings.host
         return port == self.port and (host == mine or (host in local and mine in local))
-
-    def forwarded(self) -> list[tuple[Any, ...]]:
-        """Rows of sys.dm_broker_forwarded_messages: what is held right now."""
-        if self._closed:
-            return []
-        future: Any = asyncio.run_coroutine_threadsafe(self._forwarded(), self._loop)
-        try:
-            return future.result(timeout=5)
-        except Exception:
-            return []
 
     def trust(self, trusted: dict[str, str]) -> None:
         """The trusted certificates changed: new connections use the new set, and
@@ -378,7 +345,7 @@ class Transport:
 
     async def _accept(self, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
-        peer = _peer_text(writer)
+        peer = peer_text(writer)
         if len(self._conns) >= self.settings.max_connections:
             self.sink.event("Broker:Connection", "Connect Failed", peer, None, None,
                             f"refused: the endpoint already has {len(self._conns)} "
@@ -426,9 +393,9 @@ class Transport:
                 self.settings.connect_timeout)
         except (TimeoutError, OSError, WireError) as exc:
             self._connecting.discard(address)
-            self._connect_failed(address, _describe(exc))
+            self._connect_failed(address, describe(exc))
             return
-        conn = _Conn(next(self._ids), False, _peer_text(writer), writer, address=address)
+        conn = _Conn(next(self._ids), False, peer_text(writer), writer, address=address)
         self._conns[conn.conn_id] = conn
         self._connecting.discard(address)
         self._outbound[address] = conn
@@ -441,6 +408,7 @@ class Transport:
         self._failures[address] = (failures, self.clock() + wait)
         self.sink.event("Broker:Connection", "Connect Failed", address, None, None, reason)
         self._dropped(self.forwarder.drop_hop(address, reason))
+        self._mirror_unreachable(address, reason)
         self.sink.status(self.transmitter.handles(address),
                          f"Connection attempt failed with error: '{reason}'.")
         if self.transmitter.has_work(address) or self.transmitter.handles(address):
@@ -455,7 +423,7 @@ class Transport:
                         server_hostname=None,
                         ssl_handshake_timeout=self.settings.handshake_timeout)
                 except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
-                    self._login_failed(conn, _describe(exc))
+                    self._login_failed(conn, describe(exc))
                     return
                 sslobj = conn.writer.get_extra_info("ssl_object")
                 info = self._peer(sslobj.getpeercert(binary_form=True) if sslobj else None)
@@ -481,10 +449,10 @@ class Transport:
                         data = await reader.read(READ_SIZE)
                     except (OSError, ssl.SSLError, ConnectionError) as exc:
                         if conn.core.peer is None:
-                            self._login_failed(conn, _describe(exc))
+                            self._login_failed(conn, describe(exc))
                         else:
                             self.sink.event("Broker:Connection", "Receive IO Error",
-                                            conn.peer_address, None, None, _describe(exc))
+                                            conn.peer_address, None, None, describe(exc))
                         data = b""
                     if not data and conn.core.peer is None and not conn.closed:
                         # TLS 1.3: the client's handshake ends before the server checks the
@@ -520,6 +488,7 @@ class Transport:
             self._failures[conn.address] = (failures + 1, self.clock() + wait)
             self.sink.status(self.transmitter.handles(conn.address), text)
             self._dropped(self.forwarder.drop_hop(conn.address, reason))
+            self._mirror_unreachable(conn.address, reason)
             self._redial_later(conn.address, wait)
         self._close(conn, reason, error=True, quiet=True)
 
@@ -568,7 +537,11 @@ class Transport:
                     continue
                 if n.is_fatal:
                     self._forget(n.conversation_id, n.about_initiator)
+                elif n.code == NOT_PRINCIPAL_CODE:  # R9.3: the partner may be principal now
+                    self._mirror_refused(conn, n)
                 self.sink.notice(n, conn.peer_address)
+            elif isinstance(event, ProbeReceived):
+                self._probe_received(conn, event.probe)
             elif isinstance(event, PeerHello):
                 if not self.settings.encryption:
                     info = next((i for i in self._trusted.values()
@@ -592,6 +565,7 @@ class Transport:
                             conn.address = hop
                             self._outbound[hop] = conn
                             self._failures.pop(hop, None)
+                self._probes_for(conn)
                 conn.wake.set()
             elif isinstance(event, ConnectionClosed):
                 if event.error:
@@ -648,9 +622,16 @@ class Transport:
 
     def _submit(self, items: list[tuple[str, str, frames.MessageFragment]]) -> None:
         hops: set[str] = set()
+        parked: dict[str, list[str]] | None = None  # mirrored pair -> handles that wait
         for handle, address, message in items:
             try:
-                hop = next_hop(address)
+                if is_pair_key(address):  # R9: a mirrored route's, to its principal
+                    hop = self._submit_mirrored(address, message)
+                    if hop == address:
+                        parked = parked or {}
+                        parked.setdefault(hop, []).append(handle)
+                else:
+                    hop = next_hop(address)
             except WireError as exc:
                 self.sink.status([handle], f"Connection attempt failed with error: '{exc}'.")
                 continue
@@ -658,87 +639,9 @@ class Transport:
             hops.add(hop)
         for hop in hops:
             self._kick(hop)
+        if parked is not None:
+            self._parked(parked)
         self._arm()
-
-    def _forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
-        now = self.clock()
-        hops: set[str] = set()
-        for connection, peer, fragment, address in items:
-            came = self._conns.get(connection)
-            adjacent = peer
-            if came is not None and came.core is not None and came.core.peer is not None:
-                adjacent = came.core.peer.address or peer  # its endpoint, not its socket
-            try:
-                hop = next_hop(address)
-            except WireError as exc:
-                self.forwarder.learn(fragment, connection, adjacent)
-                self._dropped([Dropped(fragment, "no next hop", str(exc))])
-                continue
-            dropped = self.forwarder.admit(fragment, hop, connection, adjacent, now)
-            if dropped is not None:
-                self._dropped([dropped])
-            else:
-                hops.add(hop)
-        for hop in hops:
-            self._kick(hop)
-        self._arm_forwarding()
-
-    def _send_forwarded(self, conn: _Conn, core: AdjacentConnection, now: float) -> None:
-        """The next forwarded fragment for ``conn``'s next hop, signed for that hop; its
-        bytes are released once handed to the connection (R7.3)."""
-        assert conn.address is not None
-        f, dropped = self.forwarder.next_fragment(conn.address, now)
-        self._dropped(dropped)
-        if f is None:
-            return
-        try:
-            core.send_fragment(replace(f, key_id=self.key_id), now,
-                               self._key(conn, f.conversation_id, f.from_initiator))
-        except WireError as exc:  # over the next hop's max_body, or not encodable
-            self._dropped([Dropped(f, "refused by the next hop", str(exc), conn.address)])
-
-    def _relay_notice(self, n: frames.Notice, path: ReturnPath) -> None:
-        back = self._return_connection(path)
-        if back is None or back.core is None:
-            return  # the sender resends; the next copy's notice finds the way
-        back.core.send_notice(frames.sign(replace(n, key_id=self.key_id), self._key(
-            back, n.conversation_id, n.about_initiator)), self.clock())
-        self._flush(back)
-
-    def _return_connection(self, path: ReturnPath) -> _Conn | None:
-        """The connection back to the adjacent broker of a return path: the one the
-        fragments came on, else one to that broker's endpoint (None: the sender resends,
-        and the next copy finds the way)."""
-        conn = self._conns.get(path.connection)
-        if conn is not None and not conn.closed:
-            return conn
-        with contextlib.suppress(WireError):
-            conn = self._outbound.get(next_hop(path.address))
-            if conn is not None and not conn.closed:
-                return conn
-        return None
-
-    def _dropped(self, dropped: list[Dropped]) -> None:
-        for d in dropped:
-            f = d.fragment
-            self.sink.event("Broker:Forwarded Message Dropped", d.reason, d.next_hop,
-                            f.conversation_id, f.sequence,
-                            f"fragment {f.fragment_number} of message {f.sequence} from "
-                            f"{f.from_service!r} to {f.to_service!r} was not forwarded: "
-                            f"{d.description}; its sender sends it again")
-
-    def _arm_forwarding(self) -> None:
-        """While anything is held: once a second, drop what ran out of time (R7.1) and
-        wake the connections of next hops with fragments waiting."""
-        if self._forward_timer is None and self.forwarder.held_bytes and not self._closed:
-            self._forward_timer = self._loop.call_later(LIVENESS_INTERVAL, self._forward_tick)
-
-    def _forward_tick(self) -> None:
-        self._forward_timer = None
-        self._dropped(self.forwarder.handle_timer(self.clock()))
-        for hop in self.forwarder.next_hops():
-            self._kick(hop)
-        self._arm_forwarding()
 
     def _forget(self, conversation_id: str, from_initiator: bool) -> None:
         self.transmitter.forget(conversation_id, from_initiator)
@@ -747,6 +650,8 @@ class Transport:
                 conn.wake.set()
 
     def _kick(self, address: str) -> None:
+        if is_pair_key(address):
+            return  # a mirrored pair with no principal known: its probes' timer drives it
         conn = self._outbound.get(address)
         if conn is None:
             self._ensure_outbound(address)
@@ -859,6 +764,8 @@ class Transport:
             return
         t = self.transmitter
         for hop in t.stalled_hops():
+            if is_pair_key(hop):
+                continue  # waits for a principal (R9.4): its probes' timer drives it
             found = t.repair(hop) or ["no fragment was ready and none awaited its "
                                       "acknowledgement"]
             self._breach(hop, "; ".join(found))
@@ -866,6 +773,8 @@ class Transport:
             self._breach(None, "a retransmission was due with no timer armed")
         for hop in t.addresses():
             conn = self._outbound.get(hop)
+            if is_pair_key(hop):
+                continue
             if conn is None:
                 if (hop not in self._connecting and not self._redials.get(hop)
                         and t.ready(hop)):
@@ -883,19 +792,6 @@ class Transport:
             self._kick(hop)
 
     # -- what an analyst sees ---------------------------------------------------------
-
-    async def _forwarded(self) -> list[tuple[Any, ...]]:
-        now = self.clock()
-        rows = []
-        for held in self.forwarder.held():
-            f = held.fragment
-            rows.append((
-                f.conversation_id, f.from_initiator, f.to_service, f.to_broker_instance,
-                f.from_service, f.from_broker_instance, held.next_hop, f.sequence,
-                f.fragment_number, f.hops_remaining, f.time_to_live_ms,
-                held.consumed_ms(now), str(uuid.uuid5(
-                    uuid.UUID(f.conversation_id), f"{int(f.from_initiator)}/{f.sequence}"))))
-        return rows
 
     async def _snapshot(self) -> list[tuple[Any, ...]]:
         rows = []
@@ -917,36 +813,3 @@ class Transport:
                 core.total_sends if core else 0, core.total_receives if core else 0,
                 conn.flow_controlled))
         return rows
-
-
-def _peer_text(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return f"tcp://{peer[0]}:{peer[1]}"
-    return str(peer)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, asyncio.TimeoutError):
-        return "timed out"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS: {exc.reason or exc}"
-    if isinstance(exc, OSError) and exc.errno:
-        # SQL Server's form, e.g. '10061(No connection could be made ...)': the system's
-        # words for the error number, not asyncio's "Connect call failed (host, port)"
-        return f"{exc.errno}({os.strerror(exc.errno)}.)"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-def _why_not_listening(host: str, exc: OSError) -> str:
-    """Why the listening socket could not be bound, saying what to change."""
-    if isinstance(exc, socket.gaierror):
-        return f"{host!r} is not a host name this machine can resolve ({exc.strerror})"
-    if exc.errno == errno.EADDRNOTAVAIL:
-        return (f"{host} is not an address of this machine; listen on one of its own "
-                "addresses (127.0.0.1, or 0.0.0.0 for all of them)")
-    if exc.errno == errno.EADDRINUSE:
-        return f"{exc.strerror or exc} (is the port taken by another process?)"
-    return str(exc.strerror or exc)

@@ -1,0 +1,120 @@
+"""A database's part in a mirrored pair (SPEC R9), as ``Database.set_mirroring()`` and
+``ALTER DATABASE name SET PARTNER`` on master set it. Database (instance.py) takes these
+methods from MirroringMixin.
+
+There is no database mirroring to copy: pybroker moves no data between the partners. What
+it keeps is the role (PRINCIPAL or MIRROR) and the partner's address, which is what a sender
+needs: a mirrored route's probes ask each partner whether it is principal (R9.2), and a
+MIRROR database refuses messages, so its senders turn to its partner (R9.3). The two
+databases share one broker identifier, as SQL Server's partners do: create the mirror with
+``create_database(name, broker_instance=<the principal's>)``.
+
+Failover: there is no mirroring session to swap the roles on both sides at once, so
+``fail_over()`` (SET PARTNER FAILOVER) flips the role of the side it runs on. The operator
+runs it on both partners (the new principal first); a sender follows whichever partner says
+it is principal, so the new principal's claim is what counts (R9.3).
+
+What carries over on failover: only what the new principal's own file holds. Conversations
+begun after the failover, and any whose target endpoint the new principal already has (it
+was principal for them before), continue there. A conversation the new principal has never
+seen is treated as any message for an unknown conversation is: its next message from the
+initiator begins a target endpoint there, and since that message's sequence number is not
+0 it is acknowledged and held out of order (status 2), waiting for earlier messages that
+only the old principal had; it is never received. Its initiator sees no error (SQL Server
+would have the conversation in the mirror's copy of the database); end such conversations,
+or let their lifetime expire. The other way round (the initiator's database failed over),
+a target's message for an initiator side the new principal does not have is refused with
+error -8462, which ends that conversation at the target. Messages the old principal had not
+acknowledged when it stopped go to the new one, with the same consequences.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pybroker.errors import InvalidArgumentError, NotFoundError
+from pybroker.routing.cache import NOTHING
+from pybroker.routing.definition import address_problem, parse_network_address
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.storage import Store
+    from pybroker.tsql.database_ddl import AlterDatabasePartner
+
+ROLES = ("PRINCIPAL", "MIRROR")
+
+
+class MirroringMixin:
+    """The mirroring methods of Database (instance.py)."""
+
+    _instance: Any
+    _store: Store
+    database_id: int
+    name: str
+
+    @property
+    def mirroring_role(self) -> str | None:
+        """'PRINCIPAL', 'MIRROR', or None when the database is not part of a mirrored pair."""
+        rows = self._store.run("instance/select_mirroring.sql",
+                               {"database_id": self.database_id})
+        return rows[0][0] if rows else None
+
+    @property
+    def mirroring_partner(self) -> str | None:
+        """The partner's address (tcp://host:port), or None when not mirrored."""
+        rows = self._store.run("instance/select_mirroring.sql",
+                               {"database_id": self.database_id})
+        return rows[0][1] if rows else None
+
+    def set_mirroring(self, role: str | None, partner: str | None = None) -> None:
+        """Make this database a partner of a mirrored pair (R9): ``role`` 'PRINCIPAL' or
+        'MIRROR', ``partner`` the other's broker endpoint (tcp://host:port). ``role`` None
+        takes it out of the pair (SET PARTNER OFF). A MIRROR database takes no message from
+        the network: its senders turn to its partner (R9.3)."""
+        if role is None:
+            self._write_mirroring(None, None)
+            return
+        if not isinstance(role, str) or role.upper() not in ROLES:
+            raise InvalidArgumentError(
+                f"a mirroring role is 'PRINCIPAL' or 'MIRROR', not {role!r}")
+        if partner is None:
+            partner = self.mirroring_partner
+            if partner is None:
+                raise InvalidArgumentError(
+                    f"database {self.name!r} has no partner yet: name it, e.g. "
+                    "set_mirroring('PRINCIPAL', partner='tcp://host:4022')")
+        if not isinstance(partner, str) or parse_network_address(partner) is None:
+            problem = address_problem(partner) if isinstance(partner, str) else "not text"
+            raise InvalidArgumentError(
+                f"a mirroring partner is a tcp://host:port address, not {partner!r}: {problem}")
+        self._write_mirroring(role.upper(), partner)
+
+    def fail_over(self) -> str:
+        """SET PARTNER FAILOVER: this side's role flips (PRINCIPAL <-> MIRROR); returns the
+        new role. Run it on both partners (see the module's note)."""
+        role = self.mirroring_role
+        if role is None:
+            raise NotFoundError(
+                f"database {self.name!r} is not part of a mirrored pair: set a partner first "
+                "(set_mirroring, or ALTER DATABASE ... SET PARTNER = 'tcp://host:port')")
+        new = "MIRROR" if role == "PRINCIPAL" else "PRINCIPAL"
+        self._write_mirroring(new, self.mirroring_partner)
+        return new
+
+    def _write_mirroring(self, role: str | None, partner: str | None) -> None:
+        instance = self._instance
+        with instance._write(NOTHING):  # routing reads no role: nothing to decide again
+            self._store.run("instance/delete_mirroring.sql", {"database_id": self.database_id})
+            if role is not None:
+                self._store.run("instance/insert_mirroring.sql", {
+                    "database_id": self.database_id, "mirroring_role": role,
+                    "mirroring_partner_name": partner, "now": instance._now()})
+
+
+def run_partner_statement(database: MirroringMixin, statement: AlterDatabasePartner) -> None:
+    """ALTER DATABASE ... SET PARTNER (pybroker.tsql.database_ddl says what each form does)."""
+    if statement.action == "OFF":
+        database.set_mirroring(None)
+    elif statement.action == "FAILOVER":
+        database.fail_over()
+    else:
+        database.set_mirroring(database.mirroring_role or "PRINCIPAL", statement.partner)
