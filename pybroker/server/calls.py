@@ -57,6 +57,8 @@ CALLS: dict[tuple[str, str, str], bool] = {
         ("drop_contract", _W), ("contract", _R), ("contracts", _R), ("create_queue", _W),
         ("alter_queue", _W), ("drop_queue", _W), ("queues", _R), ("create_service", _W),
         ("alter_service", _W), ("drop_service", _W), ("services", _R))},
+    **{(DATABASE, CALL_METHOD, name): _W for name in ("set_mirroring", "fail_over")},
+    **{(DATABASE, GET_PROPERTY, name): _R for name in ("mirroring_role", "mirroring_partner")},
     **{(DATABASE, TRANSACTION, name): _W for name in ("begin", "commit", "rollback")},
     **{(CONVERSATION, GET_PROPERTY, name): _R for name in (
         "conversation_id", "conversation_group_id", "is_initiator", "state",
