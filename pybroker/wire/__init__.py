@@ -2,6 +2,9 @@
 the I/O.
 
 - ``frames``: the frame format (encode, incremental bounded decode, MACs).
+  Its parts by concern, all re-exported by ``frames``: ``frame_types`` (the frames as
+  values, their codes and limits), ``frame_fields`` (fields and headers), ``frame_macs``
+  (MACs and the sending path of a fragment).
 - ``dialog``: per conversation direction: fragmenting, acknowledgement bookkeeping,
   retransmission timers (P3-P5); the receiver's reassembly decisions.
 - ``adjacent``: one connection to an adjacent broker: handshake, framing, batching of

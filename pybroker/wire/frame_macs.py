@@ -1,0 +1,216 @@
+"""Integrity of the frames (P6): what a MAC covers, signing and verifying, and the sending
+path of a message fragment, checked, signed and encoded in one go. frames.py re-exports
+every public name here (``frames.sign``, ``frames.encode_message``, ...).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import struct
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from pybroker.errors import FrameError
+from pybroker.wire.frame_fields import (
+    _FIXED,
+    _STATIC,
+    _guid_bytes,
+    _message_flags,
+    _notice_flags,
+    _notice_header,
+    _probe_header,
+    _write_ack_entry,
+    _Writer,
+)
+from pybroker.wire.frame_types import (
+    _HAS_ACK,
+    _VALIDATIONS,
+    KEY_ID_SIZE,
+    MAC_SIZE,
+    MAGIC,
+    MAX_ACK_RANGES,
+    MAX_HEADER,
+    MESSAGE,
+    NO_GUID,
+    PREFIX,
+    VERSION,
+    AckEntry,
+    MessageFragment,
+    Notice,
+    Probe,
+)
+
+# -- MACs (P6) --------------------------------------------------------------------------
+
+
+def signed_bytes(item: MessageFragment | AckEntry | Notice | Probe) -> bytes:
+    """What the MAC of ``item`` covers: every field but the MAC (a fragment's body too;
+    not the acknowledgement riding in its header, which has a MAC of its own)."""
+    if isinstance(item, MessageFragment):
+        return _signed_header(item) + bytes(item.body)
+    if isinstance(item, AckEntry):
+        w = _Writer()
+        _write_ack_entry(w, item, with_mac=False)
+        return w.value()
+    if isinstance(item, Probe):
+        return bytes((int(item.is_answer),)) + _probe_header(item, with_mac=False)
+    return bytes((_notice_flags(item),)) + _notice_header(item, with_mac=False)
+
+
+def _signed_header(f: MessageFragment) -> bytes:
+    """The flags byte and the header up to the MAC, without the acknowledgement (what the
+    MAC covers before the body): built as ``encode_message`` builds it, without its checks
+    (a decoded fragment passed the decoder's)."""
+    if len(f.key_id) != KEY_ID_SIZE:
+        raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
+    code = _VALIDATIONS.index(f.validation) if f.validation in _VALIDATIONS else 255
+    return bytes((_message_flags(f) & ~_HAS_ACK,)) + _message_core(
+        f, _text_raw, _guid_or_zero, code)
+
+
+def _message_core(f: MessageFragment, text: Callable[[str, str], bytes],
+                  guid: Callable[[Any, str], bytes], validation: int) -> bytes:
+    """A MESSAGE header's fields from the conversation id to the key id, in order: the part
+    the MAC covers. ``text`` and ``guid`` write the named fields (checked on the sending
+    path, as they are; unchecked to verify a decoded fragment)."""
+    return b"".join((
+        guid(f.conversation_id, "conversation id"),
+        _FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
+        text(f.from_service, "sending service"),
+        text(f.to_service, "target service"),
+        guid(f.from_broker_instance, "sending broker instance"),
+        NO_GUID if f.to_broker_instance is None else _guid_bytes(f.to_broker_instance),
+        text(f.contract, "contract"),
+        text(f.message_type, "message type"),
+        _STATIC.pack(validation, f.priority, f.lifetime_ms, f.hops_remaining,
+                     f.time_to_live_ms, f.time_consumed_ms),
+        bytes(f.key_id),
+    ))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_raw(value: str, what: str = "") -> bytes:
+    """A string field as written (length and UTF-8), unchecked but for its length."""
+    data = value.encode("utf-8")
+    if len(data) > 0xFFFF:
+        raise FrameError(f"a string of {len(data)} bytes does not fit a frame field")
+    return struct.pack("!H", len(data)) + data
+
+
+def _guid_or_zero(value: str | None, what: str = "") -> bytes:
+    return NO_GUID if value is None else _guid_bytes(value)
+
+
+def compute_mac(key: bytes, data: bytes) -> bytes:
+    return hashlib.blake2b(data, key=key, digest_size=MAC_SIZE).digest()
+
+
+def _mac(item: MessageFragment | AckEntry | Notice | Probe, key: bytes) -> bytes:
+    if isinstance(item, MessageFragment):  # the body is hashed where it lies, not copied
+        h = hashlib.blake2b(_signed_header(item), key=key, digest_size=MAC_SIZE)
+        h.update(item.body)
+        return h.digest()
+    return compute_mac(key, signed_bytes(item))
+
+
+def sign(item, key: bytes):  # type: ignore[no-untyped-def]
+    """``item`` with its MAC set under ``key``."""
+    return replace(item, mac=_mac(item, key))
+
+
+def verify(item: MessageFragment | AckEntry | Notice | Probe, key: bytes) -> bool:
+    return hmac.compare_digest(item.mac, _mac(item, key))
+
+# -- the sending path of a message fragment: checked, signed and encoded in one go --------
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_field(value: str, what: str) -> bytes:
+    """A string field as written (length and UTF-8), checked as the peer's decoder checks
+    it; names repeat from message to message, so this is cached."""
+    data = value.encode("utf-8")
+    if len(data) > 0xFFFF:
+        raise FrameError(f"a string of {len(data)} bytes does not fit a frame field")
+    if "\x00" in value:
+        raise FrameError(f"not sent, the peer would refuse it: the {what} holds a NUL character")
+    if not value:
+        raise FrameError("not sent, the peer would refuse it: a MESSAGE names an empty "
+                         "service, contract or message type")
+    return struct.pack("!H", len(data)) + data
+
+
+def _required_guid_field(value: str, what: str) -> bytes:
+    raw = _guid_bytes(value)
+    if raw == NO_GUID:
+        raise FrameError(f"not sent, the peer would refuse it: the {what} of a frame is "
+                         "missing (all-zero GUID)")
+    return raw
+
+
+def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) -> bytes:
+    """The MESSAGE frame of ``f``, its MAC computed under ``key`` (P6), with ``ack`` (signed)
+    riding in its header: what ``encode(replace(sign(f, key), ack=ack))`` gives, with the
+    header built once and no copies of the fragment. Values the peer's decoder would refuse
+    raise FrameError here (``encode`` alone writes some of them), so a frame that leaves is
+    one the peer accepts."""
+    try:
+        if f.sequence < 0:
+            raise FrameError(f"not sent, the peer would refuse it: a message sequence number "
+                             f"{f.sequence} is negative")
+        if not 0 <= f.fragment_number < f.fragment_count:
+            raise FrameError(f"not sent, the peer would refuse it: fragment "
+                             f"{f.fragment_number} of {f.fragment_count} is not valid")
+        size = len(f.body)
+        if size > f.message_size or (f.fragment_count == 1 and size != f.message_size):
+            raise FrameError(f"not sent, the peer would refuse it: a fragment of {size} bytes "
+                             f"does not fit a message of {f.message_size} bytes")
+        if f.validation not in _VALIDATIONS:
+            raise FrameError(f"not sent, the peer would refuse it: unknown validation "
+                             f"{f.validation!r}")
+        if not 0 <= f.priority <= 10:
+            raise FrameError(f"not sent, the peer would refuse it: priority {f.priority} is "
+                             "not from 0 to 10")
+        if len(f.key_id) != KEY_ID_SIZE:
+            raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
+        core = _message_core(f, _text_field, _required_guid_field,
+                             _VALIDATIONS.index(f.validation))
+        flags = _message_flags(f) & ~_HAS_ACK
+        h = hashlib.blake2b(bytes((flags,)), key=key, digest_size=MAC_SIZE)
+        h.update(core)
+        h.update(f.body)
+        mac = h.digest()
+        if ack is not None:
+            check_ack_entry(ack)
+            w = _Writer()
+            _write_ack_entry(w, ack)
+            header = b"".join((core, w.value(), mac))
+            flags |= _HAS_ACK
+        else:
+            header = core + mac
+    except (struct.error, ValueError, AttributeError, TypeError) as exc:
+        if isinstance(exc, FrameError):
+            raise
+        raise FrameError(f"cannot encode MessageFragment: {exc}") from None
+    if len(header) > MAX_HEADER:
+        raise FrameError(f"a frame header of {len(header)} bytes is over {MAX_HEADER}")
+    return b"".join((PREFIX.pack(MAGIC, VERSION, MESSAGE, flags, 0, len(header), size),
+                     header, f.body))
+
+
+def check_ack_entry(e: AckEntry) -> None:
+    """FrameError if the peer's decoder would refuse this acknowledgement entry."""
+    if e.through_sequence < 0:
+        raise FrameError(f"not sent, the peer would refuse it: an acknowledgement through "
+                         f"sequence {e.through_sequence} is negative")
+    if len(e.ranges) > MAX_ACK_RANGES:
+        raise FrameError(f"an acknowledgement carries at most {MAX_ACK_RANGES} ranges")
+    for seq, first, last in e.ranges:
+        if first > last or seq < 0:
+            raise FrameError(f"not sent, the peer would refuse it: an acknowledged range "
+                             f"({seq}, {first}-{last}) is not valid")
+    _required_guid_field(e.conversation_id, "conversation id")
+    _required_guid_field(e.broker_instance, "acknowledging broker instance")
+

@@ -1,0 +1,154 @@
+"""The frames of the adjacent broker protocol as values (P1): their type codes, flags and
+limits, and one dataclass per frame type. The layout of the bytes is in frames.py's
+docstring; frames.py re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+MAGIC = b"PB"
+VERSION = 2  # 2: MESSAGE headers carry the time to live and time consumed (R7.1)
+PREFIX = struct.Struct("!2sBBBBHI")
+PREFIX_SIZE = PREFIX.size  # 12
+MAX_HEADER = 16 * 1024
+DEFAULT_MAX_BODY = 16 * 2**20  # bytes of one frame's body; a fragment is at most this
+MAX_ACK_ENTRIES = 4096
+MAX_ACK_RANGES = 1024
+MAC_SIZE = 16
+KEY_ID_SIZE = 8
+NO_GUID = bytes(16)
+# R7.1: a message's time to live in forwarders (ms). Longer than the sender's longest
+# retransmission interval (C5, 64 s unscaled) would keep a copy in memory that a fresher
+# copy has already replaced, so it is 60 s.
+DEFAULT_TIME_TO_LIVE_MS = 60_000
+
+HELLO, MESSAGE, ACK, NOTICE, KEEPALIVE, CLOSE, PROBE = 1, 2, 3, 4, 5, 6, 7
+TYPE_NAMES = {HELLO: "HELLO", MESSAGE: "MESSAGE", ACK: "ACK", NOTICE: "NOTICE",
+              KEEPALIVE: "KEEPALIVE", CLOSE: "CLOSE", PROBE: "PROBE"}
+
+# MESSAGE flags
+_FROM_INITIATOR, _END_OF_DIALOG, _ERROR, _HAS_ACK = 1, 2, 4, 8
+# NOTICE flags
+_ABOUT_INITIATOR, _FATAL = 1, 2
+# PROBE flags
+_ANSWER = 1
+_VALIDATIONS = ("N", "E", "X")
+
+
+# -- the frames -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """The first frame each way on a connection (after TLS): who is talking."""
+
+    instance_id: str  # the instance's GUID
+    broker_instances: tuple[str, ...]  # the databases it holds (R6, R7.2)
+    max_body: int  # the largest frame body it accepts
+    address: str = ""  # its own endpoint's address (tcp://host:port), "" if none: the
+    # other side may send on this connection instead of opening one back
+    key_id: bytes = bytes(KEY_ID_SIZE)  # its certificate's key id: who it says it is on a
+    # connection without TLS (every dialog frame's MAC then proves it)
+
+
+@dataclass(frozen=True, slots=True)
+class AckEntry:
+    """P5.1: one conversation direction's acknowledgement, covering many fragments:
+    every message below ``through_sequence`` and the (sequence, first, last fragment)
+    ``ranges``. ``broker_instance`` is the acknowledging database's identifier (R5 pins the
+    conversation to it)."""
+
+    conversation_id: str
+    acks_initiator: bool  # acknowledges what the initiator sent
+    broker_instance: str
+    key_id: bytes
+    through_sequence: int
+    ranges: tuple[tuple[int, int, int], ...] = ()
+    mac: bytes = bytes(MAC_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFragment:
+    """One fragment of a sequenced message (P3.1, P4.1), with an acknowledgement for the
+    other direction riding in its header when there is one (P5.1)."""
+
+    conversation_id: str
+    from_initiator: bool
+    sequence: int
+    fragment_number: int
+    fragment_count: int
+    message_size: int
+    from_service: str
+    to_service: str
+    from_broker_instance: str
+    to_broker_instance: str | None
+    contract: str
+    message_type: str
+    validation: str  # N, E or X
+    is_end_of_dialog: bool
+    is_error: bool
+    priority: int
+    lifetime_ms: int  # the conversation's expiry, epoch milliseconds (both sides share it)
+    hops_remaining: int  # R7.1
+    key_id: bytes  # which instance's key signs it (the originator's certificate)
+    body: bytes | memoryview
+    ack: AckEntry | None = None
+    mac: bytes = bytes(MAC_SIZE)
+    # R7.1: how long the message may spend in forwarders, and how long it has spent (ms);
+    # the originator sets the first, each forwarder adds to the second
+    time_to_live_ms: int = DEFAULT_TIME_TO_LIVE_MS
+    time_consumed_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """An unsequenced broker error or refusal about a message (P3.3): fatal ones end the
+    conversation (``code`` is SQL Server's error number), the others say why the target
+    cannot take it now, and the sender keeps retrying."""
+
+    conversation_id: str
+    about_initiator: bool  # about a message the initiator sent (so it goes to the initiator)
+    broker_instance: str | None  # the notifier's database, if it has one
+    sequence: int
+    code: int
+    text: str
+    is_fatal: bool
+    key_id: bytes
+    mac: bytes = bytes(MAC_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A dedicated acknowledgement frame (P5.1): entries for many conversations."""
+
+    entries: tuple[AckEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """R9.2: "is the database of ``service`` (with ``broker_instance``, when named)
+    principal here?", asked of both addresses of a mirrored route, and the answer
+    (``is_answer``, ``role``: PRINCIPAL, MIRROR, or "" when no such database is here)."""
+
+    probe_id: str
+    service: str
+    broker_instance: str | None
+    is_answer: bool
+    role: str
+    key_id: bytes
+    mac: bytes = bytes(MAC_SIZE)
+
+
+Frame = Hello | MessageFragment | Ack | Notice | Keepalive | Close | Probe
