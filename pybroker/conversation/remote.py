@@ -10,122 +10,41 @@ EndDialog was acknowledged (DO -> CD). An endpoint with rows in flight has no
 ``transmission_next_attempt``; one whose route does not say ``send`` keeps the engine's
 C5 retry loop, which hands its rows to the wire once the route appears.
 
-Inbound: ``arrive`` applies a batch of fragments in ONE unit of work (group commit): each is
-routed with msdb's table (R1.2) or, for a reply to a conversation begun here, delivered to
-the database that holds the broker identifier (R6); a duplicate is acknowledged again and
-not queued (P3.2, P5.4); a fragment of a larger message is kept in message_fragments until
-the message is whole (P4.4); a whole message ahead of a missing one waits in the queue with
-status 2; an arrival for a queue that is OFF waits in the receiving database's transmission
-queue (P8). Only after the commit are the acknowledgements handed back to the wire (P5.2).
-A target that cannot take a message says why with a notice (never a silent drop) and
-records a broker event.
-
-Forwarding (R7): an arrival whose msdb decision is a network address (possible only with
-forwarding on, R3.6) is handed back to the wire with that next hop, after the batch's
-commit, and is neither written nor acknowledged here: only its final destination
-acknowledges (R7.3).
+Inbound (arrivals applied in one unit of work, acknowledged after the commit) and forwarding
+(R7) are the base class's, in arrivals.py; every name of it is importable from here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import uuid
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from pybroker.conversation import columns
+from pybroker.conversation.arrivals import ALL_FRAGMENTS as ALL_FRAGMENTS
+from pybroker.conversation.arrivals import ALREADY_ACKNOWLEDGED as ALREADY_ACKNOWLEDGED
+from pybroker.conversation.arrivals import INDEX_SIZE as INDEX_SIZE
+from pybroker.conversation.arrivals import MAX_EVENTS as MAX_EVENTS
+from pybroker.conversation.arrivals import STATUS_BROKER_NOT_HERE as STATUS_BROKER_NOT_HERE
+from pybroker.conversation.arrivals import STATUS_FORWARDING_OFF as STATUS_FORWARDING_OFF
+from pybroker.conversation.arrivals import STATUS_NOT_PRINCIPAL as STATUS_NOT_PRINCIPAL
+from pybroker.conversation.arrivals import STATUS_ROUTE_TO_ITSELF as STATUS_ROUTE_TO_ITSELF
+from pybroker.conversation.arrivals import Arrival as Arrival
+from pybroker.conversation.arrivals import Arrivals
+from pybroker.conversation.arrivals import Wire as Wire
 from pybroker.conversation.endpoint import Endpoint
-from pybroker.conversation.handles import new_handle
-from pybroker.conversation.model import STATUS_QUEUE_DISABLED, Outgoing, Router
-from pybroker.conversation.states import TRANSITIONS, transition
-from pybroker.conversation.system_messages import (
-    _ENDPOINT_CLOSED_TEXT,
-    CONTRACT_NOT_SUPPORTED,
-    REMOTE_ENDPOINT_CLOSED,
-    _parse_error,
-)
-from pybroker.errors import WireError
+from pybroker.conversation.model import Outgoing
+from pybroker.conversation.states import transition
 from pybroker.wire import dialog
 from pybroker.wire.forwarding import DEFAULT_HOPS
-from pybroker.wire.frames import AckEntry, MessageFragment, Notice
-from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE, pair_key
+from pybroker.wire.frames import MessageFragment, Notice
+from pybroker.wire.mirrored_route import pair_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.catalog import DatabaseCatalog
-    from pybroker.conversation.endpoint_cache import EndpointCache
     from pybroker.conversation.unit_of_work import UnitOfWork
-    from pybroker.storage import Store
 
-ALL_FRAGMENTS = 0xFFFFFFFF  # an acknowledged range's end: every fragment of the message
 HOPS = DEFAULT_HOPS  # R7.1: hops a message starts with (see wire/forwarding.py)
-MAX_EVENTS = 10_000  # broker_events keeps the newest rows only
-INDEX_SIZE = 65_536  # conversations whose endpoint handle is remembered for arrivals
-
-ALREADY_ACKNOWLEDGED = -8495
-_ALREADY_ACKNOWLEDGED_TEXT = (
-    "The conversation has already been acknowledged by another instance.")
-STATUS_FORWARDING_OFF = (
-    "The target instance could not deliver the message: no service of that name is in the "
-    "instance and message forwarding is off there.")
-STATUS_BROKER_NOT_HERE = (
-    "The target instance could not deliver the message: the service is there, but no "
-    "database there has broker identifier '{}' and message forwarding is off there.")
-STATUS_ROUTE_TO_ITSELF = (
-    "The target instance could not forward the message: msdb's route for the service leads "
-    "back to the instance itself.")
-STATUS_NOT_PRINCIPAL = (  # R9.3: the sender asks the partner whether it is principal now
-    "The target database is the mirror of a mirrored pair, not its principal: it takes no "
-    "message; send to its partner.")
-
-
-class _Engine(Protocol):
-    """What RemoteDelivery needs of the messaging engine (engine.py's Messaging, which
-    imports this module): the shape only."""
-
-    _store: Store
-    _endpoints: EndpointCache
-    _database_ids: dict[str, int] | None
-    _route: Router
-
-    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
-
-    def endpoint(self, handle: str, database_id: int | None = None) -> Endpoint: ...
-
-    def catalog(self, database_id: int) -> DatabaseCatalog: ...
-
-    def catalog_named(self, name: str) -> DatabaseCatalog: ...
-
-    def _now(self) -> datetime: ...
-
-    def _next_order(self) -> int: ...
-
-    def _note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
-
-    def _bounce(self, uow: UnitOfWork, ep: Endpoint, code: int, description: str) -> None: ...
-
-    def _drop_transmissions(self, uow: UnitOfWork, ep: Endpoint) -> None: ...
-
-
-class Wire(Protocol):
-    """What the engine needs of the transport (pybroker/wire/transport.py)."""
-
-    instance_id: str
-    key_id: bytes
-
-    def submit(self, items: list[tuple[str, str, MessageFragment]]) -> None: ...
-
-    def forget(self, conversation_id: str, from_initiator: bool) -> None: ...
-
-    def reply(self, connection: int, acks: list[AckEntry], notices: list[Notice],
-              answered: int = 0) -> None: ...
-
-    def forward(self, items: list[tuple[int, str, MessageFragment, str]]) -> None: ...
-
-    def is_own_address(self, address: str) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -144,44 +63,9 @@ class Remote:
         return pair_key(self.address, self.mirror_address)
 
 
-@dataclass(slots=True)
-class Arrival:
-    connection: int  # where the acknowledgement goes back
-    peer: str  # for events
-    fragment: MessageFragment
-
-
-@dataclass(slots=True)
-class _Replies:
-    acks: dict[tuple[int, str, bool], tuple[Endpoint, str]] = field(default_factory=dict)
-    notices: list[tuple[int, Notice]] = field(default_factory=list)
-    forwards: list[tuple[int, str, MessageFragment, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class _Forward:
-    """R7: the arrival goes on to another instance, at ``address``."""
-
-    address: str
-
-
-class RemoteDelivery:
-    def __init__(self, messaging: _Engine) -> None:
-        self.m = messaging
-        self.wire: Wire | None = None
-        # (conversation_id, is_initiator) -> handle of an endpoint that talks to the network
-        self._index: dict[tuple[str, bool], str] = {}
-        # endpoint -> sequence -> fragments held in message_fragments
-        self._fragments: dict[str, dict[int, set[int]]] = {}
-        # endpoint -> sequence -> (message type, end, error) of whole messages held (status 2)
-        self._held: dict[str, dict[int, tuple[str, bool, bool]]] = {}
-        self.inbound_waiting = False
-        # during a batch of arrivals: what _prefetch found of the sides it names
-        self._prefetched: dict[tuple[str, bool], list[tuple[str, int]]] | None = None
-        self._event_id = 0
-        self._lock = threading.Lock()
-        self._events: list[tuple[Any, ...]] = []
-        self._mirror_databases: frozenset[int] | None = None  # R9.3: they take no message
+class RemoteDelivery(Arrivals):
+    """The engine's side of the wire: the outbound side here, the state and the inbound side
+    in Arrivals (arrivals.py)."""
 
     # -- start ---------------------------------------------------------------------------
 
@@ -200,19 +84,6 @@ class RemoteDelivery:
             store.run("wire/delete_connections.sql")
             store.run("wire/delete_forwarded_messages.sql")
             store.run("wire/delete_mirrored_routes.sql")
-
-    @property
-    def mirror_databases(self) -> frozenset[int]:
-        """The databases that are the MIRROR of a pair (R9), read again after every catalog
-        write (``mirroring_changed``)."""
-        found = self._mirror_databases
-        if found is None:
-            found = self._mirror_databases = frozenset(
-                row[0] for row in self.m._store.run("instance/select_mirror_databases.sql"))
-        return found
-
-    def mirroring_changed(self) -> None:
-        self._mirror_databases = None
 
     def reload(self) -> None:
         """Read the held fragments and messages again (at open, after a rollback)."""
@@ -250,16 +121,6 @@ class RemoteDelivery:
                                                is_error)))
         self._remember(ep.conversation_id, bool(ep.is_initiator), ep.conversation_handle)
         uow.touch(ep)
-
-    def _remember(self, conversation_id: str, is_initiator: bool, handle: str) -> None:
-        """A cache, not the truth (P7: memory must not grow with idle conversations)."""
-        if len(self._index) >= INDEX_SIZE:
-            # forget everything but endpoints begun in a unit of work not yet written: no
-            # query can find those, and a second endpoint must not be made for them
-            endpoints = self.m._endpoints
-            self._index = {key: h for key, h in self._index.items()
-                           if (ep := endpoints.get(h)) is not None and not ep.persisted}
-        self._index[(conversation_id, is_initiator)] = handle
 
     def fragment(self, ep: Endpoint, seq: int, mtype: str, validation: str, body: bytes,
                  is_end: bool, is_error: bool) -> MessageFragment:
@@ -322,11 +183,6 @@ class RemoteDelivery:
     def after_commit(self, outbound: list[tuple[str, str, MessageFragment]]) -> None:
         if self.wire is not None:
             self.wire.submit(outbound)
-
-    def forget(self, ep: Endpoint) -> None:
-        """``ep`` sends nothing more (an error, cleanup): stop its retransmissions."""
-        if self.wire is not None:
-            self.wire.forget(ep.conversation_id, bool(ep.is_initiator))
 
     def acknowledged(self, acks: list[dialog.Acknowledged]) -> None:
         """P5.2: the far side has these messages; their rows leave."""
@@ -393,417 +249,7 @@ class RemoteDelivery:
             uow.sql("conversation/update_transmission_status.sql", {
                 "conversation_handle": columns.guids(handles), "transmission_status": status})
 
-    # -- inbound -------------------------------------------------------------------------
-
-    def arrive(self, arrivals: list[Arrival]) -> None:
-        """Apply a batch of arrivals in one transaction; acknowledge after the commit.
-        If the batch fails, each arrival is tried on its own, so one bad arrival cannot
-        hold back the others (it is recorded and left unacknowledged)."""
-        try:
-            self._arrive_batch(arrivals)
-        except Exception as exc:
-            if len(arrivals) == 1:
-                f = arrivals[0].fragment
-                self.event("Broker:Message Undeliverable", "not applied", arrivals[0].peer,
-                           f.conversation_id, f.sequence, f"the message was not taken: {exc}")
-                if self.wire is not None:  # answered: nothing (the sender resends)
-                    self.wire.reply(arrivals[0].connection, [], [], 1)
-                return
-            for arrival in arrivals:
-                self.arrive([arrival])
-
-    def _arrive_batch(self, arrivals: list[Arrival]) -> None:
-        replies = _Replies()
-        m = self.m
-        with m.unit_of_work() as uow:
-            uow.activate()
-            uow.arrivals = True
-            self._prefetched = self._prefetch(uow, arrivals)
-            try:
-                for arrival in arrivals:
-                    self._arrive(uow, arrival, replies)
-            finally:
-                self._prefetched = None
-        wire = self.wire
-        if wire is None:
-            return
-        if replies.forwards:
-            wire.forward(replies.forwards)
-        by_connection: dict[int, tuple[list[AckEntry], list[Notice]]] = {}
-        answered: dict[int, int] = {}
-        for arrival in arrivals:
-            answered[arrival.connection] = answered.get(arrival.connection, 0) + 1
-            by_connection.setdefault(arrival.connection, ([], []))
-        for (connection, _, _), (ep, broker) in replies.acks.items():
-            by_connection[connection][0].append(self._ack_of(ep, broker))
-        for connection, notice in replies.notices:
-            by_connection[connection][1].append(notice)
-        for connection, (acks, notices) in by_connection.items():
-            wire.reply(connection, acks, notices, answered[connection])
-
-    def _ack_of(self, ep: Endpoint, broker: str) -> AckEntry:
-        handle = ep.conversation_handle
-        held = [(seq, f) for seq, frags in self._fragments.get(handle, {}).items()
-                for f in frags]
-        entry = dialog.ack_entry(ep.conversation_id, not ep.is_initiator, broker,
-                                 self.wire.key_id if self.wire else bytes(8),
-                                 ep.receive_sequence, held)
-        whole = self._held.get(handle)
-        if whole:  # a whole message held (status 2) is acknowledged in every fragment
-            ranges = [r for r in entry.ranges if r[0] not in whole]
-            ranges += [(seq, 0, ALL_FRAGMENTS) for seq in sorted(whole)]
-            entry = AckEntry(entry.conversation_id, entry.acks_initiator,
-                             entry.broker_instance, entry.key_id, entry.through_sequence,
-                             tuple(sorted(ranges))[:1024])
-        return entry
-
-    def _prefetch(self, uow: UnitOfWork, arrivals: list[Arrival]
-                  ) -> dict[tuple[str, bool], list[tuple[str, int]]] | None:
-        """The endpoints of the conversation sides a batch names that the index does not
-        know, in one query (not one per conversation): side -> [(handle, database)], an
-        empty list for a side this instance does not hold (yet)."""
-        index, endpoints = self._index, self.m._endpoints
-        wanted = {(f.conversation_id, not f.from_initiator) for f in
-                  (a.fragment for a in arrivals)}
-        wanted = {key for key in wanted if index.get(key) not in endpoints}
-        if len(wanted) < 2:
-            return None  # one side: _find's own query
-        keys = sorted(wanted)
-        uow.ensure_tx()
-        rows = self.m._store.run("wire/select_endpoints_by_conversations.sql", {
-            "conversation_id": columns.guids(k[0] for k in keys),
-            "is_initiator": columns.flags(k[1] for k in keys)})
-        found: dict[tuple[str, bool], list[tuple[str, int]]] = {key: [] for key in keys}
-        for conversation_id, is_initiator, handle, database_id in rows:
-            found.setdefault((conversation_id, bool(is_initiator)), []).append(
-                (handle, database_id))
-        return found
-
-    def _find(self, uow: UnitOfWork, conversation_id: str, is_initiator: bool,
-              database_id: int | None) -> Endpoint | None:
-        m = self.m
-        handle = self._index.get((conversation_id, is_initiator))
-        if handle is not None:
-            ep = m._endpoints.get(handle)
-            if ep is None:
-                with contextlib.suppress(Exception):
-                    ep = m.endpoint(handle)
-            if ep is not None and (database_id is None or ep.database_id == database_id):
-                return ep
-            self._index.pop((conversation_id, is_initiator), None)
-        prefetched = self._prefetched
-        rows = None if prefetched is None else prefetched.get((conversation_id, is_initiator))
-        if rows is None:
-            uow.ensure_tx()  # endpoints new in this unit of work are in the index already
-            rows = m._store.run("wire/select_endpoint_by_conversation.sql", {
-                "conversation_id": conversation_id, "is_initiator": is_initiator})
-        for (found, db) in rows:
-            if database_id is None or db == database_id:
-                self._remember(conversation_id, is_initiator, found)
-                return m.endpoint(found)
-        return None
-
-    def _arrive(self, uow: UnitOfWork, arrival: Arrival, replies: _Replies) -> None:
-        m = self.m
-        f = arrival.fragment
-        conn = arrival.connection
-        database_id = self._destination(f)
-        if isinstance(database_id, _Forward):
-            replies.forwards.append((conn, arrival.peer, f, database_id.address))
-            return
-        if isinstance(database_id, str):
-            self._refuse(arrival, replies, database_id, fatal=False, code=(
-                NOT_PRINCIPAL_CODE if database_id == STATUS_NOT_PRINCIPAL else 0))
-            return
-        catalog = m.catalog(database_id)
-        ep = self._find(uow, f.conversation_id, not f.from_initiator, database_id)
-        if ep is None:
-            if not f.from_initiator:
-                self._refuse(arrival, replies, _ENDPOINT_CLOSED_TEXT, fatal=True,
-                             code=REMOTE_ENDPOINT_CLOSED, broker=catalog.broker_instance)
-                return
-            if f.to_service not in catalog.services:
-                self._refuse(arrival, replies, STATUS_FORWARDING_OFF, fatal=False)
-                return
-            if f.contract not in catalog.service_contracts.get(f.to_service, frozenset()):
-                self._refuse(arrival, replies, (
-                    f"Target service '{f.to_service}' does not support contract "
-                    f"'{f.contract}'."), fatal=True, code=CONTRACT_NOT_SUPPORTED,
-                    broker=catalog.broker_instance)
-                return
-            ep = self._new_target(uow, f, catalog)
-        elif ep.is_initiator and ep.far_broker_instance not in (None, f.from_broker_instance):
-            self._refuse(arrival, replies, _ALREADY_ACKNOWLEDGED_TEXT, fatal=True,
-                         code=ALREADY_ACKNOWLEDGED, broker=catalog.broker_instance)
-            return
-        if ep.is_initiator and ep.far_broker_instance is None:
-            ep.far_broker_instance = f.from_broker_instance  # R5: a reply pins too
-            ep.route = None
-        handle = ep.conversation_handle
-        held_frags = self._fragments.get(handle, {}).get(f.sequence, ())
-        kind = dialog.classify(f, ep.receive_sequence, held_frags)
-        if kind != dialog.DUPLICATE and f.sequence in self._held.get(handle, {}):
-            kind = dialog.DUPLICATE
-        replies.acks[(conn, f.conversation_id, f.from_initiator)] = (
-            ep, catalog.broker_instance)
-        if kind == dialog.DUPLICATE:
-            return  # P3.2, P5.4: acknowledged again, not queued again
-        now = m._now()
-        if kind == dialog.FRAGMENT:
-            uow.sql("wire/insert_message_fragment.sql", {
-                "database_id": database_id, "conversation_handle": handle,
-                "message_sequence_number": f.sequence, "fragment_number": f.fragment_number,
-                "fragment_count": f.fragment_count, "message_size": f.message_size,
-                "message_type_name": f.message_type, "validation": f.validation,
-                "is_end_of_dialog": f.is_end_of_dialog, "is_conversation_error": f.is_error,
-                "message_body": bytes(f.body), "arrival_time": now})
-            self._fragments.setdefault(handle, {}).setdefault(f.sequence, set()).add(
-                f.fragment_number)
-            if ep.state is None:  # SI: the first message is incomplete (C1)
-                ep.state = transition(ep.role, None, "receive_fragment").state
-            ep.receive_sequence_frag = len(self._fragments[handle][f.sequence])
-            uow.touch(ep)
-            return
-        body = bytes(f.body)
-        if f.fragment_count > 1:  # the last fragment: the message is whole
-            rows = uow.sql("wire/take_message_fragments.sql", {
-                "conversation_handle": handle, "message_sequence_number": f.sequence})
-            parts = {r[0]: r[1] or b"" for r in rows}
-            parts[f.fragment_number] = body
-            if set(parts) != set(range(f.fragment_count)) or sum(
-                    len(p) for p in parts.values()) != f.message_size:
-                raise WireError(  # the batch is retried one by one; this one is refused
-                    f"the fragments of message {f.sequence} do not make a whole message of "
-                    f"{f.message_size} bytes in {f.fragment_count} fragments")
-            body = b"".join(parts[i] for i in range(f.fragment_count))
-            frags = self._fragments.get(handle)
-            if frags is not None:
-                frags.pop(f.sequence, None)
-                if not frags:
-                    del self._fragments[handle]
-            ep.receive_sequence_frag = 0
-        if kind == dialog.HOLD:
-            self._hold(uow, ep, catalog, f, body, now)
-            return
-        self._accept(uow, ep, catalog, f.sequence, f.message_type, f.validation, body,
-                     f.is_end_of_dialog, f.is_error, now, arrival, replies)
-        self._release(uow, ep, catalog, now, arrival, replies)
-
-    def _destination(self, f: MessageFragment) -> int | str | _Forward:
-        """The database the fragment goes to (an id), the next hop it is forwarded to, or
-        why it cannot be delivered."""
-        m = self.m
-        if not f.from_initiator and f.to_broker_instance is not None:
-            found = self._database_of(f.to_broker_instance)
-            if found is not None:  # R6: a reply to a conversation begun here
-                return STATUS_NOT_PRINCIPAL if found in self.mirror_databases else found
-        from pybroker.routing.engine import OUTSIDE
-        decision = m._route(f.to_service, broker_instance=f.to_broker_instance,
-                                     origin=OUTSIDE)  # R1.2: msdb's table
-        if decision.outcome == "deliver":
-            found = m.catalog_named(decision.database).database_id
-            return STATUS_NOT_PRINCIPAL if found in self.mirror_databases else found
-        if decision.outcome == "send":  # R3.6 let it through: forwarding is on
-            address = decision.address or ""
-            if self.wire is not None and self.wire.is_own_address(address):
-                return STATUS_ROUTE_TO_ITSELF
-            return _Forward(address)
-        if f.to_broker_instance is not None and any(
-                f.to_service in m.catalog(i).services for i in self._database_ids()):
-            return STATUS_BROKER_NOT_HERE.format(f.to_broker_instance)
-        return STATUS_FORWARDING_OFF
-
-    def _database_ids(self) -> list[int]:
-        m = self.m
-        if m._database_ids is None:
-            with contextlib.suppress(Exception):
-                m.catalog_named("master")
-        return list((m._database_ids or {}).values())
-
-    def _database_of(self, broker_instance: str) -> int | None:
-        m = self.m
-        if m._database_ids is None:
-            with contextlib.suppress(Exception):
-                m.catalog_named("master")
-        for database_id in (m._database_ids or {}).values():
-            if m.catalog(database_id).broker_instance == broker_instance:
-                return database_id
-        return None
-
-    def _new_target(self, uow: UnitOfWork, f: MessageFragment, catalog: Any) -> Endpoint:
-        now = self.m._now()
-        lifetime = datetime(1970, 1, 1) + timedelta(milliseconds=f.lifetime_ms)
-        ep = Endpoint((
-            new_handle(), catalog.database_id, f.conversation_id, str(uuid.uuid4()),
-            False, f.to_service, f.contract, f.from_service, f.from_broker_instance, None,
-            None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None, f.priority, now, "",
-        ), persisted=False)
-        self.m._endpoints[ep.conversation_handle] = ep
-        self._remember(f.conversation_id, False, ep.conversation_handle)
-        self.m._note_deadline(uow, lifetime)
-        return ep
-
-    def _accept(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, seq: int, mtype: str,
-                validation: str, body: bytes, is_end: bool, is_error: bool, now: datetime,
-                arrival: Arrival, replies: _Replies) -> None:
-        """The next message in sequence, whole: the endpoint's event (C1), then the queue
-        (or, the queue being OFF, the receiving database's transmission queue, P8)."""
-        m = self.m
-        event = ("receive_end_dialog" if is_end
-                 else "receive_error" if is_error else "receive_message")
-        t = TRANSITIONS.get((ep.role, ep.state, event))
-        if t is None:
-            if ep.state == "SI":
-                t = TRANSITIONS.get((ep.role, None, event))
-            if t is None:
-                ep.receive_sequence = seq + 1  # taken (and acknowledged), but discarded
-                uow.touch(ep)
-                return
-        if ep.state is None:
-            self.m._endpoints[ep.conversation_handle] = ep
-        ep.state = t.state
-        ep.receive_sequence = seq + 1
-        if is_error:
-            ep.error_code, ep.error_description = _parse_error(body)
-            m._drop_transmissions(uow, ep)  # C4: an error ends its sending
-            self.forget(ep)
-        uow.touch(ep)
-        if not t.enqueue:
-            return
-        queue = catalog.services.get(ep.service_name)
-        if queue is None:
-            return
-        settings = catalog.queues.get(queue)
-        if settings is not None and not settings.status:
-            uow.inbound_rows.append((
-                ep.database_id, ep.conversation_handle, seq, len(body), ep.service_name,
-                catalog.broker_instance, ep.far_service, ep.service_contract_name, mtype,
-                validation, is_end, is_error, ep.priority, now, body,
-                STATUS_QUEUE_DISABLED))
-            self.inbound_waiting = True
-            return
-        if self.inbound_waiting and uow.sql("wire/count_inbound_of.sql", {
-                "conversation_handle": ep.conversation_handle})[0][0]:
-            # the queue was turned ON and its earlier arrivals still wait (the release runs
-            # after the ALTER commits): they go into the queue first, in order (P8)
-            self.release_inbound(uow)
-        uow.enqueue((
-            ep.database_id, queue, m._next_order(), 1, ep.priority, ep.conversation_group_id,
-            ep.conversation_handle, seq, ep.service_name, ep.service_contract_name, mtype,
-            validation, body, now))
-
-    def _hold(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, f: MessageFragment,
-              body: bytes, now: datetime) -> None:
-        """P4.4: a whole message ahead of a missing one waits in the queue with status 2."""
-        queue = catalog.services.get(ep.service_name)
-        if queue is None:
-            return
-        # written with the unit of work's other queue rows (one statement for the batch);
-        # not through uow.enqueue: a held message is not receivable, RECEIVE's read-ahead
-        # must not count it
-        uow.queue_rows.append((
-            ep.database_id, queue, self.m._next_order(), 2, ep.priority,
-            ep.conversation_group_id, ep.conversation_handle, f.sequence, ep.service_name,
-            ep.service_contract_name, f.message_type, f.validation, body, now))
-        self._held.setdefault(ep.conversation_handle, {})[f.sequence] = (
-            f.message_type, f.is_end_of_dialog, f.is_error)
-        if ep.state is None:
-            ep.state = transition(ep.role, None, "receive_fragment").state  # SI
-            self.m._endpoints[ep.conversation_handle] = ep
-        uow.touch(ep)
-
-    def _release(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, now: datetime,
-                 arrival: Arrival, replies: _Replies) -> None:
-        """Held messages that are next in sequence now become receivable, in order."""
-        held = self._held.get(ep.conversation_handle)
-        if held is None or ep.receive_sequence not in held:
-            if held is not None and not held:
-                del self._held[ep.conversation_handle]
-            return
-        run = []  # the held messages next in sequence, taken out in one statement
-        seq = ep.receive_sequence
-        while seq in held:
-            run.append(seq)
-            seq += 1
-        rows = uow.sql("wire/take_held_messages.sql", {
-            "conversation_handle": ep.conversation_handle,
-            "message_sequence_number": columns.ints(run)})
-        uow.forget_read_ahead()
-        taken = {r[0]: (r[1], r[2]) for r in rows}
-        for seq in run:
-            mtype, is_end, is_error = held.pop(seq)
-            validation, body = taken.get(seq, ("N", b""))
-            self._accept(uow, ep, catalog, seq, mtype, validation, body or b"", is_end,
-                         is_error, now, arrival, replies)
-        if held is not None and not held:
-            self._held.pop(ep.conversation_handle, None)
-
-    def release_inbound(self, uow: UnitOfWork) -> None:
-        """P8: arrivals that waited for a queue turned ON go into it, in order."""
-        if not self.inbound_waiting:
-            return
-        rows = uow.sql("wire/take_inbound.sql", {})
-        rows.sort(key=lambda r: (r[6], r[1], r[2]))  # RETURNING keeps no order
-        uow.forget_read_ahead()
-        waiting = False
-        keep: list[tuple[Any, ...]] = []
-        for (database_id, handle, seq, mtype, validation, body, enqueued) in rows:
-            catalog = self.m.catalog(database_id)
-            ep = self.m.endpoint(handle)
-            queue = catalog.services.get(ep.service_name)
-            settings = None if queue is None else catalog.queues.get(queue)
-            if settings is None or not settings.status:
-                keep.append((database_id, handle, seq, mtype, validation, body, enqueued))
-                waiting = True
-                continue
-            uow.enqueue((
-                database_id, queue, self.m._next_order(), 1, ep.priority,
-                ep.conversation_group_id, handle, seq, ep.service_name,
-                ep.service_contract_name, mtype, validation, body, enqueued))
-        if keep:
-            for database_id, handle, seq, mtype, validation, body, enqueued in keep:
-                ep = self.m.endpoint(handle)
-                catalog = self.m.catalog(database_id)
-                uow.inbound_rows.append((
-                    database_id, handle, seq, len(body or b""), ep.service_name,
-                    catalog.broker_instance, ep.far_service, ep.service_contract_name,
-                    mtype, validation, False, False, ep.priority, enqueued, body or b"",
-                    STATUS_QUEUE_DISABLED))
-        self.inbound_waiting = waiting
-
-    def _refuse(self, arrival: Arrival, replies: _Replies, text: str, *, fatal: bool,
-                code: int = 0, broker: str | None = None) -> None:
-        """No silent rejection: an event here, a notice to the sender."""
-        f = arrival.fragment
-        self.event("Broker:Message Undeliverable", "refused", arrival.peer,
-                   f.conversation_id, f.sequence, text)
-        replies.notices.append((arrival.connection, Notice(
-            f.conversation_id, f.from_initiator, broker, f.sequence, code, text, fatal,
-            self.wire.key_id if self.wire else bytes(8))))
-
-    # -- events --------------------------------------------------------------------------
-
-    def event(self, event_class: str, subclass: str, peer: str | None,
-              conversation_id: str | None, sequence: int | None, description: str) -> None:
-        """Record a broker event (any thread); written with the next unit of work."""
-        with self._lock:
-            self._event_id += 1
-            self._events.append((self._event_id, self.m._now(), event_class, subclass, peer,
-                                 conversation_id, sequence, description[:2000]))
-
-    def flush_events(self, uow: UnitOfWork) -> None:
-        with self._lock:
-            events, self._events = self._events, []
-        if not events:
-            return
-        cols = list(zip(*events, strict=True))
-        uow.sql("wire/insert_broker_events.sql", {
-            "event_id": columns.ints(cols[0]), "event_time": columns.times(cols[1]),
-            "event_class": columns.texts(cols[2]), "subclass": columns.texts(cols[3]),
-            "peer_address": columns.texts(cols[4]), "conversation_id": columns.guids(cols[5]),
-            "message_sequence_number": columns.ints(cols[6]),
-            "description": columns.texts(cols[7])})
-        uow.sql("wire/prune_broker_events.sql", {"keep": MAX_EVENTS})
+    # -- connections ---------------------------------------------------------------------
 
     def write_connections(self, rows: list[tuple[Any, ...]],
                           forwarded: list[tuple[Any, ...]] | None = None) -> None:
