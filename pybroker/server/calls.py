@@ -66,6 +66,13 @@ CALLS: dict[tuple[str, str, str], bool] = {
 }
 
 
+# What a client pipelines inside its transaction (protocol PIPELINED): a SEND, whose
+# result, the message's sequence number, the client predicts once it has seen the
+# conversation's last one in the same transaction (its lock is held until the end, so
+# nothing else sends on it meanwhile). The server refuses any other call pipelined.
+PIPELINED = frozenset({(CONVERSATION, CALL_METHOD, "send")})
+
+
 def names(target: str, kind: str) -> list[str]:
     return [name for (t, k, name) in CALLS if t == target and k == kind]
 

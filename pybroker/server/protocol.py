@@ -14,6 +14,12 @@ all integers big-endian. The payload is one value in the typed encoding below. K
     CALL     client -> server: [call id, target, kind, method, args, kwargs]
     RESULT   server -> client: [call id, value]
     ERROR    server -> client: [call id, error class, message, attributes]
+    PIPELINED client -> server, only inside a transaction: [call id, target, kind, method,
+             args, kwargs, expected]; a call whose result the client has already given its
+             caller (``expected``), so it does not wait for it. It is run in order, like a
+             CALL, and never answered: if it fails, or its result is not ``expected``, the
+             server rolls the session's transaction back and answers every later call of
+             it (and its COMMIT) with that error (pybroker.server.session).
 
 Values are typed, tag first: None, bool, int (64-bit, or a longer two's complement),
 float, str, bytes, list, tuple, dict, datetime, date, time, timedelta, Decimal, UUID and
@@ -41,15 +47,15 @@ from typing import Any
 from pybroker.errors import ServerError
 
 MAGIC = b"PBCS"
-VERSION = 1
+VERSION = 2  # 2: PIPELINED
 HEADER = struct.Struct("!4sBBI")
 HEADER_SIZE = HEADER.size  # 10
 DEFAULT_MAX_FRAME = 64 * 2**20  # bytes of one payload: a message body sent is at most this
 MAX_DEPTH = 32
 
-HELLO, WELCOME, REFUSED, CALL, RESULT, ERROR = 1, 2, 3, 4, 5, 6
+HELLO, WELCOME, REFUSED, CALL, RESULT, ERROR, PIPELINED = 1, 2, 3, 4, 5, 6, 7
 KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", REFUSED: "REFUSED", CALL: "CALL",
-              RESULT: "RESULT", ERROR: "ERROR"}
+              RESULT: "RESULT", ERROR: "ERROR", PIPELINED: "PIPELINED"}
 
 # call kinds: a method call, a property read, a property write
 CALL_METHOD, GET_PROPERTY, SET_PROPERTY = "call", "get", "set"
@@ -97,6 +103,8 @@ class Call:
     method: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    pipelined: bool = False  # a PIPELINED frame: not answered, its result is ``expected``
+    expected: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +162,13 @@ def call(call_id: int, target: tuple[Any, ...], kind: str, method: str,
          max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
     return frame(CALL, [call_id, tuple(target), kind, method, tuple(args), kwargs or {}],
                  max_frame)
+
+
+def pipelined(call_id: int, target: tuple[Any, ...], kind: str, method: str,
+              args: tuple[Any, ...], kwargs: dict[str, Any] | None, expected: Any,
+              max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    return frame(PIPELINED, [call_id, tuple(target), kind, method, tuple(args),
+                             kwargs or {}, expected], max_frame)
 
 
 def result(call_id: int, value: Any, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
@@ -249,6 +264,7 @@ def _event(kind: int, value: Any) -> Event:
             raise bad()
         return event
     shapes = {REFUSED: (str, str), CALL: (int, tuple, str, str, tuple, dict),
+              PIPELINED: (int, tuple, str, str, tuple, dict, object),
               RESULT: (int, object), ERROR: (int, str, str, dict)}
     shape = shapes[kind]
     if not (isinstance(value, list) and len(value) == len(shape) and all(
@@ -257,9 +273,11 @@ def _event(kind: int, value: Any) -> Event:
         raise bad()
     if kind == REFUSED:
         return Refused(*value)
-    if kind == CALL:
+    if kind in (CALL, PIPELINED):
         if not all(isinstance(k, str) for k in value[5]):
             raise bad()
+        if kind == PIPELINED:
+            return Call(*value[:6], pipelined=True, expected=value[6])
         return Call(*value)
     if kind == RESULT:
         return Result(*value)

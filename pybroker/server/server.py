@@ -438,7 +438,10 @@ class _Connection:
                 partial_since = None
                 if not isinstance(event, Call):
                     raise ServerError(f"a client sends calls, not {type(event).__name__}")
-                self._send(self._answer(session, event))
+                if event.pipelined:
+                    self._run_ahead(session, event)
+                else:
+                    self._send(self._answer(session, event))
                 if session.in_transaction:
                     transaction_since = transaction_since or time.monotonic()
                 else:
@@ -476,6 +479,24 @@ class _Connection:
             return protocol.failure(call.call_id, "BrokerError",
                                     f"the server failed running {call.method}: "
                                     f"{type(exc).__name__}: {exc}")
+
+    def _run_ahead(self, session: Session, call: Call) -> None:
+        """A pipelined call: no answer; a failure dooms the transaction (Session)."""
+        target = call.target[0] if call.target else None
+        if (target, call.kind, call.method) not in calls.PIPELINED or not (
+                session.in_transaction or session.doomed):
+            raise ServerError(
+                f"a client pipelines only a conversation's send() and only inside a "
+                f"transaction, not {target!r:.20} {call.kind} {call.method!r:.40} "
+                f"{'inside' if session.in_transaction else 'outside'} one")
+        try:
+            session.run_ahead(call)
+        except Exception as exc:  # a fault of the server's: the client hears of it at its
+            # next call, as of any failed pipelined call
+            print(f"pybroker serve: client {self.number}: {call.method} failed: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            session.doom(BrokerError(f"the server failed running {call.method}: "
+                                     f"{type(exc).__name__}: {exc}"))
 
     def _send(self, data: bytes) -> None:
         self.sock.settimeout(self.server.timeout)  # a client that stops reading is dropped
