@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 URL_SCHEME = "pybroker://"
 AHEAD_BYTES = 256 * 1024  # pipelined frames buffered before they are written anyway
+KNOWN_CONVERSATIONS = 256  # the conversations sent on lately whose numbers a client asks
 
 
 class _Link:
@@ -75,8 +76,12 @@ class _Link:
         self.broken: str | None = None
         self.depth = 0  # transaction levels this client began and did not end yet
         # inside a transaction: the sequence number of each conversation's next SEND,
-        # (database name, handle) -> number, known from its last SEND in the transaction
+        # (database name, handle) -> number, from the server's "sequences" step or the
+        # conversation's last SEND in the transaction; and the databases asked already
         self.next_sequence: dict[tuple[Any, ...], int] = {}
+        self.asked: set[Any] = set()
+        # the conversations this client sent on lately, the ones it asks about
+        self.known: dict[tuple[Any, ...], None] = {}
         self.ahead = bytearray()  # pipelined frames not written yet
         try:
             sock.settimeout(30.0)  # the handshake; calls then wait as long as they run
@@ -138,6 +143,17 @@ class _Link:
             raise calls.rebuild_error(event.error_class, event.message, {})
         self.fail(f"the server for {self.where} answered out of turn; connect again")
         raise ServerError(self.broken)
+
+    def forget(self) -> None:
+        """The next numbers are no longer known (a call that may change them)."""
+        self.next_sequence.clear()
+        self.asked.clear()
+
+    def sent_on(self, key: tuple[Any, ...]) -> None:
+        self.known.pop(key, None)
+        self.known[key] = None
+        if len(self.known) > KNOWN_CONVERSATIONS:
+            del self.known[next(iter(self.known))]
 
     def call_ahead(self, target: tuple[Any, ...], kind: str, method: str,
                    args: tuple[Any, ...], kwargs: dict[str, Any], expected: Any) -> None:
@@ -337,7 +353,7 @@ class ClientInstance(Instance):
         link = self._link()
         if (target[0], kind, method) in calls.PIPELINED:
             return self._send(link, target, kind, method, args, kwargs)
-        link.next_sequence.clear()  # any other call may SEND, END or change what it knows
+        link.forget()  # any other call may SEND or END, so change what the numbers are
         if kind != TRANSACTION:
             value = link.call(target, kind, method, args, kwargs)
             return calls.from_wire(value, self._from_record)
@@ -353,18 +369,44 @@ class ClientInstance(Instance):
     def _send(self, link: _Link, target: tuple[Any, ...], kind: str, method: str,
               args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """SEND: pipelined when its sequence number is known (the module says why)."""
-        key = target[1:]
-        expected = link.next_sequence.get(key) if link.depth else None
+        key = target[1:]  # (database name, handle)
+        expected = None
+        if link.depth:
+            expected = link.next_sequence.get(key)
+            if expected is None and key[0] not in link.asked:
+                link.asked.add(key[0])
+                self._ask_sequences(link, key)
+                expected = link.next_sequence.get(key)
         if expected is not None:
             link.call_ahead(target, kind, method, args, kwargs, expected)
             link.next_sequence[key] = expected + 1
+            link.sent_on(key)
             return expected
         link.next_sequence.pop(key, None)
         value = calls.from_wire(link.call(target, kind, method, args, kwargs),
                                 self._from_record)
         if link.depth and type(value) is int:
             link.next_sequence[key] = value + 1
+        link.sent_on(key)
         return value
+
+    def _ask_sequences(self, link: _Link, key: tuple[Any, ...]) -> None:
+        """The next numbers of this conversation and of the others of its database this
+        client sent on lately, in one round trip (which takes the instance's lock for
+        the transaction, as its first SEND would); only when there are others, since
+        for one alone the SEND itself is the round trip. If it fails, the SEND is sent
+        as it is and says why."""
+        others = [k for k in link.known if k[0] == key[0] and k != key]
+        if not others:
+            return
+        keys = [key, *others]
+        with contextlib.suppress(BrokerError):
+            found = link.call((DATABASE, key[0]), TRANSACTION, "sequences",
+                              ([k[1] for k in keys],))
+            if isinstance(found, list) and len(found) == len(keys):
+                for k, number in zip(keys, found, strict=True):
+                    if type(number) is int:
+                        link.next_sequence[k] = number
 
     def _from_record(self, record: Record) -> Any:
         fields = record.fields

@@ -149,7 +149,9 @@ class Session:
 
     # -- transactions (C3) ---------------------------------------------------------------
 
-    def _transaction(self, call: Call) -> None:
+    def _transaction(self, call: Call) -> Any:
+        if call.method == "sequences":
+            return self._sequences(call)
         if self._doomed is not None and call.method != "begin":
             self._doomed_levels -= 1
             error = self._doomed_error()
@@ -177,6 +179,20 @@ class Session:
         else:
             self._roll_back(context, "the client rolled the transaction back")
         return None
+
+    def _sequences(self, call: Call) -> list[int | None]:
+        """The next SEND's sequence number of each conversation named, or None; it takes
+        the instance's lock for the transaction, as its first SEND would."""
+        if self._doomed is not None:
+            raise self._doomed_error()
+        if not self._transactions:
+            raise ServerError("sequences: this client has no open transaction")
+        if (len(call.args) != 1 or call.kwargs or not isinstance(call.args[0], list)
+                or not all(isinstance(h, str) for h in call.args[0])):
+            raise InvalidArgumentError("sequences takes one list of conversation handles")
+        database = self._target(DATABASE, call.target[1:])
+        return self.instance._messaging.next_send_sequences(database.database_id,
+                                                            call.args[0])
 
     def doom(self, error: BrokerError) -> None:
         """Roll the whole transaction back now; ``error`` answers the client's next call
