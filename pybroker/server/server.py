@@ -338,6 +338,7 @@ class _Connection:
         self.kind = kind
         self.who = who
         self.session: Session | None = None
+        self._timeout: float | None = None  # the socket's, as _set_timeout last set it
         self._thread = threading.Thread(target=self._run, name=f"pybroker-client-{number}",
                                         daemon=True)
 
@@ -387,7 +388,7 @@ class _Connection:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or server._stop.is_set():
                     raise ServerError("no HELLO within the handshake time-out")
-                self.sock.settimeout(min(remaining, POLL))
+                self._set_timeout(min(remaining, POLL))
                 try:
                     data = self.sock.recv(65536)
                 except TimeoutError:
@@ -458,7 +459,7 @@ class _Connection:
                             f"{server.timeout:g} s, rolled back")
             if server._stop.is_set():
                 return "the server stopped"
-            self.sock.settimeout(POLL)
+            self._set_timeout(POLL)
             try:
                 data = self.sock.recv(1 << 20)
             except TimeoutError:
@@ -498,8 +499,14 @@ class _Connection:
             session.doom(BrokerError(f"the server failed running {call.method}: "
                                      f"{type(exc).__name__}: {exc}"))
 
+    def _set_timeout(self, seconds: float) -> None:
+        # only when it changes: each change is system calls, twice per call answered
+        if self._timeout != seconds:
+            self.sock.settimeout(seconds)
+            self._timeout = seconds
+
     def _send(self, data: bytes) -> None:
-        self.sock.settimeout(self.server.timeout)  # a client that stops reading is dropped
+        self._set_timeout(self.server.timeout)  # a client that stops reading is dropped
         try:
             self.sock.sendall(data)
         except OSError as exc:
