@@ -105,7 +105,7 @@ class _Link:
 
     def _next(self) -> protocol.Event:
         while (event := self.reader.next_event()) is None:
-            data = self.sock.recv(1 << 20)
+            data = self.sock.recv(protocol.RECV_BYTES)
             if not data:
                 raise ConnectionResetError("the server closed the connection")
             self.reader.feed(data)

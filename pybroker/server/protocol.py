@@ -52,6 +52,9 @@ HEADER = struct.Struct("!4sBBI")
 HEADER_SIZE = HEADER.size  # 10
 DEFAULT_MAX_FRAME = 64 * 2**20  # bytes of one payload: a message body sent is at most this
 MAX_DEPTH = 32
+# bytes asked of one recv(): a larger request costs a large allocation on every call
+# (about 20 us for 1 MiB, ten times a small read), most of them to read a small frame
+RECV_BYTES = 65536
 
 HELLO, WELCOME, REFUSED, CALL, RESULT, ERROR, PIPELINED = 1, 2, 3, 4, 5, 6, 7
 KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", REFUSED: "REFUSED", CALL: "CALL",

@@ -461,7 +461,7 @@ class _Connection:
                 return "the server stopped"
             self._set_timeout(POLL)
             try:
-                data = self.sock.recv(1 << 20)
+                data = self.sock.recv(protocol.RECV_BYTES)
             except TimeoutError:
                 continue
             if not data:
