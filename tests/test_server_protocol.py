@@ -68,7 +68,8 @@ def test_frames_fed_byte_by_byte_give_the_events_sent():
     sent = (protocol.hello("tok", False, "me") + protocol.call(
         7, ("database", "A"), "call", "receive", ("q",), {"timeout": 1.5})
         + protocol.result(7, [Record("Message", (1, b"x"))])
-        + protocol.failure(8, "NotFoundError", "no such queue", {"rule": None}))
+        + protocol.failure(8, "NotFoundError", "no such queue", {"rule": None})
+        + protocol.pipelined(9, ("conversation", "A", "h"), "call", "send", (b"x",), {}, 4))
     reader = FrameReader()
     events = []
     for byte in sent:
@@ -76,10 +77,12 @@ def test_frames_fed_byte_by_byte_give_the_events_sent():
         while (event := reader.next_event()) is not None:
             events.append(event)
     assert events == [
-        Hello(1, "tok", False, "me"),
+        Hello(protocol.VERSION, "tok", False, "me"),
         Call(7, ("database", "A"), "call", "receive", ("q",), {"timeout": 1.5}),
         Result(7, [Record("Message", (1, b"x"))]),
-        Failure(8, "NotFoundError", "no such queue", {"rule": None})]
+        Failure(8, "NotFoundError", "no such queue", {"rule": None}),
+        Call(9, ("conversation", "A", "h"), "call", "send", (b"x",), {}, pipelined=True,
+             expected=4)]
     assert not reader.pending
 
 

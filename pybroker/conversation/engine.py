@@ -95,6 +95,7 @@ from pybroker.conversation.system_messages import _parse_error as _parse_error
 from pybroker.conversation.unit_of_work import LARGE_BODY as LARGE_BODY
 from pybroker.conversation.unit_of_work import UnitOfWork
 from pybroker.errors import (
+    BrokerError,
     ContractViolationError,
     ConversationError,
     ConversationStateError,
@@ -490,6 +491,25 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
             uow.touch(ep)
             self._dispatch(uow, ep, [(seq, message_type, validation, body, False, False)])
         return seq
+
+    def next_send_sequences(self, database_id: int, handles: list[str]) -> list[int | None]:
+        """The sequence number the next SEND on each conversation gets (P3.1), or None
+        where a SEND would fail for the conversation itself (unknown, another database's,
+        or in a state that may not send). Inside a transaction, after this takes the lock
+        as a SEND does, the numbers hold until it ends for every SEND that succeeds; a
+        client of a served instance pipelines its SENDs with them."""
+        with self.unit_of_work() as uow:
+            uow.activate()
+            found: list[int | None] = []
+            for handle in handles:
+                try:
+                    ep = self.endpoint(handle, database_id)
+                except BrokerError:
+                    found.append(None)
+                    continue
+                sends = (ep.role, ep.state, "send") in TRANSITIONS
+                found.append(ep.send_sequence if sends else None)
+            return found
 
     def _permission(self, ep: Endpoint, message_type: str) -> str:
         """The validation of ``message_type`` if this side may send it (else raise)."""

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import uuid
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,10 @@ CALLS: dict[tuple[str, str, str], bool] = {
         ("alter_service", _W), ("drop_service", _W), ("services", _R))},
     **{(DATABASE, CALL_METHOD, name): _W for name in ("set_mirroring", "fail_over")},
     **{(DATABASE, GET_PROPERTY, name): _R for name in ("mirroring_role", "mirroring_partner")},
-    **{(DATABASE, TRANSACTION, name): _W for name in ("begin", "commit", "rollback")},
+    # "sequences": inside a transaction, where the next SEND of each of its conversations
+    # is (Messaging.next_send_sequences), what a client pipelines its SENDs with
+    **{(DATABASE, TRANSACTION, name): _W for name in (
+        "begin", "commit", "rollback", "sequences")},
     **{(CONVERSATION, GET_PROPERTY, name): _R for name in (
         "conversation_id", "conversation_group_id", "is_initiator", "state",
         "service_name", "far_service", "far_broker_instance", "service_contract_name",
@@ -67,6 +72,14 @@ CALLS: dict[tuple[str, str, str], bool] = {
     **{(CONVERSATION, CALL_METHOD, name): _W for name in (
         "send", "end", "begin_timer", "move_to")},
 }
+
+
+# What a client pipelines inside its transaction (protocol PIPELINED): a SEND, whose
+# result, the message's sequence number, the client predicts once the transaction holds
+# the instance's lock (from its first SEND, or its "sequences" step, to its end, so
+# nothing else sends on the conversation meanwhile) and it has learnt the conversation's
+# next number. The server refuses any other call pipelined.
+PIPELINED = frozenset({(CONVERSATION, CALL_METHOD, "send")})
 
 
 def names(target: str, kind: str) -> list[str]:
@@ -81,17 +94,29 @@ RECORDS: dict[str, type] = {cls.__name__: cls for cls in (
 DATABASE_RECORD, CONVERSATION_RECORD, ROWS_RECORD = "Database", "Conversation", "Rows"
 
 
+# values that travel as they are, by exact type: most of what a call gives, and every
+# field of a received Message, so they skip the questions below
+_PLAIN = frozenset({str, bytes, int, float, bool, type(None), datetime, uuid.UUID})
+# the field names of each record class, in order
+_FIELDS = {name: tuple(f.name for f in dataclasses.fields(cls)) for name, cls in RECORDS.items()}
+
+
 def to_wire(value: Any, handle: Callable[[Any], Record | None]) -> Any:
     """``value`` with the API's dataclasses as Records; ``handle`` turns the other API
     objects (Database, Conversation, a query's rows) into Records, or says None."""
-    if isinstance(value, (list, tuple)):
-        items = [to_wire(v, handle) for v in value]
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is list or kind is tuple or isinstance(value, (list, tuple)):
+        items = [v if type(v) in _PLAIN else to_wire(v, handle) for v in value]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
         return {k: to_wire(v, handle) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and RECORDS.get(type(value).__name__) is type(value):
-        return Record(type(value).__name__, tuple(
-            to_wire(getattr(value, f.name), handle) for f in dataclasses.fields(value)))
+    name = kind.__name__
+    if RECORDS.get(name) is kind:
+        return Record(name, tuple(
+            v if type(v) in _PLAIN else to_wire(v, handle)
+            for v in map(value.__getattribute__, _FIELDS[name])))
     if isinstance(value, os.PathLike):  # a file the server wrote (snapshot): its path as text
         return os.fspath(value)
     record = handle(value)
@@ -100,17 +125,20 @@ def to_wire(value: Any, handle: Callable[[Any], Record | None]) -> Any:
 
 def from_wire(value: Any, handle: Callable[[Record], Any]) -> Any:
     """The inverse of to_wire: Records of RECORDS rebuilt, the others given to ``handle``."""
-    if isinstance(value, list):
-        return [from_wire(v, handle) for v in value]
-    if isinstance(value, tuple):
-        return tuple(from_wire(v, handle) for v in value)
-    if isinstance(value, dict):
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is list:
+        return [v if type(v) in _PLAIN else from_wire(v, handle) for v in value]
+    if kind is tuple:
+        return tuple(v if type(v) in _PLAIN else from_wire(v, handle) for v in value)
+    if kind is dict:
         return {k: from_wire(v, handle) for k, v in value.items()}
-    if isinstance(value, Record):
+    if kind is Record:
         cls = RECORDS.get(value.name)
         if cls is None:
             return handle(value)
-        fields = [from_wire(v, handle) for v in value.fields]
+        fields = [v if type(v) in _PLAIN else from_wire(v, handle) for v in value.fields]
         try:
             return cls(*fields)
         except TypeError:

@@ -14,6 +14,15 @@ subclasses with the same messages.
 Each thread of the client has its own connection, so its own session and transaction,
 as each thread of an embedded application has its own transaction. When the server goes
 away every call raises ServerGoneError; a new ``connect`` works when it is back.
+
+Every call is one round trip, except a SEND inside a transaction on a conversation that
+already sent in that transaction: its sequence number is the last one plus one (the
+transaction holds the instance's lock from its first SEND to its end, so nothing else
+sends on the conversation meanwhile), so the client returns it at once and pipelines the
+call (protocol PIPELINED), buffered and written with the next call that waits for an
+answer. The server runs the calls in order and checks each predicted number; an error of
+such a SEND surfaces at the next call or at COMMIT, and the whole transaction is rolled
+back (pybroker.server.session).
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ if TYPE_CHECKING:
     import pyarrow
 
 URL_SCHEME = "pybroker://"
+AHEAD_BYTES = 256 * 1024  # pipelined frames buffered before they are written anyway
+KNOWN_CONVERSATIONS = 256  # the conversations sent on lately whose numbers a client asks
 
 
 class _Link:
@@ -63,6 +74,15 @@ class _Link:
         self.reader = FrameReader()
         self.ids = itertools.count(1)
         self.broken: str | None = None
+        self.depth = 0  # transaction levels this client began and did not end yet
+        # inside a transaction: the sequence number of each conversation's next SEND,
+        # (database name, handle) -> number, from the server's "sequences" step or the
+        # conversation's last SEND in the transaction; and the databases asked already
+        self.next_sequence: dict[tuple[Any, ...], int] = {}
+        self.asked: set[Any] = set()
+        # the conversations this client sent on lately, the ones it asks about
+        self.known: dict[tuple[Any, ...], None] = {}
+        self.ahead = bytearray()  # pipelined frames not written yet
         try:
             sock.settimeout(30.0)  # the handshake; calls then wait as long as they run
             sock.sendall(protocol.hello(token, read_only, f"pybroker client pid {os.getpid()}"))
@@ -85,7 +105,7 @@ class _Link:
 
     def _next(self) -> protocol.Event:
         while (event := self.reader.next_event()) is None:
-            data = self.sock.recv(1 << 20)
+            data = self.sock.recv(protocol.RECV_BYTES)
             if not data:
                 raise ConnectionResetError("the server closed the connection")
             self.reader.feed(data)
@@ -101,20 +121,19 @@ class _Link:
                                  self.welcome.max_frame)
         except ServerError as exc:  # nothing was sent: an argument it cannot carry
             raise InvalidArgumentError(f"{method}(): {exc}") from None
+        if self.ahead:  # the pipelined calls first, in one write with this one
+            self.ahead += data
+            data, self.ahead = bytes(self.ahead), bytearray()
         done = False
         try:
             self.sock.sendall(data)
             event = self._next()
             done = True
         except (OSError, ServerError) as exc:
-            self.fail(f"the server for {self.where} is gone ({_reason(exc)}); what this "
-                      "client's open transaction did is rolled back; connect again when "
-                      "it is back")
-            raise ServerGoneError(self.broken) from None
+            raise self._gone(exc) from None
         finally:
-            if not done and self.broken is None:  # interrupted mid-call (Ctrl-C)
-                self.fail(f"the connection to the server for {self.where} was interrupted "
-                          "in the middle of a call; connect again")
+            if not done and self.broken is None:
+                self._interrupted()
         if isinstance(event, Result) and event.call_id == call_id:
             return event.value
         if isinstance(event, Failure) and event.call_id == call_id:
@@ -124,6 +143,51 @@ class _Link:
             raise calls.rebuild_error(event.error_class, event.message, {})
         self.fail(f"the server for {self.where} answered out of turn; connect again")
         raise ServerError(self.broken)
+
+    def forget(self) -> None:
+        """The next numbers are no longer known (a call that may change them)."""
+        self.next_sequence.clear()
+        self.asked.clear()
+
+    def sent_on(self, key: tuple[Any, ...]) -> None:
+        self.known.pop(key, None)
+        self.known[key] = None
+        if len(self.known) > KNOWN_CONVERSATIONS:
+            del self.known[next(iter(self.known))]
+
+    def call_ahead(self, target: tuple[Any, ...], kind: str, method: str,
+                   args: tuple[Any, ...], kwargs: dict[str, Any], expected: Any) -> None:
+        """A call whose result is ``expected``, pipelined: buffered, not waited for."""
+        if self.broken is not None:
+            raise ServerGoneError(self.broken)
+        try:
+            self.ahead += protocol.pipelined(next(self.ids), target, kind, method, args,
+                                             kwargs, expected, self.welcome.max_frame)
+        except ServerError as exc:  # nothing was sent: an argument it cannot carry
+            raise InvalidArgumentError(f"{method}(): {exc}") from None
+        if len(self.ahead) < AHEAD_BYTES:
+            return
+        data, self.ahead = bytes(self.ahead), bytearray()
+        done = False
+        try:
+            self.sock.sendall(data)
+            done = True
+        except OSError as exc:
+            raise self._gone(exc) from None
+        finally:
+            if not done and self.broken is None:
+                self._interrupted()
+
+    def _gone(self, exc: BaseException) -> ServerGoneError:
+        self.fail(f"the server for {self.where} is gone ({_reason(exc)}); what this "
+                  "client's open transaction did is rolled back; connect again when it "
+                  "is back")
+        assert self.broken is not None
+        return ServerGoneError(self.broken)
+
+    def _interrupted(self) -> None:  # mid-call (Ctrl-C): the stream is out of step
+        self.fail(f"the connection to the server for {self.where} was interrupted in the "
+                  "middle of a call; connect again")
 
     def fail(self, why: str) -> None:
         self.broken = why
@@ -286,8 +350,63 @@ class ClientInstance(Instance):
         what = f"{method}()"
         args = tuple(calls.outgoing(what, a) for a in args)
         kwargs = {k: calls.outgoing(what, v) for k, v in (kwargs or {}).items()}
-        value = self._link().call(target, kind, method, args, kwargs)
-        return calls.from_wire(value, self._from_record)
+        link = self._link()
+        if (target[0], kind, method) in calls.PIPELINED:
+            return self._send(link, target, kind, method, args, kwargs)
+        link.forget()  # any other call may SEND or END, so change what the numbers are
+        if kind != TRANSACTION:
+            value = link.call(target, kind, method, args, kwargs)
+            return calls.from_wire(value, self._from_record)
+        try:
+            link.call(target, kind, method, args, kwargs)
+        except BrokerError:
+            if method != "begin":  # the server ended the level, failing or not
+                link.depth = max(0, link.depth - 1)
+            raise
+        link.depth = link.depth + 1 if method == "begin" else max(0, link.depth - 1)
+        return None
+
+    def _send(self, link: _Link, target: tuple[Any, ...], kind: str, method: str,
+              args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """SEND: pipelined when its sequence number is known (the module says why)."""
+        key = target[1:]  # (database name, handle)
+        expected = None
+        if link.depth:
+            expected = link.next_sequence.get(key)
+            if expected is None and key[0] not in link.asked:
+                link.asked.add(key[0])
+                self._ask_sequences(link, key)
+                expected = link.next_sequence.get(key)
+        if expected is not None:
+            link.call_ahead(target, kind, method, args, kwargs, expected)
+            link.next_sequence[key] = expected + 1
+            link.sent_on(key)
+            return expected
+        link.next_sequence.pop(key, None)
+        value = calls.from_wire(link.call(target, kind, method, args, kwargs),
+                                self._from_record)
+        if link.depth and type(value) is int:
+            link.next_sequence[key] = value + 1
+        link.sent_on(key)
+        return value
+
+    def _ask_sequences(self, link: _Link, key: tuple[Any, ...]) -> None:
+        """The next numbers of this conversation and of the others of its database this
+        client sent on lately, in one round trip (which takes the instance's lock for
+        the transaction, as its first SEND would); only when there are others, since
+        for one alone the SEND itself is the round trip. If it fails, the SEND is sent
+        as it is and says why."""
+        others = [k for k in link.known if k[0] == key[0] and k != key]
+        if not others:
+            return
+        keys = [key, *others]
+        with contextlib.suppress(BrokerError):
+            found = link.call((DATABASE, key[0]), TRANSACTION, "sequences",
+                              ([k[1] for k in keys],))
+            if isinstance(found, list) and len(found) == len(keys):
+                for k, number in zip(keys, found, strict=True):
+                    if type(number) is int:
+                        link.next_sequence[k] = number
 
     def _from_record(self, record: Record) -> Any:
         fields = record.fields
@@ -369,7 +488,12 @@ class ClientDatabase(Database):
         begin_dialog and end inside (of this thread's connection): all commit together or
         roll back together (a rolled-back receive puts its messages back). If this client
         disconnects or dies inside, or the transaction stays open longer than the
-        server's time-out, it is rolled back."""
+        server's time-out, it is rolled back.
+
+        A SEND inside is pipelined once its conversation sent in this transaction (the
+        module says how): its error, the same class and message as embedded, may surface
+        at the next call or at COMMIT instead, and then the whole transaction is rolled
+        back, as SQL Server's XACT_ABORT ON would."""
         self._client._call(self._target(), TRANSACTION, "begin")
         try:
             yield self

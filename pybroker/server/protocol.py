@@ -14,6 +14,12 @@ all integers big-endian. The payload is one value in the typed encoding below. K
     CALL     client -> server: [call id, target, kind, method, args, kwargs]
     RESULT   server -> client: [call id, value]
     ERROR    server -> client: [call id, error class, message, attributes]
+    PIPELINED client -> server, only inside a transaction: [call id, target, kind, method,
+             args, kwargs, expected]; a call whose result the client has already given its
+             caller (``expected``), so it does not wait for it. It is run in order, like a
+             CALL, and never answered: if it fails, or its result is not ``expected``, the
+             server rolls the session's transaction back and answers every later call of
+             it (and its COMMIT) with that error (pybroker.server.session).
 
 Values are typed, tag first: None, bool, int (64-bit, or a longer two's complement),
 float, str, bytes, list, tuple, dict, datetime, date, time, timedelta, Decimal, UUID and
@@ -41,15 +47,18 @@ from typing import Any
 from pybroker.errors import ServerError
 
 MAGIC = b"PBCS"
-VERSION = 1
+VERSION = 2  # 2: PIPELINED
 HEADER = struct.Struct("!4sBBI")
 HEADER_SIZE = HEADER.size  # 10
 DEFAULT_MAX_FRAME = 64 * 2**20  # bytes of one payload: a message body sent is at most this
 MAX_DEPTH = 32
+# bytes asked of one recv(): a larger request costs a large allocation on every call
+# (about 20 us for 1 MiB, ten times a small read), most of them to read a small frame
+RECV_BYTES = 65536
 
-HELLO, WELCOME, REFUSED, CALL, RESULT, ERROR = 1, 2, 3, 4, 5, 6
+HELLO, WELCOME, REFUSED, CALL, RESULT, ERROR, PIPELINED = 1, 2, 3, 4, 5, 6, 7
 KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", REFUSED: "REFUSED", CALL: "CALL",
-              RESULT: "RESULT", ERROR: "ERROR"}
+              RESULT: "RESULT", ERROR: "ERROR", PIPELINED: "PIPELINED"}
 
 # call kinds: a method call, a property read, a property write
 CALL_METHOD, GET_PROPERTY, SET_PROPERTY = "call", "get", "set"
@@ -97,6 +106,8 @@ class Call:
     method: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    pipelined: bool = False  # a PIPELINED frame: not answered, its result is ``expected``
+    expected: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +165,13 @@ def call(call_id: int, target: tuple[Any, ...], kind: str, method: str,
          max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
     return frame(CALL, [call_id, tuple(target), kind, method, tuple(args), kwargs or {}],
                  max_frame)
+
+
+def pipelined(call_id: int, target: tuple[Any, ...], kind: str, method: str,
+              args: tuple[Any, ...], kwargs: dict[str, Any] | None, expected: Any,
+              max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    return frame(PIPELINED, [call_id, tuple(target), kind, method, tuple(args),
+                             kwargs or {}, expected], max_frame)
 
 
 def result(call_id: int, value: Any, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
@@ -227,6 +245,17 @@ def _event(kind: int, value: Any) -> Event:
     def bad() -> ServerError:
         return ServerError(f"a {KIND_NAMES[kind]} frame does not have its fields")
 
+    # a call, the most frequent frame, by exact types (the decoder builds no subclasses)
+    if kind in (CALL, PIPELINED) and type(value) is list and len(value) == (
+            6 if kind == CALL else 7) and type(value[0]) is int and type(
+            value[1]) is tuple and type(value[2]) is str and type(value[3]) is str and type(
+            value[4]) is tuple and type(value[5]) is dict:
+        if value[5] and not all(type(k) is str for k in value[5]):
+            raise bad()
+        if kind == PIPELINED:
+            return Call(*value[:6], pipelined=True, expected=value[6])
+        return Call(*value)
+
     if kind in (HELLO, WELCOME):
         if not isinstance(value, dict):
             raise bad()
@@ -249,6 +278,7 @@ def _event(kind: int, value: Any) -> Event:
             raise bad()
         return event
     shapes = {REFUSED: (str, str), CALL: (int, tuple, str, str, tuple, dict),
+              PIPELINED: (int, tuple, str, str, tuple, dict, object),
               RESULT: (int, object), ERROR: (int, str, str, dict)}
     shape = shapes[kind]
     if not (isinstance(value, list) and len(value) == len(shape) and all(
@@ -257,9 +287,11 @@ def _event(kind: int, value: Any) -> Event:
         raise bad()
     if kind == REFUSED:
         return Refused(*value)
-    if kind == CALL:
+    if kind in (CALL, PIPELINED):
         if not all(isinstance(k, str) for k in value[5]):
             raise bad()
+        if kind == PIPELINED:
+            return Call(*value[:6], pipelined=True, expected=value[6])
         return Call(*value)
     if kind == RESULT:
         return Result(*value)
@@ -276,15 +308,35 @@ _U32 = struct.Struct("!I")
 _I64 = struct.Struct("!q")
 _F64 = struct.Struct("!d")
 _I64_RANGE = range(-(2**63), 2**63)
+_I64_LIMIT = 2**63
 
 
 def encode_value(value: Any, out: bytearray, depth: int = 0) -> None:
     """Append ``value`` in the typed encoding; a type it cannot carry raises ServerError."""
     if depth > MAX_DEPTH:
         raise ServerError(f"a value nests deeper than {MAX_DEPTH} levels")
-    if value is None:
+    # the types of nearly every value first, by exact type (a SEND's body, a message's
+    # fields); subclasses and the rest go the long way below
+    kind = type(value)
+    if kind is str:
+        raw = value.encode("utf-8", "surrogatepass")
+        out += b"s" + _U32.pack(len(raw)) + raw
+    elif kind is bytes:
+        out += b"b" + _U32.pack(len(value)) + value
+    elif kind is int and -_I64_LIMIT <= value < _I64_LIMIT:
+        out += b"i" + _I64.pack(value)
+    elif kind is tuple or kind is list:
+        out += (b"t" if kind is tuple else b"l") + _U32.pack(len(value))
+        for item in value:
+            encode_value(item, out, depth + 1)
+    elif value is None:
         out += b"N"
-    elif value is True:
+    else:
+        _encode_other(value, out, depth)
+
+
+def _encode_other(value: Any, out: bytearray, depth: int) -> None:
+    if value is True:
         out += b"T"
     elif value is False:
         out += b"F"
@@ -341,9 +393,10 @@ def _text(out: bytearray, tag: bytes, text: str) -> None:
 
 def decode_value(data: bytes) -> Any:
     """The one value ``data`` holds, all of it; anything else raises ServerError."""
-    view = memoryview(data)
+    if type(data) is not bytes:
+        data = bytes(data)
     try:
-        value, end = _decode(view, 0, 0)
+        value, end = _decode(data, 0, 0)
     except (struct.error, UnicodeDecodeError, ValueError, InvalidOperation,
             OverflowError, TypeError) as exc:  # TypeError: an unhashable dict key
         raise ServerError(f"a client frame's value cannot be decoded: {type(exc).__name__}") \
@@ -353,58 +406,75 @@ def decode_value(data: bytes) -> Any:
     return value
 
 
-def _decode(view: memoryview, at: int, depth: int) -> tuple[Any, int]:
+# the tags as the integers indexing bytes gives
+(_TAG_NONE, _TAG_TRUE, _TAG_FALSE, _TAG_INT, _TAG_FLOAT, _TAG_STR, _TAG_BYTES, _TAG_LIST,
+ _TAG_TUPLE, _TAG_DICT) = b"NTFifsbltd"
+_TAGS_SIZED = frozenset((_TAG_STR, _TAG_BYTES))
+_TAGS_COUNTED = frozenset((_TAG_LIST, _TAG_TUPLE, _TAG_DICT))
+
+
+def _decode(data: bytes, at: int, depth: int) -> tuple[Any, int]:
     if depth > MAX_DEPTH:
         raise ServerError(f"a client frame's value nests deeper than {MAX_DEPTH} levels")
-    if at >= len(view):
+    if at >= len(data):
         raise ServerError("a client frame's value ends early")
-    tag = view[at:at + 1].tobytes()
+    tag = data[at]
     at += 1
-    if tag == b"N":
-        return None, at
-    if tag == b"T":
-        return True, at
-    if tag == b"F":
-        return False, at
-    if tag == b"i":
-        return _I64.unpack_from(view, at)[0], at + 8
-    if tag == b"f":
-        return _F64.unpack_from(view, at)[0], at + 8
-    if tag == b"e":
-        days, seconds, micros = struct.unpack_from("!qqq", view, at)
-        return timedelta(days=days, seconds=seconds, microseconds=micros), at + 24
-    if tag == b"U":
-        raw = _take(view, at, 16)
-        return uuid.UUID(bytes=raw), at + 16
-    if tag in (b"l", b"t", b"d"):
-        count = _U32.unpack_from(view, at)[0]
+    # the common tags first (a CALL's fields, a SEND's body, a message's fields)
+    if tag in _TAGS_SIZED:
+        size = _U32.unpack_from(data, at)[0]
+        at += 4
+        end = at + size
+        if end > len(data):
+            raise ServerError("a client frame's value ends early")
+        if tag == _TAG_BYTES:
+            return data[at:end], end
+        return data[at:end].decode("utf-8", "surrogatepass"), end
+    if tag == _TAG_INT:
+        return _I64.unpack_from(data, at)[0], at + 8
+    if tag in _TAGS_COUNTED:
+        count = _U32.unpack_from(data, at)[0]
         at += 4
         # every item takes at least one byte: a count the frame cannot hold is refused
         # before anything is built for it
-        if count * (2 if tag == b"d" else 1) > len(view) - at:
+        if count * (2 if tag == _TAG_DICT else 1) > len(data) - at:
             raise ServerError("a client frame's value ends early")
-        if tag == b"d":
+        if tag == _TAG_DICT:
             mapping: dict[Any, Any] = {}
             for _ in range(count):
-                key, at = _decode(view, at, depth + 1)
-                mapping[key], at = _decode(view, at, depth + 1)
+                key, at = _decode(data, at, depth + 1)
+                mapping[key], at = _decode(data, at, depth + 1)
             return mapping, at
         items = []
         for _ in range(count):
-            item, at = _decode(view, at, depth + 1)
+            item, at = _decode(data, at, depth + 1)
             items.append(item)
-        return (items if tag == b"l" else tuple(items)), at
-    size = _U32.unpack_from(view, at)[0]
+        return (items if tag == _TAG_LIST else tuple(items)), at
+    if tag == _TAG_NONE:
+        return None, at
+    if tag == _TAG_TRUE:
+        return True, at
+    if tag == _TAG_FALSE:
+        return False, at
+    if tag == _TAG_FLOAT:
+        return _F64.unpack_from(data, at)[0], at + 8
+    return _decode_other(data, bytes([tag]), at, depth)
+
+
+def _decode_other(data: bytes, tag: bytes, at: int, depth: int) -> tuple[Any, int]:
+    if tag == b"e":
+        days, seconds, micros = struct.unpack_from("!qqq", data, at)
+        return timedelta(days=days, seconds=seconds, microseconds=micros), at + 24
+    if tag == b"U":
+        raw = _take(data, at, 16)
+        return uuid.UUID(bytes=raw), at + 16
+    size = _U32.unpack_from(data, at)[0]
     at += 4
-    raw = _take(view, at, size)
+    raw = _take(data, at, size)
     at += size
-    if tag == b"b":
-        return raw, at
     if tag == b"I":
         return int.from_bytes(raw, "big", signed=True), at
-    text = raw.decode("utf-8", "surrogatepass" if tag == b"s" else "strict")
-    if tag == b"s":
-        return text, at
+    text = raw.decode("utf-8")
     if tag == b"D":
         return datetime.fromisoformat(text), at
     if tag == b"a":
@@ -414,14 +484,14 @@ def _decode(view: memoryview, at: int, depth: int) -> tuple[Any, int]:
     if tag == b"m":
         return Decimal(text), at
     if tag == b"r":
-        fields, at = _decode(view, at, depth + 1)
+        fields, at = _decode(data, at, depth + 1)
         if not isinstance(fields, tuple):
             raise ServerError("a client frame's record has no fields")
         return Record(text, fields), at
     raise ServerError(f"a client frame's value has an unknown tag {tag!r}")
 
 
-def _take(view: memoryview, at: int, size: int) -> bytes:
-    if at + size > len(view):
+def _take(data: bytes, at: int, size: int) -> bytes:
+    if at + size > len(data):
         raise ServerError("a client frame's value ends early")
-    return view[at:at + size].tobytes()
+    return data[at:at + size]

@@ -338,6 +338,7 @@ class _Connection:
         self.kind = kind
         self.who = who
         self.session: Session | None = None
+        self._timeout: float | None = None  # the socket's, as _set_timeout last set it
         self._thread = threading.Thread(target=self._run, name=f"pybroker-client-{number}",
                                         daemon=True)
 
@@ -387,7 +388,7 @@ class _Connection:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or server._stop.is_set():
                     raise ServerError("no HELLO within the handshake time-out")
-                self.sock.settimeout(min(remaining, POLL))
+                self._set_timeout(min(remaining, POLL))
                 try:
                     data = self.sock.recv(65536)
                 except TimeoutError:
@@ -438,7 +439,10 @@ class _Connection:
                 partial_since = None
                 if not isinstance(event, Call):
                     raise ServerError(f"a client sends calls, not {type(event).__name__}")
-                self._send(self._answer(session, event))
+                if event.pipelined:
+                    self._run_ahead(session, event)
+                else:
+                    self._send(self._answer(session, event))
                 if session.in_transaction:
                     transaction_since = transaction_since or time.monotonic()
                 else:
@@ -455,9 +459,9 @@ class _Connection:
                             f"{server.timeout:g} s, rolled back")
             if server._stop.is_set():
                 return "the server stopped"
-            self.sock.settimeout(POLL)
+            self._set_timeout(POLL)
             try:
-                data = self.sock.recv(1 << 20)
+                data = self.sock.recv(protocol.RECV_BYTES)
             except TimeoutError:
                 continue
             if not data:
@@ -477,8 +481,32 @@ class _Connection:
                                     f"the server failed running {call.method}: "
                                     f"{type(exc).__name__}: {exc}")
 
+    def _run_ahead(self, session: Session, call: Call) -> None:
+        """A pipelined call: no answer; a failure dooms the transaction (Session)."""
+        target = call.target[0] if call.target else None
+        if (target, call.kind, call.method) not in calls.PIPELINED or not (
+                session.in_transaction or session.doomed):
+            raise ServerError(
+                f"a client pipelines only a conversation's send() and only inside a "
+                f"transaction, not {target!r:.20} {call.kind} {call.method!r:.40} "
+                f"{'inside' if session.in_transaction else 'outside'} one")
+        try:
+            session.run_ahead(call)
+        except Exception as exc:  # a fault of the server's: the client hears of it at its
+            # next call, as of any failed pipelined call
+            print(f"pybroker serve: client {self.number}: {call.method} failed: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            session.doom(BrokerError(f"the server failed running {call.method}: "
+                                     f"{type(exc).__name__}: {exc}"))
+
+    def _set_timeout(self, seconds: float) -> None:
+        # only when it changes: each change is system calls, twice per call answered
+        if self._timeout != seconds:
+            self.sock.settimeout(seconds)
+            self._timeout = seconds
+
     def _send(self, data: bytes) -> None:
-        self.sock.settimeout(self.server.timeout)  # a client that stops reading is dropped
+        self._set_timeout(self.server.timeout)  # a client that stops reading is dropped
         try:
             self.sock.sendall(data)
         except OSError as exc:

@@ -8,6 +8,13 @@ engine's unit of work is per thread and holds the store's lock from its first ac
 its end, which is also what keeps a conversation group received in one transaction from
 every other transaction until it ends (C3). So a session's transaction must begin, run
 and end on that thread, and ``expire()`` and ``close()`` are called there too.
+
+Pipelined calls (protocol PIPELINED: a client's SEND inside its transaction, whose result
+it predicted) run in order like the others but are not answered. The first one that fails
+dooms the transaction, as SQL Server's XACT_ABORT ON does: it is rolled back at once (its
+lock released), the pipelined calls after it are not run, and every later call of the
+transaction, its COMMIT included, is answered with that first error, the same class and
+message. So nothing of a transaction whose pipelined call failed is ever committed.
 """
 
 from __future__ import annotations
@@ -37,13 +44,24 @@ class Session:
         self.calls = 0
         self._databases: dict[str, Database] = {}
         self._transactions: list[Any] = []  # the open Database.transaction() contexts
-        # after expire(): the levels the client still has to end, and what it is told
+        # after doom() or expire(): the levels the client still has to end, and the error
+        # every call until then is answered with
         self._doomed_levels = 0
-        self._doomed: str | None = None
+        self._doomed: BrokerError | None = None
 
     @property
     def in_transaction(self) -> bool:
         return bool(self._transactions)
+
+    @property
+    def doomed(self) -> bool:
+        """The transaction was rolled back; the client has not ended all its levels yet."""
+        return self._doomed is not None
+
+    def _doomed_error(self) -> BrokerError:
+        """The dooming error again: the same class, message and attributes."""
+        assert self._doomed is not None
+        return calls.rebuild_error(*calls.error_fields(self._doomed))
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -58,7 +76,7 @@ class Session:
         if call.kind == TRANSACTION:
             return self._transaction(call)
         if self._doomed is not None:
-            raise ServerError(self._doomed)
+            raise self._doomed_error()
         if writes and self.read_only:
             raise StorageError(
                 f"instance file {self.instance.path} is open read-only: reopen it without "
@@ -77,6 +95,24 @@ class Session:
         except TypeError as exc:  # a call the method's signature does not take
             raise InvalidArgumentError(f"{call.method}(): {exc}") from exc
         return calls.to_wire(value, self._handle)
+
+    def run_ahead(self, call: Call) -> None:
+        """A pipelined call: run as ``run`` does, answered with nothing. If it fails, or
+        gives other than the result the client predicted, the transaction is doomed
+        (``doom``); once doomed, pipelined calls are not run."""
+        if self._doomed is not None:
+            self.calls += 1
+            return
+        try:
+            value = self.run(call)
+        except BrokerError as exc:
+            self.doom(exc)
+            return
+        if value != call.expected:  # the client gave its caller a wrong result
+            self.doom(ServerError(
+                f"{call.method}() gave {value!r:.40} where this client predicted "
+                f"{call.expected!r:.40}, so the transaction was rolled back; use the same "
+                "pybroker on both sides"))
 
     def _target(self, kind: str, key: tuple[Any, ...]) -> Any:
         if kind == INSTANCE and not key:
@@ -113,18 +149,20 @@ class Session:
 
     # -- transactions (C3) ---------------------------------------------------------------
 
-    def _transaction(self, call: Call) -> None:
+    def _transaction(self, call: Call) -> Any:
+        if call.method == "sequences":
+            return self._sequences(call)
         if self._doomed is not None and call.method != "begin":
             self._doomed_levels -= 1
-            message = self._doomed
+            error = self._doomed_error()
             if self._doomed_levels <= 0:
                 self._doomed, self._doomed_levels = None, 0
             if call.method == "commit":
-                raise ServerError(message)
+                raise error
             return None
         if call.method == "begin":
             if self._doomed is not None:
-                raise ServerError(self._doomed)
+                raise self._doomed_error()
             if self.read_only:
                 raise StorageError(
                     f"instance file {self.instance.path} is open read-only: reopen it "
@@ -142,16 +180,35 @@ class Session:
             self._roll_back(context, "the client rolled the transaction back")
         return None
 
+    def _sequences(self, call: Call) -> list[int | None]:
+        """The next SEND's sequence number of each conversation named, or None; it takes
+        the instance's lock for the transaction, as its first SEND would."""
+        if self._doomed is not None:
+            raise self._doomed_error()
+        if not self._transactions:
+            raise ServerError("sequences: this client has no open transaction")
+        if (len(call.args) != 1 or call.kwargs or not isinstance(call.args[0], list)
+                or not all(isinstance(h, str) for h in call.args[0])):
+            raise InvalidArgumentError("sequences takes one list of conversation handles")
+        database = self._target(DATABASE, call.target[1:])
+        return self.instance._messaging.next_send_sequences(database.database_id,
+                                                            call.args[0])
+
+    def doom(self, error: BrokerError) -> None:
+        """Roll the whole transaction back now; ``error`` answers the client's next call
+        and the end of each level it still has open (COMMIT raises it, ROLLBACK is fine)."""
+        levels = len(self._transactions)
+        self.end_transactions(str(error))
+        self._doomed_levels = levels
+        self._doomed = error
+
     def expire(self, timeout: float) -> None:
         """The transaction outlived the server's time-out: roll it all back; the client is
         told at its next call, and at the end of each level it still has open."""
-        levels = len(self._transactions)
-        self.end_transactions(f"open longer than the server's time-out of {timeout:g} s")
-        self._doomed_levels = levels
-        self._doomed = (
+        self.doom(ServerError(
             f"the transaction was open longer than the server's time-out of {timeout:g} s "
             "and was rolled back (what it received is back in the queue); keep "
-            "transactions shorter, or serve with a longer --client-timeout")
+            "transactions shorter, or serve with a longer --client-timeout"))
 
     def end_transactions(self, why: str) -> None:
         """Roll back every open transaction (the client left, or it expired)."""
