@@ -30,7 +30,6 @@ counted.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -43,6 +42,7 @@ from typing import Any
 
 import pybroker
 from pybroker.bench import serve_child
+from pybroker.bench.child import JsonLinesChild
 from pybroker.bench.routing import _machine, _median_of
 from pybroker.instance import Instance, connect
 
@@ -342,63 +342,12 @@ class _Server:
                 self.proc.stdout.close()
 
 
-class _Child:
-    """One serve_child process, spoken to in JSON lines; stopped by its pid."""
+class _Child(JsonLinesChild):
+    """One serve_child process."""
 
     def __init__(self, path: Path, folder: Path, name: str) -> None:
-        self.name = name
-        self.stderr_path = folder / f"{name}.stderr"
-        with open(self.stderr_path, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pybroker.bench.serve_child", str(path)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                env=_env())
-
-    def post(self, cmd: str, **args: Any) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"cmd": cmd, **args}) + "\n")
-        self.proc.stdin.flush()
-
-    def answer(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{self.name} ended: {self._stderr_tail()}")
-        reply = json.loads(line)
-        if "error" in reply:
-            raise RuntimeError(f"{self.name} failed: {reply['error']}\n"
-                               f"{reply.get('traceback', '')}")
-        return reply
-
-    def ask(self, cmd: str, **args: Any) -> dict[str, Any]:
-        self.post(cmd, **args)
-        return self.answer()
-
-    def _stderr_tail(self) -> str:
-        with contextlib.suppress(OSError):
-            return self.stderr_path.read_text()[-2000:]
-        return ""
-
-    def stop(self) -> None:
-        """Ask it to quit; after 30 s, terminate it, then kill it (by its pid)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(OSError, ValueError):
-                self.post("quit")
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.proc.pid, signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait(timeout=10)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
+        super().__init__(name, [sys.executable, "-m", "pybroker.bench.serve_child", str(path)],
+                         folder / f"{name}.stderr", env=_env())
 
 
 def _load() -> str:

@@ -32,10 +32,7 @@ handshake, first routing decisions) comes before the first run and is not counte
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,6 +42,7 @@ from typing import Any
 
 import pybroker
 from pybroker.bench import wire_child
+from pybroker.bench.child import JsonLinesChild
 from pybroker.bench.routing import _machine, _median_of
 from pybroker.instance import connect
 
@@ -192,13 +190,12 @@ def format_report(report: dict[str, Any]) -> str:
 # -- the two children -----------------------------------------------------------------------
 
 
-class _Child:
-    """One wire_child process, spoken to in JSON lines; stopped by its pid."""
+class _Child(JsonLinesChild):
+    """One wire_child process."""
 
     def __init__(self, role: str, folder: Path, retry_scale: float,
                  profile_dir: str | None) -> None:
         self.role = role
-        self.stderr_path = folder / f"{role}.stderr"
         env = dict(os.environ)
         # the children run the same pybroker as this process (a worktree, say)
         root = str(Path(pybroker.__file__).resolve().parent.parent)
@@ -206,56 +203,11 @@ class _Child:
             p for p in (root, env.get("PYTHONPATH")) if p)
         if profile_dir:
             env["PYBROKER_BENCH_PROFILE"] = profile_dir
-        with open(self.stderr_path, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pybroker.bench.wire_child", role,
-                 str(folder / f"{role}.duckdb"), str(folder), str(retry_scale)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                cwd=root, env=env)
-
-    def post(self, cmd: str, **args: Any) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"cmd": cmd, **args}) + "\n")
-        self.proc.stdin.flush()
-
-    def answer(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the {self.role} process ended: {self._stderr_tail()}")
-        reply = json.loads(line)
-        if "error" in reply:
-            raise RuntimeError(f"the {self.role} process failed: {reply['error']}\n"
-                               f"{reply.get('traceback', '')}")
-        return reply
-
-    def ask(self, cmd: str, **args: Any) -> dict[str, Any]:
-        self.post(cmd, **args)
-        return self.answer()
-
-    def _stderr_tail(self) -> str:
-        with contextlib.suppress(OSError):
-            return self.stderr_path.read_text()[-2000:]
-        return ""
-
-    def stop(self) -> None:
-        """Ask it to quit; after 30 s, terminate it, then kill it (by its pid)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(OSError, ValueError):
-                self.post("quit")
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=10)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
+        super().__init__(
+            f"the {role} process",
+            [sys.executable, "-m", "pybroker.bench.wire_child", role,
+             str(folder / f"{role}.duckdb"), str(folder), str(retry_scale)],
+            folder / f"{role}.stderr", env=env, cwd=root)
 
 
 class _Pair:
