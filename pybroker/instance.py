@@ -178,6 +178,15 @@ class Instance:
         before the file does)."""
         self._on_close.append(callback)
 
+    def watch_broker_events(
+        self, callback: Callable[[str, str, str | None, str], None] | None
+    ) -> None:
+        """Call ``callback(event_class, subclass, peer_address, description)`` for every
+        broker event as it is recorded (the rows ``sys.broker_events`` gets with the next
+        write), from whichever thread records it; ``None`` stops. ``pybroker serve`` prints
+        the connection events with it. A callback that raises is ignored."""
+        self._messaging.remote.event_listener = callback
+
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Close the instance: stop its broker endpoint and worker, end every RECEIVE that
         waits for messages, and close the file once the transactions other threads have

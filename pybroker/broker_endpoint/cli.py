@@ -88,6 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with connect(args.file, retry_scale=args.retry_scale) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
+        inst.watch_broker_events(_log_connection_event)
         print(_start_endpoint(inst, args), flush=True)
         inst.start_activation()  # C3: closing gives running readers a bounded time
         from pybroker.server.cli import start as serve_clients
@@ -105,6 +106,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 pg.stop()
     print("stopped", flush=True)
     return 0
+
+
+# the broker events an operator watching `serve` sees, one stderr line each
+_CONNECTION_EVENTS = {
+    ("Broker:Connection", "Accept"): "broker connection accepted",
+    ("Broker:Connection", "Connected"): "broker connection logged in",
+    ("Broker:Connection", "Connect Failed"): "broker connection failed",
+    ("Broker:Connection", "Closed"): "broker connection closed",
+    ("Audit Broker Login", "Authentication Failure"): "broker connection refused",
+}
+
+
+def _log_connection_event(event_class: str, subclass: str, peer: str | None,
+                          description: str) -> None:
+    what = _CONNECTION_EVENTS.get((event_class, subclass))
+    if what is not None:
+        print(f"{what} ({peer or 'unknown peer'}): {description}", file=sys.stderr, flush=True)
 
 
 def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -145,6 +146,8 @@ class Arrivals:
     def __init__(self, messaging: _Engine) -> None:
         self.m = messaging
         self.wire: Wire | None = None
+        # told of every broker event as it is recorded (an operator's log: pybroker serve)
+        self.event_listener: Callable[[str, str, str | None, str], None] | None = None
         # (conversation_id, is_initiator) -> handle of an endpoint that talks to the network
         self._index: dict[tuple[str, bool], str] = {}
         # endpoint -> sequence -> fragments held in message_fragments
@@ -586,6 +589,10 @@ class Arrivals:
             self._event_id += 1
             self._events.append((self._event_id, self.m._now(), event_class, subclass, peer,
                                  conversation_id, sequence, description[:2000]))
+        listener = self.event_listener
+        if listener is not None:
+            with contextlib.suppress(Exception):  # a log that fails never stops the broker
+                listener(event_class, subclass, peer, description)
 
     def flush_events(self, uow: UnitOfWork) -> None:
         with self._lock:
