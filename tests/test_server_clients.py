@@ -436,9 +436,9 @@ def test_an_application_serves_its_file_with_serve_true(tmp_path):
 
 
 def test_analysts_read_a_live_served_instance_with_every_read_only_command(served, tmp_path):
-    """While `pybroker serve` holds the file (and a message waits in its transmission queue),
-    `query`, `snapshot` (opened in the real DuckDB CLI), `routes`, `route`, `cert` and
-    `export` all work, through the server."""
+    """While `pybroker serve` holds the file, a client process sends, and a message waits in
+    the transmission queue, `query`, `snapshot` (opened in the real DuckDB CLI), `routes`,
+    `route`, `cert` and `export` all work, through the server."""
     from test_duckdb_cli import duckdb_binary
 
     path, start = served
@@ -448,6 +448,7 @@ def test_analysts_read_a_live_served_instance_with_every_read_only_command(serve
         db = inst.database("A")
         db.create_route("FarRoute", service_name="FarService", address="tcp://192.0.2.1:4022")
         db.begin_dialog("Sender", "FarService").send("waiting")
+    sender = child("send", path, "flow", 5, 200)  # messages flow while the analyst reads
 
     def run(*args: object) -> subprocess.CompletedProcess:
         done = subprocess.run([sys.executable, "-m", "pybroker", *map(str, args)], cwd=ROOT,
@@ -479,6 +480,19 @@ def test_analysts_read_a_live_served_instance_with_every_read_only_command(serve
     exported = tmp_path / "export"
     run("export", path, exported)
     assert (exported / "routes.parquet").is_file()
+    try:
+        out, _ = sender.communicate(timeout=120)
+    finally:
+        _kill(sender)
+    assert sender.returncode == 0 and out.strip() == "sent 1000"
+    copied = subprocess.run([duckdb_binary(), "-readonly", "-csv", str(copy), "-c",
+                             "SELECT count(*) FROM sys.queue_messages"],
+                            capture_output=True, text=True, timeout=120)
+    assert copied.returncode == 0, copied.stderr
+    rows = json.loads(run("query", path, "SELECT count(*) AS n FROM sys.queue_messages",
+                          "--json").stdout)
+    assert rows == [{"n": 1000}]  # everything sent is queued; the snapshot held a moment
+    assert 0 <= int(copied.stdout.split()[-1]) <= 1000
 
 
 def test_tsql_scripts_and_the_quick_commands_run_through_the_server(served):
