@@ -182,9 +182,10 @@ def test_execute_runs_what_the_parser_returns(inst, monkeypatch):
 
     def fake_parse(text, *, master=False):
         seen.append((text, master))
-        return [CreateQueue("Q"), CreateService("S", "Q", ("DEFAULT",))]
+        return [pybroker.tsql.conversation_parser.Batch(
+            [CreateQueue("Q"), CreateService("S", "Q", ("DEFAULT",))])]
 
-    monkeypatch.setattr(pybroker.tsql.conversation_parser, "parse_script", fake_parse)
+    monkeypatch.setattr(pybroker.tsql.conversation_parser, "parse_batches", fake_parse)
     db.execute("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);")
     assert seen == [("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);", False)]
     assert db.services() == [Service("S", "Q", ("DEFAULT",))]
