@@ -458,6 +458,9 @@ class ClientInstance(Instance):
         "start_activation()", "the serving process runs activation (pybroker serve does)")
     stop_activation = _not_here(  # type: ignore[assignment]
         "stop_activation()", "the serving process runs activation (pybroker serve does)")
+    watch_broker_events = _not_here(  # type: ignore[assignment]
+        "watch_broker_events()", "the serving process records the broker events (pybroker "
+        "serve prints the connection events; query sys.broker_events)")
 
 
 class ClientDatabase(Database):
