@@ -181,10 +181,9 @@ class Instance:
     def watch_broker_events(
         self, callback: Callable[[str, str, str | None, str], None] | None
     ) -> None:
-        """Call ``callback(event_class, subclass, peer_address, description)`` for every
-        broker event as it is recorded (the rows ``sys.broker_events`` gets with the next
-        write), from whichever thread records it; ``None`` stops. ``pybroker serve`` prints
-        the connection events with it. A callback that raises is ignored."""
+        """Call ``callback(event_class, subclass, peer_address, description)`` for each
+        broker event as it is recorded, from the thread that records it (``None`` stops;
+        a callback that raises is ignored): ``pybroker serve`` logs connections with it."""
         self._messaging.remote.event_listener = callback
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:

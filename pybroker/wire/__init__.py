@@ -15,8 +15,10 @@ the I/O.
   back-off (R9).
 - ``transport``: the only module that touches sockets, TLS and the clock (asyncio in a
   background thread); it feeds bytes to the core and hands arrivals to the messaging engine.
-  Its parts by concern: ``forwarder`` (forwarding's I/O), ``mirroring_io`` (mirrored
-  routes' probes), ``socket_words`` (addresses and error texts of sockets), ``addresses``.
+  Its parts by concern: ``transport_forwarding`` (forwarding's I/O),
+  ``transport_mirroring`` (mirrored routes' probes), ``transport_sockets`` (the words for
+  sockets and their errors), ``transport_settings`` (its settings and its sink);
+  ``addresses`` parses endpoint addresses.
 
 The core takes ``now`` (epoch seconds) as an argument and exposes its deadlines with
 ``get_timer()``; it imports neither asyncio, ssl, sockets nor duckdb. Nothing here imports

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from pybroker.errors import WireError
 from pybroker.wire import certificates, frames
@@ -43,70 +43,25 @@ from pybroker.wire.adjacent import (
     ProbeReceived,
 )
 from pybroker.wire.dialog import Acknowledged, Transmitter, backoff
-from pybroker.wire.forwarder import ForwardingIO
-from pybroker.wire.forwarding import DEFAULT_LIMIT_MB, Forwarder
+from pybroker.wire.forwarding import Forwarder
 from pybroker.wire.mirrored_route import (
-    DEFAULT_PROBE_TIMEOUT,
     NOT_PRINCIPAL_CODE,
     MirroredRoutes,
     ProbeOut,
     is_pair_key,
 )
-from pybroker.wire.mirroring_io import MirroringIO
-from pybroker.wire.socket_words import describe, peer_text, why_not_listening
+from pybroker.wire.transport_forwarding import ForwardingIO
+from pybroker.wire.transport_mirroring import MirroringIO
+from pybroker.wire.transport_settings import Identity as Identity
+from pybroker.wire.transport_settings import Settings as Settings
+from pybroker.wire.transport_settings import Sink as Sink
+from pybroker.wire.transport_sockets import describe, peer_text, why_not_listening
 
 READ_SIZE = 256 * 1024
 
 
 HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (flow control)
 LIVENESS_INTERVAL = 1.0  # seconds between liveness checks while anything is in flight
-
-
-class Sink(Protocol):
-    """Where the transport hands what arrives (called from the event loop thread; must
-    not block)."""
-
-    def arrived(self, connection: int, peer: str, fragment: frames.MessageFragment) -> None: ...
-
-    def acknowledged(self, acks: list[Acknowledged]) -> None: ...
-
-    def notice(self, notice: frames.Notice, peer: str) -> None: ...
-
-    def status(self, handles: list[str], text: str) -> None: ...
-
-    def event(self, event_class: str, subclass: str, peer: str | None,
-              conversation_id: str | None, sequence: int | None, description: str) -> None: ...
-
-    def probe(self, connection: int, probe: frames.Probe) -> None:
-        """A mirrored route's question (R9.2): answered with ``Transport.answer_probe``."""
-
-
-@dataclass
-class Settings:
-    host: str = "127.0.0.1"
-    port: int = 4022
-    retry_scale: float = 1.0
-    fragment_size: int = 1 * 2**20
-    idle_timeout: float = 90.0
-    keepalive_interval: float = 30.0
-    connect_timeout: float = 10.0
-    handshake_timeout: float = 10.0
-    ack_delay: float = 0.005
-    max_connections: int = 256
-    max_body: int = frames.DEFAULT_MAX_BODY
-    # False: SQL Server's ENCRYPTION = DISABLED: no TLS; a peer says who it is in its HELLO
-    # (its certificate's key id) and proves it with every dialog frame's MAC (P6)
-    encryption: bool = True
-    forwarding_limit: int = DEFAULT_LIMIT_MB * 2**20  # R7.3: bytes held for forwarding
-    probe_timeout: float = DEFAULT_PROBE_TIMEOUT  # R9.2: seconds a probe's answer is awaited
-
-
-@dataclass
-class Identity:
-    instance_id: str
-    certificate: str  # PEM
-    private_key: str  # PEM
-    broker_instances: tuple[str, ...]
 
 
 @dataclass(eq=False)
