@@ -304,6 +304,7 @@ class Instance:
         handshake_timeout: float | None = None,
         max_connections: int | None = None,
         encryption: bool | None = None,
+        probe_timeout: float | None = None,
     ) -> Endpoint:
         """Listen for adjacent brokers on ``host:port`` (``port=0``: a free port) and send
         the messages whose route names a network address. Mutual TLS with this instance's
@@ -312,6 +313,8 @@ class Instance:
         ``fragment_size`` (default 1 MiB) is the largest fragment a message travels in.
         ``encryption=False`` (SQL Server's ENCRYPTION = DISABLED) speaks without TLS: peers
         still must be trusted, and every dialog frame is still signed (P6).
+        ``probe_timeout`` (default 10 s) is how long a mirrored route waits for a partner's
+        answer to its PROBE before it counts that partner as unreachable (R9.2-R9.4).
 
         If the instance file defines the broker endpoint (CREATE ENDPOINT on master), what
         is left out comes from its definition (LISTENER_PORT, LISTENER_IP, ENCRYPTION),
@@ -335,7 +338,7 @@ class Instance:
             self._messaging.retry_scale, idle_timeout=idle_timeout,
             fragment_size=fragment_size, connect_timeout=connect_timeout,
             handshake_timeout=handshake_timeout, max_connections=max_connections,
-            encryption=encryption)
+            encryption=encryption, probe_timeout=probe_timeout)
         self._endpoint = Endpoint(self, settings)
         self._defined_endpoint = self._endpoint if defined is not None else None
         return self._endpoint

@@ -40,6 +40,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "again (4, 8, 16, 32, then every 64 seconds) by this (default 1)")
     p.add_argument("--idle-timeout", type=float, default=None,
                    help="seconds before an idle connection closes (default 90)")
+    p.add_argument("--probe-timeout", type=float, default=None,
+                   help="seconds a mirrored route waits for a partner's answer to its probe "
+                   "before counting the partner unreachable (default 10)")
     from pybroker.server.cli import add_serve_options
 
     add_serve_options(p)  # and clients of other processes, on FILE.sock (and TCP)
@@ -136,7 +139,8 @@ def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:
         return (f"not listening: the broker endpoint {defined.name} is {defined.state} "
                 f"(ALTER ENDPOINT {defined.name} STATE = STARTED on master, or --port, "
                 "starts it)")
-    endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout)
+    endpoint = inst.start_endpoint(args.port, args.host, idle_timeout=args.idle_timeout,
+                                   probe_timeout=args.probe_timeout)
     return f"listening on {endpoint.address}"
 
 
