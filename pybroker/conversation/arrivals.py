@@ -43,11 +43,12 @@ from pybroker.conversation.system_messages import (
 from pybroker.errors import WireError
 from pybroker.wire import dialog
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
-from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE
+from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE, pair_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.catalog import DatabaseCatalog
     from pybroker.conversation.endpoint_cache import EndpointCache
+    from pybroker.conversation.route_requests import RouteRequests
     from pybroker.conversation.unit_of_work import UnitOfWork
     from pybroker.storage import Store
 
@@ -67,6 +68,9 @@ STATUS_BROKER_NOT_HERE = (
 STATUS_ROUTE_TO_ITSELF = (
     "The target instance could not forward the message: msdb's route for the service leads "
     "back to the instance itself.")
+STATUS_ROUTE_REQUESTED = (  # R2.4 in msdb's table: the sender's retry finds the route
+    "The target instance has no route to the service yet: it asked its dynamic routing "
+    "service for one (a route request); the message is sent again later.")
 STATUS_NOT_PRINCIPAL = (  # R9.3: the sender asks the partner whether it is principal now
     "The target database is the mirror of a mirrored pair, not its principal: it takes no "
     "message; send to its partner.")
@@ -80,6 +84,7 @@ class _Engine(Protocol):
     _endpoints: EndpointCache
     _database_ids: dict[str, int] | None
     _route: Router
+    route_requests: RouteRequests  # R2.4, R8
 
     def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
 
@@ -137,6 +142,13 @@ class _Forward:
     """R7: the arrival goes on to another instance, at ``address``."""
 
     address: str
+
+
+@dataclass(frozen=True, slots=True)
+class _AskRoute:
+    """R2.4 in msdb's table: msdb asks the dynamic routing service for ``service``."""
+
+    service: str
 
 
 class Arrivals:
@@ -310,6 +322,15 @@ class Arrivals:
         if isinstance(database_id, _Forward):
             replies.forwards.append((conn, arrival.peer, f, database_id.address))
             return
+        if isinstance(database_id, _AskRoute):
+            # R2.4, R8 for a message of remote origin: msdb (whose table routed it, R1.2)
+            # sends the route request, as a database does for its own conversations, and
+            # the message is dropped like any of remote origin without a route (R3.5): its
+            # sender sends it again and finds the route the answer made
+            m.route_requests.request(uow, m.catalog_named("msdb").database_id,
+                                     database_id.service)
+            self._refuse(arrival, replies, STATUS_ROUTE_REQUESTED, fatal=False)
+            return
         if isinstance(database_id, str):
             self._refuse(arrival, replies, database_id, fatal=False, code=(
                 NOT_PRINCIPAL_CODE if database_id == STATUS_NOT_PRINCIPAL else 0))
@@ -388,7 +409,7 @@ class Arrivals:
                      f.is_end_of_dialog, f.is_error, now, arrival, replies)
         self._release(uow, ep, catalog, now, arrival, replies)
 
-    def _destination(self, f: MessageFragment) -> int | str | _Forward:
+    def _destination(self, f: MessageFragment) -> int | str | _Forward | _AskRoute:
         """The database the fragment goes to (an id), the next hop it is forwarded to, or
         why it cannot be delivered."""
         m = self.m
@@ -402,10 +423,14 @@ class Arrivals:
         if decision.outcome == "deliver":
             found = m.catalog_named(decision.database).database_id
             return STATUS_NOT_PRINCIPAL if found in self.mirror_databases else found
+        if decision.route_request_due:
+            return _AskRoute(f.to_service)
         if decision.outcome == "send":  # R3.6 let it through: forwarding is on
             address = decision.address or ""
             if self.wire is not None and self.wire.is_own_address(address):
                 return STATUS_ROUTE_TO_ITSELF
+            if decision.mirror_address:  # R9: the pair's principal, as a sender's would
+                return _Forward(pair_key(address, decision.mirror_address))
             return _Forward(address)
         if f.to_broker_instance is not None and any(
                 f.to_service in m.catalog(i).services for i in self._database_ids()):

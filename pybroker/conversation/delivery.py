@@ -98,6 +98,10 @@ class DeliveryMixin:
                 if again.outcome == "send" and self.remote.wire.is_own_address(
                         again.address or ""):
                     return STATUS_NO_ROUTE  # msdb's route leads here too: a loop
+                if again.route_request_due:  # R2.4 in msdb's table: msdb asks (R8)
+                    self.route_requests.request(
+                        uow, self.catalog_named("msdb").database_id, ep.far_service)
+                    return STATUS_NO_ROUTE  # not kept: routed again once answered
                 decision = again
             ep.route = decision
         if decision.outcome == "send":

@@ -17,7 +17,9 @@ event (trace event 140); the sender retries (P5.3), so nothing is lost:
   waited here for the next hop (``handle_timer``);
 - over the memory bound (R7.3): holding it would take the bytes held over ``limit``;
 - the next hop cannot be reached (``drop_hop``): holding it until its time runs out would
-  only keep memory from fragments that can go.
+  only keep memory from fragments that can go;
+- no principal known (R9): msdb's route is a mirrored pair and neither partner has said
+  yet that it is principal (both are asked; R9.4 sends nothing meanwhile).
 
 Only the final destination acknowledges (R7.3). Acknowledgements and notices find their way
 back through the forwarders by the *return path*: per conversation direction (conversation
@@ -50,6 +52,7 @@ NO_HOPS = "no hops left"
 NO_TIME = "time to live spent"
 OVER_LIMIT = "over the memory bound"
 UNREACHABLE = "next hop unreachable"
+NO_PRINCIPAL = "no principal known"
 
 
 @dataclass(frozen=True, slots=True)

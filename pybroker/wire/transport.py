@@ -488,6 +488,8 @@ class Transport(ForwardingIO, MirroringIO):
                     continue
                 path = self.forwarder.return_path(n.conversation_id, n.about_initiator)
                 if path is not None:  # R7: for a sender behind this forwarder
+                    if n.code == NOT_PRINCIPAL_CODE:  # R9.3: msdb's mirrored route learns
+                        self._mirror_refused(conn, n)
                     self._relay_notice(n, path)
                     continue
                 if n.is_fatal:

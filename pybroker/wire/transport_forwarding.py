@@ -5,7 +5,10 @@ The engine decides that an arrival is for another instance and hands it back
 (``forward``) with the next hop; the ``Forwarder`` holds it in memory and the transport
 writes it to the next hop's connection, signed again with this instance's key for that hop
 (the MAC keys are per adjacent pair, see frames.py). Acknowledgements and notices for a
-conversation direction it forwards go back on the return path. ``Transport`` takes these
+conversation direction it forwards go back on the return path. When msdb's route is a
+mirrored pair (R9), the next hop is the pair's principal, asked for as a sender asks
+(transport_mirroring.py); until one partner claims it, what arrives is dropped and its
+sender sends it again. ``Transport`` takes these
 methods from ``ForwardingIO``; they run on its event loop thread (but for the public calls,
 which any thread may make).
 """
@@ -23,7 +26,8 @@ from pybroker.errors import WireError
 from pybroker.wire import frames
 from pybroker.wire.addresses import next_hop
 from pybroker.wire.adjacent import AdjacentConnection
-from pybroker.wire.forwarding import Dropped, Forwarder, ReturnPath
+from pybroker.wire.forwarding import NO_PRINCIPAL, Dropped, Forwarder, ReturnPath
+from pybroker.wire.mirrored_route import is_pair_key
 
 FORWARD_TICK = 1.0  # seconds between drops of what ran out of time, while anything is held
 
@@ -64,6 +68,9 @@ class ForwardingIO:
 
         def _key(self, conn: _Conn, conversation_id: str, from_initiator: bool) -> bytes: ...
 
+        def _forward_principal(self, key: str, fragment: frames.MessageFragment
+                               ) -> str | None: ...
+
     def forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
         """Pass arrivals on (R7): (connection it came on, peer, fragment, next hop's
         address), as the engine's routing decided (msdb's table, R1.2)."""
@@ -92,10 +99,17 @@ class ForwardingIO:
             if came is not None and came.core is not None and came.core.peer is not None:
                 adjacent = came.core.peer.address or peer  # its endpoint, not its socket
             try:
-                hop = next_hop(address)
+                hop = (self._forward_principal(address, fragment) if is_pair_key(address)
+                       else next_hop(address))
             except WireError as exc:
                 self.forwarder.learn(fragment, connection, adjacent)
                 self._dropped([Dropped(fragment, "no next hop", str(exc))])
+                continue
+            if hop is None:  # R9.4: a mirrored pair with no principal known
+                self.forwarder.learn(fragment, connection, adjacent)
+                self._dropped([Dropped(fragment, NO_PRINCIPAL, (
+                    "neither partner of msdb's mirrored route has said it is the principal "
+                    "yet (both are asked)"))])
                 continue
             dropped = self.forwarder.admit(fragment, hop, connection, adjacent, now)
             if dropped is not None:

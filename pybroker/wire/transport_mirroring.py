@@ -113,6 +113,17 @@ class MirroringIO:
             route.prune_at = max(4096, 2 * len(route.dialogs))
         return hop
 
+    def _forward_principal(self, key: str, message: frames.MessageFragment) -> str | None:
+        """R9 on a forwarder (msdb's route is a mirrored pair): the principal's next hop,
+        or None while none is known (both partners are asked now)."""
+        dialog = (message.conversation_id, message.from_initiator)
+        route = self.mirrors.use(key, message.to_service, message.to_broker_instance, dialog,
+                                 self.clock())
+        route.dialogs.discard(dialog)  # its sender's, not this instance's: nothing to move
+        if route.principal_hop is None:
+            self._send_probes()
+        return route.principal_hop
+
     def _parked(self, handles: dict[str, list[str]]) -> None:
         """Say why these endpoints' messages wait (pair key -> handles), then ask."""
         for key, waiting in handles.items():
