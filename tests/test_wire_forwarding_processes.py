@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pybroker
-from tests.test_wire_processes import Child, certificates, free_ports
+from tests.process_helpers import Child, certificates, free_ports
 
 CONVERSATIONS = 20
 QUOTA = 100  # messages per conversation: 2,000 in all

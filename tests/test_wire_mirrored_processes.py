@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pybroker
-from tests.test_wire_processes import Child, certificates, free_ports
+from tests.process_helpers import Child, certificates, free_ports
 
 CONVERSATIONS = 10
 QUOTA = 50  # messages per conversation: 500 in each phase

@@ -6,164 +6,23 @@ Every process is started by pid and stopped by pid in a ``finally``; every wait 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pybroker
+from tests.process_helpers import ROOT, Child, certificates, free_ports
+from tests.process_helpers import child_env as _env
+from tests.process_helpers import kill as _kill
 
-ROOT = Path(__file__).resolve().parents[1]
-CHILD = ROOT / "tests" / "wire_child.py"
 CONVERSATIONS = 100
 QUOTA = 100  # messages per conversation: 10,000 in all
 BATCH = 50  # messages per conversation per transaction
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def certificates(*files: Path) -> list[Path]:
-    """Each instance's certificate, from ``pybroker cert FILE`` (one process per file)."""
-    pems = [f.with_suffix(".pem") for f in files]
-    for file in files:  # `pybroker cert` refuses a missing file
-        if not file.exists():
-            pybroker.connect(file, worker=False).close()
-    procs = []
-    try:
-        for file, pem in zip(files, pems, strict=True):
-            with pem.open("w") as out:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "pybroker", "cert", str(file)], cwd=ROOT,
-                    stdout=out, env=_env()))
-        for proc in procs:
-            assert proc.wait(timeout=60) == 0
-    finally:
-        for proc in procs:
-            _kill(proc)
-    for pem in pems:
-        assert pem.read_text().startswith("-----BEGIN CERTIFICATE-----")
-    return pems
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-
-
-class Child:
-    """One instance's process: started again with the same file and port after a kill."""
-
-    def __init__(self, log: Path, *args: object, env: dict[str, str] | None = None) -> None:
-        self.log = log
-        self.env = {**_env(), **(env or {})}
-        self.args = [str(a) for a in args]
-        self.proc: subprocess.Popen | None = None
-        self.mark = 0
-        self.starts = 0
-
-    def start(self, *args: object) -> None:
-        assert self.proc is None or self.proc.poll() is not None
-        if args:
-            self.args = [str(a) for a in args]
-        self.mark = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("a") as out:
-            self.proc = subprocess.Popen([sys.executable, str(CHILD), *self.args], cwd=ROOT,
-                                         stdout=out, stderr=subprocess.STDOUT, env=self.env)
-        self.starts += 1
-
-    def lines(self) -> list[str]:
-        """What this run of the process printed."""
-        with self.log.open() as f:
-            f.seek(self.mark)
-            return f.read().splitlines()
-
-    def wait_for(self, text: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.lines():
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.args[0]} exited with {self.proc.returncode} "
-                                     f"before {text!r}:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {text!r} from {self.args[0]} in {timeout} s:\n"
-                                     f"{self.stacks()}")
-            time.sleep(0.05)
-
-    def listening(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(x.startswith("listening on tcp://127.0.0.1:") for x in self.lines()):
-            assert self.proc is not None and self.proc.poll() is None, self.tail()
-            assert time.monotonic() < deadline, f"not listening in {timeout} s: {self.tail()}"
-            time.sleep(0.05)
-
-    def fragments(self) -> int:
-        """How many fragments the receiver holds (its last "fragments N" line)."""
-        counts = [int(x.split()[1]) for x in self.lines() if x.startswith("fragments ")]
-        return counts[-1] if counts else -1
-
-    def sent(self) -> int:
-        counts = [int(x.split()[1]) for x in self.lines() if x.startswith("sent ")]
-        return counts[-1] if counts else 0
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        _kill(self.proc)
-        assert self.proc.returncode == -signal.SIGKILL
-
-    def stop(self) -> None:
-        """SIGTERM, a bounded wait, and a clean exit."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                _kill(self.proc)
-                raise AssertionError(
-                    f"{self.args[0]} ignored SIGTERM: {self.tail()}") from None
-        assert self.proc.returncode == 0, self.tail()
-
-    def close(self) -> None:
-        if self.proc is not None:
-            _kill(self.proc)
-
-    def stacks(self) -> str:
-        """Every thread's stack (faulthandler on SIGUSR1), for a child that seems stuck."""
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            return self.tail()
-        size = self.log.stat().st_size
-        os.kill(self.proc.pid, signal.SIGUSR1)
-        time.sleep(1)
-        with self.log.open() as f:
-            f.seek(size)
-            return f"{self.args[0]} (pid {self.proc.pid}):\n{f.read()}"
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text().splitlines()[-15:]) if self.log.exists() else ""
 
 
 def check_exactly_once(a_file: Path, b_file: Path) -> dict[str, str]:
