@@ -31,6 +31,14 @@ principal a receiver whose Stock database is the PRINCIPAL of a mirrored pair (R
 mirror    one that is its MIRROR: the Stock database has broker identifier WIRE_CHILD_BROKER
           and its partner listens on WIRE_CHILD_PARTNER_PORT. Started again with the other
           role, the database takes that role (a promotion).
+
+    python tests/wire_child.py configuration FILE DATABASE DIRECTORY
+
+configuration runs the ready-made configuration service (R8,
+          pybroker/routing/configuration_service.py) on DATABASE of the instance another
+          process serves at FILE, as its client, until SIGTERM; its directory is the JSON
+          file DIRECTORY (read at every request), and it prints "asked SERVICE known" or
+          "asked SERVICE unknown" for each route request it answers.
 The sender started again with more CONVERSATIONS begins the missing ones and sends their
 quota, and so does a running sender on SIGUSR2 (CONVERSATIONS more each time); with
 WIRE_CHILD_MIRROR_PORT its route to StockService is a mirrored route (R9) to PEER_PORT with
@@ -45,6 +53,7 @@ Runs until SIGTERM or SIGINT, then closes the instance and exits 0.
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import signal
 import sys
@@ -214,7 +223,32 @@ def run_closer(inst: pybroker.Instance, db: pybroker.Database, count: int) -> No
     drain(inst)
 
 
+def run_configuration(file: str, database: str, directory: str) -> int:
+    from pybroker.routing.configuration_service import ConfigurationService, RouteAnswer, serve
+
+    def lookup(service: str) -> RouteAnswer | None:
+        entry = json.loads(Path(directory).read_text()).get(service)
+        say(f"asked {service} {'unknown' if entry is None else 'known'}")
+        return None if entry is None else RouteAnswer(entry)
+
+    inst = pybroker.connect(file)  # served by another process: a client of it
+    try:
+        db = inst.database(database)
+        service = ConfigurationService(lookup)
+        service.install(db)
+        say("ready")
+        serve(db, service, stop=stop, poll=0.1)
+    finally:
+        inst.close()
+    say("stopped")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[0] == "configuration":
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        return run_configuration(*argv[1:4])
     role, file, port, peer_port, peer_pem = argv[:5]
     count, quota, batch = (int(x) for x in [*argv[5:8], "0", "0", "0"][:3])
     for signum in (signal.SIGINT, signal.SIGTERM):
