@@ -23,8 +23,14 @@ from pathlib import Path
 import pybroker
 from pybroker.conversation.model import STATUS_NO_ROUTE
 from pybroker.routing.configuration_service import NO_ROUTE_KNOWN
-from tests.process_helpers import Child, Served, free_ports, start_all, trust_each_other
-from tests.process_helpers import wait_until
+from tests.process_helpers import (
+    Child,
+    Served,
+    free_ports,
+    start_all,
+    trust_each_other,
+    wait_until,
+)
 from tests.wire_helpers import CONTRACT, ORDER, define_objects
 
 DYNAMIC = "SQL/ServiceBroker/BrokerConfiguration"
