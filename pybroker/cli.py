@@ -216,8 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wire: multiply the two instances' waits before an unacknowledged "
                    "message is sent again by this")
     p.add_argument("--profile", type=Path, metavar="DIR",
-                   help="wire: run the two instance processes under cProfile, leaving "
-                   "sender.prof and receiver.prof in DIR")
+                   help="wire: run the instance processes under cProfile, leaving "
+                   "sender.prof, receiver.prof and forwarder.prof in DIR")
 
     from pybroker.fuzz import TARGETS
 
