@@ -401,6 +401,7 @@ def main(argv: list[str]) -> int:
 
         profile = cProfile.Profile()
         profile.enable()
+        threads = _profile_threads()
     child = Child(role, path, folder, retry_scale)
     try:
         for line in sys.stdin:
@@ -419,10 +420,37 @@ def main(argv: list[str]) -> int:
     finally:
         child.close()
         if profile is not None:
+            import pstats
+
             profile.disable()
-            profile.dump_stats(os.path.join(os.environ["PYBROKER_BENCH_PROFILE"],
-                                            f"{role}.prof"))
+            # the transport's and the engine's threads are where a wire instance works
+            stats = pstats.Stats(profile)
+            for one in threads:
+                stats.add(one)
+            stats.dump_stats(os.path.join(os.environ["PYBROKER_BENCH_PROFILE"],
+                                          f"{role}.prof"))
     return 0
+
+
+def _profile_threads() -> list[Any]:
+    """Every thread started from now on runs under its own cProfile (cProfile sees only
+    the thread that enables it); the list gets each one's profile as the thread ends."""
+    import cProfile
+
+    done: list[Any] = []
+    run = threading.Thread.run
+
+    def profiled(self: threading.Thread) -> None:
+        one = cProfile.Profile()
+        one.enable()
+        try:
+            run(self)
+        finally:
+            one.disable()
+            done.append(one)
+
+    threading.Thread.run = profiled  # type: ignore[method-assign]
+    return done
 
 
 if __name__ == "__main__":  # pragma: no cover
