@@ -192,6 +192,7 @@ def _forwarding(a: Instance, f: _Instance, b: _Instance, out: Out,
     f_queues = f.show("show_every_queue_message", out)
     f_connections = f.show("show_fragment_counts", out)
     return {"received_at_b": got[0][2], "far_broker_instance": far, "b_broker_instance": b_db,
+            "b_address": b.address, "f_address": f.address,
             "f_queue_rows": len(f_queues), "a_transmission_queue": _in_flight(a),
             "f_fragments": [(r[0], int(r[3]), int(r[4])) for r in f_connections]}
 
@@ -243,6 +244,7 @@ def _dynamic(a: Instance, b: _Instance, folder: Path, out: Out,
     out(f"  B: RECEIVE FROM RemoteOnlyQueue -> {got[0][2]}; A's transmission queue is empty")
     route = next(r for r in orders.routes() if r.remote_service_name == service)
     return {"requests": requests, "route": route.name, "route_address": route.address,
+            "b_address": b.address,
             "received_at_b": got[0][2],
             "a_transmission_queue": _in_flight(a)}
 
