@@ -112,12 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
                 "them and explain each decision, checking it against the expected one; then "
                 "run a conversation between two databases and show its endpoints, queues and "
                 "transmission queue, then a dialog between two instances over TCP (each in "
-                "its own file in a temporary directory)", cmd_demo)
+                "its own file in a temporary directory); last, example 6 (a forwarder), "
+                "dynamic routing and example 3 (a mirrored pair) across instance processes",
+                cmd_demo)
     p.add_argument("file", nargs="?", type=Path,
                    help="a new instance file to keep the last example built in, with the "
                    "conversation's databases Shop and Warehouse (default: all in memory)")
     p.add_argument("--example", type=int, choices=range(1, 8), metavar="N",
-                   help="run only example N (1-7), without the conversation")
+                   help="run only example N (1-7), without the conversation; for 6 and 3 "
+                   "also its run across instance processes")
 
     p = command("create-database", "create a database (its own broker identifier and "
                 "AutoCreatedLocal route); creates the file if needed", cmd_create_database)
@@ -216,8 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wire: multiply the two instances' waits before an unacknowledged "
                    "message is sent again by this")
     p.add_argument("--profile", type=Path, metavar="DIR",
-                   help="wire: run the two instance processes under cProfile, leaving "
-                   "sender.prof and receiver.prof in DIR")
+                   help="wire: run the instance processes under cProfile, leaving "
+                   "sender.prof, receiver.prof and forwarder.prof in DIR")
 
     from pybroker.fuzz import TARGETS
 
@@ -355,6 +358,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         run_conversation,
         run_two_instances,
     )
+    from pybroker.examples_wire import EXAMPLE_PARTS, PARTS, run_across_processes
 
     if args.file is not None and args.file.exists():
         raise UsageError(f"{args.file} already exists; the demo writes only to a new file")
@@ -388,6 +392,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.example is None:
         run_two_instances()  # the wire: two instances, two files, TCP on 127.0.0.1
         print()
+    parts = PARTS if args.example is None else [
+        p for n, p in EXAMPLE_PARTS.items() if n == args.example]
+    if parts:  # forwarding, dynamic routing, a mirrored pair: instances in processes
+        run_across_processes(parts)
     if args.file is not None:
         print(f"The instance of example {examples[-1].number} is kept in {args.file}; try:")
         print(f"  duckdb -readonly {args.file} \"SELECT * FROM route_decision("

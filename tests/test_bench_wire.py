@@ -23,7 +23,7 @@ def report():
 def test_every_case_delivered_every_message(report):
     assert report["sizes"] == TINY and report["repeat"] == 1
     for name in ("one_conversation", "many_conversations", "local_one_conversation",
-                 "local_many_conversations"):
+                 "local_many_conversations", "forwarded"):
         assert report[name]["messages"] == report[name]["delivered"] == 200, name
     for name in ("paced", "local_paced", "raw_paced"):
         assert report[name]["messages"] == report[name]["delivered"] == 100, name
@@ -48,13 +48,27 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert p["ratio_floor_p50"] == p["p50_ms"] / floor["p50_ms"]
     assert report["large"]["met"] == (report["large"]["mb_per_s"] >= 50)
     assert report["targets"] == {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0,
-                                 "mb_per_s": 50.0}
+                                 "mb_per_s": 50.0, "forwarded_ratio": 0.70}
     assert set(report["load"]) == {"before", "after"}
     text = wire.format_report(report)
     assert "(a) 1 conversation, 200 messages" in text
     assert "(b) 10 conversations, 200 messages" in text
     assert "(d) 3 bodies of 1 MiB" in text
     assert "storage floor (the SEND's, the arrival's and the RECEIVE's durable commits" in text
+    assert "(e) (b)'s workload through a forwarder (A -> F -> B, three processes)" in text
+
+
+def test_the_forwarded_case_reports_its_ratio_and_the_forwarders_memory(report):
+    e = report["forwarded"]
+    assert e["ratio_direct"] == (e["end_to_end_per_s"]
+                                 / report["many_conversations"]["end_to_end_per_s"])
+    assert e["met"] == (e["ratio_direct"] >= 0.70)
+    assert e["forwarder_cpu_us_per_message"] > 0
+    assert e["forwarding_size_mb"] == 10  # the default, R7.3
+    assert e["forwarder_rss_bound_mb"] == 10 + wire.FORWARDER_RSS_ALLOWANCE_MB
+    if e["forwarder_peak_rss_mb"] is not None:  # /proc: Linux
+        assert 0 < e["forwarder_idle_rss_mb"] <= e["forwarder_peak_rss_mb"]
+        assert e["memory_met"] == (e["forwarder_peak_rss_mb"] <= e["forwarder_rss_bound_mb"])
 
 
 def test_profile_leaves_a_cprofile_file_of_each_child(tmp_path):
@@ -62,7 +76,7 @@ def test_profile_leaves_a_cprofile_file_of_each_child(tmp_path):
 
     wire.run(repeat=1, sizes={**TINY, "messages": 20, "paced": 10, "large": 1,
                               "raw_frames": 20}, profile_dir=str(tmp_path))
-    for role in ("sender", "receiver"):
+    for role in ("sender", "receiver", "forwarder"):
         stats = pstats.Stats(str(tmp_path / f"{role}.prof"))
         assert any(name == "handle" for _, _, name in stats.stats), role  # Child.handle
 
@@ -76,4 +90,20 @@ def test_the_command_line_rejects_a_bad_retry_scale():
 
 
 def test_json_of_the_report_round_trips(report):
-    assert json.loads(json.dumps(report))["one_conversation"]["delivered"] == 200
+    again = json.loads(json.dumps(report))
+    assert again["one_conversation"]["delivered"] == 200
+    assert again["forwarded"]["delivered"] == 200
+
+
+@pytest.mark.cli
+def test_quick_json_has_the_forwarded_case(tmp_path):
+    """``--quick --json --repeat 1``: the forwarded case's fields (no timing asserted)."""
+    done = subprocess.run([sys.executable, "-m", "pybroker", "bench", "wire", "--quick",
+                           "--json", "--repeat", "1"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    e = json.loads(done.stdout)["forwarded"]
+    assert e["messages"] == e["delivered"] == 2_000
+    assert {"end_to_end_per_s", "ratio_direct", "met", "forwarder_cpu_us_per_message",
+            "forwarding_size_mb", "forwarder_idle_rss_mb", "forwarder_peak_rss_mb",
+            "forwarder_rss_bound_mb", "memory_met"} <= set(e)

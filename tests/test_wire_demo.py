@@ -96,5 +96,12 @@ def test_pybroker_demo_ends_with_the_two_instances():
     assert out.index("Conversation: Shop's OrderService") < out.index("Two instances, each "
                                                                        "in its own file")
     assert "B: RECEIVE FROM StockQueue -> 3 messages, sequence 0, 1, 2" in out
+    # then the seed's examples 6 and 3 and dynamic routing across instance processes
+    two = out.index("Two instances, each in its own file")
+    assert two < out.index("Example 6 across processes") < out.index(
+        "Dynamic routing across processes") < out.index("Example 3 across processes")
+    assert "B: RECEIVE FROM ElsewhereQueue -> <Shipment id='6'/>" in out
+    assert "B: RECEIVE FROM RemoteOnlyQueue -> <Order id='8'/>" in out
+    assert "M: RECEIVE FROM PartsQueue -> <PartsOrder n='2'/>" in out
     assert out.rstrip().endswith("All 33 conversations of 7 example(s) routed as the seeds "
                                  "require.")

@@ -13,7 +13,13 @@ only after its commit, P5.2).
 - (c) paced at 1,000 messages/s on one conversation: each body carries time.time() at its
   SEND, the send commits alone (several only when the sender fell behind); latency =
   the receiver's commit time of its RECEIVE - the stamp (p50/p99);
-- (d) 1 MiB bodies (a few per transaction): MB/s end to end (1 MB = 10^6 bytes).
+- (d) 1 MiB bodies (a few per transaction): MB/s end to end (1 MB = 10^6 bytes);
+- (e) case (b)'s workload through a forwarder: A -> F -> B, F a third child process with
+  forwarding on and msdb routes both ways (R7), holding nothing durable, so "durable end to
+  end" is as in (b): B committed and A's transmission queue empty (B's acknowledgements come
+  back through F). Reported beside (b) of the same run as a ratio (target >= 0.70), with
+  F's peak resident memory (VmHWM of /proc/PID/status) beside its ``forwarding_size_mb``:
+  the bound is forwarding_size_mb + FORWARDER_RSS_ALLOWANCE_MB.
 
 Comparisons in the same run: the same workload inside one instance file (local delivery,
 the sender on the main thread and the receiver on another, the same functions), and raw
@@ -54,8 +60,12 @@ FULL = {"messages": 10_000, "conversations": 100, "sends_per_transaction": 1_000
 QUICK = {"messages": 2_000, "conversations": 100, "sends_per_transaction": 1_000,
          "paced": 500, "rate": 1_000, "large": 10, "large_per_transaction": 5,
          "raw_frames": 20_000}
-TARGETS = {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0, "mb_per_s": 50.0}
+TARGETS = {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0, "mb_per_s": 50.0,
+           "forwarded_ratio": 0.70}
 CASES = ("one_conversation", "many_conversations", "paced", "large")
+# (e)'s memory bound beyond forwarding_size_mb: what a forwarder process holds with nothing
+# forwarded (Python, DuckDB, the instance, TLS), measured, with room for the allocator
+FORWARDER_RSS_ALLOWANCE_MB = 160
 STARTUP_TIMEOUT = 120.0
 FLOOR_SAMPLES = 500  # messages through (c)'s storage floor per run
 
@@ -63,8 +73,8 @@ FLOOR_SAMPLES = 500  # messages through (c)'s storage floor per run
 def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = None,
         retry_scale: float = 1.0, profile_dir: str | None = None) -> dict[str, Any]:
     """Run the benchmark; ``sizes`` overrides FULL/QUICK (tests pass tiny ones).
-    ``profile_dir``: the children run under cProfile and leave sender.prof and
-    receiver.prof there."""
+    ``profile_dir``: the children run under cProfile and leave sender.prof,
+    receiver.prof and forwarder.prof there."""
     sizes = {**(QUICK if quick else FULL), **(sizes or {})}
     runs: dict[str, list[dict[str, float]]] = {}
     load_before = _load()
@@ -76,6 +86,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
         folder = Path(tmp)
         with _Pair(folder, retry_scale, profile_dir) as pair:
             pair.warm_up()
+            forwarder_idle = _rss_mb(pair.pids["forwarder"])
             with connect(folder / "local.duckdb", worker=False) as local:
                 # DuckDB draws a progress bar on stdout for long statements (1 MiB bodies):
                 # not in this process's report (the children's stdout is their replies)
@@ -86,6 +97,8 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
                 for _ in range(repeat):
                     add("one_conversation", pair.stream(1, sizes))
                     add("many_conversations", pair.stream(sizes["conversations"], sizes))
+                    add("forwarded", pair.stream(sizes["conversations"], sizes,
+                                                 forwarded=True))
                     add("paced", pair.paced(sizes))
                     add("large", pair.stream(1, sizes, large=True))
                     add("local_one_conversation", _local_stream(local_db, target_db, 1, sizes))
@@ -100,6 +113,8 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
                     add("raw_large", pair.raw(sizes["large"], LARGE_BYTES))
                     add("commit_floor", _commit_floor(folder, min(sizes["paced"],
                                                                   FLOOR_SAMPLES)))
+            forwarder_peak = _rss_mb(pair.pids["forwarder"], "VmHWM")
+            forwarding_size_mb = pair.forwarding_size_mb
     report: dict[str, Any] = {
         "machine": _machine(),
         "load": {"before": load_before, "after": _load()},
@@ -124,6 +139,15 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
     g["ratio_local"] = report["local_large"]["mb_per_s"] / g["mb_per_s"]
     g["ratio_raw"] = report["raw_large"]["mb_per_s"] / g["mb_per_s"]
     g["met"] = g["mb_per_s"] >= TARGETS["mb_per_s"]
+    e = report["forwarded"]
+    e["ratio_direct"] = e["end_to_end_per_s"] / report["many_conversations"]["end_to_end_per_s"]
+    e["met"] = e["ratio_direct"] >= TARGETS["forwarded_ratio"]
+    e["forwarding_size_mb"] = forwarding_size_mb
+    e["forwarder_idle_rss_mb"] = forwarder_idle  # after the warm-up, before the runs
+    e["forwarder_peak_rss_mb"] = forwarder_peak  # VmHWM: the most it ever held
+    e["forwarder_rss_bound_mb"] = forwarding_size_mb + FORWARDER_RSS_ALLOWANCE_MB
+    e["memory_met"] = None if forwarder_peak is None else (
+        forwarder_peak <= e["forwarder_rss_bound_mb"])
     return report
 
 
@@ -132,7 +156,7 @@ def format_report(report: dict[str, Any]) -> str:
     a, b, c, d = (report[n] for n in CASES)
     la, lb, lc, ld = (report[f"local_{n}"] for n in CASES)
     rs, rp, rl = report["raw_stream"], report["raw_paced"], report["raw_large"]
-    cf = report["commit_floor"]
+    cf, e = report["commit_floor"], report["forwarded"]
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "MISSED"
@@ -181,6 +205,18 @@ def format_report(report: dict[str, Any]) -> str:
         f"{d['sender_cpu_us_per_message'] / 1e3:,.1f} ms, receiver "
         f"{d['receiver_cpu_us_per_message'] / 1e3:,.1f} ms, local (both) "
         f"{ld['cpu_us_per_message'] / 1e3:,.1f} ms",
+        f"(e) (b)'s workload through a forwarder (A -> F -> B, three processes): end to end "
+        f"{e['end_to_end_per_s']:,.0f}/s, {e['ratio_direct']:.2f} of (b) direct (target >= "
+        f"{t['forwarded_ratio']:.2f}: {verdict(e['met'])})",
+        f"    CPU per message: sender {e['sender_cpu_us_per_message']:,.0f} us, receiver "
+        f"{e['receiver_cpu_us_per_message']:,.0f} us, forwarder "
+        f"{e['forwarder_cpu_us_per_message']:,.0f} us",
+        f"    forwarder resident memory: {_mb(e['forwarder_idle_rss_mb'])} after the warm-up, "
+        f"peak {_mb(e['forwarder_peak_rss_mb'])}; bound forwarding_size_mb "
+        f"{e['forwarding_size_mb']} + {FORWARDER_RSS_ALLOWANCE_MB} = "
+        f"{e['forwarder_rss_bound_mb']} MB ("
+        + ("not measured: no /proc" if e["memory_met"] is None else verdict(e["memory_met"]))
+        + ")",
         f"raw frames, {report['body_bytes']}-byte bodies: {rs['frames_per_s']:,.0f} frames/s, "
         f"{rs['mb_per_s']:,.1f} MB/s",
     ]
@@ -211,7 +247,8 @@ class _Child(JsonLinesChild):
 
 
 class _Pair:
-    """The sender and the receiver, trusting each other and routed to each other."""
+    """The sender and the receiver, trusting each other and routed to each other; and the
+    forwarder between them, for FORWARDED_SERVICE only (case e)."""
 
     def __init__(self, folder: Path, retry_scale: float, profile_dir: str | None) -> None:
         self.folder = folder
@@ -219,12 +256,22 @@ class _Pair:
         try:
             self.sender = self._start("sender", retry_scale, profile_dir)
             self.receiver = self._start("receiver", retry_scale, profile_dir)
+            self.forwarder = self._start("forwarder", retry_scale, profile_dir)
             s, r = self.sender.ask("hello"), self.receiver.ask("hello")
-            self.pids = {"sender": s["pid"], "receiver": r["pid"]}
+            f = self.forwarder.ask("hello")
+            self.pids = {"sender": s["pid"], "receiver": r["pid"], "forwarder": f["pid"]}
             self.sender.ask("peer", name="receiver", pem_file=str(folder / "receiver.pem"),
                             address=r["address"])
             self.receiver.ask("peer", name="sender", pem_file=str(folder / "sender.pem"),
                               address=s["address"])
+            self.sender.ask("via", name="forwarder", pem_file=str(folder / "forwarder.pem"),
+                            address=f["address"])
+            self.receiver.ask("trust", name="forwarder",
+                              pem_file=str(folder / "forwarder.pem"))
+            self.forwarding_size_mb = self.forwarder.ask(
+                "forward", sender_pem=str(folder / "sender.pem"),
+                receiver_pem=str(folder / "receiver.pem"), sender_address=s["address"],
+                receiver_address=r["address"])["forwarding_size_mb"]
         except BaseException:
             self.close()
             raise
@@ -245,18 +292,29 @@ class _Pair:
             child.stop()
 
     def warm_up(self) -> None:
-        self.stream(1, {"messages": 100, "sends_per_transaction": 100})
+        warm = {"messages": 100, "sends_per_transaction": 100}
+        self.stream(1, warm)
+        self.stream(1, warm, forwarded=True)
 
     def stream(self, conversations: int, sizes: dict[str, int], *,
-               large: bool = False) -> dict[str, float]:
+               large: bool = False, forwarded: bool = False) -> dict[str, float]:
         total = sizes["large"] if large else sizes["messages"]
         per_tx = sizes["large_per_transaction"] if large else sizes["sends_per_transaction"]
         body_bytes = LARGE_BYTES if large else BODY_BYTES
-        self.sender.ask("begin", conversations=conversations)
+        self.sender.ask("begin", conversations=conversations, to_service=(
+            wire_child.FORWARDED_SERVICE if forwarded else wire_child.TARGET_SERVICE))
+        if forwarded:  # its CPU time over the case: from now until both sides answered
+            self.forwarder.post("cpu")
+            before = self.forwarder.answer()["process_cpu_seconds"]
         self.receiver.post("drain", messages=total, stamped=False)
         self.sender.post("send", messages=total, per_tx=per_tx, body_bytes=body_bytes)
         sent, got = self.sender.answer(), self.receiver.answer()
-        return _stream_figures(total, body_bytes, sent, got)
+        figures = _stream_figures(total, body_bytes, sent, got)
+        if forwarded:
+            self.forwarder.post("cpu")
+            spent = self.forwarder.answer()["process_cpu_seconds"] - before
+            figures["forwarder_cpu_us_per_message"] = spent / total * 1e6
+        return figures
 
     def paced(self, sizes: dict[str, int]) -> dict[str, float]:
         total = sizes["paced"]
@@ -422,6 +480,23 @@ def _commit_floor(folder: Path, total: int) -> dict[str, float]:
         for store in stores:
             store.close()
     return _percentiles_ms(samples)
+
+
+def _rss_mb(pid: int, field: str = "VmRSS") -> float | None:
+    """A process's resident memory (``VmRSS``) or its peak (``VmHWM``), in MB (2^20 bytes),
+    from /proc/PID/status; None where there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        return None
+    return None
+
+
+def _mb(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.1f} MB"
 
 
 def _load() -> str:

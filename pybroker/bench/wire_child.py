@@ -1,4 +1,6 @@
-"""One instance of ``pybroker bench wire``, in its own process: the sender or the receiver.
+"""One instance of ``pybroker bench wire``, in its own process: the sender, the receiver or
+the forwarder (R7: it holds no service and passes what arrives for FORWARDED_SERVICE on to
+the receiver, by a route in msdb).
 
 ``python -m pybroker.bench.wire_child ROLE FILE FOLDER`` opens (or creates) the instance
 file FILE, writes its endpoint certificate to FOLDER/ROLE.pem, starts its endpoint on a free
@@ -32,6 +34,8 @@ from pybroker.wire import frames
 INITIATOR_DB, TARGET_DB = "BenchInitiator", "BenchTarget"
 INITIATOR_SERVICE, TARGET_SERVICE = "InitiatorService", "TargetService"
 INITIATOR_QUEUE, TARGET_QUEUE = "InitiatorQueue", "TargetQueue"
+# the receiver's second service, on the same queue: the sender routes it to the forwarder
+FORWARDED_SERVICE = "ForwardedTargetService"
 STAMP = struct.Struct("!d")  # the SEND time, in the first 8 bytes of a body (case c)
 RECEIVES_PER_TRANSACTION = 50
 
@@ -41,7 +45,10 @@ RECEIVES_PER_TRANSACTION = 50
 
 def build(inst: Instance, role: str) -> Database:
     """The sender holds BenchInitiator (InitiatorService), the receiver BenchTarget
-    (TargetService on the DEFAULT contract); the local comparison holds both."""
+    (TargetService and FORWARDED_SERVICE on the DEFAULT contract); the local comparison
+    holds both; the forwarder holds none (its msdb is returned)."""
+    if role == "forwarder":
+        return inst.database("msdb")
     names = {"sender": [INITIATOR_DB], "receiver": [TARGET_DB],
              "local": [INITIATOR_DB, TARGET_DB]}[role]
     existing = {d.name for d in inst.databases()}
@@ -55,15 +62,16 @@ def build(inst: Instance, role: str) -> Database:
         else:
             db.create_queue(TARGET_QUEUE)
             db.create_service(TARGET_SERVICE, queue=TARGET_QUEUE, contracts=["DEFAULT"])
+            db.create_service(FORWARDED_SERVICE, queue=TARGET_QUEUE, contracts=["DEFAULT"])
     return inst.database(names[0] if role != "local" else INITIATOR_DB)
 
 
 # -- the workload (also run by the parent inside one instance) ------------------------------
 
 
-def begin(db: Database, conversations: int) -> list[Any]:
+def begin(db: Database, conversations: int, to_service: str = TARGET_SERVICE) -> list[Any]:
     with db.transaction():
-        return [db.begin_dialog(INITIATOR_SERVICE, TARGET_SERVICE)
+        return [db.begin_dialog(INITIATOR_SERVICE, to_service)
                 for _ in range(conversations)]
 
 
@@ -314,8 +322,29 @@ class Child:
             if not any(r.name == "ToPeer" for r in self.db.routes()):
                 self.db.create_route("ToPeer", service_name=service, address=cmd["address"])
             return {"ok": True}
+        if name == "via":  # the sender: FORWARDED_SERVICE goes to the forwarder (R7)
+            self.inst.trust(cmd["name"], Path(cmd["pem_file"]).read_text(encoding="ascii"))
+            if not any(r.name == "ViaForwarder" for r in self.db.routes()):
+                self.db.create_route("ViaForwarder", service_name=FORWARDED_SERVICE,
+                                     address=cmd["address"])
+            return {"ok": True}
+        if name == "trust":  # the receiver: admit the forwarder
+            self.inst.trust(cmd["name"], Path(cmd["pem_file"]).read_text(encoding="ascii"))
+            return {"ok": True}
+        if name == "forward":  # the forwarder: msdb's routes on, both ways (R1.2, R7)
+            for peer in ("sender", "receiver"):
+                self.inst.trust(peer, Path(cmd[f"{peer}_pem"]).read_text(encoding="ascii"))
+            routes = {r.name for r in self.db.routes()}
+            for route, service, address in (
+                    ("OnToReceiver", FORWARDED_SERVICE, cmd["receiver_address"]),
+                    ("BackToSender", INITIATOR_SERVICE, cmd["sender_address"])):
+                if route not in routes:
+                    self.db.create_route(route, service_name=service, address=address)
+            self.inst.forwarding = True
+            return {"ok": True, "forwarding_size_mb": self.inst.forwarding_size_mb}
         if name == "begin":
-            self.convs = begin(self.db, cmd["conversations"])
+            self.convs = begin(self.db, cmd["conversations"],
+                               cmd.get("to_service", TARGET_SERVICE))
             return {"ok": True}
         if name == "send":
             body = os.urandom(cmd["body_bytes"])
@@ -349,6 +378,8 @@ class Child:
             return asyncio.run(raw_send(
                 cmd["port"], ctx, cmd["messages"], cmd["body_bytes"], cmd["per_write"],
                 cmd.get("rate"), certificate_info(self.certificate).key_id))
+        if name == "cpu":  # every thread's, since the process started
+            return {"process_cpu_seconds": time.process_time()}
         if name == "connections":
             return {"rows": [list(map(str, r)) for r in self.endpoint.connections()]}
         raise ValueError(f"unknown command {name!r}")
@@ -370,6 +401,7 @@ def main(argv: list[str]) -> int:
 
         profile = cProfile.Profile()
         profile.enable()
+        threads = _profile_threads()
     child = Child(role, path, folder, retry_scale)
     try:
         for line in sys.stdin:
@@ -388,10 +420,37 @@ def main(argv: list[str]) -> int:
     finally:
         child.close()
         if profile is not None:
+            import pstats
+
             profile.disable()
-            profile.dump_stats(os.path.join(os.environ["PYBROKER_BENCH_PROFILE"],
-                                            f"{role}.prof"))
+            # the transport's and the engine's threads are where a wire instance works
+            stats = pstats.Stats(profile)
+            for one in threads:
+                stats.add(one)
+            stats.dump_stats(os.path.join(os.environ["PYBROKER_BENCH_PROFILE"],
+                                          f"{role}.prof"))
     return 0
+
+
+def _profile_threads() -> list[Any]:
+    """Every thread started from now on runs under its own cProfile (cProfile sees only
+    the thread that enables it); the list gets each one's profile as the thread ends."""
+    import cProfile
+
+    done: list[Any] = []
+    run = threading.Thread.run
+
+    def profiled(self: threading.Thread) -> None:
+        one = cProfile.Profile()
+        one.enable()
+        try:
+            run(self)
+        finally:
+            one.disable()
+            done.append(one)
+
+    threading.Thread.run = profiled  # type: ignore[method-assign]
+    return done
 
 
 if __name__ == "__main__":  # pragma: no cover

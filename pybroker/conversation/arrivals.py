@@ -226,15 +226,27 @@ class Arrivals:
     def _arrive_batch(self, arrivals: list[Arrival]) -> None:
         replies = _Replies()
         m = self.m
-        with m.unit_of_work() as uow:
-            uow.activate()
-            uow.arrivals = True
-            self._prefetched = self._prefetch(uow, arrivals)
-            try:
-                for arrival in arrivals:
-                    self._arrive(uow, arrival, replies)
-            finally:
-                self._prefetched = None
+        # Where each arrival goes is decided first, on the routing engine's memory (R1.2):
+        # what is forwarded never enters a unit of work, so a batch that only passes
+        # through (a forwarder's) takes no lock of the store and touches no DuckDB (R7.3)
+        here: list[tuple[Arrival, int | str | _AskRoute]] = []
+        for arrival in arrivals:
+            destination = self._destination(arrival.fragment)
+            if isinstance(destination, _Forward):
+                replies.forwards.append((arrival.connection, arrival.peer, arrival.fragment,
+                                         destination.address))
+            else:
+                here.append((arrival, destination))
+        if here:
+            with m.unit_of_work() as uow:
+                uow.activate()
+                uow.arrivals = True
+                self._prefetched = self._prefetch(uow, [a for a, _ in here])
+                try:
+                    for arrival, destination in here:
+                        self._arrive(uow, arrival, destination, replies)
+                finally:
+                    self._prefetched = None
         wire = self.wire
         if wire is None:
             return
@@ -314,14 +326,13 @@ class Arrivals:
                 return m.endpoint(found)
         return None
 
-    def _arrive(self, uow: UnitOfWork, arrival: Arrival, replies: _Replies) -> None:
+    def _arrive(self, uow: UnitOfWork, arrival: Arrival,
+                database_id: int | str | _AskRoute, replies: _Replies) -> None:
+        """One arrival for this instance: ``database_id`` is its database (``_destination``)
+        or why it cannot be delivered."""
         m = self.m
         f = arrival.fragment
         conn = arrival.connection
-        database_id = self._destination(f)
-        if isinstance(database_id, _Forward):
-            replies.forwards.append((conn, arrival.peer, f, database_id.address))
-            return
         if isinstance(database_id, _AskRoute):
             # R2.4, R8 for a message of remote origin: msdb (whose table routed it, R1.2)
             # sends the route request, as a database does for its own conversations, and

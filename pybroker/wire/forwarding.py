@@ -142,10 +142,11 @@ class Forwarder:
 
     # -- out --------------------------------------------------------------------------
 
-    def next_fragment(self, next_hop: str, now: float
+    def next_fragment(self, next_hop: str, now: float, key_id: bytes | None = None
                       ) -> tuple[MessageFragment | None, list[Dropped]]:
         """The next fragment for ``next_hop``'s connection, as it leaves (one hop fewer,
-        its time here added), released from memory; and those found out of time."""
+        its time here added, and ``key_id``'s, the forwarder's, when given: it signs what
+        it passes on), released from memory; and those found out of time."""
         queue = self._queues.get(next_hop)
         dropped: list[Dropped] = []
         while queue:
@@ -161,7 +162,8 @@ class Forwarder:
             if not queue:
                 del self._queues[next_hop]
             return replace(f, hops_remaining=f.hops_remaining - 1,
-                           time_consumed_ms=consumed, ack=None), dropped
+                           time_consumed_ms=consumed, ack=None,
+                           key_id=f.key_id if key_id is None else key_id), dropped
         self._queues.pop(next_hop, None)
         return None, dropped
 

@@ -124,12 +124,13 @@ class ForwardingIO:
         """The next forwarded fragment for ``conn``'s next hop, signed for that hop; its
         bytes are released once handed to the connection (R7.3)."""
         assert conn.address is not None
-        f, dropped = self.forwarder.next_fragment(conn.address, now)
-        self._dropped(dropped)
+        f, dropped = self.forwarder.next_fragment(conn.address, now, self.key_id)
+        if dropped:
+            self._dropped(dropped)
         if f is None:
             return
         try:
-            core.send_fragment(replace(f, key_id=self.key_id), now,
+            core.send_fragment(f, now,
                                self._key(conn, f.conversation_id, f.from_initiator))
         except WireError as exc:  # over the next hop's max_body, or not encodable
             self._dropped([Dropped(f, "refused by the next hop", str(exc), conn.address)])
