@@ -22,13 +22,15 @@ what a run does (pybroker/chaos/):
                 forwarder holds in its file (there must be none). mirror: A
                 sends to a mirrored pair, principal P and mirror M (one
                 database, one broker identifier); at a moment between 25% and
-                50% of --duration P is killed and M made principal, P returns
-                as the mirror and A begins as many conversations again (half
-                the messages). Nothing is copied between P and M, so only the
-                conversations whose first message reached M must arrive there
-                whole, once and in order (all those begun after the failover);
-                those begun at P are counted: what P kept, what M holds but
-                can never be received, what both have
+                50% of --duration (or later, once P holds a message) P is
+                killed (its only kill: --kills are A's and, once it is
+                principal, M's) and M made principal, P returns as the mirror
+                and A begins as many conversations again (half the messages).
+                Nothing is copied between P and M, so only the conversations
+                whose first message reached M must arrive there whole, once
+                and in order (all those begun after the failover); those begun
+                at P are counted: what P kept, what M holds but can never be
+                received, what both have
   workload      --conversations per link; bodies from a few bytes up: about one
                 in --big-every is large (max-body/8 .. --max-body, travelling in
                 --fragment-size fragments); --batch messages per transaction,
@@ -68,6 +70,15 @@ the report (printed; report.json in the run directory), over every conversation:
   incomplete    still status 2 (being reassembled, or held behind a gap)
   unacknowledged  still in a sender's transmission queue after healing
   last not delivered  a conversation's last message is not in the receiver's queue
+  held by forwarders  (forwarder) rows of conversations, fragments, queues or
+                transmission queue in a forwarder's file: there must be none
+  failover      (mirror) how many conversations continued at the new principal
+                (checked as above, there), how many were stranded at the old
+                one (counted; only a message acknowledged by neither, or twice
+                in one queue, or out of order among the receivable ones of one
+                queue is a violation) and how many ended with an error; one
+                begun after the failover that ends with an error or has a
+                message at the old principal is a violation
   verdict       VALID when every count from lost on is 0 (exit 0), else INVALID
                 (exit 1). 'pybroker chaos check DIR' gives it again for a stopped
                 run's directory

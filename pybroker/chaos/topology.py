@@ -9,7 +9,8 @@ forwarder  A -> F1 [-> F2] -> B, and B -> ... -> A back (R7): the forwarders hos
            conversation endpoint, fragment, queued or transmission-queue row in its file.
 mirror     initiator A, principal P, mirror M (R9): P and M share the database DbB, with one
            broker identifier, and A routes B's service to P with M as MIRROR_ADDRESS. At a
-           moment of the stream the nemesis SIGKILLs P and promotes M (its role file: the
+           moment of the stream (once P has committed a message) the nemesis SIGKILLs P
+           and promotes M (its role file: the
            process calls set_mirroring('PRINCIPAL'), as SET PARTNER FAILOVER does on a
            survivor); once M says it is principal, P's file is made MIRROR, P comes back
            (as the mirror) and A begins as many conversations again. Half the messages go
@@ -185,6 +186,11 @@ class MirrorRun(ChaosRun):
         p, m = self.nodes["P"], self.nodes["M"]
         at = round(time.monotonic() - self.started, 2)  # the timeline's clock
         if action == "failover":
+            st = self.status(p)
+            if (st is None or not st["queued"]) and now < 0.9 * self.o.duration:
+                # a failover is worth proving once P holds messages: wait for the first
+                pending.append((now + 0.25, "failover", "P"))
+                return
             self.kill(p)
             self.failover["principal_killed_at"] = at
             (self.dir / "M.role").write_text("PRINCIPAL")  # R9.3: the survivor promoted
