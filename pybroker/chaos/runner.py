@@ -13,6 +13,9 @@ a nemesis, healing, and the checker's verdict.
    it does not stop) by pid, and the files are read: what each sender recorded as sent and
    acknowledged, what each receiver committed to its queue (no one RECEIVEs: the queue is
    the record). The checker gives the verdict.
+
+Other shapes (forwarders between the ends, a mirrored pair that fails over) are this run
+with its set-up, nemesis and check overridden: ``topology.py``.
 """
 
 from __future__ import annotations
@@ -145,10 +148,10 @@ class ChaosRun:
         (self.dir / "config.json").write_text(json.dumps(config, indent=1))
         return config
 
-    def create_objects(self, name: str, inst: Any) -> Any:
+    def create_objects(self, name: str, inst: Any, broker_instance: str | None = None) -> Any:
         """The database, message type, contract, queue and service of an end instance."""
         node = self.nodes[name]
-        db = inst.create_database(node.database)
+        db = inst.create_database(node.database, broker_instance=broker_instance)
         db.create_message_type(MESSAGE_TYPE)
         db.create_contract(CONTRACT, {MESSAGE_TYPE: "ANY"})
         db.create_queue(f"Q{name}")

@@ -10,13 +10,13 @@ forwarder  A -> F1 [-> F2] -> B, and B -> ... -> A back (R7): the forwarders hos
 mirror     initiator A, principal P, mirror M (R9): P and M share the database DbB, with one
            broker identifier, and A routes B's service to P with M as MIRROR_ADDRESS. At a
            moment of the stream (once P has committed a message) the nemesis SIGKILLs P
-           and promotes M (its role file: the
-           process calls set_mirroring('PRINCIPAL'), as SET PARTNER FAILOVER does on a
-           survivor); once M says it is principal, P's file is made MIRROR, P comes back
-           (as the mirror) and A begins as many conversations again. Half the messages go
-           to the conversations begun before, half to those begun after the promotion. The
-           rule is checker_failover's: the conversations that exist at the new principal
-           lose, duplicate and reorder nothing; the stranded ones are counted.
+           and promotes M (its role file: the process calls set_mirroring('PRINCIPAL') on
+           the survivor, R9.3); once M says it is principal, P's file is made MIRROR
+           (SET PARTNER FAILOVER), P comes back as the mirror and A begins as many
+           conversations again. Half the messages go to the conversations begun before,
+           half to those begun after the promotion. The rule is checker_failover's: the
+           conversations that exist at the new principal lose, duplicate and reorder
+           nothing; the stranded ones are counted.
 """
 
 from __future__ import annotations
@@ -140,15 +140,9 @@ class MirrorRun(ChaosRun):
 
     def build(self, insts: dict[str, Any]) -> dict[str, dict[str, int]]:
         a, p, m = (self.nodes[n] for n in "APM")
-        dbs = {"A": self.create_objects("A", insts["A"])}
-        dbs["P"] = self.create_objects("P", insts["P"])
-        broker = dbs["P"].broker_instance
-        m_db = insts["M"].create_database(m.database, broker_instance=broker)
-        m_db.create_message_type(runner.MESSAGE_TYPE)
-        m_db.create_contract(runner.CONTRACT, {runner.MESSAGE_TYPE: "ANY"})
-        m_db.create_queue("QM")
-        m_db.create_service(m.service, queue="QM", contracts=[runner.CONTRACT])
-        dbs["M"] = m_db
+        dbs = {n: self.create_objects(n, insts[n]) for n in "AP"}
+        # one database in two files, with one broker identifier, as SQL Server's partners
+        dbs["M"] = self.create_objects("M", insts["M"], dbs["P"].broker_instance)
         dbs["P"].set_mirroring("PRINCIPAL", _address(m))
         dbs["M"].set_mirroring("MIRROR", _address(p))
         for n, role in (("P", "PRINCIPAL"), ("M", "MIRROR")):
