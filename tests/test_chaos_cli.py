@@ -24,3 +24,7 @@ def test_chaos_usage_errors_exit_two(capsys):
     assert main(["chaos", "run", "--faults", "latency,meteor"]) == 2
     assert "unknown fault(s) ['meteor']" in capsys.readouterr().err
     assert main(["chaos"]) == 2  # the chaos commands' help
+    assert main(["chaos", "run", "--topology", "mirror", "--instances", "3"]) == 2
+    assert "--instances is for the point-to-point topology" in capsys.readouterr().err
+    assert main(["chaos", "run", "--forwarders", "2"]) == 2
+    assert "--forwarders is for --topology forwarder" in capsys.readouterr().err

@@ -62,6 +62,8 @@ class Verdict:
     incomplete: int = 0
     unacknowledged: int = 0
     last_not_delivered: int = 0
+    # a topology's own violations by name (held_by_forwarders, ...): counted in ``valid``
+    extra: dict[str, int] = field(default_factory=dict)
     details: list[str] = field(default_factory=list)
 
     VIOLATIONS = ("lost", "duplicated", "out_of_order", "unexpected", "corrupted",
@@ -69,7 +71,8 @@ class Verdict:
 
     @property
     def valid(self) -> bool:
-        return all(getattr(self, k) == 0 for k in self.VIOLATIONS)
+        return all(getattr(self, k) == 0 for k in self.VIOLATIONS) and not any(
+            self.extra.values())
 
     def note(self, text: str) -> None:
         if len(self.details) < MAX_DETAILS:
@@ -78,7 +81,16 @@ class Verdict:
     def as_dict(self) -> dict[str, Any]:
         totals = {k: getattr(self, k) for k in (
             "conversations", "sent", "acknowledged", "received", *self.VIOLATIONS)}
-        return {"valid": self.valid, **totals, "details": list(self.details)}
+        return {"valid": self.valid, **totals, **self.extra, "details": list(self.details)}
+
+    def add(self, other: Verdict) -> None:
+        """Count ``other``'s conversations, messages and violations in this one too."""
+        for k in ("conversations", "sent", "acknowledged", "received", *self.VIOLATIONS):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        for k, n in other.extra.items():
+            self.extra[k] = self.extra.get(k, 0) + n
+        for d in other.details:
+            self.note(d)
 
 
 def check(sent: list[Sent], received: list[Received]) -> Verdict:

@@ -15,6 +15,22 @@ what a run does (pybroker/chaos/):
                 (python -m pybroker.chaos.node) with its own file and its endpoint
                 on a fixed 127.0.0.1 port; every route names a fault proxy in
                 front of its target, so every byte between instances crosses one
+  --topology    point-to-point: the instances above. forwarder: A -> F -> B
+                and back (--forwarders 2: A -> F1 -> F2 -> B); the forwarders
+                host no service, pass messages on from memory and are killed
+                and paused like the others; the report also counts the rows a
+                forwarder holds in its file (there must be none). mirror: A
+                sends to a mirrored pair, principal P and mirror M (one
+                database, one broker identifier); at a moment between 25% and
+                50% of --duration (or later, once P holds a message) P is
+                killed (its only kill: --kills are A's and, once it is
+                principal, M's) and M made principal, P returns as the mirror
+                and A begins as many conversations again (half the messages).
+                Nothing is copied between P and M, so only the conversations
+                whose first message reached M must arrive there whole, once
+                and in order (all those begun after the failover); those begun
+                at P are counted: what P kept, what M holds but can never be
+                received, what both have
   workload      --conversations per link; bodies from a few bytes up: about one
                 in --big-every is large (max-body/8 .. --max-body, travelling in
                 --fragment-size fragments); --batch messages per transaction,
@@ -54,14 +70,25 @@ the report (printed; report.json in the run directory), over every conversation:
   incomplete    still status 2 (being reassembled, or held behind a gap)
   unacknowledged  still in a sender's transmission queue after healing
   last not delivered  a conversation's last message is not in the receiver's queue
+  held by forwarders  (forwarder) rows of conversations, fragments, queues or
+                transmission queue in a forwarder's file: there must be none
+  failover      (mirror) how many conversations continued at the new principal
+                (checked as above, there), how many were stranded at the old
+                one (counted; only a message acknowledged by neither, or twice
+                in one queue, or out of order among the receivable ones of one
+                queue is a violation) and how many ended with an error; one
+                begun after the failover that ends with an error or has a
+                message at the old principal is a violation
   verdict       VALID when every count from lost on is 0 (exit 0), else INVALID
                 (exit 1). 'pybroker chaos check DIR' gives it again for a stopped
                 run's directory
 
-example (two instances, 100,000 messages, about 30 minutes):
+examples (two instances, 100,000 messages, about 30 minutes; a forwarder; a failover):
   pybroker chaos run --instances 2 --messages 100000 --duration 1800 --kills 10 \\
       --pauses 3 --conversations 50 --big-every 1000 --batch 50 --retry-scale 0.5 \\
       --seed 102 --drain-timeout 600
+  pybroker chaos run --topology forwarder --messages 2000 --duration 60
+  pybroker chaos run --topology mirror --messages 2000 --duration 60
 """
 
 
@@ -86,15 +113,25 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     from pybroker.chaos.proxy import FAULTS
 
     q = sub_command("run", "start 2 or 3 instances as processes with fault proxies between "
-                    "them, send a workload while a nemesis faults, kills (SIGKILL) and "
+                    "them (directly, through forwarders, or to a mirrored pair that fails "
+                    "over), send a workload while a nemesis faults, kills (SIGKILL) and "
                     "pauses them, heal, and check every conversation: nothing lost, "
                     "duplicated, reordered or unexpected. Exit 1 on any violation.", cmd_run,
                     RUN_EPILOG)
     q.add_argument("--seed", type=int, default=1,
                    help="seed of the workload's and the faults' random choices; the same seed "
                    "makes the same choices (default 1)")
-    q.add_argument("--instances", type=int, choices=(2, 3), default=2,
-                   help="instance processes (default 2)")
+    q.add_argument("--instances", type=int, choices=(2, 3), default=None,
+                   help="instance processes talking directly (default 2; point-to-point "
+                   "only)")
+    q.add_argument("--topology", choices=("point-to-point", "forwarder", "mirror"),
+                   default="point-to-point",
+                   help="how the instances are connected: directly (default), through "
+                   "forwarders, or to a mirrored pair whose principal is killed and whose "
+                   "mirror takes over")
+    q.add_argument("--forwarders", type=int, choices=(1, 2), default=1,
+                   help="forwarders in a line between the two ends (forwarder topology; "
+                   "default 1)")
     q.add_argument("--messages", type=int, default=1000, help="in all (default 1000)")
     q.add_argument("--duration", type=float, default=60.0,
                    help="seconds of nemesis; sending is paced over 70%% of it (default 60)")
@@ -140,7 +177,7 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pybroker.chaos import runner
+    from pybroker.chaos import runner, topology
     from pybroker.chaos.proxy import FAULTS
 
     if args.faults == "all":
@@ -155,8 +192,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    f"{', '.join(FAULTS)}")
     if args.messages < 0 or args.duration <= 0 or args.conversations < 1:
         raise args.usage_error("--messages >= 0, --duration > 0 and --conversations >= 1")
+    if args.instances is not None and args.topology != "point-to-point":
+        raise args.usage_error(f"--instances is for the point-to-point topology; the "
+                               f"{args.topology} topology has its own instances (see --help)")
+    if args.forwarders != 1 and args.topology != "forwarder":
+        raise args.usage_error("--forwarders is for --topology forwarder")
     options = runner.Options(
-        seed=args.seed, instances=args.instances, messages=args.messages,
+        seed=args.seed, instances=args.instances or 2, messages=args.messages,
+        topology=args.topology, forwarders=args.forwarders,
         duration=args.duration, conversations=args.conversations, kills=args.kills,
         pauses=args.pauses, faults=faults, fault_rate=args.fault_rate,
         fault_direction=args.fault_direction,
@@ -169,15 +212,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt  # the run stops its processes on the way out
 
     signal.signal(signal.SIGTERM, interrupted)
-    report = runner.run(options, log=(lambda _t: None) if args.json else None)
+    report = topology.run(options, log=(lambda _t: None) if args.json else None)
     print(json.dumps(report, indent=1) if args.json else runner.summary(report))
     return 0 if report["verdict"]["valid"] else 1
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from pybroker.chaos import runner
+    from pybroker.chaos import topology
 
-    verdict = runner.check_directory(args.dir)
+    verdict = topology.check_directory(args.dir)
     print(json.dumps(verdict, indent=1))
     return 0 if verdict["valid"] else 1
 

@@ -7,10 +7,18 @@ addresses, the conversations it begins), starts its endpoint on its fixed port, 
 its share of the workload in transactions, paced over the run's send window. It continues
 from its own file after a SIGKILL (each conversation's ``send_sequence``), and writes a
 status file (``NAME.status.json``) twice a second for the runner. SIGTERM stops it cleanly.
+
+Two things a topology adds (pybroker/chaos/topology.py): a partner of a mirrored pair takes
+the role the runner writes to ``NAME.role`` (PRINCIPAL or MIRROR; read at every status, so
+a promotion reaches a process that was down when it was asked), and a sender with an
+``after`` plan begins those conversations once the runner writes ``failed_over`` (the
+conversations begun after the failover). After a restart, its initiator conversations that
+are not in ``plan`` are the ones begun after.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -55,13 +63,28 @@ def run(config_path: Path, name: str) -> int:
                     raise
                 time.sleep(0.2)
         db = inst.database(me["database"])
-        plan: dict[str, int] = me["plan"]
-        rows = inst.sql("SELECT conversation_handle, send_sequence FROM "
-                        "sys.conversation_endpoints WHERE is_initiator").fetchall()
-        next_seq = {h: s for h, s in rows if h in plan}
-        ids = dict(inst.sql("SELECT conversation_handle, conversation_id FROM "
-                            "sys.conversation_endpoints WHERE is_initiator").fetchall())
-        planned = sum(plan.values())
+        plan: dict[str, int] = dict(me["plan"])
+        after = me.get("after")
+        role_path = run_dir / f"{name}.role"
+        flag_path = run_dir / "failed_over"
+
+        def known() -> tuple[dict[str, int], dict[str, str]]:
+            rows = inst.sql("SELECT conversation_handle, send_sequence, conversation_id FROM "
+                            "sys.conversation_endpoints WHERE is_initiator").fetchall()
+            return {h: s for h, s, _ in rows}, {h: c for h, _, c in rows}
+
+        def plan_after(handles: list[str]) -> None:
+            # one transaction began them all, so every start sees the same set, the same order
+            for h, share in zip(sorted(handles), after["plan"], strict=True):
+                plan[h] = share
+
+        seqs, ids = known()
+        begun_after = sorted(set(seqs) - set(plan))
+        if after and begun_after:
+            plan_after(begun_after)
+        next_seq = {h: s for h, s in seqs.items() if h in plan}
+        planned = sum(plan.values()) + (
+            sum(after["plan"]) if after and not begun_after else 0)
         seed, big_every, max_body = config["seed"], config["big_every"], config["max_body"]
         start, window = config["start"], max(0.001, config["send_window"])
         batch, batch_bytes = config["batch"], 8 * 2**20
@@ -71,8 +94,20 @@ def run(config_path: Path, name: str) -> int:
         print(f"{name}: pid {os.getpid()} serving on {inst.endpoint.address}, "
               f"{sum(next_seq.values())} of {planned} sent before", flush=True)
         while not stop.is_set():
+            if after and not begun_after and flag_path.exists():
+                with db.transaction():
+                    for _ in after["plan"]:
+                        db.begin_dialog(me["service"], after["to"], contract=after["contract"])
+                seqs, ids = known()
+                begun_after = sorted(set(seqs) - set(plan))
+                plan_after(begun_after)
+                next_seq = {h: seqs[h] for h in plan}
+                handles = sorted(plan)
+                print(f"{name}: began {len(after['plan'])} conversations after the failover",
+                      flush=True)
             sent = sum(next_seq.values())
-            due = planned * min(1.0, (time.time() - start) / window)
+            # what is due counts only the conversations begun so far
+            due = sum(plan[h] for h in next_seq) * min(1.0, (time.time() - start) / window)
             if sent < planned and sent < due:
                 todo: list[tuple[str, int, bytes]] = []
                 size = 0
@@ -89,21 +124,33 @@ def run(config_path: Path, name: str) -> int:
                                      max_body=max_body)
                     todo.append((h, seq, body))
                     size += len(body)
-                with db.transaction():
-                    for h, _seq, body in todo:
-                        db.conversation(h).send(body, message_type=config["message_type"])
-                for h, _seq, _body in todo:
-                    next_seq[h] += 1
+                if todo:
+                    with db.transaction():
+                        for h, _seq, body in todo:
+                            db.conversation(h).send(body, message_type=config["message_type"])
+                    for h, _seq, _body in todo:
+                        next_seq[h] += 1
+                else:  # every conversation begun so far has sent its share
+                    stop.wait(0.05)
             else:
                 stop.wait(0.05)
             now = time.monotonic()
             if now - last_status >= 0.5:
                 last_status = now
+                role = None
+                if me.get("mirrored"):
+                    role = db.mirroring_role
+                    with contextlib.suppress(OSError):
+                        wanted = role_path.read_text().strip()
+                        if wanted != role:
+                            db.set_mirroring(wanted)  # a promotion (or demotion), R9.3
+                            role = wanted
+                            print(f"{name}: now {role}", flush=True)
                 tq = inst.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0]
                 queued = inst.sql("SELECT count(*) FROM sys.queue_messages").fetchone()[0]
                 _write_status(status_path, {
                     "pid": os.getpid(), "time": time.time(), "sent": sum(next_seq.values()),
-                    "planned": planned, "tq": tq, "queued": queued})
+                    "planned": planned, "tq": tq, "queued": queued, "role": role})
     finally:
         inst.close()
     print(f"{name}: stopped", flush=True)

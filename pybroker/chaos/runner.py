@@ -13,6 +13,9 @@ a nemesis, healing, and the checker's verdict.
    it does not stop) by pid, and the files are read: what each sender recorded as sent and
    acknowledged, what each receiver committed to its queue (no one RECEIVEs: the queue is
    the record). The checker gives the verdict.
+
+Other shapes (forwarders between the ends, a mirrored pair that fails over) are this run
+with its set-up, nemesis and check overridden: ``topology.py``.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class Options:
     drain_timeout: float = 300.0
     directory: str | None = None
     frame_faults_in_clear: bool = True  # encryption=False when a frame fault is asked
+    topology: str = "point-to-point"  # | forwarder | mirror (pybroker/chaos/topology.py)
+    forwarders: int = 1  # the forwarder topology's chain: A -> F1 [-> F2] -> B
 
     @property
     def encryption(self) -> bool:
@@ -122,29 +127,11 @@ class ChaosRun:
         insts = {n: connect(node.file, worker=False) for n, node in self.nodes.items()}
         try:
             pems = {n: inst.certificate for n, inst in insts.items()}
-            dbs = {}
             for n, inst in insts.items():
                 for peer, pem in pems.items():
                     if peer != n:
                         inst.trust(peer, pem)
-                node = self.nodes[n]
-                db = dbs[n] = inst.create_database(node.database)
-                db.create_message_type(MESSAGE_TYPE)
-                db.create_contract(CONTRACT, {MESSAGE_TYPE: "ANY"})
-                db.create_queue(f"Q{n}")
-                db.create_service(node.service, queue=f"Q{n}", contracts=[CONTRACT])
-            peers = {(a, b) for a, b in self.links} | {(b, a) for a, b in self.links}
-            for a, b in sorted(peers):
-                dbs[a].create_route(f"To{b}", service_name=self.nodes[b].service,
-                                    address=f"tcp://127.0.0.1:{self.nodes[b].proxy_port}")
-            plans: dict[str, dict[str, int]] = {n: {} for n in self.nodes}
-            per_link = split(o.messages, len(self.links))
-            for (a, b), count in zip(self.links, per_link, strict=True):
-                with dbs[a].transaction():
-                    for share in split(count, o.conversations):
-                        conv = dbs[a].begin_dialog(self.nodes[a].service,
-                                                   self.nodes[b].service, contract=CONTRACT)
-                        plans[a][conv.handle] = share
+            plans = self.build(insts)
         finally:
             for inst in insts.values():
                 inst.close()
@@ -153,12 +140,51 @@ class ChaosRun:
             "big_every": o.big_every, "max_body": o.max_body, "batch": o.batch,
             "retry_scale": o.retry_scale, "encryption": o.encryption,
             "fragment_size": o.fragment_size, "message_type": MESSAGE_TYPE,
-            "idle_timeout": None,
+            "idle_timeout": None, "topology": o.topology, "forwarders": o.forwarders,
             "nodes": {n: {"file": str(node.file), "port": node.port,
-                          "database": node.database, "plan": plans[n]}
+                          "database": node.database, "service": node.service,
+                          "plan": plans[n], **self.node_config(n)}
                       for n, node in self.nodes.items()}}
         (self.dir / "config.json").write_text(json.dumps(config, indent=1))
         return config
+
+    def create_objects(self, name: str, inst: Any, broker_instance: str | None = None) -> Any:
+        """The database, message type, contract, queue and service of an end instance."""
+        node = self.nodes[name]
+        db = inst.create_database(node.database, broker_instance=broker_instance)
+        db.create_message_type(MESSAGE_TYPE)
+        db.create_contract(CONTRACT, {MESSAGE_TYPE: "ANY"})
+        db.create_queue(f"Q{name}")
+        db.create_service(node.service, queue=f"Q{name}", contracts=[CONTRACT])
+        return db
+
+    def begin(self, db: Any, link: tuple[str, str], count: int) -> dict[str, int]:
+        """A link's conversations, begun in one transaction: handle -> messages to send."""
+        plan = {}
+        with db.transaction():
+            for share in split(count, self.o.conversations):
+                conv = db.begin_dialog(self.nodes[link[0]].service,
+                                       self.nodes[link[1]].service, contract=CONTRACT)
+                plan[conv.handle] = share
+        return plan
+
+    def build(self, insts: dict[str, Any]) -> dict[str, dict[str, int]]:
+        """Objects, routes to the proxies and the conversations; returns each instance's
+        plan (conversation handle -> messages to send)."""
+        dbs = {n: self.create_objects(n, inst) for n, inst in insts.items()}
+        peers = {(a, b) for a, b in self.links} | {(b, a) for a, b in self.links}
+        for a, b in sorted(peers):
+            dbs[a].create_route(f"To{b}", service_name=self.nodes[b].service,
+                                address=f"tcp://127.0.0.1:{self.nodes[b].proxy_port}")
+        plans: dict[str, dict[str, int]] = {n: {} for n in self.nodes}
+        per_link = split(self.o.messages, len(self.links))
+        for link, count in zip(self.links, per_link, strict=True):
+            plans[link[0]].update(self.begin(dbs[link[0]], link, count))
+        return plans
+
+    def node_config(self, name: str) -> dict[str, Any]:
+        """What a topology tells an instance process beyond its file, port and plan."""
+        return {}
 
     # -- processes ----------------------------------------------------------------------
 
@@ -284,6 +310,7 @@ class ChaosRun:
                           "starts": node.starts, "unexpected_exits": node.unexpected_exits}
                       for n, node in self.nodes.items()},
             "faults_injected": fault_counts,
+            **self.report_extra(),
         }
         (self.dir / "report.json").write_text(json.dumps(report, indent=1))
         return report
@@ -292,13 +319,7 @@ class ChaosRun:
         """Kills and pauses at random moments of the duration (seeded); returns when the
         duration is over and every sender has sent its share (bounded)."""
         o = self.o
-        events: list[tuple[float, str, str]] = []
-        for n in self.nodes:
-            for _ in range(o.kills):
-                events.append((self.rng.uniform(0.05, 0.9) * o.duration, "kill", n))
-            for _ in range(o.pauses):
-                events.append((self.rng.uniform(0.05, 0.9) * o.duration, "pause", n))
-        events.sort()
+        events = sorted(self.plan_events())
         pending: list[tuple[float, str, str]] = []  # (at, restart|resume, node)
         t0 = time.monotonic()
         hard_end = t0 + 3 * o.duration + 300
@@ -317,6 +338,8 @@ class ChaosRun:
                 elif action == "pause" and self.alive(node):
                     self.pause(node)
                     pending.append((now + self.rng.uniform(0.5, 3.0), "resume", n))
+                elif action not in ("kill", "pause"):
+                    self.act(action, node, now, pending)
             for item in sorted(pending):
                 if item[0] <= now:
                     pending.remove(item)
@@ -325,6 +348,8 @@ class ChaosRun:
                         self.start(node)
                     elif item[1] == "resume":
                         self.resume(node)
+                    elif item[1] not in ("restart", "resume"):
+                        self.act(item[1], node, now, pending)
             self.check_exits()
             if not events and not pending and now >= o.duration and self._all_sent():
                 break
@@ -333,6 +358,27 @@ class ChaosRun:
                 break
             time.sleep(0.05)
         return time.monotonic()
+
+    def plan_events(self) -> list[tuple[float, str, str]]:
+        """(seconds into the run, kill | pause | a topology's own action, node name)."""
+        o = self.o
+        events: list[tuple[float, str, str]] = []
+        for n in self.nodes:
+            for _ in range(o.kills):
+                events.append((self.rng.uniform(0.05, 0.9) * o.duration, "kill", n))
+            for _ in range(o.pauses):
+                events.append((self.rng.uniform(0.05, 0.9) * o.duration, "pause", n))
+        return events
+
+    def act(self, action: str, node: Node, now: float,
+            pending: list[tuple[float, str, str]]) -> None:
+        """A topology's own nemesis action (a failover); may add (at, action, node) to
+        ``pending``."""
+        raise BrokerError(f"the chaos run has no nemesis action {action!r}")
+
+    def report_extra(self) -> dict[str, Any]:
+        """What a topology adds to the report (after check())."""
+        return {}
 
     def _all_sent(self, since: float = 0.0) -> bool:
         for node in self.nodes.values():
@@ -369,36 +415,46 @@ class ChaosRun:
     def check(self) -> checker.Verdict:
         from pybroker.instance import connect
 
-        service_node = {node.service: n for n, node in self.nodes.items()}
         sent: list[checker.Sent] = []
         received: list[checker.Received] = []
         for n, node in self.nodes.items():
             with connect(node.file, worker=False) as inst:
-                unacked: dict[str, set[int]] = {}
-                for handle, seq in inst.sql(
-                        "SELECT DISTINCT conversation_handle, message_sequence_number "
-                        "FROM sys.transmission_queue").fetchall():
-                    unacked.setdefault(handle, set()).add(seq)
-                targets: dict[str, str] = {}
-                for handle, conv_id, is_init, send_seq, far in inst.sql(
-                        "SELECT conversation_handle, conversation_id, is_initiator, "
-                        "send_sequence, far_service FROM sys.conversation_endpoints"
-                ).fetchall():
-                    if is_init:
-                        sent.append(checker.Sent(conv_id, f"{n}->{service_node.get(far)}",
-                                                 send_seq, frozenset(unacked.get(handle, ()))))
-                    else:
-                        targets[handle] = conv_id
-                cur = inst.sql("SELECT conversation_handle, queuing_order, "
-                               "message_sequence_number, status, message_body "
-                               "FROM main.queue_messages ORDER BY queuing_order")
-                while rows := cur.fetchmany(500):
-                    for handle, order, seq, status, body in rows:
-                        b = check_body(body)
-                        received.append(checker.Received(
-                            targets.get(handle, f"unknown handle {handle}"), order, seq,
-                            status, b.conversation_id, b.sequence, b.ok))
+                node_sent, node_received = self.read(n, inst)
+            sent += node_sent
+            received += node_received
         return checker.check(sent, received)
+
+    def read(self, name: str, inst: Any) -> tuple[list[checker.Sent], list[checker.Received]]:
+        """What one stopped instance's file says it sent (its initiator conversations) and
+        committed to its queues."""
+        service_node = {node.service: n for n, node in self.nodes.items()}
+        sent: list[checker.Sent] = []
+        received: list[checker.Received] = []
+        unacked: dict[str, set[int]] = {}
+        for handle, seq in inst.sql(
+                "SELECT DISTINCT conversation_handle, message_sequence_number "
+                "FROM sys.transmission_queue").fetchall():
+            unacked.setdefault(handle, set()).add(seq)
+        targets: dict[str, str] = {}
+        for handle, conv_id, is_init, send_seq, far in inst.sql(
+                "SELECT conversation_handle, conversation_id, is_initiator, "
+                "send_sequence, far_service FROM sys.conversation_endpoints"
+        ).fetchall():
+            if is_init:
+                sent.append(checker.Sent(conv_id, f"{name}->{service_node.get(far)}",
+                                         send_seq, frozenset(unacked.get(handle, ()))))
+            else:
+                targets[handle] = conv_id
+        cur = inst.sql("SELECT conversation_handle, queuing_order, "
+                       "message_sequence_number, status, message_body "
+                       "FROM main.queue_messages ORDER BY queuing_order")
+        while rows := cur.fetchmany(500):
+            for handle, order, seq, status, body in rows:
+                b = check_body(body)
+                received.append(checker.Received(
+                    targets.get(handle, f"unknown handle {handle}"), order, seq,
+                    status, b.conversation_id, b.sequence, b.ok))
+        return sent, received
 
 
 @contextlib.contextmanager
@@ -418,8 +474,10 @@ def _signals_ignored():
 
 def summary(report: dict[str, Any]) -> str:
     v = report["verdict"]
+    topology = report.get("topology")
     lines = [
-        f"chaos run: {report['options']['instances']} instances, seed "
+        f"chaos run: {len(report['nodes'])} instances"
+        + (f" ({topology['shape']})" if topology else "") + ", seed "
         f"{report['options']['seed']}, {report['seconds']['total']} s "
         f"(nemesis {report['seconds']['nemesis']} s, healing {report['seconds']['healing']} s)",
         "  " + ", ".join(f"{n}: {d['sigkills']} SIGKILL, {d['pauses']} pauses, "
@@ -433,6 +491,7 @@ def summary(report: dict[str, Any]) -> str:
         f"unexpected {v['unexpected']}, corrupted {v['corrupted']}, incomplete "
         f"{v['incomplete']}, unacknowledged {v['unacknowledged']}, last not delivered "
         f"{v['last_not_delivered']}",
+        *(f"  {line}" for line in (topology or {}).get("lines", [])),
         *(f"  ! {d}" for d in v["details"][:20]),
         f"  verdict: {'VALID' if v['valid'] else 'INVALID'}; report: "
         f"{report['directory']}/report.json",
