@@ -21,13 +21,38 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
     )
 
 
-def test_demo_routes_every_seed_case_as_required():
-    done = run("demo")
+@pytest.fixture(scope="module")
+def demo() -> subprocess.CompletedProcess[str]:
+    """One whole ``pybroker demo`` (it starts instance processes: run it once per module)."""
+    return subprocess.run([sys.executable, "-m", "pybroker", "demo"], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_demo_routes_every_seed_case_as_required(demo):
+    done = demo
     assert done.returncode == 0, done.stderr
     assert "All 33 conversations of 7 example(s) routed as the seeds require." in done.stdout
     assert "MISMATCH" not in done.stdout
     assert done.stdout.count("why: ") == 33
     assert "send via ForwardingRoute to tcp://elsewhere.Adventure-Works.com:4022/" in done.stdout
+
+
+def test_pybroker_demo_ends_with_the_two_instances_and_the_cases_across_processes(demo):
+    done = demo
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.index("Conversation: Shop's OrderService") < out.index("Two instances, each "
+                                                                       "in its own file")
+    assert "B: RECEIVE FROM StockQueue -> 3 messages, sequence 0, 1, 2" in out
+    # then the seed's examples 6 and 3 and dynamic routing across instance processes
+    two = out.index("Two instances, each in its own file")
+    assert two < out.index("Example 6 across processes") < out.index(
+        "Dynamic routing across processes") < out.index("Example 3 across processes")
+    assert "B: RECEIVE FROM ElsewhereQueue -> <Shipment id='6'/>" in out
+    assert "B: RECEIVE FROM RemoteOnlyQueue -> <Order id='8'/>" in out
+    assert "M: RECEIVE FROM PartsQueue -> <PartsOrder n='2'/>" in out
+    assert out.rstrip().endswith("All 33 conversations of 7 example(s) routed as the seeds "
+                                 "require.")
 
 
 def _table(out: str, after: str, header: str) -> list[list[str]]:
@@ -42,8 +67,8 @@ def _table(out: str, after: str, header: str) -> list[list[str]]:
     return rows
 
 
-def test_demo_runs_a_conversation_and_shows_what_an_analyst_sees():
-    done = run("demo")
+def test_demo_runs_a_conversation_and_shows_what_an_analyst_sees(demo):
+    done = demo
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.index("Example 7") < out.index("Conversation: Shop's OrderService -> "

@@ -3,9 +3,6 @@ instance files, and what it prints of the catalog (P2, P5.2, R1.2, R6, C1, C4, C
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from pybroker.examples import run_two_instances
@@ -85,23 +82,3 @@ def test_one_connection_each_way_and_the_events(demo):
     assert int(sent) >= 2 and int(received) >= 3
     assert events[1][:2] == ["Broker:Connection", "Listening"]
     assert ["Broker:Connection", "Connected", "logged in as Shop"] in events
-
-
-@pytest.mark.cli
-def test_pybroker_demo_ends_with_the_two_instances():
-    done = subprocess.run([sys.executable, "-m", "pybroker", "demo"], capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert out.index("Conversation: Shop's OrderService") < out.index("Two instances, each "
-                                                                       "in its own file")
-    assert "B: RECEIVE FROM StockQueue -> 3 messages, sequence 0, 1, 2" in out
-    # then the seed's examples 6 and 3 and dynamic routing across instance processes
-    two = out.index("Two instances, each in its own file")
-    assert two < out.index("Example 6 across processes") < out.index(
-        "Dynamic routing across processes") < out.index("Example 3 across processes")
-    assert "B: RECEIVE FROM ElsewhereQueue -> <Shipment id='6'/>" in out
-    assert "B: RECEIVE FROM RemoteOnlyQueue -> <Order id='8'/>" in out
-    assert "M: RECEIVE FROM PartsQueue -> <PartsOrder n='2'/>" in out
-    assert out.rstrip().endswith("All 33 conversations of 7 example(s) routed as the seeds "
-                                 "require.")
