@@ -1,8 +1,10 @@
 """Dynamic routing across two instances in one process (SPEC R8): the route request is
 routed like any conversation, here over TCP on 127.0.0.1 to a configuration service in
-the other instance. That service cannot create a route in a database of another instance
-(pybroker/routing/configuration_service.py says why), so it ends the request WITH ERROR,
-and the requester records it and keeps its conversation DELAYED."""
+the other instance. That service is not told where the requester's instance is served
+(no ``instances=``), so it cannot create a route there (pybroker/routing/
+configuration_service.py says why): it ends the request WITH ERROR, and the requester
+records it and keeps its conversation DELAYED (tests/test_dynamic_routing_remote.py has
+the service that is told)."""
 
 from __future__ import annotations
 

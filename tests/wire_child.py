@@ -32,13 +32,15 @@ mirror    one that is its MIRROR: the Stock database has broker identifier WIRE_
           and its partner listens on WIRE_CHILD_PARTNER_PORT. Started again with the other
           role, the database takes that role (a promotion).
 
-    python tests/wire_child.py configuration FILE DATABASE DIRECTORY
+    python tests/wire_child.py configuration FILE DATABASE DIRECTORY [INSTANCES]
 
 configuration runs the ready-made configuration service (R8,
           pybroker/routing/configuration_service.py) on DATABASE of the instance another
           process serves at FILE, as its client, until SIGTERM; its directory is the JSON
           file DIRECTORY (read at every request), and it prints "asked SERVICE known" or
-          "asked SERVICE unknown" for each route request it answers.
+          "asked SERVICE unknown" for each route request it answers. INSTANCES, a JSON
+          file, is its instances= mapping: broker identifier -> an instance file served
+          by another process, or [pybroker://HOST:PORT, token].
 The sender started again with more CONVERSATIONS begins the missing ones and sends their
 quota, and so does a running sender on SIGUSR2 (CONVERSATIONS more each time); with
 WIRE_CHILD_MIRROR_PORT its route to StockService is a mirrored route (R9) to PEER_PORT with
@@ -223,7 +225,8 @@ def run_closer(inst: pybroker.Instance, db: pybroker.Database, count: int) -> No
     drain(inst)
 
 
-def run_configuration(file: str, database: str, directory: str) -> int:
+def run_configuration(file: str, database: str, directory: str,
+                      instances: str | None = None) -> int:
     from pybroker.routing.configuration_service import ConfigurationService, RouteAnswer, serve
 
     def lookup(service: str) -> RouteAnswer | None:
@@ -231,13 +234,16 @@ def run_configuration(file: str, database: str, directory: str) -> int:
         say(f"asked {service} {'unknown' if entry is None else 'known'}")
         return None if entry is None else RouteAnswer(entry)
 
+    places = {} if instances is None else {
+        broker: tuple(place) if isinstance(place, list) else place
+        for broker, place in json.loads(Path(instances).read_text()).items()}
     inst = pybroker.connect(file)  # served by another process: a client of it
     try:
         db = inst.database(database)
-        service = ConfigurationService(lookup)
-        service.install(db)
-        say("ready")
-        serve(db, service, stop=stop, poll=0.1)
+        with ConfigurationService(lookup, instances=places) as service:
+            service.install(db)
+            say("ready")
+            serve(db, service, stop=stop, poll=0.1)
     finally:
         inst.close()
     say("stopped")
@@ -248,7 +254,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "configuration":
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
-        return run_configuration(*argv[1:4])
+        return run_configuration(*argv[1:5])
     role, file, port, peer_port, peer_pem = argv[:5]
     count, quota, batch = (int(x) for x in [*argv[5:8], "0", "0", "0"][:3])
     for signum in (signal.SIGINT, signal.SIGTERM):

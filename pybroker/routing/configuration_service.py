@@ -18,15 +18,44 @@ conversations that wait stay DELAYED until the broker asks again (R8.2)::
     service(config)                         # answer what is queued (an activation body)
     serve(config, service, stop=event)      # or: keep answering until ``stop`` is set
 
+    # a configuration service for databases of other instances too (below)
+    ConfigurationService(directory, instances={
+        app_broker_id: "/srv/app.duckdb",                  # served by `pybroker serve`
+        shop_broker_id: ("pybroker://10.0.0.7:4100", token),   # a server's TCP port
+    })
+
 Where the route goes. As SQL Server's configuration services do, the handler creates the
-route in the database that asked, through the API of its own instance: so it answers only
-requests from databases of the instance it runs in (found by the request dialog's far
-broker identifier), wherever in that instance the configuration service's own database is.
-A request from another instance cannot be answered that way (that instance's routing table
-is out of reach, and the contract lets the configuration service send no reply but the
-end of the dialog): it is ended WITH ERROR (NOT_IN_THIS_INSTANCE), which the requester
-records in sys.broker_events. So run a configuration service in every instance that routes
-dynamically (its directory may be shared: a JSON file, or another instance's routes).
+route in the database that asked, found by the request dialog's far broker identifier:
+
+- in a database of its own instance (wherever there the configuration service's own
+  database is), through that instance's API, in the transaction that receives the request;
+- in a database of another instance, through pybroker's client protocol, when
+  ``instances`` says where that instance is served. It maps the requester's broker
+  identifier (a mapping, or a callable from it; None or no entry: unknown) to an instance
+  file served by another process on this machine (``pybroker serve FILE``: reached through
+  FILE.sock), a ``pybroker://HOST:PORT`` address with its token as a pair
+  ``(address, token)`` (the token is in the server's FILE.token), or an open
+  :class:`~pybroker.Instance` (used as it is, never closed here). The service connects
+  once per place and keeps the connection (``close()`` ends them); when the server went
+  away since, it connects again once. It never opens a requester's file itself: that would
+  lock its owner out of it, so a file nobody serves is unreachable;
+- a request from an instance ``instances`` knows nothing of is ended WITH ERROR
+  (NOT_IN_THIS_INSTANCE), which the requester records in sys.broker_events: the contract
+  lets the configuration service send no reply but the end of the dialog, so without a way
+  into the requester's routing table it cannot answer.
+
+Order matters for R8.2: the requester routes its waiting conversations again when the
+request dialog ends, so the route is committed in the requester's instance first (one
+call through its server, its own transaction) and the END is committed after it, with
+the receive, in the service's own transaction. If the route cannot be made there, the
+dialog is ended WITH ERROR saying why (ROUTE_REFUSED: the requester's instance refused it;
+REQUESTER_UNREACHABLE: no server answers where ``instances`` says, or the requesting
+database is not in that instance), and the conversations wait for the next request. A
+connection lost in the middle of the route's creation leaves the route made or not made
+(the requester's transaction), never half made; when it was made and the dialog still
+ends WITH ERROR, the requester's conversations leave along it when it routes them again.
+While it waits for the requester's server, the service holds its own transaction open:
+the requester's server should be near (a client connection waits up to 30 s).
 
 The directory is one of: a mapping of service names to an address (``'LOCAL'``,
 ``'TRANSPORT'`` or ``tcp://host:port``) or to a mapping with ``address`` and optionally
@@ -37,7 +66,8 @@ to a :class:`RouteAnswer` or None.
 
 The handler has the shape of an activation procedure (``handler(db) -> None``): it
 receives in a transaction, one conversation group at a time, until the queue is empty, and
-each request's route and end commit together with its receive.
+each request's end commits with its receive (and, for a database of its own instance, its
+route too).
 """
 
 from __future__ import annotations
@@ -57,9 +87,11 @@ from pybroker.conversation.system_messages import (
     MISSING_ROUTE,
     parse_missing_route,
 )
-from pybroker.errors import BrokerError, InvalidArgumentError
+from pybroker.errors import BrokerError, InvalidArgumentError, ServerGoneError
+from pybroker.instance import Instance
 from pybroker.routing.cache import DYNAMIC_ROUTING_SERVICE
 from pybroker.routing.definition import MAX_NAME_LENGTH, check_lifetime, validate_route
+from pybroker.server.client import URL_SCHEME, connect_served, connect_url
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.instance import Database
@@ -70,15 +102,17 @@ ROUTE_NAME_PREFIX = "BrokerConfiguration:"
 
 # Application error codes of an unanswered request (C2: positive).
 NO_SERVICE_NAMED = 1  # the message names no service
-NOT_IN_THIS_INSTANCE = 2  # the requesting database is in another instance
+NOT_IN_THIS_INSTANCE = 2  # the requesting database is in an instance ``instances`` lacks
 NO_ROUTE_KNOWN = 3  # the directory knows no route to the service
-ROUTE_REFUSED = 4  # the directory's route breaks a rule of R10.2
+ROUTE_REFUSED = 4  # the route breaks a rule of R10.2, or the requester's instance refused it
+REQUESTER_UNREACHABLE = 5  # no server answers where ``instances`` says, or no such database
 
 __all__ = [
     "DEFAULT_LIFETIME",
     "DEFAULT_QUEUE",
     "DYNAMIC_ROUTING_SERVICE",
     "ConfigurationService",
+    "Requester",
     "RouteAnswer",
     "serve",
 ]
@@ -96,19 +130,43 @@ class RouteAnswer:
 Directory = (
     Mapping[str, Any] | str | Path | Callable[[str], RouteAnswer | None] | Any
 )
+# Where another instance is served: its file (FILE.sock beside it), (pybroker://HOST:PORT,
+# token), or an open Instance.
+Requester = str | Path | tuple[str, str | None] | Instance
+Instances = Mapping[str, Requester] | Callable[[str], Requester | None]
 
 
 class ConfigurationService:
     """A dynamic routing service's handler: ``handler(db)`` answers every route request
     queued on ``queue`` of ``db`` (see the module for the directory's forms).
     ``lifetime`` is the LIFETIME, in seconds, of each route it creates (None: never
-    expires); when it passes, the next conversation to the service asks again."""
+    expires); when it passes, the next conversation to the service asks again.
+    ``instances`` says where the instances of other requesting databases are served
+    (the module says how); ``close()`` ends the connections made to them."""
 
     def __init__(self, directory: Directory, *, queue: str = DEFAULT_QUEUE,
-                 lifetime: int | None = DEFAULT_LIFETIME) -> None:
+                 lifetime: int | None = DEFAULT_LIFETIME,
+                 instances: Instances | None = None) -> None:
         self._lookup = _directory(directory)
         self.queue = queue
         self.lifetime = check_lifetime(lifetime)
+        self._where = _instances(instances)
+        self._connections: dict[Any, Instance] = {}  # place -> the client connected there
+        self._connections_lock = threading.Lock()
+
+    def close(self) -> None:
+        """End the connections made to other instances (open Instances given in
+        ``instances`` stay open: they are the caller's)."""
+        with self._connections_lock:
+            connections, self._connections = self._connections, {}
+        for client in connections.values():
+            client.close()
+
+    def __enter__(self) -> ConfigurationService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def install(self, db: Database) -> None:
         """Create the queue and the service ``SQL/ServiceBroker/BrokerConfiguration`` (on
@@ -151,14 +209,25 @@ class ConfigurationService:
             conversation.end(NO_SERVICE_NAMED, "the MissingRoute message names no service "
                              "(<SERVICE_NAME> is missing or empty)")
             return
-        requester = _database_of(db, conversation.far_broker_instance)
+        broker_instance = conversation.far_broker_instance
+        requester = _database_of(db._instance, broker_instance)
+        place = None
         if requester is None:
-            conversation.end(NOT_IN_THIS_INSTANCE, (
-                f"cannot create a route to {service_name!r} for database "
-                f"{conversation.far_broker_instance}: it is not in the configuration "
-                "service's instance; run a configuration service in the requester's own "
-                "instance"))
-            return
+            try:
+                place = self._place(broker_instance)
+            except BrokerError as exc:  # instances= that cannot say: this request fails only
+                conversation.end(REQUESTER_UNREACHABLE, (
+                    f"cannot create a route to {service_name!r} for database "
+                    f"{broker_instance}: instances= cannot say where it is served: {exc}"))
+                return
+            if place is None:
+                conversation.end(NOT_IN_THIS_INSTANCE, (
+                    f"cannot create a route to {service_name!r} for database "
+                    f"{broker_instance}: it is not in the configuration service's "
+                    "instance, and the service's instances= does not say where it is "
+                    "served; add it there, or run a configuration service in the "
+                    "requester's own instance"))
+                return
         try:
             answer = self._lookup(service_name)
         except BrokerError as exc:  # a directory that cannot say: this request fails only
@@ -177,6 +246,19 @@ class ConfigurationService:
             conversation.end(ROUTE_REFUSED,
                              f"the directory's route to {service_name!r} is refused: {exc}")
             return
+        if requester is not None:
+            self._put_route(requester, name, service_name, answer)
+        else:
+            assert place is not None and broker_instance is not None
+            problem = self._put_route_there(place, broker_instance, name, service_name,
+                                            answer)
+            if problem is not None:  # R8.2: the requester hears why, and asks again
+                conversation.end(*problem)
+                return
+        conversation.end()
+
+    def _put_route(self, requester: Database, name: str, service_name: str,
+                   answer: RouteAnswer) -> None:
         clauses = {"service_name": service_name, "address": answer.address,
                    "broker_instance": answer.broker_instance or "",
                    "mirror_address": answer.mirror_address or ""}
@@ -189,7 +271,68 @@ class ConfigurationService:
                 name, service_name=service_name, address=answer.address,
                 broker_instance=answer.broker_instance,
                 mirror_address=answer.mirror_address, lifetime=self.lifetime)
-        conversation.end()
+
+    # -- requesters in other instances -------------------------------------------------
+
+    def _place(self, broker_instance: str | None) -> Requester | None:
+        if broker_instance is None:
+            return None
+        place = self._where(broker_instance)
+        if place is None or isinstance(place, Instance):
+            return place
+        return _checked_place(place, f"instances[{broker_instance!r}]")
+
+    def _put_route_there(self, place: Requester, broker_instance: str, name: str,
+                         service_name: str, answer: RouteAnswer) -> tuple[int, str] | None:
+        """Create the route in the requesting database of the instance served at
+        ``place`` (committed there before this returns); None when done, or the error
+        code and description to end the request with."""
+        where = _describe(place)
+        for attempt in (1, 2):  # a server restarted since the last request: once again
+            try:
+                instance = self._connection(place, fresh=attempt == 2)
+            except BrokerError as exc:
+                return REQUESTER_UNREACHABLE, (
+                    f"cannot create a route to {service_name!r} for database "
+                    f"{broker_instance}: cannot connect to its instance at {where}: {exc}")
+            try:
+                requester = _database_of(instance, broker_instance)
+                if requester is None:
+                    return REQUESTER_UNREACHABLE, (
+                        f"cannot create a route to {service_name!r} for database "
+                        f"{broker_instance}: the instance at {where} holds no database "
+                        "with that broker identifier; correct the configuration "
+                        "service's instances=")
+                self._put_route(requester, name, service_name, answer)
+                return None
+            except ServerGoneError as exc:
+                gone = exc
+                if isinstance(place, Instance):  # the caller's: not this service's to renew
+                    break
+            except BrokerError as exc:
+                return ROUTE_REFUSED, (
+                    f"the instance at {where} refused the route to {service_name!r} for "
+                    f"database {broker_instance}: {exc}")
+        return REQUESTER_UNREACHABLE, (
+            f"cannot create a route to {service_name!r} for database {broker_instance}: "
+            f"the connection to its instance at {where} is gone: {gone}")
+
+    def _connection(self, place: Requester, *, fresh: bool) -> Instance:
+        if isinstance(place, Instance):
+            return place
+        key = _place_key(place)
+        with self._connections_lock:
+            client = self._connections.pop(key, None) if fresh else self._connections.get(key)
+        if client is not None:
+            if not fresh:
+                return client
+            client.close()
+        client = _connect(place)
+        with self._connections_lock:
+            earlier = self._connections.setdefault(key, client)
+        if earlier is not client:  # another thread connected meanwhile: keep one
+            client.close()
+        return earlier
 
 
 def route_name(service_name: str) -> str:
@@ -217,13 +360,77 @@ def serve(db: Database, handler: Callable[[Database], None], *,
     return done
 
 
-def _database_of(db: Database, broker_instance: str | None) -> Database | None:
+def _database_of(instance: Instance, broker_instance: str | None) -> Database | None:
     if broker_instance is None:
         return None
-    for candidate in db._instance.databases():
-        if candidate.broker_instance == broker_instance:
+    for candidate in instance.databases():
+        if str(candidate.broker_instance).lower() == broker_instance.lower():
             return candidate
     return None
+
+
+def _instances(instances: Instances | None) -> Callable[[str], Requester | None]:
+    if instances is None:
+        return lambda broker_instance: None
+    if isinstance(instances, Mapping):
+        entries = {}
+        for key, place in instances.items():
+            if not isinstance(key, str):
+                raise InvalidArgumentError(
+                    "instances maps broker identifiers (text, as in "
+                    f"sys.databases.service_broker_guid) to where they are served; not {key!r}")
+            entries[key.lower()] = place if isinstance(place, Instance) else (
+                _checked_place(place, f"instances[{key!r}]"))
+        return lambda broker_instance: entries.get(broker_instance.lower())
+    if callable(instances):
+        return instances
+    raise InvalidArgumentError(
+        "instances is a mapping of broker identifiers to where their instance is served, "
+        f"or a callable from a broker identifier to that; not {instances!r:.60}")
+
+
+def _checked_place(place: Any, what: str) -> Requester:
+    """``place`` as the service connects to it, or InvalidArgumentError saying why not."""
+    if isinstance(place, Path) or (isinstance(place, str) and place):
+        return place
+    if (isinstance(place, (tuple, list)) and len(place) == 2 and isinstance(place[0], str)
+            and place[0].startswith(URL_SCHEME)
+            and (place[1] is None or isinstance(place[1], str))):
+        return (place[0], place[1])
+    if isinstance(place, (tuple, list)):  # never the token: this may end up in an event
+        place = f"a {len(place)}-item {type(place).__name__} beginning {place[:1]!r:.60}"
+    else:
+        place = f"{place!r:.80}"
+    raise InvalidArgumentError(
+        f"{what} is {place}; it is an instance file served by another process, a pair "
+        "(pybroker://HOST:PORT, token), or an open Instance")
+
+
+def _place_key(place: Requester) -> Any:
+    if isinstance(place, tuple):
+        return place
+    text = str(place)
+    return text if text.startswith(URL_SCHEME) else str(Path(text).absolute())
+
+
+def _describe(place: Requester) -> str:
+    if isinstance(place, tuple):
+        return place[0]
+    return repr(place) if isinstance(place, Instance) else str(place)
+
+
+def _connect(place: Requester) -> Instance:
+    """A client of the server at ``place``; never the file itself opened here."""
+    if isinstance(place, tuple):
+        return connect_url(place[0], token=place[1])
+    if str(place).startswith(URL_SCHEME):
+        return connect_url(str(place), token=None)
+    client = connect_served(place)
+    if client is None:
+        raise ServerGoneError(
+            f"no process serves {str(place)!r} (start `pybroker serve {place}`, or give "
+            "its pybroker://HOST:PORT address and token)")
+    return client
 
 
 def _directory(directory: Directory) -> Callable[[str], RouteAnswer | None]:
