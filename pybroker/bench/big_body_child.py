@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import random
+import os
 import sys
 import time
 from pathlib import Path
@@ -51,7 +51,7 @@ class Child(wire_child.Child):
     def handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
         name = cmd["cmd"]
         if name == "big_make":  # the user's body: made before the baseline, not counted
-            self.body = random.Random(cmd["body_bytes"]).randbytes(cmd["body_bytes"])
+            self.body = os.urandom(cmd["body_bytes"])
             return {"sha256": hashlib.sha256(self.body).hexdigest()}
         if name == "big_baseline":
             self.baseline = baseline()
