@@ -604,35 +604,46 @@ class Arrivals:
 
 def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
                 held: Iterable[int]) -> bytes:
-    """P4.4: the message whose last missing fragment is ``f``, its other fragments read back
-    from message_fragments one at a time, in order, into one buffer of the message's size,
-    then deleted. A large message costs one body's worth of memory here, not the three of
-    taking every fragment out of the table at once and joining them."""
+    """P4.4: the message whose last missing fragment is ``f``, its other fragments read from
+    message_fragments in one scan, row by row, each written at its place in one buffer of
+    the message's size; then they are deleted. A large message costs one body's worth of
+    memory in Python, not the three of taking every fragment out as a list and joining it.
+    Every fragment but the last has the sender's fragment size (P4.1), so fragment n
+    starts at n times that size, whatever order the rows come in."""
     count, size = f.fragment_count, f.message_size
+    refused = WireError(  # the batch is retried one by one; this one is refused
+        f"the fragments of message {f.sequence} do not make a whole message of "
+        f"{size} bytes in {count} fragments")
     if set(held) | {f.fragment_number} != set(range(count)):
-        raise WireError(  # the batch is retried one by one; this one is refused
-            f"the fragments of message {f.sequence} do not make a whole message of "
-            f"{size} bytes in {count} fragments")
-    key = {"conversation_handle": handle, "message_sequence_number": f.sequence}
+        raise refused
+    if f.fragment_number == count - 1:
+        step, rest = divmod(size - len(f.body), count - 1)
+        if rest:
+            raise refused
+    else:
+        step = len(f.body)
     out = io.BytesIO()
     if size:  # sized once: getvalue() then hands over this buffer without copying it
         out.seek(size - 1)
         out.write(b"\0")
-        out.seek(0)
-    for number in range(count):
-        if number == f.fragment_number:
-            out.write(f.body)
-            continue
-        rows = uow.sql("wire/select_message_fragment.sql",
-                       {**key, "fragment_number": number})
-        if rows:
-            out.write(rows[0][0] or b"")
-        del rows
-        if out.tell() > size:
-            break
-    if out.tell() != size:
-        raise WireError(
-            f"the fragments of message {f.sequence} do not make a whole message of "
-            f"{size} bytes in {count} fragments")
+    seen: set[int] = set()
+
+    def place(number: int, body: bytes | memoryview | None) -> None:
+        body = body or b""
+        expected = size - step * (count - 1) if number == count - 1 else step
+        if not 0 <= number < count or number in seen or len(body) != expected:
+            raise refused
+        seen.add(number)
+        out.seek(number * step)
+        out.write(body)
+
+    key = {"conversation_handle": handle, "message_sequence_number": f.sequence}
+    uow.flush()
+    uow.ensure_tx()
+    uow.m._store.each_row("wire/select_message_fragments.sql", key,
+                          lambda row: place(row[0], row[1]))
+    place(f.fragment_number, f.body)
+    if len(seen) != count:
+        raise refused
     uow.sql("wire/delete_message_fragments.sql", key)
     return out.getvalue()
