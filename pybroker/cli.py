@@ -221,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", type=Path, metavar="DIR",
                    help="wire: run the instance processes under cProfile, leaving "
                    "sender.prof, receiver.prof and forwarder.prof in DIR")
+    p.add_argument("--body-mb", type=float, default=None, metavar="N",
+                   help="wire: instead of the usual cases, send one body of N MB (10^6 bytes) "
+                   "and report each process's peak memory growth against the body's size")
 
     from pybroker.fuzz import TARGETS
 
@@ -420,6 +423,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     bench: Any = {"routing": routing, "messaging": messaging, "pipeline": pipeline,
                   "wire": wire, "serve": serve}[args.name]
+    if args.body_mb is not None and args.name != "wire":
+        raise UsageError("--body-mb goes with bench wire")
     if args.idle_conversations is not None and args.name != "messaging":
         raise UsageError("--idle-conversations goes with bench messaging")
     if args.name == "wire":
@@ -429,6 +434,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
             profile = str(args.profile.resolve())
+        if args.body_mb is not None:
+            from pybroker.bench import big_body
+
+            if not 0 < args.body_mb <= 2147:
+                raise UsageError("--body-mb must be more than 0 and at most 2147 (a "
+                                 "message body is at most 2^31 - 1 bytes)")
+            report = big_body.run(body_mb=args.body_mb, repeat=args.repeat,
+                                  retry_scale=args.retry_scale)
+            print(json.dumps(report, indent=2) if args.json
+                  else big_body.format_report(report))
+            return 0
         report = wire.run(repeat=args.repeat, quick=args.quick,
                           retry_scale=args.retry_scale, profile_dir=profile)
     elif args.idle_conversations is not None:

@@ -207,6 +207,23 @@ class Store:
             finally:
                 self._end_statement()
 
+    def each_row(self, template: str, params: dict[str, Any],
+                 consume: Callable[[tuple[Any, ...]], None]) -> None:
+        """Run a statement of sql/ and hand its rows to ``consume`` one at a time, as they
+        are fetched: large values (a message's fragments) are not all in Python at once."""
+        sql = sql_templates.render(template)
+        with self._lock:
+            con = self._begin_statement()
+            try:
+                cursor = con.execute(sql, params)
+                while (row := cursor.fetchone()) is not None:
+                    consume(row)
+                    del row
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
+
     def query(self, template: str, params: dict[str, Any] | None = None, **variables: Any):
         """Run a template of sql/ with bound parameters; returns (column names, rows)."""
         sql = sql_templates.render(template, **variables)

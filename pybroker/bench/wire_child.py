@@ -390,7 +390,7 @@ class Child:
         self.inst.close()
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], child_class: type[Child] = Child) -> int:
     role, path, folder = argv[0], Path(argv[1]), Path(argv[2])
     retry_scale = float(argv[3]) if len(argv) > 3 else 1.0
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -402,7 +402,7 @@ def main(argv: list[str]) -> int:
         profile = cProfile.Profile()
         profile.enable()
         threads = _profile_threads()
-    child = Child(role, path, folder, retry_scale)
+    child = child_class(role, path, folder, retry_scale)
     try:
         for line in sys.stdin:
             cmd = json.loads(line)

@@ -1,0 +1,126 @@
+"""``pybroker bench wire --body-mb N``: one large body between two instance processes, and
+what it costs each side in memory.
+
+The same two children as ``pybroker bench wire`` (``big_body_child``: a wire_child with a
+few more commands), mutual TLS 1.3 on 127.0.0.1, routes both ways, warmed up by 100 small
+messages. Per run the sender makes a body of N MB (10^6 bytes, random), then each side
+takes its baseline: its resident set just before the send, with the kernel's peak
+(VmHWM) reset to it (``/proc/self/clear_refs``). The sender SENDs the body in one
+transaction and waits until its transmission queue is empty (the receiver committed it,
+P5.2); the receiver RECEIVEs it and checks its SHA-256 against the sender's. Each side's
+growth is its peak resident set since the baseline, less the baseline: what carrying the
+body cost that process, the sender's own copy of the body (made before the baseline) not
+counted, the body RECEIVE returns counted (1x of it cannot be avoided). The comparison is
+the body's own size: growth / body.
+
+Figures are the median of ``repeat`` runs in the same two processes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pybroker
+from pybroker.bench import wire
+from pybroker.bench.child import JsonLinesChild
+from pybroker.bench.routing import _machine, _median_of
+
+TARGET_RATIO = 2.0  # peak RSS growth of each side, in bodies
+
+
+class _Child(JsonLinesChild):
+    """One big_body_child process (a wire_child that also sends and takes one big body)."""
+
+    def __init__(self, role: str, folder: Path, retry_scale: float,
+                 profile_dir: str | None) -> None:
+        self.role = role
+        env = dict(os.environ)
+        root = str(Path(pybroker.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        super().__init__(
+            f"the {role} process",
+            [sys.executable, "-m", "pybroker.bench.big_body_child", role,
+             str(folder / f"{role}.duckdb"), str(folder), str(retry_scale)],
+            folder / f"{role}.stderr", env=env, cwd=root)
+
+
+class _Pair(wire._Pair):
+    def _start(self, role: str, retry_scale: float, profile_dir: str | None) -> _Child:
+        child = _Child(role, self.folder, retry_scale, profile_dir)
+        self.children.append(child)
+        return child
+
+    def big(self, size: int) -> dict[str, float]:
+        self.sender.ask("begin", conversations=1)
+        made = self.sender.ask("big_make", body_bytes=size)
+        self.receiver.ask("big_baseline")
+        self.sender.ask("big_baseline")
+        self.receiver.post("big_receive")
+        self.sender.post("big_send")
+        sent, got = self.sender.answer(), self.receiver.answer()
+        if got["size"] != size or got["sha256"] != made["sha256"]:
+            raise RuntimeError(f"the body arrived as {got['size']} bytes, SHA-256 "
+                               f"{got['sha256']}; {size} bytes, {made['sha256']} were sent")
+        seconds = max(sent["acked"], got["done"]) - sent["start"]
+        return {
+            "body_mb": size / 1e6,
+            "seconds": seconds,
+            "mb_per_s": size / seconds / 1e6,
+            "sender_growth_mb": sent["growth"] / 1e6,
+            "receiver_growth_mb": got["growth"] / 1e6,
+            "sender_ratio": sent["growth"] / size,
+            "receiver_ratio": got["growth"] / size,
+            "sender_baseline_mb": sent["baseline"] / 1e6,
+            "receiver_baseline_mb": got["baseline"] / 1e6,
+            "sender_duckdb_mb": sent["duckdb_memory"] / 1e6,
+            "receiver_duckdb_mb": got["duckdb_memory"] / 1e6,
+        }
+
+
+def run(*, body_mb: float, repeat: int = 3, retry_scale: float = 1.0) -> dict[str, Any]:
+    size = int(body_mb * 1e6)
+    if size < 1:
+        raise ValueError("the body must have at least one byte")
+    runs: list[dict[str, float]] = []
+    load_before = wire._load()
+    with tempfile.TemporaryDirectory(prefix="pybroker-bench-body-") as tmp, \
+            _Pair(Path(tmp), retry_scale, None) as pair:
+        pair.warm_up()
+        for _ in range(repeat):
+            runs.append(pair.big(size))
+    report: dict[str, Any] = {
+        "machine": _machine(),
+        "load": {"before": load_before, "after": wire._load()},
+        "body_bytes": size,
+        "repeat": repeat,
+        "target_ratio": TARGET_RATIO,
+        "big_body": _median_of(runs),
+    }
+    r = report["big_body"]
+    r["met"] = max(r["sender_ratio"], r["receiver_ratio"]) <= TARGET_RATIO
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    m, r = report["machine"], report["big_body"]
+    return "\n".join([
+        f"machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}, "
+        f"DuckDB {m['duckdb']}; load average (1, 5, 15 min) before "
+        f"{report['load']['before']}, after {report['load']['after']}",
+        f"(e) one body of {r['body_mb']:,.0f} MB between two instance processes over mutual "
+        f"TLS 1.3, durable end to end; median of {report['repeat']} runs",
+        f"    {r['seconds']:.1f} s SEND to RECEIVE and acknowledgement ({r['mb_per_s']:,.1f} "
+        f"MB/s)",
+        f"    peak RSS growth: sender +{r['sender_growth_mb']:,.0f} MB "
+        f"({r['sender_ratio']:.2f}x the body), receiver +{r['receiver_growth_mb']:,.0f} MB "
+        f"({r['receiver_ratio']:.2f}x; RECEIVE's own copy is 1x) (target <= "
+        f"{report['target_ratio']:.0f}x: {'met' if r['met'] else 'MISSED'})",
+        f"    baselines: sender {r['sender_baseline_mb']:,.0f} MB (its own body included), "
+        f"receiver {r['receiver_baseline_mb']:,.0f} MB; DuckDB's memory afterwards "
+        f"(duckdb_memory()): sender {r['sender_duckdb_mb']:,.0f} MB, receiver "
+        f"{r['receiver_duckdb_mb']:,.0f} MB",
+    ])
