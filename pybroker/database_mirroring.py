@@ -17,15 +17,35 @@ it is principal, so the new principal's claim is what counts (R9.3).
 What carries over on failover: only what the new principal's own file holds. Conversations
 begun after the failover, and any whose target endpoint the new principal already has (it
 was principal for them before), continue there. A conversation the new principal has never
-seen is treated as any message for an unknown conversation is: its next message from the
-initiator begins a target endpoint there, and since that message's sequence number is not
-0 it is acknowledged and held out of order (status 2), waiting for earlier messages that
-only the old principal had; it is never received. Its initiator sees no error (SQL Server
-would have the conversation in the mirror's copy of the database); end such conversations,
-or let their lifetime expire. The other way round (the initiator's database failed over),
-a target's message for an initiator side the new principal does not have is refused with
-error -8462, which ends that conversation at the target. Messages the old principal had not
-acknowledged when it stopped go to the new one, with the same consequences.
+seen ends with an error at its initiator: the principal refuses a later message (sequence
+above 0) of a conversation it has no endpoint for, with a notice that is not fatal
+(UNKNOWN_AT_PRINCIPAL, conversation/arrivals.py), takes and acknowledges nothing of it, and
+the initiator (conversation/remote.py) ends the conversation if the far side had
+acknowledged one of its messages or sent one: its target endpoint existed, at the former
+principal. The initiator gets an Error message (-8462, the description naming the new
+principal and the failover), the endpoint goes to ERROR, its transmission queue rows go,
+and a "Broker:Conversation" event says so. Its earlier messages stay in the old principal's
+file (SQL Server would have them in the mirror's copy of the database).
+
+Why the sender decides, and why the notice is not fatal: the principal cannot tell a
+conversation begun at its former partner from one begun after the failover whose second
+message overtook its first (a reordered network, or a first message lost and sent again);
+only the sender knows whether the far side ever had it. A conversation with nothing
+acknowledged and nothing received keeps its messages in flight: the retry brings sequence 0,
+which begins the target, and the rest follow in order (P4.4). A first message in the same
+batch begins the target before the refusal could happen. The frames are unchanged. What
+remains: a refusal about a conversation begun after the failover could, on a network that
+reorders the way back, reach the sender after the acknowledgement of its first message,
+and end it; TCP keeps one connection's frames in order and the principal sends the
+refusal before it can acknowledge the first message, so only a reordering proxy can.
+
+A database that is not in a pair behaves as before: a later message of an unknown
+conversation begins a target endpoint and waits, held, for the earlier ones (P4.4). The
+other way round (the initiator's database failed over), a target's message for an initiator
+side the new principal does not have is refused with error -8462, which ends that
+conversation at the target. Messages the old principal had committed but not acknowledged
+when it stopped go to the new one: a first message begins the conversation there (it is
+then in both files), a later one ends it as above.
 """
 
 from __future__ import annotations

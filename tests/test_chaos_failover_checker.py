@@ -21,16 +21,34 @@ def _rows(conv, seqs, status=1, start=0):
 
 
 def test_R9_3_a_clean_failover_is_valid_and_says_how_many_of_each():
-    sent = [Sent(BEFORE, "A->pair", 6), Sent(AFTER, "A->pair", 4)]
-    old = _rows(BEFORE, [0, 1, 2])  # the old principal acknowledged 0-2, then died
-    new = [*_rows(BEFORE, [3, 4, 5], status=2), *_rows(AFTER, range(4), start=3)]
-    f = check_failover(sent, {AFTER}, old, new)
+    # the old principal acknowledged 0-2, then died; the new one refused 3 and the
+    # initiator ended the conversation with an error
+    sent = [Sent(BEFORE, "A->pair", 4), Sent(AFTER, "A->pair", 4)]
+    old = _rows(BEFORE, [0, 1, 2])
+    new = _rows(AFTER, range(4), start=3)
+    f = check_failover(sent, {AFTER}, old, new, errored={BEFORE})
     assert f.verdict.valid, f.verdict.details
     assert f.as_dict() == {
         "continued": 1, "continued_messages": 4, "begun_after": 1, "finished_before": 0,
-        "stranded": 1, "at_old_principal": 3, "held_at_new_principal": 3, "in_both": 0,
-        "ended_with_error": 0}
-    assert (f.verdict.sent, f.verdict.acknowledged, f.verdict.received) == (10, 10, 10)
+        "stranded": 1, "stranded_ended": 1, "at_old_principal": 3, "undelivered": 1,
+        "held_at_new_principal": 0, "in_both": 0, "ended_with_error": 1}
+    assert (f.verdict.sent, f.verdict.acknowledged, f.verdict.received) == (8, 7, 7)
+
+
+def test_R9_3_a_stranded_conversation_that_neither_ended_nor_arrived_whole_is_a_violation():
+    sent = [Sent(BEFORE, "A->pair", 6)]
+    # held at the new principal out of order (the old behaviour): never receivable
+    held = check_failover(sent, set(), _rows(BEFORE, [0, 1, 2]), _rows(BEFORE, [3, 4, 5], 2))
+    assert (held.stranded, held.held_at_new_principal, held.stranded_ended) == (1, 3, 0)
+    assert held.verdict.extra == {"held_at_new_principal": 3} and not held.verdict.valid
+    # ended with an error, yet something is held at the new principal
+    both = check_failover(sent, set(), _rows(BEFORE, [0, 1, 2]), _rows(BEFORE, [4], 2),
+                          errored={BEFORE})
+    assert both.verdict.extra == {"held_at_new_principal": 1} and not both.verdict.valid
+    # the new principal has some, receivable, but not the last, and no error
+    short = check_failover([Sent(BEFORE, "A->pair", 6, frozenset({4, 5}))], set(),
+                           _rows(BEFORE, [0, 1, 2]), _rows(BEFORE, [0, 1, 2, 3]))
+    assert short.verdict.extra == {"stranded_not_ended": 1} and not short.verdict.valid
 
 
 def test_R9_3_a_conversation_whose_first_message_reached_only_the_new_principal_continued():
@@ -58,19 +76,23 @@ def test_R9_3_loss_duplication_and_reordering_at_the_new_principal_are_caught():
 
 def test_R9_3_a_stranded_conversation_may_not_lose_nor_duplicate_within_one_partner():
     sent = [Sent(BEFORE, "A->pair", 6)]
-    # message 2 acknowledged, at neither partner
-    lost = check_failover(sent, set(), _rows(BEFORE, [0, 1]), _rows(BEFORE, [3, 4, 5], 2))
+    # message 2 acknowledged, at neither partner (the new one began it again with 0)
+    lost = check_failover(sent, set(), _rows(BEFORE, [0, 1]), _rows(BEFORE, [0, 1, 3, 4, 5]))
     assert (lost.stranded, lost.verdict.lost, lost.verdict.valid) == (1, 1, False)
-    twice = check_failover(sent, set(), _rows(BEFORE, [0, 1, 2, 2]),
-                           _rows(BEFORE, [3, 4, 5], 2))
-    assert (twice.verdict.duplicated, twice.verdict.valid) == (1, False)
-    # committed by the old principal unacknowledged, sent again to the new one: in both,
-    # counted and allowed (nothing is replicated)
+    twice = check_failover(sent, set(), _rows(BEFORE, [0, 1, 2, 2]), [], errored={BEFORE})
+    assert (twice.stranded_ended, twice.verdict.duplicated, twice.verdict.valid) == (
+        1, 1, False)
+    # committed by the old principal unacknowledged, sent again to the new one, where the
+    # first began it: in both, counted and allowed (nothing is replicated)
     both = check_failover(sent, set(), _rows(BEFORE, [0, 1, 2]), _rows(BEFORE, range(6)))
     assert (both.in_both, both.held_at_new_principal, both.verdict.valid) == (3, 0, True)
     undrained = check_failover([Sent(BEFORE, "A->pair", 6, frozenset({5}))], set(),
-                               _rows(BEFORE, [0, 1, 2]), _rows(BEFORE, [3, 4], 2))
+                               _rows(BEFORE, [0, 1, 2]), _rows(BEFORE, range(5)))
     assert (undrained.verdict.unacknowledged, undrained.verdict.valid) == (1, False)
+    # ended with an error: what the refusal ended is undelivered, not lost
+    ended = check_failover(sent, set(), _rows(BEFORE, [0, 1, 2]), [], errored={BEFORE})
+    assert (ended.stranded_ended, ended.undelivered, ended.verdict.lost) == (1, 3, 0)
+    assert ended.verdict.valid
 
 
 def test_a_topology_violation_counts_in_the_verdict():

@@ -1,7 +1,12 @@
 """The engine's side of arrivals from the network (P4.4, P5.4), fed straight to
 ``RemoteDelivery.arrive`` (no sockets): messages that arrive ahead of a missing one wait in
 the queue with status 2, written with the batch's other rows, and leave in order, a run of
-them in one statement, once the missing one arrives, within one batch or across batches."""
+them in one statement, once the missing one arrives, within one batch or across batches.
+
+At a mirrored pair's principal (R9) a later message of a conversation it has no endpoint
+for is refused with a notice that is not fatal; its sender ends the conversation with an
+error only if the far side had acknowledged or sent a message (it began at the former
+principal), and otherwise waits for its first message to begin it (one merely overtaken)."""
 
 from __future__ import annotations
 
@@ -10,10 +15,43 @@ import uuid
 from collections.abc import Iterator
 
 import pybroker
+from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL
 from pybroker.conversation.remote import Arrival
-from pybroker.wire.frames import MessageFragment
+from pybroker.wire.dialog import Acknowledged
+from pybroker.wire.frames import AckEntry, MessageFragment, Notice
 
 FAR_BROKER = str(uuid.UUID(int=0xFA5))
+ERROR = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"
+
+
+class FakeWire:
+    """The transport's side as the engine sees it: what it is handed is kept."""
+
+    instance_id = "fake"
+    key_id = bytes(8)
+    address = "tcp://127.0.0.1:4022"
+
+    def __init__(self) -> None:
+        self.acks: list[AckEntry] = []
+        self.notices: list[Notice] = []
+        self.submitted: list[tuple[str, str, MessageFragment]] = []
+        self.forgotten: list[tuple[str, bool]] = []
+
+    def submit(self, items):
+        self.submitted += items
+
+    def forget(self, conversation_id, from_initiator):
+        self.forgotten.append((conversation_id, from_initiator))
+
+    def reply(self, connection, acks, notices, answered=0):
+        self.acks += acks
+        self.notices += notices
+
+    def forward(self, items):
+        raise AssertionError("nothing is forwarded here")
+
+    def is_own_address(self, address):
+        return False
 
 
 def _fragment(conversation_id: str, seq: int) -> MessageFragment:
@@ -102,3 +140,98 @@ def test_one_batch_finds_the_endpoints_of_many_conversations_in_one_query(tmp_pa
                 m.message_sequence_number)
         assert len(by_handle) == 20  # one endpoint per conversation, not a second one
         assert all(seqs == [0, 1] for seqs in by_handle.values())
+
+
+def _endpoints(inst: pybroker.Instance, cid: str) -> int:
+    return inst.sql("SELECT count(*) FROM sys.conversation_endpoints WHERE "
+                    "conversation_id::VARCHAR = ?", [cid]).fetchone()[0]
+
+
+def test_R9_at_a_principal_an_unknown_conversation_is_refused_until_its_first_message(
+        tmp_path):
+    with pybroker.connect(tmp_path / "m.duckdb") as inst:
+        stock = inst.create_database("Stock")
+        stock.create_queue("StockQueue")
+        stock.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
+        stock.set_mirroring("PRINCIPAL", "tcp://partner:4022")
+        remote = inst._messaging.remote
+        wire = remote.wire = FakeWire()
+
+        def arrive(cid: str, *seqs: int) -> None:
+            remote.arrive([Arrival(1, "test", _fragment(cid, s)) for s in seqs])
+
+        # sequence 1 overtook sequence 0: refused, not fatally, nothing kept, no ack
+        cid = str(uuid.uuid4())
+        arrive(cid, 1)
+        (notice,) = wire.notices
+        assert (notice.conversation_id, notice.about_initiator, notice.sequence,
+                notice.code, notice.is_fatal) == (cid, True, 1, UNKNOWN_AT_PRINCIPAL, False)
+        assert f"principal of the mirrored pair at {FakeWire.address}" in notice.text
+        assert wire.acks == [] and _endpoints(inst, cid) == 0
+        assert _statuses(inst, cid) == []
+        # sequence 0 begins it; the retry of 1 follows; both received, in order
+        arrive(cid, 0)
+        arrive(cid, 2, 1)
+        got = stock.receive("StockQueue", max_messages=10)
+        assert [m.message_sequence_number for m in got] == [0, 1, 2]
+        assert len(wire.notices) == 1 and _endpoints(inst, cid) == 1
+        assert {a.conversation_id for a in wire.acks} == {cid}
+        # in one batch, sequence 0 after 1: it begins the conversation, nothing refused
+        other = str(uuid.uuid4())
+        arrive(other, 1, 0)
+        got = stock.receive("StockQueue", max_messages=10)
+        assert [m.message_sequence_number for m in got] == [0, 1]
+        assert len(wire.notices) == 1
+        # not in a pair: a later message begins a target and waits for the first (P4.4)
+        stock.set_mirroring(None)
+        alone = str(uuid.uuid4())
+        arrive(alone, 1)
+        assert _statuses(inst, alone) == [(1, 2)] and len(wire.notices) == 1
+
+
+def test_R9_the_sender_ends_a_conversation_its_principal_lost_and_waits_for_one_overtaken(
+        tmp_path):
+    with pybroker.connect(tmp_path / "a.duckdb") as inst:
+        shop = inst.create_database("Shop")
+        shop.create_queue("ShopQueue")
+        shop.create_service("ShopService", queue="ShopQueue")
+        shop.create_route("ToStock", service_name="StockService",
+                          address="tcp://127.0.0.1:4022")
+        remote = inst._messaging.remote
+        wire = remote.wire = FakeWire()
+        conv = shop.begin_dialog("ShopService", "StockService")
+        conv.send(b"<a/>")
+        conv.send(b"<b/>")
+        assert [f.sequence for _, _, f in wire.submitted] == [0, 1]
+
+        def refused(seq: int) -> None:
+            remote.notice(Notice(conv.conversation_id, True, None, seq, UNKNOWN_AT_PRINCIPAL,
+                                 "The conversation is not known to the principal.", False,
+                                 bytes(8)), "127.0.0.1:4022")
+
+        def in_flight() -> list[int]:
+            return [s for (s,) in inst.sql(
+                "SELECT message_sequence_number FROM sys.transmission_queue "
+                "ORDER BY 1").fetchall()]
+
+        # nothing acknowledged: sequence 0 has not reached the principal yet; kept
+        refused(1)
+        assert conv.state == "CO" and in_flight() == [0, 1]
+        assert shop.receive("ShopQueue") == [] and wire.forgotten == []
+        # the far side acknowledged 0 (at the former principal): 1 cannot go on
+        remote.acknowledged([Acknowledged(conv.handle, 0, FAR_BROKER, False, False)])
+        assert in_flight() == [1]
+        refused(1)
+        assert conv.state == "ER" and in_flight() == []
+        assert wire.forgotten == [(conv.conversation_id, True)]
+        (error,) = shop.receive("ShopQueue")
+        assert (error.message_type_name, error.message_sequence_number) == (ERROR, -1)
+        assert error.message_body.startswith(
+            b'<Error xmlns="http://schemas.microsoft.com/SQL/ServiceBroker/Error">'
+            b"<Code>-8462</Code><Description>The conversation is not known to the principal."
+            b"</Description>")
+        refused(1)  # another of its messages: it has ended already, nothing more
+        inst.run_pending()
+        assert inst.sql("SELECT subclass, peer_address, message_sequence_number FROM "
+                        "sys.broker_events WHERE event_class = 'Broker:Conversation'"
+                        ).fetchall() == [("Broker Initiated Error", "127.0.0.1:4022", 1)]

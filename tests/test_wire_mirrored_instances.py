@@ -17,6 +17,7 @@ from pybroker.examples import build_example, decide_case, load_examples
 from tests.wire_helpers import CONTRACT, ORDER, define_objects, drain, wait_for
 
 EVENT = "Broker:Mirrored Route State Changed"
+ERROR = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"
 
 
 def _instances(tmp_path: Path, names: list[str]) -> list[pybroker.Instance]:
@@ -120,32 +121,57 @@ def test_R9_2_messages_go_to_the_principal_only(tmp_path):
 
 def test_R9_3_after_failover_messages_go_to_the_new_principal(tmp_path):
     """The principal's role flips and its endpoint stops; the mirror is promoted. A
-    conversation begun after the failover is served by the new principal; one begun
-    before continues there only as far as pybroker carries it: the new principal does not
-    know it (nothing is replicated), so it takes the later messages as the start of a
-    conversation with messages missing: they wait there out of order (status 2), never
-    received; SQL Server would have them in the mirror's copy of the database."""
+    conversation begun after the failover is served by the new principal, whole and in
+    order. One begun before cannot continue: the new principal has no endpoint for it
+    (nothing is replicated), so it refuses its next message, and the initiator, whose
+    messages the old principal acknowledged, ends it with an error that says why."""
     i, p, m, shop, stock_p, stock_m = trio(tmp_path)
     try:
         before = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
         send(before, [b"<a/>", b"<b/>"])
         assert len(drain(stock_p, "StockQueue", 2)) == 2
+        wait_for(lambda: i.sql("SELECT count(*) FROM sys.transmission_queue"
+                               ).fetchone()[0] == 0, what="P to acknowledge both")
         stock_p.fail_over()
         p.endpoint.close()
         stock_m.fail_over()
         after = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
         bodies = [f"<order n='{n}'/>".encode() for n in range(10)]
         send(after, bodies)
-        send(before, [b"<c/>"])
+        send(before, [b"<c/>", b"<d/>"])
         got = drain(stock_m, "StockQueue", len(bodies))
         assert [g.message_body for g in got] == bodies  # once, in order, at M
+        assert [g.message_sequence_number for g in got] == list(range(10))
+        # the conversation begun before ends at I with an error naming M and the failover
+        (error,) = drain(shop, "ShopQueue", 1)
+        assert error.conversation_handle == before.handle
+        assert error.message_type_name == ERROR
+        assert b"<Code>-8462</Code>" in error.message_body
+        text = error.message_body.decode()
+        assert f"principal of the mirrored pair at {m.endpoint.address}" in text
+        assert "former principal, before a failover" in text
+        assert before.state == "ER" and after.state == "CO"
+        assert i.sql("SELECT state_desc, error_code FROM sys.conversation_endpoints WHERE "
+                     "conversation_handle = ?", [before.handle]).fetchall() == [
+            ("ERROR", -8462)]
         wait_for(lambda: i.sql("SELECT count(*) FROM sys.transmission_queue"
-                               ).fetchone()[0] == 0, what="I's transmission queue to drain")
-        # the conversation begun before: acknowledged by M, held out of order, not received
-        held = m.sql("SELECT status, message_sequence_number FROM sys.queue_messages "
-                     "WHERE conversation_handle <> ?", [got[0].conversation_handle]).fetchall()
-        assert held == [(2, 2)]
-        assert stock_m.receive("StockQueue", max_messages=10) == []
+                               ).fetchone()[0] == 0, what="I's transmission queue to empty")
+        i.run_pending()  # broker events are written with the next unit of work
+        assert i.sql("SELECT event_class, subclass, conversation_id::VARCHAR, "
+                     "message_sequence_number FROM sys.broker_events WHERE event_class = "
+                     "'Broker:Conversation'").fetchall() == [
+            ("Broker:Conversation", "Broker Initiated Error", before.conversation_id, 2)]
+        with pytest.raises(pybroker.BrokerError):
+            before.send(b"<e/>", message_type=ORDER)  # it has ended
+        # M holds nothing of it: no endpoint, no message, held or not
+        assert m.sql("SELECT count(*) FROM sys.conversation_endpoints WHERE "
+                     "conversation_id = ?", [before.conversation_id]).fetchone()[0] == 0
+        assert m.sql("SELECT count(*) FROM sys.queue_messages").fetchone()[0] == 0
+        m.run_pending()
+        assert m.sql("SELECT count(*) FROM sys.broker_events WHERE event_class = "
+                     "'Broker:Message Undeliverable' AND conversation_id = ? AND "
+                     "description LIKE '%not known to the principal%'",
+                     [before.conversation_id]).fetchone()[0] >= 1
         states = [s for s, _ in events(i)]
         assert states[0] == "PRINCIPAL" and states[-1] == "PRINCIPAL" and "PROBING" in states
         assert events(i)[-1][1] == m.endpoint.address

@@ -29,8 +29,9 @@ what a run does (pybroker/chaos/):
                 Nothing is copied between P and M, so only the conversations
                 whose first message reached M must arrive there whole, once
                 and in order (all those begun after the failover); those begun
-                at P are counted: what P kept, what M holds but can never be
-                received, what both have
+                at P end with an error at A when M refuses their next message,
+                and are counted: what P kept, what the error ended, what both
+                have
   workload      --conversations per link; bodies from a few bytes up: about one
                 in --big-every is large (max-body/8 .. --max-body, travelling in
                 --fragment-size fragments); --batch messages per transaction,
@@ -73,12 +74,15 @@ the report (printed; report.json in the run directory), over every conversation:
   held by forwarders  (forwarder) rows of conversations, fragments, queues or
                 transmission queue in a forwarder's file: there must be none
   failover      (mirror) how many conversations continued at the new principal
-                (checked as above, there), how many were stranded at the old
-                one (counted; only a message acknowledged by neither, or twice
-                in one queue, or out of order among the receivable ones of one
-                queue is a violation) and how many ended with an error; one
-                begun after the failover that ends with an error or has a
-                message at the old principal is a violation
+                (checked as above, there), how many were stranded (begun at the
+                old one, which keeps what it took): each must end with an error
+                at the initiator, holding nothing at the new principal (the
+                messages the error ended are counted as undelivered), or, if
+                its first message began it at the new one, arrive there to its
+                last; twice in one queue or out of order among the receivable
+                ones of one queue is a violation. One begun after the failover
+                that ends with an error or has a message at the old principal
+                is a violation
   verdict       VALID when every count from lost on is 0 (exit 0), else INVALID
                 (exit 1). 'pybroker chaos check DIR' gives it again for a stopped
                 run's directory

@@ -13,7 +13,9 @@ the role the runner writes to ``NAME.role`` (PRINCIPAL or MIRROR; read at every 
 a promotion reaches a process that was down when it was asked), and a sender with an
 ``after`` plan begins those conversations once the runner writes ``failed_over`` (the
 conversations begun after the failover). After a restart, its initiator conversations that
-are not in ``plan`` are the ones begun after.
+are not in ``plan`` are the ones begun after. A conversation that ended with an error (one
+begun at the pair's former principal, which the new one does not know) sends no more: its
+share ends at what it had sent.
 """
 
 from __future__ import annotations
@@ -78,13 +80,28 @@ def run(config_path: Path, name: str) -> int:
             for h, share in zip(sorted(handles), after["plan"], strict=True):
                 plan[h] = share
 
+        def total() -> int:
+            return sum(plan.values()) + (
+                sum(after["plan"]) if after and not begun_after else 0)
+
+        def stop_ended() -> set[str]:
+            """Conversations that ended with an error send no more (R9: one begun at a
+            mirrored pair's former principal, refused by the new one): their share ends
+            at what they sent. Returns them."""
+            ended = {h for (h,) in inst.sql(
+                "SELECT conversation_handle FROM sys.conversation_endpoints "
+                "WHERE is_initiator AND state = 'ER'").fetchall()}
+            for h in ended & set(next_seq):
+                plan[h] = min(plan[h], next_seq[h])
+            return ended
+
         seqs, ids = known()
         begun_after = sorted(set(seqs) - set(plan))
         if after and begun_after:
             plan_after(begun_after)
         next_seq = {h: s for h, s in seqs.items() if h in plan}
-        planned = sum(plan.values()) + (
-            sum(after["plan"]) if after and not begun_after else 0)
+        stop_ended()
+        planned = total()
         seed, big_every, max_body = config["seed"], config["big_every"], config["max_body"]
         start, window = config["start"], max(0.001, config["send_window"])
         batch, batch_bytes = config["batch"], 8 * 2**20
@@ -102,6 +119,8 @@ def run(config_path: Path, name: str) -> int:
                 begun_after = sorted(set(seqs) - set(plan))
                 plan_after(begun_after)
                 next_seq = {h: seqs[h] for h in plan}
+                stop_ended()
+                planned = total()
                 handles = sorted(plan)
                 print(f"{name}: began {len(after['plan'])} conversations after the failover",
                       flush=True)
@@ -125,9 +144,17 @@ def run(config_path: Path, name: str) -> int:
                     todo.append((h, seq, body))
                     size += len(body)
                 if todo:
-                    with db.transaction():
-                        for h, _seq, body in todo:
-                            db.conversation(h).send(body, message_type=config["message_type"])
+                    try:
+                        with db.transaction():
+                            for h, _seq, body in todo:
+                                db.conversation(h).send(
+                                    body, message_type=config["message_type"])
+                    except BrokerError:
+                        # one of them ended with an error meanwhile: plan without it
+                        if not stop_ended() & {h for h, _, _ in todo}:
+                            raise
+                        planned = total()
+                        continue
                     for h, _seq, _body in todo:
                         next_seq[h] += 1
                 else:  # every conversation begun so far has sent its share
@@ -137,6 +164,8 @@ def run(config_path: Path, name: str) -> int:
             now = time.monotonic()
             if now - last_status >= 0.5:
                 last_status = now
+                stop_ended()
+                planned = total()
                 role = None
                 if me.get("mirrored"):
                     role = db.mirroring_role

@@ -16,7 +16,8 @@ mirror     initiator A, principal P, mirror M (R9): P and M share the database D
            conversations again. Half the messages go to the conversations begun before,
            half to those begun after the promotion. The rule is checker_failover's: the
            conversations that exist at the new principal lose, duplicate and reorder
-           nothing; the stranded ones are counted.
+           nothing; the stranded ones (begun at P) end with an error at A and hold nothing
+           at M, and are counted.
 """
 
 from __future__ import annotations
@@ -256,9 +257,11 @@ class MirrorRun(ChaosRun):
                 f"continued at the new principal: {outcome['continued']} conversations "
                 f"({outcome['begun_after']} begun after the failover), "
                 f"{outcome['continued_messages']} messages received there",
-                f"stranded (begun at the old principal): {outcome['stranded']} conversations: "
+                f"stranded (begun at the old principal): {outcome['stranded']} conversations, "
+                f"{outcome['stranded_ended']} ended with an error at the initiator: "
                 f"{outcome['at_old_principal']} messages at the old principal, "
-                f"{outcome['held_at_new_principal']} held at the new one (never receivable), "
+                f"{outcome['undelivered']} undelivered (the error ended them), "
+                f"{outcome['held_at_new_principal']} held at the new one, "
                 f"{outcome['in_both']} in both; finished before the failover "
                 f"{outcome['finished_before']}; ended with an error "
                 f"{outcome['ended_with_error']}"]

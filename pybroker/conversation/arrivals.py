@@ -75,6 +75,18 @@ STATUS_ROUTE_REQUESTED = (  # R2.4 in msdb's table: the sender's retry finds the
 STATUS_NOT_PRINCIPAL = (  # R9.3: the sender asks the partner whether it is principal now
     "The target database is the mirror of a mirrored pair, not its principal: it takes no "
     "message; send to its partner.")
+# R9: a principal's refusal of a later message (sequence > 0) of a conversation it has no
+# endpoint for: the conversation began at the pair's former principal, and nothing is
+# replicated. Not fatal on the wire: the sender decides (remote.py), ending the conversation
+# only if its far side existed elsewhere, so that a first message merely overtaken by the
+# second (reordered) still begins the conversation here. SQL Server has no such refusal (its
+# mirror holds every endpoint): the code is pybroker's own, in SQL Server's user-defined
+# range so that it is never taken for one of SQL Server's errors.
+UNKNOWN_AT_PRINCIPAL = 50954
+STATUS_UNKNOWN_AT_PRINCIPAL = (
+    "The conversation is not known to the principal of the mirrored pair{}: it began at the "
+    "pair's former principal, before a failover, and pybroker replicates nothing between "
+    "partners, so it cannot continue; begin a new conversation.")
 
 
 class _Engine(Protocol):
@@ -122,6 +134,9 @@ class Wire(Protocol):
     def forward(self, items: list[tuple[int, str, MessageFragment, str]]) -> None: ...
 
     def is_own_address(self, address: str) -> bool: ...
+
+    @property
+    def address(self) -> str: ...
 
 
 @dataclass(slots=True)
@@ -173,20 +188,25 @@ class Arrivals:
         self._event_id = 0
         self._lock = threading.Lock()
         self._events: list[tuple[Any, ...]] = []
-        self._mirror_databases: frozenset[int] | None = None  # R9.3: they take no message
+        # R9: database id -> role, of the databases in a mirrored pair
+        self._mirroring_roles: dict[int, str] | None = None
+        # during a batch of arrivals: the conversations whose first message (sequence 0)
+        # from the initiator is in it
+        self._batch_starts: set[str] = set()
 
     @property
-    def mirror_databases(self) -> frozenset[int]:
-        """The databases that are the MIRROR of a pair (R9), read again after every catalog
-        write (``mirroring_changed``)."""
-        found = self._mirror_databases
+    def mirroring_roles(self) -> dict[int, str]:
+        """The role (PRINCIPAL or MIRROR) of each database in a mirrored pair (R9), read
+        again after every catalog write (``mirroring_changed``)."""
+        found = self._mirroring_roles
         if found is None:
-            found = self._mirror_databases = frozenset(
-                row[0] for row in self.m._store.run("instance/select_mirror_databases.sql"))
+            found = self._mirroring_roles = {
+                row[0]: row[1] for row in self.m._store.run(
+                    "instance/select_mirroring_roles.sql")}
         return found
 
     def mirroring_changed(self) -> None:
-        self._mirror_databases = None
+        self._mirroring_roles = None
 
     # -- shared --------------------------------------------------------------------------
 
@@ -243,11 +263,15 @@ class Arrivals:
                 uow.activate()
                 uow.arrivals = True
                 self._prefetched = self._prefetch(uow, [a for a, _ in here])
+                self._batch_starts = {
+                    f.conversation_id for f in (a.fragment for a, _ in here)
+                    if f.from_initiator and f.sequence == 0}
                 try:
                     for arrival, destination in here:
                         self._arrive(uow, arrival, destination, replies)
                 finally:
                     self._prefetched = None
+                    self._batch_starts = set()
         wire = self.wire
         if wire is None:
             return
@@ -363,6 +387,11 @@ class Arrivals:
                     f"'{f.contract}'."), fatal=True, code=CONTRACT_NOT_SUPPORTED,
                     broker=catalog.broker_instance)
                 return
+            if f.sequence > 0 and self._began_elsewhere(f, database_id):
+                self._refuse(arrival, replies, STATUS_UNKNOWN_AT_PRINCIPAL.format(
+                    f" at {self.wire.address}" if self.wire is not None else ""),
+                    fatal=False, code=UNKNOWN_AT_PRINCIPAL)
+                return
             ep = self._new_target(uow, f, catalog)
         elif ep.is_initiator and ep.far_broker_instance not in (None, f.from_broker_instance):
             self._refuse(arrival, replies, _ALREADY_ACKNOWLEDGED_TEXT, fatal=True,
@@ -413,6 +442,15 @@ class Arrivals:
                      f.is_end_of_dialog, f.is_error, now, arrival, replies)
         self._release(uow, ep, catalog, now, arrival, replies)
 
+    def _began_elsewhere(self, f: MessageFragment, database_id: int) -> bool:
+        """R9: whether a later message from an initiator, for a conversation this database
+        has no endpoint for, may belong to one begun at the pair's former principal. Only
+        in a database that is the principal of a pair (elsewhere it begins a target and
+        waits, held, for the messages before it, P4.4); not when the conversation's first
+        message is in the same batch (it begins the target first, whatever the order)."""
+        return (self.mirroring_roles.get(database_id) == "PRINCIPAL"
+                and f.conversation_id not in self._batch_starts)
+
     def _destination(self, f: MessageFragment) -> int | str | _Forward | _AskRoute:
         """The database the fragment goes to (an id), the next hop it is forwarded to, or
         why it cannot be delivered."""
@@ -420,13 +458,15 @@ class Arrivals:
         if not f.from_initiator and f.to_broker_instance is not None:
             found = self._database_of(f.to_broker_instance)
             if found is not None:  # R6: a reply to a conversation begun here
-                return STATUS_NOT_PRINCIPAL if found in self.mirror_databases else found
+                return (STATUS_NOT_PRINCIPAL if self.mirroring_roles.get(found) == "MIRROR"
+                        else found)
         from pybroker.routing.engine import OUTSIDE
         decision = m._route(f.to_service, broker_instance=f.to_broker_instance,
                                      origin=OUTSIDE)  # R1.2: msdb's table
         if decision.outcome == "deliver":
             found = m.catalog_named(decision.database).database_id
-            return STATUS_NOT_PRINCIPAL if found in self.mirror_databases else found
+            return (STATUS_NOT_PRINCIPAL if self.mirroring_roles.get(found) == "MIRROR"
+                    else found)
         if decision.route_request_due:
             return _AskRoute(f.to_service)
         if decision.outcome == "send":  # R3.6 let it through: forwarding is on

@@ -30,12 +30,13 @@ from pybroker.conversation.arrivals import STATUS_BROKER_NOT_HERE as STATUS_BROK
 from pybroker.conversation.arrivals import STATUS_FORWARDING_OFF as STATUS_FORWARDING_OFF
 from pybroker.conversation.arrivals import STATUS_NOT_PRINCIPAL as STATUS_NOT_PRINCIPAL
 from pybroker.conversation.arrivals import STATUS_ROUTE_TO_ITSELF as STATUS_ROUTE_TO_ITSELF
+from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL, Arrivals
 from pybroker.conversation.arrivals import Arrival as Arrival
-from pybroker.conversation.arrivals import Arrivals
 from pybroker.conversation.arrivals import Wire as Wire
 from pybroker.conversation.endpoint import Endpoint
 from pybroker.conversation.model import Outgoing
 from pybroker.conversation.states import transition
+from pybroker.conversation.system_messages import REMOTE_ENDPOINT_CLOSED
 from pybroker.wire import dialog
 from pybroker.wire.forwarding import DEFAULT_HOPS
 from pybroker.wire.frames import MessageFragment, Notice
@@ -228,12 +229,30 @@ class RemoteDelivery(Arrivals):
             if notice.is_fatal:
                 self.forget(ep)
                 m._bounce(uow, ep, notice.code, notice.text)
+            elif notice.code == UNKNOWN_AT_PRINCIPAL:
+                self._unknown_at_principal(uow, ep, notice, peer)
             else:
                 ep.transmission_status = notice.text
                 uow.touch(ep)
                 uow.sql("conversation/update_transmission_status.sql", {
                     "conversation_handle": ep.conversation_handle,
                     "transmission_status": notice.text})
+
+    def _unknown_at_principal(self, uow: UnitOfWork, ep: Endpoint, notice: Notice,
+                              peer: str) -> None:
+        """R9: a mirrored pair's principal has no endpoint for this conversation and refused
+        a later message of it. If the far side acknowledged a message or sent one, its
+        endpoint exists, but at the pair's former principal: nothing is replicated, so the
+        conversation cannot continue and ends here with an error (-8462, as for a far
+        endpoint that is gone), saying why. Otherwise the first message has not reached the
+        principal yet (the second overtook it): the retries bring it, and then the rest."""
+        if ep.state == "ER":
+            return  # ended already (a notice about another of its messages)
+        if ep.first_unacked_send_sequence == 0 and ep.receive_sequence == 0:
+            return
+        self.m._bounce(uow, ep, REMOTE_ENDPOINT_CLOSED, notice.text)  # C4: its rows go
+        self.event("Broker:Conversation", "Broker Initiated Error", peer,
+                   notice.conversation_id, notice.sequence, notice.text)
 
     def transmission_status(self, handles: Iterable[str], status: str) -> None:
         """Why these endpoints' messages have not left (a connection failed, C4)."""
