@@ -6,7 +6,7 @@ docstring; frames.py re-exports every name here.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAGIC = b"PB"
 VERSION = 2  # 2: MESSAGE headers carry the time to live and time consumed (R7.1)
@@ -100,6 +100,11 @@ class MessageFragment:
     # the originator sets the first, each forwarder adds to the second
     time_to_live_ms: int = DEFAULT_TIME_TO_LIVE_MS
     time_consumed_ms: int = 0
+    # what the MAC covers before the body, as it arrived (the decoder sets it): verified
+    # as received, not encoded again. Not a constructor argument, so a copy made with
+    # dataclasses.replace (a forwarder's, whose hops and time consumed change) has None
+    # and is encoded again when signed.
+    signed: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
