@@ -47,9 +47,11 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert 0 < floor["p50_ms"] <= floor["p99_ms"]
     assert p["ratio_floor_p50"] == p["p50_ms"] / floor["p50_ms"]
     assert p["ratio_floor_p99"] == p["p99_ms"] / floor["p99_ms"]
-    # where the time goes: every step of the way, each measured (a step may round to 0)
+    # where the time goes: every step of the way, each measured (the frame leaves during
+    # the SEND's commit, so that step may be below 0; the others follow one another)
     assert {f"stage_{name}_p50_ms" for name, _ in wire.STAGES} <= set(p)
-    assert all(p[f"stage_{name}_p50_ms"] >= 0 for name, _ in wire.STAGES)
+    assert all(p[f"stage_{name}_p50_ms"] >= 0 for name, _ in wire.STAGES
+               if name != "frame_sent")
     assert not any(key.startswith("stage_") for key in report["local_paced"])
     assert report["large"]["met"] == (report["large"]["mb_per_s"] >= 50)
     assert report["targets"] == {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0,
@@ -60,7 +62,7 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert "(b) 10 conversations, 200 messages" in text
     assert "(d) 3 bodies of 1 MiB" in text
     assert "storage floor (the SEND's, the arrival's and the RECEIVE's durable commits" in text
-    assert "where the time goes, p50 of each step from the SEND: SEND committed +" in text
+    assert "where the time goes, p50 of each step from the SEND: SEND committed " in text
 
 
 def test_profile_leaves_a_cprofile_file_of_each_child(tmp_path):

@@ -12,7 +12,10 @@ only after its commit, P5.2).
   messages/s end to end = messages / (first SEND -> both conditions above hold);
 - (c) paced at 1,000 messages/s on one conversation: each body carries time.time() at its
   SEND, the send commits alone (several only when the sender fell behind); latency =
-  the receiver's commit time of its RECEIVE - the stamp (p50/p99);
+  the receiver's commit time of its RECEIVE - the stamp (p50/p99); and where it goes, p50
+  of each step: SEND committed, frame handed to the connection (the sender's transport),
+  arrival committed (the receiver's engine writer), RECEIVE returned (a RECEIVE that
+  waited commits before it returns), RECEIVE committed (the batched RECEIVEs after it);
 - (d) 1 MiB bodies (a few per transaction): MB/s end to end (1 MB = 10^6 bytes).
 
 Comparisons in the same run: the same workload inside one instance file (local delivery,
@@ -175,7 +178,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"row, bare tables): p50 {cf['p50_ms']:.2f} ms, p99 {cf['p99_ms']:.2f} ms; "
         f"wire/floor p50 {c['ratio_floor_p50']:.1f}x, p99 {c['ratio_floor_p99']:.1f}x",
         "    where the time goes, p50 of each step from the SEND: " + ", ".join(
-            f"{title} +{c[f'stage_{name}_p50_ms']:.2f} ms" for name, title in STAGES
+            f"{title} {c[f'stage_{name}_p50_ms']:+.2f} ms" for name, title in STAGES
             if f"stage_{name}_p50_ms" in c),
         f"(d) {s['large']} bodies of 1 MiB, {s['large_per_transaction']} per transaction: "
         f"{d['mb_per_s']:,.1f} MB/s end to end (target >= {t['mb_per_s']:.0f} MB/s: "
@@ -351,7 +354,9 @@ def _stages(sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:
     """p50 of each step of a paced message's way, in ms: from its stamp (at SEND) to its
     SEND's commit, then to its frame handed to the connection, its arrival's commit, the
     RECEIVE that returned it and that RECEIVE's commit (stage_<name>_p50_ms). Only the
-    two-process case has the middle steps."""
+    two-process case has the middle steps. The SEND's commit hands the frame to the
+    transport before the SEND's transaction block returns, so "frame sent" may be a little
+    below 0."""
     if "frames_sent" not in sent or "arrivals_committed" not in got:
         return {}
     frame = dict(sent["frames_sent"])
