@@ -275,8 +275,7 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
         bytes(body) if copy_body else body, ack, mac, ttl, consumed)
     # P6: what the MAC covers before the body, as it arrived: the flags byte without the
     # acknowledgement's flag, and the header up to the key id (see frame_macs.py)
-    object.__setattr__(fragment, "signed",
-                       bytes((flags & ~_HAS_ACK,)) + bytes(header[:key_end]))
+    fragment.signed = bytes((flags & ~_HAS_ACK,)) + bytes(header[:key_end])
     return fragment
 
 
