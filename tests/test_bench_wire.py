@@ -46,6 +46,13 @@ def test_the_report_has_every_figure_and_verdict(report):
     floor = report["commit_floor"]
     assert 0 < floor["p50_ms"] <= floor["p99_ms"]
     assert p["ratio_floor_p50"] == p["p50_ms"] / floor["p50_ms"]
+    assert p["ratio_floor_p99"] == p["p99_ms"] / floor["p99_ms"]
+    # where the time goes: every step of the way, each measured (the frame leaves during
+    # the SEND's commit, so that step may be below 0; the others follow one another)
+    assert {f"stage_{name}_p50_ms" for name, _ in wire.STAGES} <= set(p)
+    assert all(p[f"stage_{name}_p50_ms"] >= 0 for name, _ in wire.STAGES
+               if name != "frame_sent")
+    assert not any(key.startswith("stage_") for key in report["local_paced"])
     assert report["large"]["met"] == (report["large"]["mb_per_s"] >= 50)
     assert report["targets"] == {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0,
                                  "mb_per_s": 50.0, "forwarded_ratio": 0.70}
@@ -56,6 +63,7 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert "(d) 3 bodies of 1 MiB" in text
     assert "storage floor (the SEND's, the arrival's and the RECEIVE's durable commits" in text
     assert "(e) (b)'s workload through a forwarder (A -> F -> B, three processes)" in text
+    assert "where the time goes, p50 of each step from the SEND: SEND committed " in text
 
 
 def test_the_forwarded_case_reports_its_ratio_and_the_forwarders_memory(report):
@@ -79,6 +87,10 @@ def test_profile_leaves_a_cprofile_file_of_each_child(tmp_path):
     for role in ("sender", "receiver", "forwarder"):
         stats = pstats.Stats(str(tmp_path / f"{role}.prof"))
         assert any(name == "handle" for _, _, name in stats.stats), role  # Child.handle
+        # every thread's share, not only the main thread's: the event loop's frames
+        assert any(path.endswith("frames.py") for path, _, _ in stats.stats), role
+        alone = pstats.Stats(str(tmp_path / f"{role}-pybroker-endpoint.prof"))
+        assert not any(name == "handle" for _, _, name in alone.stats), role
 
 
 @pytest.mark.cli

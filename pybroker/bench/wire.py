@@ -12,7 +12,10 @@ only after its commit, P5.2).
   messages/s end to end = messages / (first SEND -> both conditions above hold);
 - (c) paced at 1,000 messages/s on one conversation: each body carries time.time() at its
   SEND, the send commits alone (several only when the sender fell behind); latency =
-  the receiver's commit time of its RECEIVE - the stamp (p50/p99);
+  the receiver's commit time of its RECEIVE - the stamp (p50/p99); and where it goes, p50
+  of each step: SEND committed, frame handed to the connection (the sender's transport),
+  arrival committed (the receiver's engine writer), RECEIVE returned (a RECEIVE that
+  waited commits before it returns), RECEIVE committed (the batched RECEIVEs after it);
 - (d) 1 MiB bodies (a few per transaction): MB/s end to end (1 MB = 10^6 bytes);
 - (e) case (b)'s workload through a forwarder: A -> F -> B, F a third child process with
   forwarding on and msdb routes both ways (R7), holding nothing durable, so "durable end to
@@ -135,6 +138,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
     p["ratio_raw_p50"] = p["p50_ms"] / report["raw_paced"]["p50_ms"]
     p["met"] = p["p50_ms"] <= TARGETS["p50_ms"] and p["p99_ms"] <= TARGETS["p99_ms"]
     p["ratio_floor_p50"] = p["p50_ms"] / report["commit_floor"]["p50_ms"]
+    p["ratio_floor_p99"] = p["p99_ms"] / report["commit_floor"]["p99_ms"]
     g = report["large"]
     g["ratio_local"] = report["local_large"]["mb_per_s"] / g["mb_per_s"]
     g["ratio_raw"] = report["raw_large"]["mb_per_s"] / g["mb_per_s"]
@@ -196,7 +200,10 @@ def format_report(report: dict[str, Any]) -> str:
         f"p50 {rp['p50_ms']:.3f} ms, p99 {rp['p99_ms']:.3f} ms",
         f"    storage floor (the SEND's, the arrival's and the RECEIVE's durable commits in a "
         f"row, bare tables): p50 {cf['p50_ms']:.2f} ms, p99 {cf['p99_ms']:.2f} ms; "
-        f"wire/floor {c['ratio_floor_p50']:.1f}x",
+        f"wire/floor p50 {c['ratio_floor_p50']:.1f}x, p99 {c['ratio_floor_p99']:.1f}x",
+        "    where the time goes, p50 of each step from the SEND: " + ", ".join(
+            f"{title} {c[f'stage_{name}_p50_ms']:+.2f} ms" for name, title in STAGES
+            if f"stage_{name}_p50_ms" in c),
         f"(d) {s['large']} bodies of 1 MiB, {s['large_per_transaction']} per transaction: "
         f"{d['mb_per_s']:,.1f} MB/s end to end (target >= {t['mb_per_s']:.0f} MB/s: "
         f"{verdict(d['met'])})",
@@ -388,7 +395,41 @@ def _paced_figures(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dic
         "messages_per_transaction": total / sent["transactions"],
         "end_to_end_per_s": total / (max(acked, got["done"]) - sent["start"]),
         **_cpu(total, sent, got),
+        **_stages(sent, got),
     }
+
+
+STAGES = (  # where a paced message's time goes, in order
+    ("send_committed", "SEND committed"),
+    ("frame_sent", "frame sent"),
+    ("arrival_committed", "arrival committed"),
+    ("receive_returned", "RECEIVE returned"),
+    ("receive_committed", "RECEIVE committed"),
+)
+
+
+def _stages(sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:
+    """p50 of each step of a paced message's way, in ms: from its stamp (at SEND) to its
+    SEND's commit, then to its frame handed to the connection, its arrival's commit, the
+    RECEIVE that returned it and that RECEIVE's commit (stage_<name>_p50_ms). Only the
+    two-process case has the middle steps. The SEND's commit hands the frame to the
+    transport before the SEND's transaction block returns, so "frame sent" may be a little
+    below 0."""
+    if "frames_sent" not in sent or "arrivals_committed" not in got:
+        return {}
+    frame = dict(sent["frames_sent"])
+    arrival = dict(got["arrivals_committed"])
+    committed = sent["committed"]
+    steps: dict[str, list[float]] = {name: [] for name, _ in STAGES}
+    for seq, stamp, returned, received in got["timeline"]:
+        seq = int(seq)
+        times = (stamp, committed[seq], frame.get(seq), arrival.get(seq), returned, received)
+        if None in times:
+            continue
+        for (name, _), before, after in zip(STAGES, times, times[1:], strict=False):
+            steps[name].append(after - before)  # type: ignore[operator]
+    return {f"stage_{name}_p50_ms": _percentiles_ms(values)["p50_ms"]
+            for name, values in steps.items() if values}
 
 
 def _cpu(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:

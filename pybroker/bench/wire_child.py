@@ -15,6 +15,7 @@ Times that cross processes are ``time.time()`` (one machine, one clock).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +92,14 @@ def send_stream(db: Database, convs: list[Any], total: int, per_tx: int,
 
 
 def send_paced(db: Database, conv: Any, total: int, rate: float,
-               body_bytes: int) -> dict[str, float]:
+               body_bytes: int) -> dict[str, Any]:
     """``rate`` sends a second, each stamped with time.time() at its SEND; a send commits
-    alone, unless the sender fell behind: then the messages due meanwhile commit together."""
+    alone, unless the sender fell behind: then the messages due meanwhile commit together.
+    ``committed``: when each message's SEND committed (by sequence number, from 0)."""
     pad = os.urandom(body_bytes - STAMP.size)
     start = time.time()
     sent = transactions = 0
+    committed: list[float] = []
     while sent < total:
         due = min(total, int((time.time() - start) * rate) + 1)
         if due <= sent:
@@ -104,11 +108,12 @@ def send_paced(db: Database, conv: Any, total: int, rate: float,
         with db.transaction():
             for _ in range(sent, due):
                 conv.send(STAMP.pack(time.time()) + pad)
+        committed += [time.time()] * (due - sent)
         transactions += 1
         sent = due
     end = time.time()
     return {"start": start, "sent": end, "transactions": transactions,
-            "sent_per_s": total / (end - start)}
+            "sent_per_s": total / (end - start), "committed": committed}
 
 
 def drain(db: Database, queue_name: str, total: int, *, stamped: bool = False,
@@ -119,10 +124,14 @@ def drain(db: Database, queue_name: str, total: int, *, stamped: bool = False,
     received = transactions = 0
     last_seen: dict[str, int] = {}
     latencies: list[float] = []
+    # stamped: per message, in the order taken, (sequence, stamp, RECEIVE returned,
+    # RECEIVE committed), for where the time goes (case c)
+    timeline: list[list[float]] = []
     deadline = time.monotonic() + timeout
 
     def take(got: list[Any], stamps: list[float]) -> None:
         nonlocal received
+        returned = time.time()
         for m in got:
             if m.message_sequence_number != last_seen.get(m.conversation_handle, -1) + 1:
                 raise RuntimeError(f"message {m.message_sequence_number} of conversation "
@@ -130,7 +139,14 @@ def drain(db: Database, queue_name: str, total: int, *, stamped: bool = False,
             last_seen[m.conversation_handle] = m.message_sequence_number
             if stamped:
                 stamps.append(STAMP.unpack_from(m.message_body)[0])
+                timeline.append([m.message_sequence_number, stamps[-1], returned])
         received += len(got)
+
+    def committed_now(stamps: list[float]) -> None:
+        committed = time.time()
+        latencies.extend(committed - s for s in stamps)
+        for row in timeline[len(timeline) - len(stamps):]:
+            row.append(committed)
 
     while received < total:
         if time.monotonic() > deadline:
@@ -139,8 +155,7 @@ def drain(db: Database, queue_name: str, total: int, *, stamped: bool = False,
         got = db.receive(queue_name, max_messages=1000, timeout=0.5)  # its own transaction
         take(got, stamps)
         transactions += 1
-        committed = time.time()
-        latencies += [committed - s for s in stamps]
+        committed_now(stamps)
         if got and received < total:
             stamps = []
             with db.transaction():
@@ -150,10 +165,49 @@ def drain(db: Database, queue_name: str, total: int, *, stamped: bool = False,
                         break
                     take(more, stamps)
             transactions += 1
-            committed = time.time()
-            latencies += [committed - s for s in stamps]
+            committed_now(stamps)
     return {"received": received, "done": time.time(), "transactions": transactions,
-            "conversations": len(last_seen), "latencies": latencies}
+            "conversations": len(last_seen), "latencies": latencies, "timeline": timeline}
+
+
+@contextlib.contextmanager
+def frames_sent(times: dict[int, float]) -> Iterator[None]:
+    """While it lasts, when this process's transport first handed each message's MESSAGE
+    frame to its connection (by sequence number; case c has one conversation): the bench
+    wraps the method for the run, the broker's code is not told."""
+    from pybroker.wire.adjacent import AdjacentConnection
+
+    original = AdjacentConnection.send_fragment
+
+    def send_fragment(self: Any, fragment: Any, now: float, mac_key: Any = None) -> None:
+        original(self, fragment, now, mac_key)
+        times.setdefault(fragment.sequence, time.time())
+
+    AdjacentConnection.send_fragment = send_fragment  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        AdjacentConnection.send_fragment = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def arrivals_committed(inst: Instance, times: dict[int, float]) -> Iterator[None]:
+    """While it lasts, when each message's arrival committed here (by sequence number):
+    the engine's writer applies a batch of arrivals, commits, then acknowledges."""
+    remote = inst._messaging.remote
+    original = remote.arrive
+
+    def arrive(arrivals: list[Any]) -> None:
+        original(arrivals)
+        now = time.time()
+        for arrival in arrivals:
+            times.setdefault(arrival.fragment.sequence, now)
+
+    remote.arrive = arrive  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del remote.arrive  # the class's method again
 
 
 def wait_transmitted(inst: Instance, timeout: float = 600.0) -> float:
@@ -352,12 +406,19 @@ class Child:
             out["acked"] = wait_transmitted(self.inst)
             return out
         if name == "send_paced":
-            out = send_paced(self.db, self.convs[0], cmd["messages"], cmd["rate"],
-                             cmd["body_bytes"])
-            out["acked"] = wait_transmitted(self.inst)
+            sent_at: dict[int, float] = {}
+            with frames_sent(sent_at):
+                out = send_paced(self.db, self.convs[0], cmd["messages"], cmd["rate"],
+                                 cmd["body_bytes"])
+                out["acked"] = wait_transmitted(self.inst)
+            out["frames_sent"] = sorted(sent_at.items())
             return out
         if name == "drain":
-            return drain(self.db, TARGET_QUEUE, cmd["messages"], stamped=cmd["stamped"])
+            arrived: dict[int, float] = {}
+            with arrivals_committed(self.inst, arrived):
+                out = drain(self.db, TARGET_QUEUE, cmd["messages"], stamped=cmd["stamped"])
+            out["arrivals_committed"] = sorted(arrived.items())
+            return out
         if name == "rows":  # what is left: the transmission queue and the target queue
             return {"transmission_queue": self.inst.sql(
                 "SELECT count(*) FROM sys.transmission_queue").fetchone()[0]}
@@ -395,13 +456,8 @@ def main(argv: list[str], child_class: type[Child] = Child) -> int:
     retry_scale = float(argv[3]) if len(argv) > 3 else 1.0
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints go to stderr, not into the replies
-    profile = None
-    if os.environ.get("PYBROKER_BENCH_PROFILE"):
-        import cProfile
-
-        profile = cProfile.Profile()
-        profile.enable()
-        threads = _profile_threads()
+    profile_dir = os.environ.get("PYBROKER_BENCH_PROFILE")
+    profiles = _profile_every_thread() if profile_dir else None
     child = child_class(role, path, folder, retry_scale)
     try:
         for line in sys.stdin:
@@ -419,38 +475,54 @@ def main(argv: list[str], child_class: type[Child] = Child) -> int:
             out.write(json.dumps(reply) + "\n")
     finally:
         child.close()
-        if profile is not None:
-            import pstats
-
-            profile.disable()
-            # the transport's and the engine's threads are where a wire instance works
-            stats = pstats.Stats(profile)
-            for one in threads:
-                stats.add(one)
-            stats.dump_stats(os.path.join(os.environ["PYBROKER_BENCH_PROFILE"],
-                                          f"{role}.prof"))
+        if profiles is not None and profile_dir:
+            _dump_profiles(profiles, os.path.join(profile_dir, f"{role}.prof"))
     return 0
 
 
-def _profile_threads() -> list[Any]:
-    """Every thread started from now on runs under its own cProfile (cProfile sees only
-    the thread that enables it); the list gets each one's profile as the thread ends."""
+def _profile_every_thread() -> list[Any]:
+    """cProfile on this thread and on every thread started from now on (the endpoint's
+    event loop, its engine writer, the worker): where the process's CPU goes, not only
+    the main thread's share."""
     import cProfile
 
-    done: list[Any] = []
-    run = threading.Thread.run
+    profiles: list[tuple[str, cProfile.Profile]] = []
 
-    def profiled(self: threading.Thread) -> None:
-        one = cProfile.Profile()
-        one.enable()
-        try:
-            run(self)
-        finally:
-            one.disable()
-            done.append(one)
+    def start_in_thread(*_: Any) -> None:
+        # called once, on a new thread's first event: a profiler of its own replaces it
+        profile = cProfile.Profile()
+        profiles.append((threading.current_thread().name, profile))
+        profile.enable()
 
-    threading.Thread.run = profiled  # type: ignore[method-assign]
-    return done
+    threading.setprofile(start_in_thread)
+    start_in_thread()
+    return profiles
+
+
+def _dump_profiles(profiles: list[Any], path: str) -> None:
+    """Every thread's profile together in ``path`` (ROLE.prof), and each thread's alone
+    beside it (ROLE-THREAD.prof)."""
+    import pstats
+
+    class Taken:  # what pstats reads of a profiler, taken without disabling it: a
+        # profiler is disabled from its own thread only
+        def __init__(self, profile: Any) -> None:
+            profile.snapshot_stats()
+            self.stats = profile.stats
+
+        def create_stats(self) -> None:
+            pass
+
+    threading.setprofile(None)  # type: ignore[arg-type]
+    profiles[0][1].disable()  # this thread's
+    stats = pstats.Stats()
+    seen: dict[str, int] = {}
+    for name, profile in profiles:
+        own = pstats.Stats(Taken(profile))
+        seen[name] = seen.get(name, 0) + 1
+        own.dump_stats(f"{path[:-5]}-{name}{'' if seen[name] == 1 else seen[name]}.prof")
+        stats.add(own)
+    stats.dump_stats(path)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from pybroker.errors import WireError
 
 
@@ -17,6 +19,7 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+@functools.lru_cache(maxsize=1024)  # every message sent asks (a refusal is not kept)
 def next_hop(address: str) -> str:
     host, port = parse_address(address)
     return f"tcp://{host}:{port}"

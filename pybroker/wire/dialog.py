@@ -75,12 +75,16 @@ class _Message:
     """One message in flight. Kept small (P7): fragments are sent in order, so what has
     not been sent is one number; what is unacknowledged is a bit mask."""
 
-    __slots__ = ("body", "count", "header", "retries", "sent", "unacked", "unsent")
+    __slots__ = ("body", "count", "header", "retries", "sent", "unacked", "unsent", "whole")
 
     def __init__(self, header: MessageFragment, fragment_size: int) -> None:
         size = len(header.body)
         self.count = max(1, -(-size // fragment_size))
-        self.header = _fragment(header, 0, self.count, size, b"")
+        # a message of one fragment, submitted as that fragment (what SEND stages): sent as
+        # it is, every time, with no copy of its 24 fields
+        self.whole = (self.count == 1 and header.fragment_count == 1
+                      and header.fragment_number == 0 and header.message_size == size)
+        self.header = header if self.whole else _fragment(header, 0, self.count, size, b"")
         self.body = header.body
         self.unsent = 0  # the next fragment never sent (count: all were sent)
         self.unacked = (1 << self.count) - 1  # bit n: fragment n not acknowledged
@@ -325,6 +329,8 @@ class Transmitter:
                     self._flight[address] = self._flight.get(address, 0) + max(
                         1, -(-msg.header.message_size // msg.count))
                 h = msg.header
+                if msg.whole:
+                    return h
                 return _fragment(h, frag, h.fragment_count, h.message_size, body)
         return None
 

@@ -50,7 +50,8 @@ def signed_bytes(item: MessageFragment | AckEntry | Notice | Probe) -> bytes:
     """What the MAC of ``item`` covers: every field but the MAC (a fragment's body too;
     not the acknowledgement riding in its header, which has a MAC of its own)."""
     if isinstance(item, MessageFragment):
-        return _signed_header(item) + bytes(item.body)
+        signed = item.signed
+        return (_signed_header(item) if signed is None else signed) + bytes(item.body)
     if isinstance(item, AckEntry):
         w = _Writer()
         _write_ack_entry(w, item, with_mac=False)
@@ -110,7 +111,9 @@ def compute_mac(key: bytes, data: bytes) -> bytes:
 
 def _mac(item: MessageFragment | AckEntry | Notice | Probe, key: bytes) -> bytes:
     if isinstance(item, MessageFragment):  # the body is hashed where it lies, not copied
-        h = hashlib.blake2b(_signed_header(item), key=key, digest_size=MAC_SIZE)
+        signed = item.signed
+        h = hashlib.blake2b(_signed_header(item) if signed is None else signed, key=key,
+                            digest_size=MAC_SIZE)
         h.update(item.body)
         return h.digest()
     return compute_mac(key, signed_bytes(item))

@@ -183,6 +183,29 @@ def encode(frame: Frame) -> bytes:
 # -- decoding ---------------------------------------------------------------------------
 
 
+# The names and broker identifiers of a MESSAGE header (the part between its fixed fields
+# and its static ones), as bytes -> their values: they repeat from frame to frame of a
+# conversation, so a frame without an acknowledgement riding along reads them with one
+# lookup. Only what the field-by-field reading accepted is kept; bounded by clearing.
+_NAMES: dict[bytes, tuple[str, str, str, str | None, str, str]] = {}
+_NAMES_SIZE = 4096
+_TAIL = _STATIC.size + KEY_ID_SIZE + MAC_SIZE  # after the names, without an acknowledgement
+
+
+def _read_names(header: memoryview) -> tuple[tuple[str, str, str, str | None, str, str], int]:
+    """The names and broker identifiers of a MESSAGE header, field by field, and the offset
+    after them."""
+    from_service, pos = _text_at(header, _GUID_FIXED.size)
+    to_service, pos = _text_at(header, pos)
+    from_broker = _guid_at(header, pos)
+    if from_broker is None:
+        raise FrameError("the sending broker instance of a frame is missing (all-zero GUID)")
+    to_broker = _guid_at(header, pos + 16)
+    contract, pos = _text_at(header, pos + 32)
+    message_type, pos = _text_at(header, pos)
+    return (from_service, to_service, from_broker, to_broker, contract, message_type), pos
+
+
 def _decode_message(flags: int, header: memoryview, body: memoryview,
                     copy_body: bool = True) -> MessageFragment:
     """A MESSAGE frame, its header read with a few fixed-layout unpacks (the hot path of
@@ -198,25 +221,39 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
     if conv_raw == NO_GUID:
         raise FrameError("the conversation id of a frame is missing (all-zero GUID)")
     conversation_id = _guid_text(conv_raw)
-    from_service, pos = _text_at(header, _GUID_FIXED.size)
-    to_service, pos = _text_at(header, pos)
-    from_broker = _guid_at(header, pos)
-    if from_broker is None:
-        raise FrameError("the sending broker instance of a frame is missing (all-zero GUID)")
-    to_broker = _guid_at(header, pos + 16)
-    contract, pos = _text_at(header, pos + 32)
-    message_type, pos = _text_at(header, pos)
+    names = None
+    if not flags & _HAS_ACK and size > _GUID_FIXED.size + _TAIL:
+        pos = size - _TAIL
+        raw_names = bytes(header[_GUID_FIXED.size:pos])
+        names = _NAMES.get(raw_names)
+    if names is None:
+        names, pos = _read_names(header)
+        if not flags & _HAS_ACK and pos == size - _TAIL:
+            if len(_NAMES) >= _NAMES_SIZE:
+                _NAMES.clear()
+            _NAMES[bytes(header[_GUID_FIXED.size:pos])] = names
+    from_service, to_service, from_broker, to_broker, contract, message_type = names
     if pos + _STATIC.size + KEY_ID_SIZE > size:
         raise FrameError(f"a field runs past the end of its frame part ({_STATIC.size} bytes "
                          f"at offset {pos} of {size})")
     validation, priority, lifetime_ms, hops, ttl, consumed = _STATIC.unpack_from(header, pos)
     pos += _STATIC.size
-    key_id = bytes(header[pos:pos + KEY_ID_SIZE])
-    r = _Reader(header)
-    r.pos = pos + KEY_ID_SIZE
-    ack = _read_ack_entry(r) if flags & _HAS_ACK else None
-    mac = bytes(r.take(MAC_SIZE))
-    r.end("MESSAGE header")
+    key_end = pos + KEY_ID_SIZE
+    key_id = bytes(header[pos:key_end])
+    if flags & _HAS_ACK:
+        r = _Reader(header)
+        r.pos = key_end
+        ack = _read_ack_entry(r)
+        mac = bytes(r.take(MAC_SIZE))
+        r.end("MESSAGE header")
+    else:
+        ack = None
+        mac = bytes(header[key_end:])
+        if len(mac) != MAC_SIZE:
+            raise FrameError(f"{len(mac) - MAC_SIZE} bytes left over after the MESSAGE header"
+                             if len(mac) > MAC_SIZE else
+                             f"a field runs past the end of its frame part ({MAC_SIZE} bytes "
+                             f"at offset {key_end} of {size})")
     if validation >= len(_VALIDATIONS):
         raise FrameError(f"unknown validation code {validation}")
     if sequence < 0:
@@ -230,12 +267,16 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
                          f"{message_size} bytes")
     if priority > 10:
         raise FrameError(f"priority {priority} is over 10")
-    return MessageFragment(
+    fragment = MessageFragment(
         conversation_id, bool(flags & _FROM_INITIATOR), sequence, fragment_number,
         fragment_count, message_size, from_service, to_service, from_broker, to_broker,
         contract, message_type, _VALIDATIONS[validation], bool(flags & _END_OF_DIALOG),
         bool(flags & _ERROR), priority, lifetime_ms, hops, key_id,
         bytes(body) if copy_body else body, ack, mac, ttl, consumed)
+    # P6: what the MAC covers before the body, as it arrived: the flags byte without the
+    # acknowledgement's flag, and the header up to the key id (see frame_macs.py)
+    fragment.signed = bytes((flags & ~_HAS_ACK,)) + bytes(header[:key_end])
+    return fragment
 
 
 def _decode(kind: int, flags: int, header: memoryview, body: memoryview,
