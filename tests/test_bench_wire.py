@@ -55,7 +55,15 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert not any(key.startswith("stage_") for key in report["local_paced"])
     assert report["large"]["met"] == (report["large"]["mb_per_s"] >= 50)
     assert report["targets"] == {"messages_per_s": 10_000.0, "p50_ms": 2.0, "p99_ms": 10.0,
-                                 "mb_per_s": 50.0, "forwarded_ratio": 0.70}
+                                 "mb_per_s": 50.0, "forwarded_ratio": 0.70,
+                                 "local_share": 0.70, "floor_p50_ratio": 1.5,
+                                 "floor_p99_ratio": 4.0}
+    for name in ("one_conversation", "many_conversations"):  # the ratio targets
+        r = report[name]
+        assert r["local_share"] == pytest.approx(
+            r["end_to_end_per_s"] / report[f"local_{name}"]["end_to_end_per_s"])
+        assert r["local_share_met"] == (r["local_share"] >= 0.70)
+    assert p["floor_met"] == (p["ratio_floor_p50"] <= 1.5 and p["ratio_floor_p99"] <= 4.0)
     assert set(report["load"]) == {"before", "after"}
     text = wire.format_report(report)
     assert "(a) 1 conversation, 200 messages" in text
