@@ -21,6 +21,7 @@ def connect(
     worker: bool = True,
     endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
     read_only: bool = False,
+    memory_limit: str | None = None,
     token: str | None = None,
     serve: bool = False,
 ) -> Instance:
@@ -49,9 +50,11 @@ def connect(
     background worker: the delay/retry loop then runs only when ``Instance.run_pending()``
     is called (tests drive it step by step with their clock). ``endpoint_cache`` is how
     many conversation endpoints stay in memory (the most recently used; P7): idle ones are
-    read again from the file when used. These four belong to the process that holds the
-    file: a client has the server's (``clock`` or ``retry_scale`` given to a client is
-    refused).
+    read again from the file when used. ``memory_limit`` bounds DuckDB's memory, a size
+    such as '256MiB' or '1GB' (default: pybroker.storage.DEFAULT_MEMORY_LIMIT for a file
+    opened for writing, DuckDB's own otherwise); it grows by itself to hold a large body
+    (three times the body). These five belong to the process that holds the file: a client
+    has the server's (``clock`` or ``retry_scale`` given to a client is refused).
     """
     if not isinstance(serve, bool):
         raise InvalidArgumentError(f"serve must be True or False, not {serve!r}")
@@ -74,7 +77,8 @@ def connect(
                 raise
             return client
     instance = open_instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
-                             endpoint_cache=endpoint_cache, read_only=read_only)
+                             endpoint_cache=endpoint_cache, read_only=read_only,
+                             memory_limit=memory_limit)
     if serve:
         from pybroker.server.server import serve_clients
 

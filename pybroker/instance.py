@@ -83,6 +83,7 @@ def connect(
     worker: bool = True,
     endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
     read_only: bool = False,
+    memory_limit: str | None = None,
 ) -> Instance:
     """Open (or create) the instance file at ``path``; ``None`` keeps the instance in memory.
 
@@ -98,11 +99,13 @@ def connect(
     background worker: the delay/retry loop then runs only when ``Instance.run_pending()``
     is called (tests drive it step by step with their clock). ``endpoint_cache`` is how
     many conversation endpoints stay in memory (the most recently used; P7): idle ones are
-    read again from the file when used. Queues WITH ACTIVATION start their callables only
-    once ``Instance.start_activation()`` is called (``pybroker serve`` calls it).
+    read again from the file when used; ``memory_limit`` bounds DuckDB's memory (see
+    pybroker.connect). Queues WITH ACTIVATION start their callables only once
+    ``Instance.start_activation()`` is called (``pybroker serve`` calls it).
     """
     return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
-                    endpoint_cache=endpoint_cache, read_only=read_only)
+                    endpoint_cache=endpoint_cache, read_only=read_only,
+                    memory_limit=memory_limit)
 
 
 class Instance:
@@ -117,6 +120,7 @@ class Instance:
         worker: bool = True,
         endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
         read_only: bool = False,
+        memory_limit: str | None = None,
     ) -> None:
         if path is not None and not isinstance(path, (str, Path)):
             raise InvalidArgumentError(
@@ -138,7 +142,7 @@ class Instance:
                 return arguments.now(given())
 
         self._clock = clock or time.time
-        self._store = Store(path, read_only=read_only)
+        self._store = Store(path, read_only=read_only, memory_limit=memory_limit)
         self._routing = RoutingEngine(self._store, self._clock)
         self._closed = False
         self._write_depth = 0

@@ -44,10 +44,52 @@ def utc_now() -> datetime:
 # 40 messages). The cost: a file reopened after a crash replays up to this much log.
 CHECKPOINT_THRESHOLD = "64MiB"
 
+# The most memory DuckDB may hold for a file instance (its buffer pool: the file's blocks
+# it has read or written, rows committed but not yet checkpointed, query results). DuckDB's
+# own default is 80 % of the machine's memory, and it keeps every block a checkpoint wrote
+# until that much is used: 1,000,000 idle conversations, each with one message waiting,
+# held 175 MB of such blocks, 5,000,000 would hold ~0.9 GB (P7: memory should follow the
+# active conversations, not all of them). Under a limit DuckDB lets the clean blocks go and
+# reads them back from the file when needed. An in-memory instance keeps DuckDB's default:
+# its rows have no file to go back to.
+DEFAULT_MEMORY_LIMIT = "256MiB"
+# The least a limit may be: rows committed since the last checkpoint stay in memory, up to
+# about CHECKPOINT_THRESHOLD of them.
+MIN_MEMORY_LIMIT = 64 * 2**20
+# DuckDB holds a body in one block of its size (twice while RECEIVE reads it back), and a
+# block larger than the limit is refused: a statement that binds a value of 1/32 of the
+# limit or more raises the limit to leave room for BODY_ROOM times that value above it, for
+# as long as the file is open (lowering it again while such a body is held unwritten would
+# make DuckDB's next checkpoint fail for good).
+BODY_ROOM = 3
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
+                   re.IGNORECASE)
+_MAX_LENGTH = re.compile(r"Max String Length: (\d+)")
+_SIZED = frozenset((bytes, bytearray, str))  # bound values that may hold a body
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10,
+          "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
 # seconds: how long close() keeps interrupting a statement another thread still runs after
 # close's deadline before it leaves closing the connection to that statement's end
 INTERRUPT_WAIT = 2.0
 _LOCK_POLL = 0.05  # seconds between looks at close's deadline while waiting for the lock
+
+
+def check_memory_limit(value: object) -> int:
+    """A memory size such as 256MiB, 512MB or 2GB (DuckDB's units: KB, MB, GB are powers of
+    1000, KiB, MiB, GiB of 1024), in bytes; anything else is refused."""
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidArgumentError(
+            f"memory_limit must be a size with its unit, such as '256MiB', '512MB' or '2GB', "
+            f"not {value!r}")
+    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if size < MIN_MEMORY_LIMIT:
+        raise InvalidArgumentError(
+            f"memory_limit {value!r} is too small: an instance needs at least "
+            f"{MIN_MEMORY_LIMIT // 2**20} MiB (the rows it has not yet checkpointed stay "
+            "in memory)")
+    return size
 
 
 class StoreLock:
@@ -90,7 +132,15 @@ class StoreLock:
 class Store:
     """One open instance file. Not shared between processes: DuckDB locks the file."""
 
-    def __init__(self, path: str | Path | None, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path | None, *, read_only: bool = False,
+                 memory_limit: str | None = None) -> None:
+        """``memory_limit`` bounds DuckDB's memory (check_memory_limit's sizes); None:
+        DEFAULT_MEMORY_LIMIT for a file opened for writing, DuckDB's own default else."""
+        limit = None if memory_limit is None else check_memory_limit(memory_limit)
+        if limit is None and path is not None and not read_only:
+            limit = check_memory_limit(DEFAULT_MEMORY_LIMIT)
+        self.memory_limit = limit  # bytes, or None: DuckDB's default
+        self._limit_now = limit  # ... raised for large bodies (_fit)
         self.path = None if path is None else Path(path)
         self.read_only = read_only
         target = ":memory:" if path is None else str(path)
@@ -99,6 +149,7 @@ class Store:
             raise StorageError(f"cannot open instance file {self.path}: it is a directory")
         if read_only and (self.path is None or not self.path.exists()):
             raise StorageError(f"no instance file at {target} to open read-only")
+        wal_left = not read_only and Path(f"{target}.wal").exists()
         try:
             self._con = duckdb.connect(target, read_only=read_only)
         except duckdb.Error as exc:
@@ -118,9 +169,14 @@ class Store:
         self._end_callbacks: list[Callable[[bool], None]] = []
         try:
             self._check_instance()
+            if limit is not None and wal_left:
+                self._con.execute("CHECKPOINT")  # what the log replayed goes to the file
             if not read_only:
                 self._migrate()
                 self._install_definitions()
+            if limit is not None:
+                self._limit_now = 0
+                self._room_for(self._con, self._longest_body())
         except BaseException as exc:
             self._con.close()
             if isinstance(exc, duckdb.Error):
@@ -162,6 +218,8 @@ class Store:
         with self._lock:
             con = self._begin_statement()
             try:
+                if params and self._limit_now is not None:
+                    self._fit(con, params)
                 con.execute(sql, params)
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
@@ -174,6 +232,8 @@ class Store:
         with self._lock:
             con = self._begin_statement()
             try:
+                if params and self._limit_now is not None:
+                    self._fit(con, params)
                 return con.execute(sql, params).fetchall()
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
@@ -186,6 +246,8 @@ class Store:
         with self._lock:
             con = self._begin_statement()
             try:
+                if params and self._limit_now is not None:
+                    self._fit(con, params)
                 return con.execute(sql, params).fetchone()
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
@@ -200,6 +262,8 @@ class Store:
         with self._lock:
             con = self._begin_statement()
             try:
+                if params and self._limit_now is not None:
+                    self._fit(con, params)
                 cursor = con.execute(sql, params)
                 return cursor.fetchall() if cursor.description else []
             except duckdb.Error as exc:
@@ -230,6 +294,8 @@ class Store:
         with self._lock:
             con = self._begin_statement()
             try:
+                if params and self._limit_now is not None:
+                    self._fit(con, params)
                 cursor = con.execute(sql, params)
                 columns = [d[0] for d in cursor.description]
                 return columns, cursor.fetchall()
@@ -237,6 +303,30 @@ class Store:
                 raise self._translate(exc) from exc
             finally:
                 self._end_statement()
+
+    def _fit(self, con: duckdb.DuckDBPyConnection,
+             params: Sequence[Any] | dict[str, Any]) -> None:
+        """Raise the memory limit before a statement that binds a large body (BODY_ROOM)."""
+        largest = 0
+        for value in params.values() if isinstance(params, dict) else params:
+            if type(value) in _SIZED and len(value) > largest:
+                largest = len(value)
+        self._room_for(con, largest)
+
+    def _room_for(self, con: duckdb.DuckDBPyConnection, body: int) -> None:
+        """The memory limit, raised if a body of ``body`` bytes needs it (BODY_ROOM)."""
+        base = self.memory_limit or 0
+        need = base + BODY_ROOM * body if body >= base // 32 else base
+        if need > (self._limit_now or 0):
+            con.execute("SET memory_limit = $limit", {"limit": f"{need}B"})
+            self._limit_now = need
+
+    def _longest_body(self) -> int:
+        """The longest body the file holds, or did (select_longest_bodies.sql)."""
+        sql = sql_templates.render("instance/select_longest_bodies.sql")
+        row = self._con.execute(sql).fetchone() or ()
+        return max((int(m.group(1)) for text in row if text
+                    for m in [_MAX_LENGTH.search(text)] if m), default=0)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -481,6 +571,11 @@ def translate_error(exc: duckdb.Error, target: str, *, read_only: bool) -> Broke
         return StorageError(
             "the change was not made: it conflicts with what the instance file holds (a "
             "duplicate, a missing value or a missing object)")
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return StorageError(
+            f"the change was not made: it needs more memory than instance file {target} "
+            "may use (its memory_limit); open it with a larger memory_limit (at least "
+            "three times the largest message body, beyond what it holds otherwise)")
     if isinstance(exc, duckdb.FatalException):
         return StorageError(
             f"instance file {target} can no longer be used after an earlier failure; "

@@ -230,6 +230,20 @@ def test_bench_messaging_quick_smoke():
     idle = report["idle_conversations"]
     assert idle["conversations"] == 5_000 and idle["begin_dialog_us"] > 0
     assert idle["endpoints_cached"] <= idle["endpoint_cache"] == 10_000
+    # windows of half the run below 2,000,000 (whole batches): 0-2,000 and 2,000-4,000
+    assert idle["window"] == 2_000
+    assert [(w["first"], w["last"]) for w in idle["windows"]] == [(0, 2_000), (2_000, 4_000)]
+    assert all(w["per_s"] > 0 and w["cpu_us_per_conversation"] > 0 for w in idle["windows"])
+    assert idle["last_to_first_rate"] == pytest.approx(
+        idle["windows"][-1]["per_s"] / idle["windows"][0]["per_s"])
+    assert idle["memory_limit"] == "256.0 MiB"  # a file instance's default
+    tags = idle["duckdb_memory_by_tag"]
+    assert "IN_MEMORY_TABLE" in tags and all(m["memory_mb"] >= 0 for m in tags.values())
+    assert idle["duckdb_memory_mb"] == pytest.approx(
+        sum(m["memory_mb"] for m in tags.values()))
+    assert idle["peak_rss_growth_mb"] >= idle["rss_growth_mb"] - 1
+    assert idle["targets"] == {"rss_bytes_per_conversation_1m": 300.0, "rss_mb_5m": 500.0,
+                               "last_to_first_rate": 0.8}
     for case, readers in zip(report["activation"], (1, 4), strict=True):
         assert case["readers"] == readers and case["messages"] == 2_000
         assert case["handled_per_s"] > 0 and 1 <= case["readers_at_most"] <= readers
@@ -260,3 +274,21 @@ def test_bench_messaging_report_reads_as_a_report():
     assert "activation, MAX_QUEUE_READERS 1: 60 messages handled " in text
     assert "activation, MAX_QUEUE_READERS 4: 60 messages handled " in text
     assert report["many_conversations"]["messages_per_receive"] == 10
+
+
+def test_bench_idle_report_reads_as_a_report():
+    from pybroker.bench import idle
+
+    report = idle.run_case(3_000)  # in this process: the figures' shape, not their size
+    assert report["window"] == 1_000 and len(report["windows"]) == 3
+    text = "\n".join(idle.format_case(report))
+    assert "idle conversations: 3,000 begun (1,000 per transaction" in text
+    assert "per 1,000 conversations: begin+send " in text
+    assert "last/first window: rate " in text and "judged at 5,000,000 only" in text
+    assert "IN_MEMORY_TABLE " in text and "memory_limit 256.0 MiB" in text
+    # at 5,000,000 the verdicts are given: RSS and the fifth million's rate to the first's
+    five = {**report, "conversations": 5_000_000, "rss_growth_mb": 480.0,
+            "last_to_first_rate": 0.79}
+    text = "\n".join(idle.format_case(five))
+    assert "<= 500 MB for 5,000,000: met" in text
+    assert "(target >= 0.80x for 5,000,000: MISSED)" in text

@@ -16,11 +16,11 @@ bodies, the initiator service in one database and the target service in another:
   with no transaction around it (each call commits one conversation group); compared with
   the storage floor of that shape (one INSERT ... SELECT, then one DELETE ... RETURNING of
   one group per transaction);
-- idle conversations (P7), in a child process of its own so its resident memory
-  is its own: begin N conversations in transactions of 1,000, one message each, committed
-  and left idle; resident memory (RSS) growth per conversation, overall and over the second
-  half (flat when the memory held per conversation is bounded), DuckDB's own share
-  (duckdb_memory()), and the time per begin_dialog() and per conversation;
+- idle conversations (P7, pybroker/bench/idle.py), in a child process of its own so its
+  resident memory is its own: begin N conversations in transactions of 1,000, one message
+  each, committed and left idle; resident memory (RSS) growth, overall and per window of a
+  million, begin+send per second per window (the last against the first), DuckDB's own
+  share by tag (duckdb_memory()), and the time per begin_dialog() and per conversation;
 - activation (C3, pybroker/bench/activation.py), on an instance of its own: messages/s
   handled by an activated queue's readers with MAX_QUEUE_READERS 1 and 4 (the messages of
   case (b) sent while activation runs), and the time from a commit to the start of the
@@ -39,16 +39,13 @@ shared machine.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from pybroker.bench import activation
+from pybroker.bench import activation, idle
 from pybroker.bench.routing import _machine, _median_of
 from pybroker.instance import Database, Instance, connect
 
@@ -59,8 +56,8 @@ FULL = {"messages": 20_000, "conversations": 1_000, "sends_per_transaction": 1_0
 QUICK = {"messages": 2_000, "conversations": 100, "sends_per_transaction": 500,
          "max_messages": 1_000, "receives_per_transaction": 50, "single": 20,
          "drain_conversations": 10, "idle_conversations": 5_000}
-TARGETS = {"end_to_end_per_s": 20_000.0, "idle_rss_bytes_per_conversation": 300.0}
-IDLE_BATCH = 1_000  # conversations begun per transaction in the idle case
+TARGETS = {"end_to_end_per_s": 20_000.0,
+           "idle_rss_bytes_per_conversation": idle.TARGETS["rss_bytes_per_conversation_1m"]}
 
 
 def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = None,
@@ -71,7 +68,8 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
     if idle_conversations is not None:
         sizes["idle_conversations"] = idle_conversations
     load_before = os.getloadavg()[0]
-    idle = _idle_in_child(sizes["idle_conversations"]) if sizes["idle_conversations"] else None
+    idled = (idle.run_in_child(sizes["idle_conversations"]) if sizes["idle_conversations"]
+             else None)
     body = os.urandom(BODY_BYTES)
     with (
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
@@ -103,7 +101,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
         "floor_one_conversation": _median_of(floor_one),
         "floor_many_conversations": _median_of(floor_many),
         "floor_receive_own_transaction": _median_of(floor_drain),
-        "idle_conversations": idle,
+        "idle_conversations": idled,
         "activation": activated,
         "targets": TARGETS,
     }
@@ -161,24 +159,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"per transaction): {f['end_to_end_per_s']:,.0f}/s end to end; floor/pybroker "
         f"{r['ratio_floor']:.1f}x",
     ]
-    idle = report["idle_conversations"]
-    if idle is not None:
-        per = t["idle_rss_bytes_per_conversation"]
-        if idle["conversations"] >= 1_000_000:
-            verdict = "met" if idle["rss_bytes_per_conversation"] <= per else "MISSED"
-        else:  # the target is for 1,000,000; the cached endpoints weigh more in a short run
-            verdict = "judged at 1,000,000 only: --idle-conversations 1000000"
-        lines += [
-            f"idle conversations: {idle['conversations']:,} begun ({IDLE_BATCH:,} per "
-            f"transaction, one message each) in a child process: RSS +"
-            f"{idle['rss_growth_mb']:,.1f} MB = {idle['rss_bytes_per_conversation']:,.0f} "
-            f"bytes per conversation (target <= {per:,.0f} for 1,000,000: {verdict}); second half "
-            f"{idle['rss_bytes_per_conversation_second_half']:,.0f} bytes per conversation; "
-            f"DuckDB's own memory {idle['duckdb_memory_mb']:,.1f} MB; endpoints cached "
-            f"{idle['endpoints_cached']:,} (bound {idle['endpoint_cache']:,})",
-            f"    begin_dialog() {idle['begin_dialog_us']:,.1f} us per call; "
-            f"{idle['conversation_us']:,.1f} us per conversation (begin, send, commit)",
-        ]
+    if report["idle_conversations"] is not None:
+        lines += idle.format_case(report["idle_conversations"])
     lines += [activation.format_case(r) for r in report.get("activation", ())]
     load = report["load_average_1m"]
     lines.append(f"load average (1 min): {load['before']:.2f} before, {load['after']:.2f} "
@@ -347,78 +329,6 @@ def _floor_drain(inst: Instance, sizes: dict[str, int], body: bytes) -> dict[str
             raise RuntimeError(f"the floor table gave back {out} of {total} rows")
         out += len(got)
     return {"end_to_end_per_s": total / (clock() - start)}
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def idle_case(conversations: int) -> dict[str, Any]:
-    """Begin ``conversations`` conversations, one message each, and leave them idle;
-    measure this process's resident memory. Run it in a fresh process (_idle_in_child)."""
-    import gc
-
-    body = os.urandom(BODY_BYTES)
-    with (
-        tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
-        connect(Path(tmp) / "idle.duckdb", worker=False) as inst,
-    ):
-        initiator, _ = _build(inst)
-        for _ in range(2):  # warm: caches, statements, DuckDB's first blocks
-            with initiator.transaction():
-                for _ in range(IDLE_BATCH):
-                    initiator.begin_dialog("InitiatorService", "TargetService").send(body)
-        gc.collect()
-        clock = time.perf_counter
-        rss0 = _rss_bytes()
-        start = clock()
-        begin_seconds = 0.0
-        half, rss_half = (conversations // IDLE_BATCH // 2) * IDLE_BATCH, rss0
-        done = 0
-        while done < conversations:
-            n = min(IDLE_BATCH, conversations - done)
-            with initiator.transaction():
-                for _ in range(n):
-                    before = clock()
-                    conv = initiator.begin_dialog("InitiatorService", "TargetService")
-                    begin_seconds += clock() - before
-                    conv.send(body)
-            done += n
-            if done == half:
-                rss_half = _rss_bytes()
-        seconds = clock() - start
-        gc.collect()
-        rss = _rss_bytes()
-        duckdb_bytes = sum(r[0] for r in inst._store.fetchall(
-            "SELECT memory_usage_bytes FROM duckdb_memory()"))
-        cache = inst._messaging._endpoints
-        return {
-            "conversations": conversations,
-            "rss_growth_mb": (rss - rss0) / 2**20,
-            "rss_bytes_per_conversation": (rss - rss0) / conversations,
-            "rss_bytes_per_conversation_second_half": (
-                (rss - rss_half) / (conversations - half) if conversations > half else 0.0),
-            "duckdb_memory_mb": duckdb_bytes / 2**20,
-            "endpoints_cached": len(cache),
-            "endpoint_cache": cache.capacity,
-            "begin_dialog_us": begin_seconds / conversations * 1e6,
-            "conversation_us": seconds / conversations * 1e6,
-        }
-
-
-def _idle_in_child(conversations: int) -> dict[str, Any]:
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join(filter(None, (package_root,
-                                                       os.environ.get("PYTHONPATH"))))}
-    done = subprocess.run(
-        [sys.executable, "-c", "import json, sys; from pybroker.bench.messaging import "
-         "idle_case; print(json.dumps(idle_case(int(sys.argv[1]))))", str(conversations)],
-        capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the idle-conversations case failed: {done.stderr.strip()}")
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def _floor(inst: Instance, conversations: int, sizes: dict[str, int],
