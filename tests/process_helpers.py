@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pybroker
+from tests.wire_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 WIRE_CHILD = ROOT / "tests" / "wire_child.py"
@@ -75,14 +76,7 @@ def kill(proc: subprocess.Popen) -> None:
 def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "",
                poll: float = 0.05) -> Any:
     """``predicate()``'s first true value, polled until ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(poll)
+    return wait_for(predicate, timeout, what, poll)
 
 
 class Child:

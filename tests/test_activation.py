@@ -11,19 +11,13 @@ import activation_handlers as handlers
 import pytest
 
 import pybroker
+from tests.wire_helpers import wait_for as wire_wait_for
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
 
 
 def wait_for(predicate, timeout: float = 30.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+    return wire_wait_for(predicate, timeout, what)
 
 
 @pytest.fixture(autouse=True)

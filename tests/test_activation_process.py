@@ -13,10 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pybroker
+from tests.wire_helpers import wait_for as wire_wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = 20
@@ -29,14 +29,7 @@ def free_port() -> int:
 
 
 def wait_for(predicate, timeout: float = 60.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
+    return wire_wait_for(predicate, timeout, what, 0.05)
 
 
 def test_serve_activates_a_queue_for_messages_from_another_instance(tmp_path):

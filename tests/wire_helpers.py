@@ -41,7 +41,9 @@ def instance_pair(tmp_path: Path, *, retry_scale: float = 0.01, **endpoint: Any)
     return a, b, shop, stock
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "",
+             poll: float = 0.02) -> Any:
+    """``predicate()``'s first true value, polled until ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -49,7 +51,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = ""
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(poll)
 
 
 def drain(db: pybroker.Database, queue: str, count: int, timeout: float = 60.0) -> list:
