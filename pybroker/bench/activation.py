@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pybroker.bench.objects import initiator_and_target
 from pybroker.instance import Database, connect
 
 CHECK_INTERVAL = 0.1  # seconds between the monitors' checks in this case
@@ -80,12 +81,8 @@ def run_case(sizes: dict[str, int], body: bytes, readers: int) -> dict[str, floa
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
         connect(Path(tmp) / "activation.duckdb", worker=False) as inst,
     ):
-        initiator = inst.create_database("BenchInitiator")
-        target = inst.create_database("BenchTarget")
-        initiator.create_queue("InitiatorQueue")
-        initiator.create_service("InitiatorService", queue="InitiatorQueue")
-        target.create_queue(QUEUE, activation_procedure=PROCEDURE, max_queue_readers=readers)
-        target.create_service("TargetService", queue=QUEUE, contracts=["DEFAULT"])
+        initiator, _ = initiator_and_target(
+            inst, QUEUE, activation_procedure=PROCEDURE, max_queue_readers=readers)
         inst.start_activation(check_interval=CHECK_INTERVAL, close_timeout=5.0)
         clock = time.perf_counter
         conv = initiator.begin_dialog("InitiatorService", "TargetService")

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pybroker.bench.objects import initiator_and_target
 from pybroker.instance import connect
 
 BODY_BYTES = 256
@@ -70,12 +71,7 @@ def run_case(conversations: int) -> dict[str, Any]:
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
         connect(Path(tmp) / "idle.duckdb", worker=False) as inst,
     ):
-        initiator = inst.create_database("BenchInitiator")
-        target = inst.create_database("BenchTarget")
-        initiator.create_queue("InitiatorQueue")
-        initiator.create_service("InitiatorService", queue="InitiatorQueue")
-        target.create_queue("TargetQueue")
-        target.create_service("TargetService", queue="TargetQueue", contracts=["DEFAULT"])
+        initiator, _ = initiator_and_target(inst)
         for _ in range(WARM_UP):
             with initiator.transaction():
                 for _ in range(BATCH):

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.bench import activation, idle
+from pybroker.bench.objects import initiator_and_target
 from pybroker.bench.routing import _machine, _median_of
 from pybroker.instance import Database, Instance, connect
 
@@ -75,7 +76,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
         connect(Path(tmp) / "bench.duckdb", worker=False) as inst,
     ):
-        initiator, target = _build(inst)
+        initiator, target = initiator_and_target(inst)
         inst._store.run("bench/create_messaging_floor.sql")
         one, many, single, floor_one, floor_many = [], [], [], [], []
         drain, floor_drain = [], []
@@ -171,14 +172,7 @@ def format_report(report: dict[str, Any]) -> str:
 # -- workload ------------------------------------------------------------------------------
 
 
-def _build(inst: Instance) -> tuple[Database, Database]:
-    initiator = inst.create_database("BenchInitiator")
-    target = inst.create_database("BenchTarget")
-    initiator.create_queue("InitiatorQueue")
-    initiator.create_service("InitiatorService", queue="InitiatorQueue")
-    target.create_queue("TargetQueue")
-    target.create_service("TargetService", queue="TargetQueue", contracts=["DEFAULT"])
-    return initiator, target
+
 
 
 def _percentiles_ms(samples: list[float]) -> tuple[float, float]:
