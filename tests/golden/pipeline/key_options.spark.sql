@@ -1,5 +1,18 @@
 -- as one query
-WITH conversation_key AS (
+WITH decided_key AS (
+  /* The keys the routing steps decide: a wildcard class once, through its least key. */
+  SELECT DISTINCT
+    k.key_id,
+    k.origin,
+    k.decided_service_name AS service_name,
+    CASE
+      WHEN k.decided_broker_key = ''
+      THEN CAST(NULL AS STRING)
+      ELSE k.decided_broker_key
+    END AS broker_instance,
+    k.routed_at
+  FROM decision_keys AS k
+), conversation_key AS (
   /* R1.1 / R1.2: a conversation begun in database D is routed with D's table only; a */
   /* message from outside with msdb's. */
   SELECT DISTINCT
@@ -9,7 +22,7 @@ WITH conversation_key AS (
     c.routed_at,
     d.database_id AS routing_database_id,
     o.database_id AS origin_database_id
-  FROM decision_keys AS c
+  FROM decided_key AS c
   JOIN state_databases AS d
     ON d.name = CASE WHEN c.origin = 'outside' THEN 'msdb' ELSE c.origin END
   LEFT JOIN state_databases AS o
@@ -559,31 +572,33 @@ WITH conversation_key AS (
     AND m.routed_at = k.routed_at
   WHERE
     m.match_order IS NULL OR m.match_order = 4
+), keyed_option AS (
+  SELECT
+    o.*,
+    k.key_id
+  FROM route_option AS o
+  JOIN decided_key AS k
+    ON k.origin = o.origin
+    AND k.service_name = o.service_name
+    AND COALESCE(k.broker_instance, '') = o.broker_key
+    AND k.routed_at = o.routed_at
 ), ranked_option AS (
   SELECT
     o.*,
+    DENSE_RANK() OVER (PARTITION BY o.key_id ORDER BY o.pick_group NULLS LAST) AS group_rank,
     DENSE_RANK() OVER (
-      PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at
-      ORDER BY o.pick_group NULLS LAST
-    ) AS group_rank,
-    DENSE_RANK() OVER (
-      PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group
+      PARTITION BY o.key_id, o.pick_group
       ORDER BY COALESCE(o.route_name, '') NULLS LAST
     ) AS route_rank,
     ROW_NUMBER() OVER (
-      PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group, COALESCE(o.route_name, '')
+      PARTITION BY o.key_id, o.pick_group, COALESCE(o.route_name, '')
       ORDER BY COALESCE(o.database_name, '') NULLS LAST
     ) AS db_rank,
-    COUNT(*) OVER (
-      PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group, COALESCE(o.route_name, '')
-    ) AS db_count
-  FROM route_option AS o
+    COUNT(*) OVER (PARTITION BY o.key_id, o.pick_group, COALESCE(o.route_name, '')) AS db_count
+  FROM keyed_option AS o
 )
 SELECT
-  r.origin,
-  r.service_name,
-  r.broker_key,
-  r.routed_at,
+  r.key_id,
   r.outcome,
   r.route_name AS route,
   r.address,
@@ -598,12 +613,27 @@ SELECT
   r.locate_step,
   r.decided_by,
   CAST(r.group_rank - 1 AS BIGINT) AS group_rank,
-  CAST(MAX(r.group_rank) OVER (PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at) AS BIGINT) AS group_count,
+  CAST(MAX(r.group_rank) OVER (PARTITION BY r.key_id) AS BIGINT) AS group_count,
   CAST(r.route_rank - 1 AS BIGINT) AS route_rank,
-  CAST(MAX(r.route_rank) OVER (PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at, r.pick_group) AS BIGINT) AS route_count,
+  CAST(MAX(r.route_rank) OVER (PARTITION BY r.key_id, r.pick_group) AS BIGINT) AS route_count,
   CAST(r.db_rank - 1 AS BIGINT) AS db_rank,
-  CAST(r.db_count AS BIGINT) AS db_count
+  CAST(r.db_count AS BIGINT) AS db_count,
+  CAST(COUNT(*) OVER (PARTITION BY r.key_id) AS BIGINT) AS option_count
 FROM ranked_option AS r
+
+-- stage decided_key (read 2x)
+/* The keys the routing steps decide: a wildcard class once, through its least key. */
+SELECT DISTINCT
+  k.key_id,
+  k.origin,
+  k.decided_service_name AS service_name,
+  CASE
+    WHEN k.decided_broker_key = ''
+    THEN CAST(NULL AS STRING)
+    ELSE k.decided_broker_key
+  END AS broker_instance,
+  k.routed_at
+FROM decision_keys AS k
 
 -- stage conversation_key (read 6x)
 /* R1.1 / R1.2: a conversation begun in database D is routed with D's table only; a */
@@ -615,7 +645,7 @@ SELECT DISTINCT
   c.routed_at,
   d.database_id AS routing_database_id,
   o.database_id AS origin_database_id
-FROM decision_keys AS c
+FROM decided_key AS c
 JOIN state_databases AS d
   ON d.name = CASE WHEN c.origin = 'outside' THEN 'msdb' ELSE c.origin END
 LEFT JOIN state_databases AS o
@@ -1192,32 +1222,35 @@ LEFT JOIN match_step AS m
 WHERE
   m.match_order IS NULL OR m.match_order = 4
 
+-- stage keyed_option (read 1x)
+SELECT
+  o.*,
+  k.key_id
+FROM route_option AS o
+JOIN decided_key AS k
+  ON k.origin = o.origin
+  AND k.service_name = o.service_name
+  AND COALESCE(k.broker_instance, '') = o.broker_key
+  AND k.routed_at = o.routed_at
+
 -- stage ranked_option (read 1x)
 SELECT
   o.*,
+  DENSE_RANK() OVER (PARTITION BY o.key_id ORDER BY o.pick_group NULLS LAST) AS group_rank,
   DENSE_RANK() OVER (
-    PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at
-    ORDER BY o.pick_group NULLS LAST
-  ) AS group_rank,
-  DENSE_RANK() OVER (
-    PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group
+    PARTITION BY o.key_id, o.pick_group
     ORDER BY COALESCE(o.route_name, '') NULLS LAST
   ) AS route_rank,
   ROW_NUMBER() OVER (
-    PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group, COALESCE(o.route_name, '')
+    PARTITION BY o.key_id, o.pick_group, COALESCE(o.route_name, '')
     ORDER BY COALESCE(o.database_name, '') NULLS LAST
   ) AS db_rank,
-  COUNT(*) OVER (
-    PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group, COALESCE(o.route_name, '')
-  ) AS db_count
-FROM route_option AS o
+  COUNT(*) OVER (PARTITION BY o.key_id, o.pick_group, COALESCE(o.route_name, '')) AS db_count
+FROM keyed_option AS o
 
 -- final query
 SELECT
-  r.origin,
-  r.service_name,
-  r.broker_key,
-  r.routed_at,
+  r.key_id,
   r.outcome,
   r.route_name AS route,
   r.address,
@@ -1232,9 +1265,10 @@ SELECT
   r.locate_step,
   r.decided_by,
   CAST(r.group_rank - 1 AS BIGINT) AS group_rank,
-  CAST(MAX(r.group_rank) OVER (PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at) AS BIGINT) AS group_count,
+  CAST(MAX(r.group_rank) OVER (PARTITION BY r.key_id) AS BIGINT) AS group_count,
   CAST(r.route_rank - 1 AS BIGINT) AS route_rank,
-  CAST(MAX(r.route_rank) OVER (PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at, r.pick_group) AS BIGINT) AS route_count,
+  CAST(MAX(r.route_rank) OVER (PARTITION BY r.key_id, r.pick_group) AS BIGINT) AS route_count,
   CAST(r.db_rank - 1 AS BIGINT) AS db_rank,
-  CAST(r.db_count AS BIGINT) AS db_count
+  CAST(r.db_count AS BIGINT) AS db_count,
+  CAST(COUNT(*) OVER (PARTITION BY r.key_id) AS BIGINT) AS option_count
 FROM ranked_option AS r
