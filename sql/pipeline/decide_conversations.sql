@@ -24,21 +24,25 @@ WITH keyed AS (
         k.key_id,
         k.in_class,
         k.broker_key,
-        n.group_count,
-        CASE WHEN n.option_count > 1 THEN {{ draw48('md5(c.conversation_id)', engine) }}
+        k.group_count,
+        CASE WHEN k.option_count > 1 THEN {{ draw48('md5(c.conversation_id)', engine) }}
             ELSE CAST(0 AS BIGINT) END AS draw
     FROM {{ conversations }} AS c
-    LEFT JOIN {{ keys }} AS k
+    LEFT JOIN (
+        -- the keys with their options' counts: one join per conversation
+        SELECT km.*, n.group_count, n.option_count
+        FROM {{ keys }} AS km
+        JOIN (
+            SELECT DISTINCT o.key_id, o.group_count, o.option_count
+            FROM {{ key_options }} AS o
+        ) AS n
+            ON n.key_id = km.key_id
+    ) AS k
         ON k.origin = c.origin
         AND k.service_name = c.service_name
         AND k.broker_key = COALESCE(lower(c.broker_instance), '')
         AND c.begin_time >= k.routed_at
         AND c.begin_time <= k.epoch_last
-    LEFT JOIN (
-        SELECT DISTINCT o.key_id, o.group_count, o.option_count
-        FROM {{ key_options }} AS o
-    ) AS n
-        ON n.key_id = k.key_id
 ),
 grouped AS (
     SELECT d.*, d.draw % d.group_count AS group_rank, g.route_count

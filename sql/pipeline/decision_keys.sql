@@ -12,15 +12,17 @@
   to epoch_last inclusive (the instant before the next epoch, or the largest timestamp), so
   that conversations find their key with an equality join and two comparisons.
 
-  Keys of a wildcard class share one decision: a service named by no route and no route
-  request of the routing database, by no service of the instance, and not beginning with a
-  tcp:// address (R10.6), is decided exactly like every other such service of the same
-  origin and epoch (R2.1-R2.4 and R2.6 find nothing for it, R2.5 takes the same wildcards,
-  R4 locates no database for it). Only whether a broker identifier is named changes the
-  decision (the identifier itself is carried into the decision, see
+  Keys of a wildcard class share one decision: a key that no live route of its service
+  matches (R2.1-R2.3), that R2.4 does not delay (no live route to the dynamic routing
+  service, or a route request for the service pending), whose service is no service of the
+  instance and does not begin with a tcp:// address (R10.6), is decided exactly like every
+  other such key of the same origin and epoch: R2.5 takes the same wildcards, R2.6 and R4
+  find no service, R3 chooses among the same candidates. Only whether a broker identifier
+  is named changes the decision (the identifier itself is carried into the decision, see
   decide_conversations.sql). Such keys are decided once per class, through its least key
   (decided_service_name, decided_broker_key); any other key is decided for itself. The
-  live engine shares decisions the same way (routing/cache.py, is_class_member).
+  live engine shares decisions among unknown services the same way (routing/cache.py,
+  is_class_member).
   Inputs: {{ conversations }}, {{ epochs }} (small), {{ databases }}, {{ routes }},
   {{ route_requests }}, {{ services }}.
 -#}
@@ -69,13 +71,28 @@ group_epoch AS (
         AND e.routed_at <= g.last_begin
         AND (e.epoch_end IS NULL OR e.epoch_end > g.first_begin)
 ),
-named_service AS (
-    -- Services the routing database's own routes or route requests name (R2.1-R2.4).
-    SELECT r.database_id, r.remote_service_name AS service_name
-    FROM {{ routes }} AS r
-    WHERE r.remote_service_name IS NOT NULL
-    UNION
-    SELECT q.database_id, q.service_name
+service_match AS (
+    -- Keys that R2.1-R2.3 decide: a live route of the routing database for the service
+    -- that the key takes (as matched_by_service_route of _route_steps.sql).
+    SELECT DISTINCT k.origin, k.service_name, k.broker_key, k.routed_at
+    FROM group_epoch AS k
+    JOIN {{ routes }} AS r
+        ON r.database_id = k.routing_database_id AND r.remote_service_name = k.service_name
+    WHERE (r.lifetime IS NULL OR r.lifetime > k.routed_at)
+        AND (k.broker_key = '' OR COALESCE(r.broker_instance, '') = ''
+            OR COALESCE(r.broker_instance, '') = k.broker_key)
+),
+dynamic_route AS (
+    -- Routing databases and epochs with a live route to the dynamic routing service (R2.4).
+    SELECT DISTINCT k.routing_database_id, k.routed_at
+    FROM group_epoch AS k
+    JOIN {{ routes }} AS r
+        ON r.database_id = k.routing_database_id
+        AND r.remote_service_name = 'SQL/ServiceBroker/BrokerConfiguration'
+    WHERE r.lifetime IS NULL OR r.lifetime > k.routed_at
+),
+requested_service AS (
+    SELECT DISTINCT q.database_id, q.service_name
     FROM {{ route_requests }} AS q
 ),
 existing_service AS (
@@ -86,24 +103,35 @@ existing_service AS (
 classified AS (
     SELECT
         k.*,
-        n.service_name IS NULL AND x.service_name IS NULL
+        m.origin IS NULL
+            AND (y.routing_database_id IS NULL OR q.service_name IS NOT NULL)
+            AND x.service_name IS NULL
             AND REGEXP_EXTRACT(k.service_name, '^([tT][cC][pP]://[^/:]+:[0-9]+)', 1) = ''
             AS in_class
     FROM group_epoch AS k
-    LEFT JOIN named_service AS n
-        ON n.database_id = k.routing_database_id AND n.service_name = k.service_name
+    LEFT JOIN service_match AS m
+        ON m.origin = k.origin AND m.service_name = k.service_name
+        AND m.broker_key = k.broker_key AND m.routed_at = k.routed_at
+    LEFT JOIN dynamic_route AS y
+        ON y.routing_database_id = k.routing_database_id AND y.routed_at = k.routed_at
+    LEFT JOIN requested_service AS q
+        ON q.database_id = k.routing_database_id AND q.service_name = k.service_name
     LEFT JOIN existing_service AS x ON x.service_name = k.service_name
 ),
 decided AS (
+    -- A class is decided through its least key (service name, then broker identifier).
     SELECT
         k.origin, k.service_name, k.broker_key, k.routed_at, k.epoch_end, k.in_class,
-        CASE WHEN k.in_class THEN MIN(k.service_name) OVER (
-            PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = '')
+        CASE WHEN k.in_class THEN FIRST_VALUE(k.service_name) OVER w
             ELSE k.service_name END AS decided_service_name,
-        CASE WHEN k.in_class THEN MIN(k.broker_key) OVER (
-            PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = '')
+        CASE WHEN k.in_class THEN FIRST_VALUE(k.broker_key) OVER w
             ELSE k.broker_key END AS decided_broker_key
     FROM classified AS k
+    WINDOW w AS (
+        PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = ''
+        ORDER BY k.service_name, k.broker_key
+        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+    )
 )
 SELECT
     d.origin,

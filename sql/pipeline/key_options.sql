@@ -27,7 +27,9 @@ decided_key AS (
     FROM {{ keys }} AS k
 ),
 
-{% with conversations = 'decided_key' %}{% include 'routing/_route_steps.sql' %}{% endwith %},
+{% with conversations = 'decided_key', without_weights = true -%}
+{% include 'routing/_route_steps.sql' %}
+{%- endwith %},
 
 keyed_option AS (
     SELECT o.*, k.key_id

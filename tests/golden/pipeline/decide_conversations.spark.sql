@@ -5,27 +5,34 @@ WITH keyed AS (
     k.key_id,
     k.in_class,
     k.broker_key,
-    n.group_count,
+    k.group_count,
     CASE
-      WHEN n.option_count > 1
+      WHEN k.option_count > 1
       THEN CAST(CONV(SUBSTRING(MD5(c.conversation_id), 1, 12), 16, 10) AS BIGINT)
       ELSE CAST(0 AS BIGINT)
     END AS draw
   FROM conversations AS c
-  LEFT JOIN decision_keys AS k
+  LEFT JOIN (
+    /* the keys with their options' counts: one join per conversation */
+    SELECT
+      km.*,
+      n.group_count,
+      n.option_count
+    FROM decision_keys AS km
+    JOIN (
+      SELECT DISTINCT
+        o.key_id,
+        o.group_count,
+        o.option_count
+      FROM key_options AS o
+    ) AS n
+      ON n.key_id = km.key_id
+  ) AS k
     ON k.origin = c.origin
     AND k.service_name = c.service_name
     AND k.broker_key = COALESCE(LOWER(c.broker_instance), '')
     AND c.begin_time >= k.routed_at
     AND c.begin_time <= k.epoch_last
-  LEFT JOIN (
-    SELECT DISTINCT
-      o.key_id,
-      o.group_count,
-      o.option_count
-    FROM key_options AS o
-  ) AS n
-    ON n.key_id = k.key_id
 ), grouped AS (
   SELECT
     d.*,
@@ -95,27 +102,34 @@ SELECT
   k.key_id,
   k.in_class,
   k.broker_key,
-  n.group_count,
+  k.group_count,
   CASE
-    WHEN n.option_count > 1
+    WHEN k.option_count > 1
     THEN CAST(CONV(SUBSTRING(MD5(c.conversation_id), 1, 12), 16, 10) AS BIGINT)
     ELSE CAST(0 AS BIGINT)
   END AS draw
 FROM conversations AS c
-LEFT JOIN decision_keys AS k
+LEFT JOIN (
+  /* the keys with their options' counts: one join per conversation */
+  SELECT
+    km.*,
+    n.group_count,
+    n.option_count
+  FROM decision_keys AS km
+  JOIN (
+    SELECT DISTINCT
+      o.key_id,
+      o.group_count,
+      o.option_count
+    FROM key_options AS o
+  ) AS n
+    ON n.key_id = km.key_id
+) AS k
   ON k.origin = c.origin
   AND k.service_name = c.service_name
   AND k.broker_key = COALESCE(LOWER(c.broker_instance), '')
   AND c.begin_time >= k.routed_at
   AND c.begin_time <= k.epoch_last
-LEFT JOIN (
-  SELECT DISTINCT
-    o.key_id,
-    o.group_count,
-    o.option_count
-  FROM key_options AS o
-) AS n
-  ON n.key_id = k.key_id
 
 -- stage grouped (read 1x)
 SELECT

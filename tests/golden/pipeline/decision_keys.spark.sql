@@ -65,16 +65,39 @@ WITH conversation_group AS (
     AND (
       e.epoch_end IS NULL OR e.epoch_end > g.first_begin
     )
-), named_service AS (
-  /* Services the routing database's own routes or route requests name (R2.1-R2.4). */
-  SELECT
-    r.database_id,
-    r.remote_service_name AS service_name
-  FROM state_routes AS r
+), service_match AS (
+  /* Keys that R2.1-R2.3 decide: a live route of the routing database for the service */
+  /* that the key takes (as matched_by_service_route of _route_steps.sql). */
+  SELECT DISTINCT
+    k.origin,
+    k.service_name,
+    k.broker_key,
+    k.routed_at
+  FROM group_epoch AS k
+  JOIN state_routes AS r
+    ON r.database_id = k.routing_database_id AND r.remote_service_name = k.service_name
   WHERE
-    NOT r.remote_service_name IS NULL
-  UNION
-  SELECT
+    (
+      r.lifetime IS NULL OR r.lifetime > k.routed_at
+    )
+    AND (
+      k.broker_key = ''
+      OR COALESCE(r.broker_instance, '') = ''
+      OR COALESCE(r.broker_instance, '') = k.broker_key
+    )
+), dynamic_route AS (
+  /* Routing databases and epochs with a live route to the dynamic routing service (R2.4). */
+  SELECT DISTINCT
+    k.routing_database_id,
+    k.routed_at
+  FROM group_epoch AS k
+  JOIN state_routes AS r
+    ON r.database_id = k.routing_database_id
+    AND r.remote_service_name = 'SQL/ServiceBroker/BrokerConfiguration'
+  WHERE
+    r.lifetime IS NULL OR r.lifetime > k.routed_at
+), requested_service AS (
+  SELECT DISTINCT
     q.database_id,
     q.service_name
   FROM state_route_requests AS q
@@ -86,15 +109,26 @@ WITH conversation_group AS (
 ), classified AS (
   SELECT
     k.*,
-    n.service_name IS NULL
+    m.origin IS NULL
+    AND (
+      y.routing_database_id IS NULL OR NOT q.service_name IS NULL
+    )
     AND x.service_name IS NULL
     AND REGEXP_EXTRACT(k.service_name, '^([tT][cC][pP]://[^/:]+:[0-9]+)') = '' AS in_class
   FROM group_epoch AS k
-  LEFT JOIN named_service AS n
-    ON n.database_id = k.routing_database_id AND n.service_name = k.service_name
+  LEFT JOIN service_match AS m
+    ON m.origin = k.origin
+    AND m.service_name = k.service_name
+    AND m.broker_key = k.broker_key
+    AND m.routed_at = k.routed_at
+  LEFT JOIN dynamic_route AS y
+    ON y.routing_database_id = k.routing_database_id AND y.routed_at = k.routed_at
+  LEFT JOIN requested_service AS q
+    ON q.database_id = k.routing_database_id AND q.service_name = k.service_name
   LEFT JOIN existing_service AS x
     ON x.service_name = k.service_name
 ), decided AS (
+  /* A class is decided through its least key (service name, then broker identifier). */
   SELECT
     k.origin,
     k.service_name,
@@ -102,17 +136,14 @@ WITH conversation_group AS (
     k.routed_at,
     k.epoch_end,
     k.in_class,
-    CASE
-      WHEN k.in_class
-      THEN MIN(k.service_name) OVER (PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = '')
-      ELSE k.service_name
-    END AS decided_service_name,
-    CASE
-      WHEN k.in_class
-      THEN MIN(k.broker_key) OVER (PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = '')
-      ELSE k.broker_key
-    END AS decided_broker_key
+    CASE WHEN k.in_class THEN FIRST_VALUE(k.service_name) OVER w ELSE k.service_name END AS decided_service_name,
+    CASE WHEN k.in_class THEN FIRST_VALUE(k.broker_key) OVER w ELSE k.broker_key END AS decided_broker_key
   FROM classified AS k
+  WINDOW w AS (
+    PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = ''
+    ORDER BY k.service_name NULLS LAST, k.broker_key NULLS LAST
+    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+  )
 )
 SELECT
   d.origin,
@@ -162,7 +193,7 @@ FROM epochs AS e
 WHERE
   NOT e.service_name IS NULL
 
--- stage group_epoch (read 1x)
+-- stage group_epoch (read 3x)
 /* A service with expiring routes of its own has its own epochs, any other the */
 /* database-wide ones (two plain joins: an outer join with range conditions becomes a */
 /* nested-loop join in DuckDB). */
@@ -201,16 +232,41 @@ WHERE
     e.epoch_end IS NULL OR e.epoch_end > g.first_begin
   )
 
--- stage named_service (read 1x)
-/* Services the routing database's own routes or route requests name (R2.1-R2.4). */
-SELECT
-  r.database_id,
-  r.remote_service_name AS service_name
-FROM state_routes AS r
+-- stage service_match (read 1x)
+/* Keys that R2.1-R2.3 decide: a live route of the routing database for the service */
+/* that the key takes (as matched_by_service_route of _route_steps.sql). */
+SELECT DISTINCT
+  k.origin,
+  k.service_name,
+  k.broker_key,
+  k.routed_at
+FROM group_epoch AS k
+JOIN state_routes AS r
+  ON r.database_id = k.routing_database_id AND r.remote_service_name = k.service_name
 WHERE
-  NOT r.remote_service_name IS NULL
-UNION
-SELECT
+  (
+    r.lifetime IS NULL OR r.lifetime > k.routed_at
+  )
+  AND (
+    k.broker_key = ''
+    OR COALESCE(r.broker_instance, '') = ''
+    OR COALESCE(r.broker_instance, '') = k.broker_key
+  )
+
+-- stage dynamic_route (read 1x)
+/* Routing databases and epochs with a live route to the dynamic routing service (R2.4). */
+SELECT DISTINCT
+  k.routing_database_id,
+  k.routed_at
+FROM group_epoch AS k
+JOIN state_routes AS r
+  ON r.database_id = k.routing_database_id
+  AND r.remote_service_name = 'SQL/ServiceBroker/BrokerConfiguration'
+WHERE
+  r.lifetime IS NULL OR r.lifetime > k.routed_at
+
+-- stage requested_service (read 1x)
+SELECT DISTINCT
   q.database_id,
   q.service_name
 FROM state_route_requests AS q
@@ -224,16 +280,27 @@ FROM state_services AS s
 -- stage classified (read 1x)
 SELECT
   k.*,
-  n.service_name IS NULL
+  m.origin IS NULL
+  AND (
+    y.routing_database_id IS NULL OR NOT q.service_name IS NULL
+  )
   AND x.service_name IS NULL
   AND REGEXP_EXTRACT(k.service_name, '^([tT][cC][pP]://[^/:]+:[0-9]+)') = '' AS in_class
 FROM group_epoch AS k
-LEFT JOIN named_service AS n
-  ON n.database_id = k.routing_database_id AND n.service_name = k.service_name
+LEFT JOIN service_match AS m
+  ON m.origin = k.origin
+  AND m.service_name = k.service_name
+  AND m.broker_key = k.broker_key
+  AND m.routed_at = k.routed_at
+LEFT JOIN dynamic_route AS y
+  ON y.routing_database_id = k.routing_database_id AND y.routed_at = k.routed_at
+LEFT JOIN requested_service AS q
+  ON q.database_id = k.routing_database_id AND q.service_name = k.service_name
 LEFT JOIN existing_service AS x
   ON x.service_name = k.service_name
 
 -- stage decided (read 1x)
+/* A class is decided through its least key (service name, then broker identifier). */
 SELECT
   k.origin,
   k.service_name,
@@ -241,17 +308,14 @@ SELECT
   k.routed_at,
   k.epoch_end,
   k.in_class,
-  CASE
-    WHEN k.in_class
-    THEN MIN(k.service_name) OVER (PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = '')
-    ELSE k.service_name
-  END AS decided_service_name,
-  CASE
-    WHEN k.in_class
-    THEN MIN(k.broker_key) OVER (PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = '')
-    ELSE k.broker_key
-  END AS decided_broker_key
+  CASE WHEN k.in_class THEN FIRST_VALUE(k.service_name) OVER w ELSE k.service_name END AS decided_service_name,
+  CASE WHEN k.in_class THEN FIRST_VALUE(k.broker_key) OVER w ELSE k.broker_key END AS decided_broker_key
 FROM classified AS k
+WINDOW w AS (
+  PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = ''
+  ORDER BY k.service_name NULLS LAST, k.broker_key NULLS LAST
+  ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+)
 
 -- final query
 SELECT

@@ -108,6 +108,25 @@ WITH decided_key AS (
   FROM service_route AS s
   WHERE
     s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
+), unmatched_key AS (
+  /* The keys that neither R2.1-R2.3 (matched_by_service_route) nor R2.4 */
+  /* (dynamic_routing) decide, found before the wildcards are joined: joining first and */
+  /* filtering after made a row for every key and every wildcard. */
+  SELECT
+    k.*
+  FROM conversation_key AS k
+  LEFT JOIN matched_by_service_route AS e
+    ON e.origin = k.origin
+    AND e.service_name = k.service_name
+    AND e.broker_key = k.broker_key
+    AND e.routed_at = k.routed_at
+  LEFT JOIN dynamic_routing AS y
+    ON y.origin = k.origin
+    AND y.service_name = k.service_name
+    AND y.broker_key = k.broker_key
+    AND y.routed_at = k.routed_at
+  WHERE
+    e.origin IS NULL AND y.origin IS NULL
 ), match_wildcard AS (
   /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
   /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
@@ -122,27 +141,13 @@ WITH decided_key AS (
     r.address,
     r.mirror_address,
     5 AS match_order
-  FROM conversation_key AS k
+  FROM unmatched_key AS k
   JOIN state_routes AS r
     ON r.database_id = k.routing_database_id
     AND r.remote_service_name IS NULL
     AND r.broker_instance IS NULL
-  LEFT JOIN matched_by_service_route AS e
-    ON e.origin = k.origin
-    AND e.service_name = k.service_name
-    AND e.broker_key = k.broker_key
-    AND e.routed_at = k.routed_at
-  LEFT JOIN dynamic_routing AS y
-    ON y.origin = k.origin
-    AND y.service_name = k.service_name
-    AND y.broker_key = k.broker_key
-    AND y.routed_at = k.routed_at
   WHERE
-    (
-      r.lifetime IS NULL OR r.lifetime > k.routed_at
-    )
-    AND e.origin IS NULL
-    AND y.origin IS NULL
+    r.lifetime IS NULL OR r.lifetime > k.routed_at
 ), service_anywhere AS (
   SELECT DISTINCT
     s.name AS service_name
@@ -408,41 +413,6 @@ WITH decided_key AS (
     AND s.routed_at = v.routed_at
     AND s.pick_group = v.pick_group
     AND s.choose_order = v.choose_order
-), chosen_route_count AS (
-  SELECT
-    c.origin,
-    c.service_name,
-    c.broker_key,
-    c.routed_at,
-    c.pick_group,
-    COUNT(DISTINCT c.route_broker_key || '|' || c.route_address) AS route_count
-  FROM chosen AS c
-  GROUP BY
-    c.origin,
-    c.service_name,
-    c.broker_key,
-    c.routed_at,
-    c.pick_group
-), chosen_weighted AS (
-  SELECT
-    c.*,
-    1.0 / (
-      g.group_count * n.route_count * COUNT(*) OVER (
-        PARTITION BY c.origin, c.service_name, c.broker_key, c.routed_at, c.pick_group, c.route_broker_key, c.route_address
-      )
-    ) AS weight
-  FROM chosen AS c
-  JOIN chosen_route_count AS n
-    ON n.origin = c.origin
-    AND n.service_name = c.service_name
-    AND n.broker_key = c.broker_key
-    AND n.routed_at = c.routed_at
-    AND n.pick_group = c.pick_group
-  JOIN pick_group_count AS g
-    ON g.origin = c.origin
-    AND g.service_name = c.service_name
-    AND g.broker_key = c.broker_key
-    AND g.routed_at = c.routed_at
 ), unchosen AS (
   /* R3.5: a picked identifier (or the whole candidate set) that no step could choose. */
   SELECT
@@ -511,8 +481,8 @@ WITH decided_key AS (
       THEN 'R3.6'
       ELSE 'R3.' || CAST(c.choose_order AS STRING)
     END AS decided_by,
-    c.weight
-  FROM chosen_weighted AS c
+    CAST(NULL AS DOUBLE) AS weight
+  FROM chosen AS c
   JOIN match_step AS m
     ON m.origin = c.origin
     AND m.service_name = c.service_name
@@ -738,6 +708,26 @@ FROM service_route AS s
 WHERE
   s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
 
+-- stage unmatched_key (read 1x)
+/* The keys that neither R2.1-R2.3 (matched_by_service_route) nor R2.4 */
+/* (dynamic_routing) decide, found before the wildcards are joined: joining first and */
+/* filtering after made a row for every key and every wildcard. */
+SELECT
+  k.*
+FROM conversation_key AS k
+LEFT JOIN matched_by_service_route AS e
+  ON e.origin = k.origin
+  AND e.service_name = k.service_name
+  AND e.broker_key = k.broker_key
+  AND e.routed_at = k.routed_at
+LEFT JOIN dynamic_routing AS y
+  ON y.origin = k.origin
+  AND y.service_name = k.service_name
+  AND y.broker_key = k.broker_key
+  AND y.routed_at = k.routed_at
+WHERE
+  e.origin IS NULL AND y.origin IS NULL
+
 -- stage match_wildcard (read 1x)
 /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
 /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
@@ -752,27 +742,13 @@ SELECT
   r.address,
   r.mirror_address,
   5 AS match_order
-FROM conversation_key AS k
+FROM unmatched_key AS k
 JOIN state_routes AS r
   ON r.database_id = k.routing_database_id
   AND r.remote_service_name IS NULL
   AND r.broker_instance IS NULL
-LEFT JOIN matched_by_service_route AS e
-  ON e.origin = k.origin
-  AND e.service_name = k.service_name
-  AND e.broker_key = k.broker_key
-  AND e.routed_at = k.routed_at
-LEFT JOIN dynamic_routing AS y
-  ON y.origin = k.origin
-  AND y.service_name = k.service_name
-  AND y.broker_key = k.broker_key
-  AND y.routed_at = k.routed_at
 WHERE
-  (
-    r.lifetime IS NULL OR r.lifetime > k.routed_at
-  )
-  AND e.origin IS NULL
-  AND y.origin IS NULL
+  r.lifetime IS NULL OR r.lifetime > k.routed_at
 
 -- stage service_anywhere (read 1x)
 SELECT DISTINCT
@@ -883,7 +859,7 @@ GROUP BY
   c.route_broker_key,
   c.address
 
--- stage pick_group_count (read 2x)
+-- stage pick_group_count (read 1x)
 SELECT
   c.origin,
   c.service_name,
@@ -1039,7 +1015,7 @@ GROUP BY
   v.routed_at,
   v.pick_group
 
--- stage chosen (read 2x)
+-- stage chosen (read 1x)
 /* The routes of the choosing step; one of them is taken, each equally likely, and a */
 /* LOCAL route found in several databases (R4.2) splits its share among them. */
 SELECT
@@ -1052,43 +1028,6 @@ JOIN choose_step AS s
   AND s.routed_at = v.routed_at
   AND s.pick_group = v.pick_group
   AND s.choose_order = v.choose_order
-
--- stage chosen_route_count (read 1x)
-SELECT
-  c.origin,
-  c.service_name,
-  c.broker_key,
-  c.routed_at,
-  c.pick_group,
-  COUNT(DISTINCT c.route_broker_key || '|' || c.route_address) AS route_count
-FROM chosen AS c
-GROUP BY
-  c.origin,
-  c.service_name,
-  c.broker_key,
-  c.routed_at,
-  c.pick_group
-
--- stage chosen_weighted (read 1x)
-SELECT
-  c.*,
-  1.0 / (
-    g.group_count * n.route_count * COUNT(*) OVER (
-      PARTITION BY c.origin, c.service_name, c.broker_key, c.routed_at, c.pick_group, c.route_broker_key, c.route_address
-    )
-  ) AS weight
-FROM chosen AS c
-JOIN chosen_route_count AS n
-  ON n.origin = c.origin
-  AND n.service_name = c.service_name
-  AND n.broker_key = c.broker_key
-  AND n.routed_at = c.routed_at
-  AND n.pick_group = c.pick_group
-JOIN pick_group_count AS g
-  ON g.origin = c.origin
-  AND g.service_name = c.service_name
-  AND g.broker_key = c.broker_key
-  AND g.routed_at = c.routed_at
 
 -- stage unchosen (read 1x)
 /* R3.5: a picked identifier (or the whole candidate set) that no step could choose. */
@@ -1160,8 +1099,8 @@ SELECT
     THEN 'R3.6'
     ELSE 'R3.' || CAST(c.choose_order AS STRING)
   END AS decided_by,
-  c.weight
-FROM chosen_weighted AS c
+  CAST(NULL AS DOUBLE) AS weight
+FROM chosen AS c
 JOIN match_step AS m
   ON m.origin = c.origin
   AND m.service_name = c.service_name
