@@ -8,7 +8,8 @@ decide, write Parquet; Spark's start-up is reported apart), its own peak RSS, an
 the JVM's peak RSS (VmHWM of /proc/<pid>/status; in local mode the JVM is also the
 executor). DuckDB runs with the pipeline's default memory limit (spilling beyond it), as
 ``pipeline resolve`` does. Figures are medians of ``repeat`` runs; the Spark/DuckDB ratio
-compares the medians of the same invocation.
+compares the medians of the same invocation, and the decisions of the two engines' last
+runs are compared by a checksum of every row (they must be identical).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ FULL = {"conversations": 10_000_000, "routes": 100_000}
 QUICK = {"conversations": 200_000, "routes": 2_000}
 SPARK_MASTER = "local[2]"
 SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"}
+TARGET_PER_S = 1_000_000  # DuckDB, 10M x 100k, within the default memory limit
+TARGET_PEAK_MB = 4096
+TARGET_SPARK_RATIO = 3.0
+DECISION_COLUMNS = ("conversation_id", "outcome", "route", "address", "mirror_address",
+                    "database", "broker_instance", "match_step", "choose_step", "locate_step",
+                    "decided_by")
 
 
 def run(
@@ -54,12 +61,17 @@ def run(
         runs: dict[str, list[dict[str, float]]] = {"duckdb": [], "spark": []}
         for engine_name in ("duckdb", "spark"):
             for i in range(repeat):
-                runs[engine_name].append(_child(engine_name, work, Path(tmp) / f"out{i}"))
+                runs[engine_name].append(
+                    _child(engine_name, work, Path(tmp) / f"{engine_name}-{i}"))
+        checksums = {name: decisions_checksum(Path(tmp) / f"{name}-{repeat - 1}")
+                     for name in runs}
     report: dict[str, Any] = {
         "machine": _machine(), "sizes": sizes, "repeat": repeat,
         "generate_seconds": generate_s, "distinct_keys": keys,
         "spark_master": SPARK_MASTER, "spark_conf": SPARK_CONF,
         "duckdb_memory_limit": DEFAULT_MEMORY_LIMIT,
+        "checksums": checksums,
+        "identical": checksums["duckdb"] == checksums["spark"],
     }
     for name, results in runs.items():
         seconds = statistics.median(r["seconds"] for r in results)
@@ -78,7 +90,12 @@ def run(
 
 def format_report(report: dict[str, Any]) -> str:
     m, s, d, k = report["machine"], report["sizes"], report["duckdb"], report["spark"]
-    return "\n".join([
+    full = s == FULL
+    rate_met = d["conversations_per_s"] >= TARGET_PER_S
+    rss_met = d["peak_rss_mb"] <= TARGET_PEAK_MB
+    ratio = report["ratio_spark_to_duckdb"]
+    rows, checksum = report["checksums"]["duckdb"]
+    lines = [
         f"machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}, "
         f"DuckDB {m['duckdb']}, PySpark {m['pyspark']}, Java {m['java']}",
         f"workload: {s['conversations']:,} conversations x {s['routes']:,} routes "
@@ -91,8 +108,35 @@ def format_report(report: dict[str, Any]) -> str:
         f"{k['conversations_per_s']:,.0f} conversations/s, peak RSS driver "
         f"{k['peak_rss_mb']:,.0f} MB + JVM {k['jvm_peak_rss_mb']:,.0f} MB, start-up "
         f"{k['startup_seconds']:.1f} s not included (runs {_runs(k)})",
-        f"spark/duckdb:  {report['ratio_spark_to_duckdb']:.2f}x the time",
-    ])
+        f"spark/duckdb:  {ratio:.2f}x the time",
+        f"decisions:     {rows:,} rows, checksum {checksum:016x} on DuckDB; Spark's "
+        + ("identical" if report["identical"] else "DIFFERENT: "
+           f"{report['checksums']['spark'][0]:,} rows, checksum "
+           f"{report['checksums']['spark'][1]:016x}"),
+    ]
+    scale = "" if full else " (targets are set for 10M x 100k; this is a smaller workload)"
+    lines.append(
+        f"targets{scale}: DuckDB >= {TARGET_PER_S:,}/s {_met(rate_met)}, peak RSS <= "
+        f"{TARGET_PEAK_MB:,} MB {_met(rss_met)}, Spark <= {TARGET_SPARK_RATIO:.0f}x DuckDB "
+        f"{_met(ratio <= TARGET_SPARK_RATIO)}, identical rows {_met(report['identical'])}")
+    return "\n".join(lines)
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def decisions_checksum(output: Path) -> tuple[int, int]:
+    """Rows and an order-free checksum (xor of each row's hash) of a decisions directory."""
+    con = duckdb.connect()
+    try:
+        files = [str(p) for p in sorted(Path(output).glob("*.parquet"))]
+        columns = ", ".join(f'"{c}"' for c in DECISION_COLUMNS)
+        rows, checksum = con.read_parquet(files).aggregate(
+            f"count(*), bit_xor(hash({columns}))").fetchone()
+        return int(rows), int(checksum or 0)
+    finally:
+        con.close()
 
 
 def _runs(r: dict[str, Any]) -> str:
