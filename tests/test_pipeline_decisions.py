@@ -186,3 +186,25 @@ def test_a_wildcard_class_keeps_each_conversations_broker_identifier(tmp_path):
     assert {d["route"] for d in by_id.values()} == {"R1"}
     assert {d["match_step"] for d in by_id.values()} == {"R2.5"}
     assert read_rows(tmp_path / "out") == got
+
+
+def test_keys_whose_pick_groups_differ_in_size(tmp_path):
+    """R2.3 with one route for one identifier and three for another: the route count of
+    the picked group is looked up per conversation; every option is reached."""
+    def r(name, broker, address):
+        return {"database_id": 5, "name": name, "remote_service_name": "S1",
+                "broker_instance": broker, "lifetime": None, "address": address,
+                "mirror": False}
+    drawn = {"routes": [r("R1", GUID["Sales"], "tcp://a:1"),
+                        r("R2", GUID["Inventory"], "tcp://a:1"),
+                        r("R3", GUID["Inventory"], "tcp://b:2"),
+                        r("R4", GUID["Inventory"], "tcp://c:3")],
+             "services": {(6, "S1")}, "requests": set(), "forwarding": True}
+    _write_state(tmp_path / "state", drawn)
+    conversations = [{"conversation_id": f"g{i}", "origin": "Sales", "service_name": "S1",
+                      "broker_instance": None, "begin_time": T0} for i in range(200)]
+    path = write_rows(tmp_path / "c.parquet", CONVERSATIONS, conversations)
+    with DuckDBEngine() as engine:
+        got = resolve_to_rows(engine, path, tmp_path / "state", tmp_path / "out")
+    assert got == _expected(tmp_path / "state", conversations)
+    assert {row[2] for row in got} == {"R1", "R2", "R3", "R4"}

@@ -3,8 +3,10 @@
   route_decision() macro after conversation_id.
 
   Each conversation finds its key (decision_keys.sql) by its (origin, service_name,
-  broker_key) and the epoch its begin_time falls in, and from then on joins on integers
-  with equality only: its key's pick group, the group's route, the route's database.
+  broker_key) and the epoch its begin_time falls in, and its option by the key's number and
+  the three ranks, with equality only. The ranks need the counts of the picked group and
+  route; the key carries them when they are the same throughout the key, else they are
+  looked up (in relations that hold only such keys).
   The arbitrary picks (R2.3 broker identifier, R3 route, R4.2 database) come from one
   48-bit integer per conversation, the first 12 hex digits of md5(conversation_id) (both
   engines compute md5 as lowercase hex; hash() differs between them): draw mod group_count
@@ -25,16 +27,27 @@ WITH keyed AS (
         k.in_class,
         k.broker_key,
         k.group_count,
+        k.route_count,
+        k.db_count,
         CASE WHEN k.option_count > 1 THEN {{ draw48('md5(c.conversation_id)', engine) }}
             ELSE CAST(0 AS BIGINT) END AS draw
     FROM {{ conversations }} AS c
     LEFT JOIN (
-        -- the keys with their options' counts: one join per conversation
-        SELECT km.*, n.group_count, n.option_count
+        -- The keys with their options' counts. route_count (db_count) is given when every
+        -- pick group (route) of the key has the same one, as nearly every key has: then
+        -- the ranks follow from the draw and the key alone.
+        SELECT km.*, n.group_count, n.option_count,
+            CASE WHEN n.min_route_count = n.max_route_count THEN n.max_route_count END
+                AS route_count,
+            CASE WHEN n.min_db_count = n.max_db_count THEN n.max_db_count END AS db_count
         FROM {{ keys }} AS km
         JOIN (
-            SELECT DISTINCT o.key_id, o.group_count, o.option_count
+            SELECT o.key_id,
+                MAX(o.group_count) AS group_count, MAX(o.option_count) AS option_count,
+                MIN(o.route_count) AS min_route_count, MAX(o.route_count) AS max_route_count,
+                MIN(o.db_count) AS min_db_count, MAX(o.db_count) AS max_db_count
             FROM {{ key_options }} AS o
+            GROUP BY o.key_id
         ) AS n
             ON n.key_id = km.key_id
     ) AS k
@@ -45,23 +58,36 @@ WITH keyed AS (
         AND c.begin_time <= k.epoch_last
 ),
 grouped AS (
-    SELECT d.*, d.draw % d.group_count AS group_rank, g.route_count
+    -- The route count of the picked group, looked up only for keys whose groups differ.
+    SELECT
+        d.conversation_id, d.key_id, d.in_class, d.broker_key, d.draw, d.group_count,
+        d.db_count,
+        d.draw % d.group_count AS group_rank,
+        COALESCE(d.route_count, g.route_count) AS route_count
     FROM keyed AS d
     LEFT JOIN (
         SELECT DISTINCT o.key_id, o.group_rank, o.route_count
         FROM {{ key_options }} AS o
+        WHERE o.key_id IN (
+            SELECT u.key_id FROM {{ key_options }} AS u
+            GROUP BY u.key_id HAVING MIN(u.route_count) <> MAX(u.route_count))
     ) AS g
         ON g.key_id = d.key_id AND g.group_rank = d.draw % d.group_count
 ),
 routed AS (
+    -- The database count of the picked route, looked up only for keys whose routes differ.
     SELECT
-        d.*,
+        d.conversation_id, d.key_id, d.in_class, d.broker_key, d.group_rank,
         (d.draw // d.group_count) % d.route_count AS route_rank,
-        (d.draw // (d.group_count * d.route_count)) % r.db_count AS db_rank
+        (d.draw // (d.group_count * d.route_count)) % COALESCE(d.db_count, r.db_count)
+            AS db_rank
     FROM grouped AS d
     LEFT JOIN (
         SELECT DISTINCT o.key_id, o.group_rank, o.route_rank, o.db_count
         FROM {{ key_options }} AS o
+        WHERE o.key_id IN (
+            SELECT u.key_id FROM {{ key_options }} AS u
+            GROUP BY u.key_id HAVING MIN(u.db_count) <> MAX(u.db_count))
     ) AS r
         ON r.key_id = d.key_id AND r.group_rank = d.group_rank
         AND r.route_rank = (d.draw // d.group_count) % d.route_count

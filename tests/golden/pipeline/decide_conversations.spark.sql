@@ -6,6 +6,8 @@ WITH keyed AS (
     k.in_class,
     k.broker_key,
     k.group_count,
+    k.route_count,
+    k.db_count,
     CASE
       WHEN k.option_count > 1
       THEN CAST(CONV(SUBSTRING(MD5(c.conversation_id), 1, 12), 16, 10) AS BIGINT)
@@ -13,18 +15,28 @@ WITH keyed AS (
     END AS draw
   FROM conversations AS c
   LEFT JOIN (
-    /* the keys with their options' counts: one join per conversation */
+    /* The keys with their options' counts. route_count (db_count) is given when every */
+    /* pick group (route) of the key has the same one, as nearly every key has: then */
+    /* the ranks follow from the draw and the key alone. */
     SELECT
       km.*,
       n.group_count,
-      n.option_count
+      n.option_count,
+      CASE WHEN n.min_route_count = n.max_route_count THEN n.max_route_count END AS route_count,
+      CASE WHEN n.min_db_count = n.max_db_count THEN n.max_db_count END AS db_count
     FROM decision_keys AS km
     JOIN (
-      SELECT DISTINCT
+      SELECT
         o.key_id,
-        o.group_count,
-        o.option_count
+        MAX(o.group_count) AS group_count,
+        MAX(o.option_count) AS option_count,
+        MIN(o.route_count) AS min_route_count,
+        MAX(o.route_count) AS max_route_count,
+        MIN(o.db_count) AS min_db_count,
+        MAX(o.db_count) AS max_db_count
       FROM key_options AS o
+      GROUP BY
+        o.key_id
     ) AS n
       ON n.key_id = km.key_id
   ) AS k
@@ -34,10 +46,17 @@ WITH keyed AS (
     AND c.begin_time >= k.routed_at
     AND c.begin_time <= k.epoch_last
 ), grouped AS (
+  /* The route count of the picked group, looked up only for keys whose groups differ. */
   SELECT
-    d.*,
+    d.conversation_id,
+    d.key_id,
+    d.in_class,
+    d.broker_key,
+    d.draw,
+    d.group_count,
+    d.db_count,
     d.draw % d.group_count AS group_rank,
-    g.route_count
+    COALESCE(d.route_count, g.route_count) AS route_count
   FROM keyed AS d
   LEFT JOIN (
     SELECT DISTINCT
@@ -45,11 +64,26 @@ WITH keyed AS (
       o.group_rank,
       o.route_count
     FROM key_options AS o
+    WHERE
+      o.key_id IN (
+        SELECT
+          u.key_id
+        FROM key_options AS u
+        GROUP BY
+          u.key_id
+        HAVING
+          MIN(u.route_count) <> MAX(u.route_count)
+      )
   ) AS g
     ON g.key_id = d.key_id AND g.group_rank = d.draw % d.group_count
 ), routed AS (
+  /* The database count of the picked route, looked up only for keys whose routes differ. */
   SELECT
-    d.*,
+    d.conversation_id,
+    d.key_id,
+    d.in_class,
+    d.broker_key,
+    d.group_rank,
     (
       d.draw DIV d.group_count
     ) % d.route_count AS route_rank,
@@ -57,7 +91,7 @@ WITH keyed AS (
       d.draw DIV (
         d.group_count * d.route_count
       )
-    ) % r.db_count AS db_rank
+    ) % COALESCE(d.db_count, r.db_count) AS db_rank
   FROM grouped AS d
   LEFT JOIN (
     SELECT DISTINCT
@@ -66,6 +100,16 @@ WITH keyed AS (
       o.route_rank,
       o.db_count
     FROM key_options AS o
+    WHERE
+      o.key_id IN (
+        SELECT
+          u.key_id
+        FROM key_options AS u
+        GROUP BY
+          u.key_id
+        HAVING
+          MIN(u.db_count) <> MAX(u.db_count)
+      )
   ) AS r
     ON r.key_id = d.key_id
     AND r.group_rank = d.group_rank
@@ -103,6 +147,8 @@ SELECT
   k.in_class,
   k.broker_key,
   k.group_count,
+  k.route_count,
+  k.db_count,
   CASE
     WHEN k.option_count > 1
     THEN CAST(CONV(SUBSTRING(MD5(c.conversation_id), 1, 12), 16, 10) AS BIGINT)
@@ -110,18 +156,28 @@ SELECT
   END AS draw
 FROM conversations AS c
 LEFT JOIN (
-  /* the keys with their options' counts: one join per conversation */
+  /* The keys with their options' counts. route_count (db_count) is given when every */
+  /* pick group (route) of the key has the same one, as nearly every key has: then */
+  /* the ranks follow from the draw and the key alone. */
   SELECT
     km.*,
     n.group_count,
-    n.option_count
+    n.option_count,
+    CASE WHEN n.min_route_count = n.max_route_count THEN n.max_route_count END AS route_count,
+    CASE WHEN n.min_db_count = n.max_db_count THEN n.max_db_count END AS db_count
   FROM decision_keys AS km
   JOIN (
-    SELECT DISTINCT
+    SELECT
       o.key_id,
-      o.group_count,
-      o.option_count
+      MAX(o.group_count) AS group_count,
+      MAX(o.option_count) AS option_count,
+      MIN(o.route_count) AS min_route_count,
+      MAX(o.route_count) AS max_route_count,
+      MIN(o.db_count) AS min_db_count,
+      MAX(o.db_count) AS max_db_count
     FROM key_options AS o
+    GROUP BY
+      o.key_id
   ) AS n
     ON n.key_id = km.key_id
 ) AS k
@@ -132,10 +188,17 @@ LEFT JOIN (
   AND c.begin_time <= k.epoch_last
 
 -- stage grouped (read 1x)
+/* The route count of the picked group, looked up only for keys whose groups differ. */
 SELECT
-  d.*,
+  d.conversation_id,
+  d.key_id,
+  d.in_class,
+  d.broker_key,
+  d.draw,
+  d.group_count,
+  d.db_count,
   d.draw % d.group_count AS group_rank,
-  g.route_count
+  COALESCE(d.route_count, g.route_count) AS route_count
 FROM keyed AS d
 LEFT JOIN (
   SELECT DISTINCT
@@ -143,12 +206,27 @@ LEFT JOIN (
     o.group_rank,
     o.route_count
   FROM key_options AS o
+  WHERE
+    o.key_id IN (
+      SELECT
+        u.key_id
+      FROM key_options AS u
+      GROUP BY
+        u.key_id
+      HAVING
+        MIN(u.route_count) <> MAX(u.route_count)
+    )
 ) AS g
   ON g.key_id = d.key_id AND g.group_rank = d.draw % d.group_count
 
 -- stage routed (read 1x)
+/* The database count of the picked route, looked up only for keys whose routes differ. */
 SELECT
-  d.*,
+  d.conversation_id,
+  d.key_id,
+  d.in_class,
+  d.broker_key,
+  d.group_rank,
   (
     d.draw DIV d.group_count
   ) % d.route_count AS route_rank,
@@ -156,7 +234,7 @@ SELECT
     d.draw DIV (
       d.group_count * d.route_count
     )
-  ) % r.db_count AS db_rank
+  ) % COALESCE(d.db_count, r.db_count) AS db_rank
 FROM grouped AS d
 LEFT JOIN (
   SELECT DISTINCT
@@ -165,6 +243,16 @@ LEFT JOIN (
     o.route_rank,
     o.db_count
   FROM key_options AS o
+  WHERE
+    o.key_id IN (
+      SELECT
+        u.key_id
+      FROM key_options AS u
+      GROUP BY
+        u.key_id
+      HAVING
+        MIN(u.db_count) <> MAX(u.db_count)
+    )
 ) AS r
   ON r.key_id = d.key_id
   AND r.group_rank = d.group_rank
