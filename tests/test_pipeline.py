@@ -482,7 +482,8 @@ def test_bench_pipeline_report_format():
         "duckdb_memory_limit": "2GB", "duckdb": engine,
         "spark": {**engine, "seconds": 8.0, "conversations_per_s": 125_000.0,
                   "jvm_peak_rss_mb": 2000.0, "startup_seconds": 9.0, "runs": [8.0]},
-        "ratio_spark_to_duckdb": 4.0,
+        "floor": {**engine, "seconds": 1.0, "conversations_per_s": 1_000_000.0},
+        "ratio_spark_to_duckdb": 4.0, "ratio_duckdb_to_floor": 2.0,
         "checksums": {"duckdb": (1_000_000, 0xABC), "spark": (1_000_000, 0xABC)},
         "identical": True,
     }
@@ -490,6 +491,8 @@ def test_bench_pipeline_report_format():
     assert "duckdb:        2.00 s = 500,000 conversations/s, peak RSS 300 MB with " \
         "memory_limit 2GB" in text
     assert "JVM 2,000 MB" in text and "spark/duckdb:  4.00x" in text
+    assert "floor:         1.00 s = 1,000,000 rows/s" in text
+    assert "resolve takes 2.00x the floor" in text
     assert "1,000,000 rows, checksum 0000000000000abc on DuckDB; Spark's identical" in text
     assert "DuckDB >= 1,000,000/s NOT met" in text and "Spark <= 3x DuckDB NOT met" in text
     assert "this is a smaller workload" in text

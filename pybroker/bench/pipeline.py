@@ -30,6 +30,7 @@ from typing import Any
 import duckdb
 
 from pybroker.pipeline.engine import DEFAULT_MEMORY_LIMIT
+from pybroker.pipeline.schema import CONVERSATIONS
 
 FULL = {"conversations": 10_000_000, "routes": 100_000}
 QUICK = {"conversations": 200_000, "routes": 2_000}
@@ -58,13 +59,13 @@ def run(
                          routes=sizes["routes"], seed="1")
         generate_s = time.perf_counter() - start
         keys = _distinct_keys(work)
-        runs: dict[str, list[dict[str, float]]] = {"duckdb": [], "spark": []}
-        for engine_name in ("duckdb", "spark"):
+        runs: dict[str, list[dict[str, float]]] = {"duckdb": [], "floor": [], "spark": []}
+        for engine_name in ("duckdb", "floor", "spark"):
             for i in range(repeat):
                 runs[engine_name].append(
                     _child(engine_name, work, Path(tmp) / f"{engine_name}-{i}"))
         checksums = {name: decisions_checksum(Path(tmp) / f"{name}-{repeat - 1}")
-                     for name in runs}
+                     for name in ("duckdb", "spark")}
     report: dict[str, Any] = {
         "machine": _machine(), "sizes": sizes, "repeat": repeat,
         "generate_seconds": generate_s, "distinct_keys": keys,
@@ -85,11 +86,13 @@ def run(
             "runs": [r["seconds"] for r in results],
         }
     report["ratio_spark_to_duckdb"] = report["spark"]["seconds"] / report["duckdb"]["seconds"]
+    report["ratio_duckdb_to_floor"] = report["duckdb"]["seconds"] / report["floor"]["seconds"]
     return report
 
 
 def format_report(report: dict[str, Any]) -> str:
     m, s, d, k = report["machine"], report["sizes"], report["duckdb"], report["spark"]
+    f = report["floor"]
     full = s == FULL
     rate_met = d["conversations_per_s"] >= TARGET_PER_S
     rss_met = d["peak_rss_mb"] <= TARGET_PEAK_MB
@@ -104,6 +107,9 @@ def format_report(report: dict[str, Any]) -> str:
         f"duckdb:        {d['seconds']:.2f} s = {d['conversations_per_s']:,.0f} "
         f"conversations/s, peak RSS {d['peak_rss_mb']:,.0f} MB with memory_limit "
         f"{report['duckdb_memory_limit']} (runs {_runs(d)})",
+        f"floor:         {f['seconds']:.2f} s = {f['conversations_per_s']:,.0f} rows/s read "
+        f"and written as Parquet with nothing decided, peak RSS {f['peak_rss_mb']:,.0f} MB "
+        f"(runs {_runs(f)}); resolve takes {report['ratio_duckdb_to_floor']:.2f}x the floor",
         f"spark {report['spark_master']}: {k['seconds']:.2f} s = "
         f"{k['conversations_per_s']:,.0f} conversations/s, peak RSS driver "
         f"{k['peak_rss_mb']:,.0f} MB + JVM {k['jvm_peak_rss_mb']:,.0f} MB, start-up "
@@ -163,11 +169,22 @@ def _child(engine: str, work: Path, out: Path) -> dict[str, float]:
 
 
 def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
-    """One resolve run in this (child) process."""
+    """One resolve run in this (child) process; ``floor``: the conversations read and the
+    decisions' columns written with nothing decided (sql/bench/pipeline_floor.sql)."""
     from pybroker.pipeline.engine import DuckDBEngine, SparkEngine
     from pybroker.pipeline.resolve import run_resolve
 
     result: dict[str, float] = {}
+    if engine_name == "floor":
+        with DuckDBEngine() as floor:
+            start = time.perf_counter()
+            floor.read_parquet("conversations", work / "conversations.parquet", CONVERSATIONS)
+            floor.stage("floor", "bench/pipeline_floor.sql", small=False,
+                        conversations="conversations")
+            floor.write("floor", out)
+            result["seconds"] = time.perf_counter() - start
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return result
     start = time.perf_counter()
     engine = (DuckDBEngine() if engine_name == "duckdb"
               else SparkEngine(master=SPARK_MASTER, conf=SPARK_CONF))
@@ -207,7 +224,7 @@ def _machine() -> dict[str, Any]:
 
 if __name__ == "__main__":  # a measured child run: ENGINE WORK OUT -> one JSON line
     parser = argparse.ArgumentParser()
-    parser.add_argument("engine", choices=("duckdb", "spark"))
+    parser.add_argument("engine", choices=("duckdb", "floor", "spark"))
     parser.add_argument("work", type=Path)
     parser.add_argument("out", type=Path)
     ns = parser.parse_args()
