@@ -31,7 +31,7 @@ TEMPLATES = {
     "decide_conversations": {"conversations": "conversations", "keys": "decision_keys",
                              "key_options": "key_options", "engine": "spark"},
     "decision_outcomes": {"decisions": "decisions"},
-    "duplicate_conversations": {"conversations": "conversations"},
+    "duplicate_conversations": {"conversations": "conversations", "engine": "spark"},
     "impact_changes": {"conversations": "conversations", "before": "before",
                        "after": "after"},
     "impact_summary": {"changes": "changes"},

@@ -69,7 +69,7 @@ def load_conversations(engine: Engine, path: Path, name: str = "conversations") 
 def check_unique_conversations(engine: Engine, name: str, path: Path) -> None:
     """conversation_id is unique (one decision per conversation): refuse duplicates."""
     engine.stage(f"{name}_duplicates", "pipeline/duplicate_conversations.sql", small=True,
-                 conversations=name)
+                 conversations=name, engine=engine.name)
     _, rows = engine.fetch(f"{name}_duplicates")
     if rows:
         shown = ", ".join(f"{r[0]!r} ({r[1]} rows)" for r in rows)
