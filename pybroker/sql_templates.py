@@ -42,6 +42,8 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.globals["raise_unknown_pick"] = lambda pick: _raise(f"unknown pick mode {pick!r}")
+    env.globals["raise_unknown_engine"] = lambda engine: _raise(
+        f"unknown engine {engine!r}: templates are written for 'duckdb' and 'spark'")
     return env
 
 

@@ -25,7 +25,7 @@ from pybroker.pipeline.export import export_instance
 from pybroker.pipeline.generate import run_generate
 from pybroker.pipeline.impact import run_impact
 from pybroker.pipeline.progress import Progress
-from pybroker.pipeline.schema import CONVERSATIONS, EXPORTED_TABLES
+from pybroker.pipeline.schema import CONVERSATIONS, DECISIONS, EXPORTED_TABLES
 from pybroker.pipeline.traffic import run_traffic
 from tests.pipeline_fixtures import (
     AS_OF,
@@ -482,12 +482,40 @@ def test_bench_pipeline_report_format():
         "duckdb_memory_limit": "2GB", "duckdb": engine,
         "spark": {**engine, "seconds": 8.0, "conversations_per_s": 125_000.0,
                   "jvm_peak_rss_mb": 2000.0, "startup_seconds": 9.0, "runs": [8.0]},
-        "ratio_spark_to_duckdb": 4.0,
+        "floor": {**engine, "seconds": 1.0, "conversations_per_s": 1_000_000.0},
+        "ratio_spark_to_duckdb": 4.0, "ratio_duckdb_to_floor": 2.0,
+        "checksums": {"duckdb": (1_000_000, 0xABC), "spark": (1_000_000, 0xABC)},
+        "identical": True,
     }
     text = format_report(report)
     assert "duckdb:        2.00 s = 500,000 conversations/s, peak RSS 300 MB with " \
         "memory_limit 2GB" in text
     assert "JVM 2,000 MB" in text and "spark/duckdb:  4.00x" in text
+    assert "floor:         1.00 s = 1,000,000 rows/s" in text
+    assert "resolve takes 2.00x the floor" in text
+    assert "1,000,000 rows, checksum 0000000000000abc on DuckDB; Spark's identical" in text
+    assert "DuckDB >= 1,000,000/s NOT met" in text and "Spark <= 3x DuckDB NOT met" in text
+    assert "this is a smaller workload" in text
+    report["identical"] = False
+    report["checksums"]["spark"] = (999_999, 0xDEF)
+    assert "Spark's DIFFERENT: 999,999 rows" in format_report(report)
+
+
+def test_bench_pipeline_checksum_ignores_row_order(tmp_path):
+    from pybroker.bench.pipeline import decisions_checksum
+
+    rows = [{c: f"{c}-{i}" for c in DECISIONS.column_names} for i in range(5)]
+    rows[0]["route"] = None
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write_rows(tmp_path / "a" / "part-0.parquet", DECISIONS, rows[:2])
+    write_rows(tmp_path / "a" / "part-1.parquet", DECISIONS, rows[2:])
+    write_rows(tmp_path / "b" / "part-0.parquet", DECISIONS, rows[::-1])
+    assert decisions_checksum(tmp_path / "a") == decisions_checksum(tmp_path / "b")
+    assert decisions_checksum(tmp_path / "a")[0] == 5
+    rows[3]["decided_by"] = "R3.5"
+    write_rows(tmp_path / "b" / "part-0.parquet", DECISIONS, rows)
+    assert decisions_checksum(tmp_path / "a") != decisions_checksum(tmp_path / "b")
 
 
 def test_duckdb_never_prints_its_own_progress_bar():

@@ -26,14 +26,12 @@ GENERATE = {"params": "params", "numbers": "numbers"}
 # Each pipeline template that runs on both engines, with the variables it gets.
 TEMPLATES = {
     "route_epochs": {"routes": "state_routes", "databases": "state_databases"},
-    "conversation_keys": {"conversations": "conversations", "epochs": "epochs",
-                          "databases": "state_databases"},
-    "decision_keys": {"conversation_keys": "conversation_keys"},
-    "key_options": {"conversations": "decision_keys", **CATALOG},
-    "decide_conversations": {"conversation_keys": "conversation_keys",
-                             "key_options": "key_options"},
+    "decision_keys": {"conversations": "conversations", "epochs": "epochs", **CATALOG},
+    "key_options": {"keys": "decision_keys", **CATALOG},
+    "decide_conversations": {"conversations": "conversations", "keys": "decision_keys",
+                             "key_options": "key_options", "engine": "spark"},
     "decision_outcomes": {"decisions": "decisions"},
-    "duplicate_conversations": {"conversations": "conversations"},
+    "duplicate_conversations": {"conversations": "conversations", "engine": "spark"},
     "impact_changes": {"conversations": "conversations", "before": "before",
                        "after": "after"},
     "impact_summary": {"changes": "changes"},
@@ -117,5 +115,5 @@ def test_duckdb_only_templates_parse(stem):
 
 def test_pipeline_templates_render_strictly():
     with pytest.raises(TemplateError, match="'epochs' is undefined"):
-        sql_templates.render("pipeline/conversation_keys.sql", conversations="c",
+        sql_templates.render("pipeline/decision_keys.sql", conversations="c",
                              databases="d")

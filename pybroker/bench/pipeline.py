@@ -8,7 +8,8 @@ decide, write Parquet; Spark's start-up is reported apart), its own peak RSS, an
 the JVM's peak RSS (VmHWM of /proc/<pid>/status; in local mode the JVM is also the
 executor). DuckDB runs with the pipeline's default memory limit (spilling beyond it), as
 ``pipeline resolve`` does. Figures are medians of ``repeat`` runs; the Spark/DuckDB ratio
-compares the medians of the same invocation.
+compares the medians of the same invocation, and the decisions of the two engines' last
+runs are compared by a checksum of every row (they must be identical).
 """
 
 from __future__ import annotations
@@ -29,11 +30,18 @@ from typing import Any
 import duckdb
 
 from pybroker.pipeline.engine import DEFAULT_MEMORY_LIMIT
+from pybroker.pipeline.schema import CONVERSATIONS
 
 FULL = {"conversations": 10_000_000, "routes": 100_000}
 QUICK = {"conversations": 200_000, "routes": 2_000}
 SPARK_MASTER = "local[2]"
 SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"}
+TARGET_PER_S = 1_000_000  # DuckDB, 10M x 100k, within the default memory limit
+TARGET_PEAK_MB = 4096
+TARGET_SPARK_RATIO = 3.0
+DECISION_COLUMNS = ("conversation_id", "outcome", "route", "address", "mirror_address",
+                    "database", "broker_instance", "match_step", "choose_step", "locate_step",
+                    "decided_by")
 
 
 def run(
@@ -51,15 +59,20 @@ def run(
                          routes=sizes["routes"], seed="1")
         generate_s = time.perf_counter() - start
         keys = _distinct_keys(work)
-        runs: dict[str, list[dict[str, float]]] = {"duckdb": [], "spark": []}
-        for engine_name in ("duckdb", "spark"):
+        runs: dict[str, list[dict[str, float]]] = {"duckdb": [], "floor": [], "spark": []}
+        for engine_name in ("duckdb", "floor", "spark"):
             for i in range(repeat):
-                runs[engine_name].append(_child(engine_name, work, Path(tmp) / f"out{i}"))
+                runs[engine_name].append(
+                    _child(engine_name, work, Path(tmp) / f"{engine_name}-{i}"))
+        checksums = {name: decisions_checksum(Path(tmp) / f"{name}-{repeat - 1}")
+                     for name in ("duckdb", "spark")}
     report: dict[str, Any] = {
         "machine": _machine(), "sizes": sizes, "repeat": repeat,
         "generate_seconds": generate_s, "distinct_keys": keys,
         "spark_master": SPARK_MASTER, "spark_conf": SPARK_CONF,
         "duckdb_memory_limit": DEFAULT_MEMORY_LIMIT,
+        "checksums": checksums,
+        "identical": checksums["duckdb"] == checksums["spark"],
     }
     for name, results in runs.items():
         seconds = statistics.median(r["seconds"] for r in results)
@@ -73,12 +86,19 @@ def run(
             "runs": [r["seconds"] for r in results],
         }
     report["ratio_spark_to_duckdb"] = report["spark"]["seconds"] / report["duckdb"]["seconds"]
+    report["ratio_duckdb_to_floor"] = report["duckdb"]["seconds"] / report["floor"]["seconds"]
     return report
 
 
 def format_report(report: dict[str, Any]) -> str:
     m, s, d, k = report["machine"], report["sizes"], report["duckdb"], report["spark"]
-    return "\n".join([
+    f = report["floor"]
+    full = s == FULL
+    rate_met = d["conversations_per_s"] >= TARGET_PER_S
+    rss_met = d["peak_rss_mb"] <= TARGET_PEAK_MB
+    ratio = report["ratio_spark_to_duckdb"]
+    rows, checksum = report["checksums"]["duckdb"]
+    lines = [
         f"machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}, "
         f"DuckDB {m['duckdb']}, PySpark {m['pyspark']}, Java {m['java']}",
         f"workload: {s['conversations']:,} conversations x {s['routes']:,} routes "
@@ -87,12 +107,42 @@ def format_report(report: dict[str, Any]) -> str:
         f"duckdb:        {d['seconds']:.2f} s = {d['conversations_per_s']:,.0f} "
         f"conversations/s, peak RSS {d['peak_rss_mb']:,.0f} MB with memory_limit "
         f"{report['duckdb_memory_limit']} (runs {_runs(d)})",
+        f"floor:         {f['seconds']:.2f} s = {f['conversations_per_s']:,.0f} rows/s read "
+        f"and written as Parquet with nothing decided, peak RSS {f['peak_rss_mb']:,.0f} MB "
+        f"(runs {_runs(f)}); resolve takes {report['ratio_duckdb_to_floor']:.2f}x the floor",
         f"spark {report['spark_master']}: {k['seconds']:.2f} s = "
         f"{k['conversations_per_s']:,.0f} conversations/s, peak RSS driver "
         f"{k['peak_rss_mb']:,.0f} MB + JVM {k['jvm_peak_rss_mb']:,.0f} MB, start-up "
         f"{k['startup_seconds']:.1f} s not included (runs {_runs(k)})",
-        f"spark/duckdb:  {report['ratio_spark_to_duckdb']:.2f}x the time",
-    ])
+        f"spark/duckdb:  {ratio:.2f}x the time",
+        f"decisions:     {rows:,} rows, checksum {checksum:016x} on DuckDB; Spark's "
+        + ("identical" if report["identical"] else "DIFFERENT: "
+           f"{report['checksums']['spark'][0]:,} rows, checksum "
+           f"{report['checksums']['spark'][1]:016x}"),
+    ]
+    scale = "" if full else " (targets are set for 10M x 100k; this is a smaller workload)"
+    lines.append(
+        f"targets{scale}: DuckDB >= {TARGET_PER_S:,}/s {_met(rate_met)}, peak RSS <= "
+        f"{TARGET_PEAK_MB:,} MB {_met(rss_met)}, Spark <= {TARGET_SPARK_RATIO:.0f}x DuckDB "
+        f"{_met(ratio <= TARGET_SPARK_RATIO)}, identical rows {_met(report['identical'])}")
+    return "\n".join(lines)
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def decisions_checksum(output: Path) -> tuple[int, int]:
+    """Rows and an order-free checksum (xor of each row's hash) of a decisions directory."""
+    con = duckdb.connect()
+    try:
+        files = [str(p) for p in sorted(Path(output).glob("*.parquet"))]
+        columns = ", ".join(f'"{c}"' for c in DECISION_COLUMNS)
+        rows, checksum = con.read_parquet(files).aggregate(
+            f"count(*), bit_xor(hash({columns}))").fetchone()
+        return int(rows), int(checksum or 0)
+    finally:
+        con.close()
 
 
 def _runs(r: dict[str, Any]) -> str:
@@ -119,11 +169,22 @@ def _child(engine: str, work: Path, out: Path) -> dict[str, float]:
 
 
 def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
-    """One resolve run in this (child) process."""
+    """One resolve run in this (child) process; ``floor``: the conversations read and the
+    decisions' columns written with nothing decided (sql/bench/pipeline_floor.sql)."""
     from pybroker.pipeline.engine import DuckDBEngine, SparkEngine
     from pybroker.pipeline.resolve import run_resolve
 
     result: dict[str, float] = {}
+    if engine_name == "floor":
+        with DuckDBEngine() as floor:
+            start = time.perf_counter()
+            floor.read_parquet("conversations", work / "conversations.parquet", CONVERSATIONS)
+            floor.stage("floor", "bench/pipeline_floor.sql", small=False,
+                        conversations="conversations")
+            floor.write("floor", out)
+            result["seconds"] = time.perf_counter() - start
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return result
     start = time.perf_counter()
     engine = (DuckDBEngine() if engine_name == "duckdb"
               else SparkEngine(master=SPARK_MASTER, conf=SPARK_CONF))
@@ -163,7 +224,7 @@ def _machine() -> dict[str, Any]:
 
 if __name__ == "__main__":  # a measured child run: ENGINE WORK OUT -> one JSON line
     parser = argparse.ArgumentParser()
-    parser.add_argument("engine", choices=("duckdb", "spark"))
+    parser.add_argument("engine", choices=("duckdb", "floor", "spark"))
     parser.add_argument("work", type=Path)
     parser.add_argument("out", type=Path)
     ns = parser.parse_args()

@@ -226,8 +226,19 @@ class DuckDBEngine(Engine):
         self, name: str, template: str, *, small: bool, reused: bool = False, **variables: Any
     ) -> None:
         sql = sql_templates.render(template, **variables)
+        if not small and not reused:
+            # read once, by the next write: a view, so the rows stream from the inputs to
+            # the Parquet writer instead of being kept (and spilled) first
+            self._define_view_of(name, sql)
+            return
         with self._running(name):
             self._execute_ddl_of(name, sql)
+
+    def _define_view_of(self, name: str, sql: str) -> None:
+        try:
+            self.con.sql(sql).create_view(name, replace=True)
+        except self._duckdb.Error as exc:
+            raise PipelineError(f"DuckDB failed at stage {name}: {_first_line(exc)}") from exc
 
     def _execute_ddl_of(self, name: str, sql: str) -> None:
         try:

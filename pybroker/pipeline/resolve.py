@@ -4,11 +4,15 @@ The stages (templates of sql/pipeline/, the routing steps of sql/routing/_route_
 
 1. ``route_epochs``: the instants at which routes expire split time into epochs, per
    routing database and service (R1.4);
-2. ``conversation_keys``: each conversation's routing key, with the epoch of its begin_time;
-3. ``decision_keys``: the distinct keys (far fewer than conversations);
-4. ``key_options``: the routing process R1-R4 on the keys: every possible decision, ranked;
-5. ``decide_conversations``: one decision per conversation, the arbitrary picks (R2.3, R3,
-   R4.2) taken from md5(conversation_id), so DuckDB and Spark give the same rows.
+2. ``decision_keys``: the distinct routing keys of the conversations (origin, service,
+   broker identifier, epoch), numbered once; keys of a wildcard class share one decision;
+3. ``key_options``: the routing process R1-R4 on the keys: every possible decision, ranked;
+4. ``decide_conversations``: one decision per conversation, found by equality joins on the
+   key's number and the ranks of the arbitrary picks (R2.3, R3, R4.2), taken from
+   md5(conversation_id), so DuckDB and Spark give the same rows.
+
+Only the last stage reads each conversation's row; the keys are read from the
+conversations once, in one aggregation.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ def load_conversations(engine: Engine, path: Path, name: str = "conversations") 
 def check_unique_conversations(engine: Engine, name: str, path: Path) -> None:
     """conversation_id is unique (one decision per conversation): refuse duplicates."""
     engine.stage(f"{name}_duplicates", "pipeline/duplicate_conversations.sql", small=True,
-                 conversations=name)
+                 conversations=name, engine=engine.name)
     _, rows = engine.fetch(f"{name}_duplicates")
     if rows:
         shown = ", ".join(f"{r[0]!r} ({r[1]} rows)" for r in rows)
@@ -88,17 +92,13 @@ def resolve(
     p = prefix
     engine.stage(f"{p}_epochs", "pipeline/route_epochs.sql", small=True,
                  routes=catalog["routes"], databases=catalog["databases"])
-    engine.stage(f"{p}_conversation_keys", "pipeline/conversation_keys.sql", small=False,
-                 reused=True,
-                 conversations=conversations, epochs=f"{p}_epochs",
-                 databases=catalog["databases"])
     engine.stage(f"{p}_keys", "pipeline/decision_keys.sql", small=True,
-                 conversation_keys=f"{p}_conversation_keys")
+                 conversations=conversations, epochs=f"{p}_epochs", **catalog)
     engine.stage(f"{p}_key_options", "pipeline/key_options.sql", small=True,
-                 conversations=f"{p}_keys", **catalog)
+                 keys=f"{p}_keys", **catalog)
     engine.stage(f"{p}_decisions", "pipeline/decide_conversations.sql", small=small,
-                 conversation_keys=f"{p}_conversation_keys",
-                 key_options=f"{p}_key_options")
+                 conversations=conversations, keys=f"{p}_keys",
+                 key_options=f"{p}_key_options", engine=engine.name)
     return f"{p}_decisions"
 
 

@@ -18,3 +18,16 @@
 (substr({{ digest }}, 1, 8) || '-' || substr({{ digest }}, 9, 4) || '-4' || substr({{ digest }}, 14, 3)
     || '-8' || substr({{ digest }}, 18, 3) || '-' || substr({{ digest }}, 21, 12))
 {%- endmacro %}
+
+{#- The first 12 hex digits of a digest as a 48-bit integer, with one cast per engine:
+    DuckDB reads a '0x' literal, Spark's conv() reads base 16 (DuckDB has no conv(), and
+    Spark casts '0x...' to NULL). The same number as hex_int(digest, 1, 12). -#}
+{% macro draw48(digest, engine) -%}
+{%- if engine == 'spark' -%}
+CAST(conv(substr({{ digest }}, 1, 12), 16, 10) AS BIGINT)
+{%- elif engine == 'duckdb' -%}
+CAST('0x' || substr({{ digest }}, 1, 12) AS BIGINT)
+{%- else -%}
+{{ raise_unknown_engine(engine) }}
+{%- endif -%}
+{%- endmacro %}

@@ -1,27 +1,96 @@
 {#-
-  pipeline resolve, stage 5: one decision per conversation, the columns of the
+  pipeline resolve, stage 4: one decision per conversation, the columns of the
   route_decision() macro after conversation_id.
 
+  Each conversation finds its key (decision_keys.sql) by its (origin, service_name,
+  broker_key) and the epoch its begin_time falls in, and its option by the key's number and
+  the three ranks, with equality only. The ranks need the counts of the picked group and
+  route; the key carries them when they are the same throughout the key, else they are
+  looked up (in relations that hold only such keys).
   The arbitrary picks (R2.3 broker identifier, R3 route, R4.2 database) come from one
-  48-bit integer per conversation: the first 12 hex digits of md5(conversation_id), read
-  digit by digit (both engines compute md5 as lowercase hex; hash() differs between them
-  and DuckDB cannot cast hex text to an integer the way Spark's conv() does). The integer
-  is split into mixed-radix digits: draw mod group_count picks the identifier, the next
-  digit the route, the next the database; exactly one option of the key matches. Over
+  48-bit integer per conversation, the first 12 hex digits of md5(conversation_id) (both
+  engines compute md5 as lowercase hex; hash() differs between them): draw mod group_count
+  picks the identifier, the next mixed-radix digit the route, the next the database. Over
   many conversations each option gets its weight's share (R2.3: the pick spreads over all
-  identifiers). A conversation whose origin is no database of the instance, or with no
-  begin_time, keeps a row with NULL decision columns.
-  Inputs: {{ conversation_keys }}, {{ key_options }}.
+  identifiers). A key with one option needs no draw. A conversation whose origin is no
+  database of the instance, or with no begin_time, keeps a row with NULL decision columns.
+  A key of a wildcard class was decided through the class's least key: its decision names
+  the conversation's own broker identifier (R2.1-R2.7 carry it into the decision).
+  Inputs: {{ conversations }}, {{ keys }} (decision_keys.sql), {{ key_options }};
+  engine: {{ engine }} (the draw's cast).
 -#}
-{% from 'pipeline/_draw.sql' import hex_int %}
-WITH conversation_draw AS (
+{% from 'pipeline/_draw.sql' import draw48 %}
+WITH keyed AS (
     SELECT
-        h.conversation_id, h.origin, h.service_name, h.broker_instance, h.routed_at,
-        {{ hex_int('h.digest', 1, 12) }} AS draw
-    FROM (
-        SELECT k.*, md5(k.conversation_id) AS digest
-        FROM {{ conversation_keys }} AS k
-    ) AS h
+        c.conversation_id,
+        k.key_id,
+        k.in_class,
+        k.broker_key,
+        k.group_count,
+        k.route_count,
+        k.db_count,
+        CASE WHEN k.option_count > 1 THEN {{ draw48('md5(c.conversation_id)', engine) }}
+            ELSE CAST(0 AS BIGINT) END AS draw
+    FROM {{ conversations }} AS c
+    LEFT JOIN (
+        -- The keys with their options' counts. route_count (db_count) is given when every
+        -- pick group (route) of the key has the same one, as nearly every key has: then
+        -- the ranks follow from the draw and the key alone.
+        SELECT km.*, n.group_count, n.option_count,
+            CASE WHEN n.min_route_count = n.max_route_count THEN n.max_route_count END
+                AS route_count,
+            CASE WHEN n.min_db_count = n.max_db_count THEN n.max_db_count END AS db_count
+        FROM {{ keys }} AS km
+        JOIN (
+            SELECT o.key_id,
+                MAX(o.group_count) AS group_count, MAX(o.option_count) AS option_count,
+                MIN(o.route_count) AS min_route_count, MAX(o.route_count) AS max_route_count,
+                MIN(o.db_count) AS min_db_count, MAX(o.db_count) AS max_db_count
+            FROM {{ key_options }} AS o
+            GROUP BY o.key_id
+        ) AS n
+            ON n.key_id = km.key_id
+    ) AS k
+        ON k.origin = c.origin
+        AND k.service_name = c.service_name
+        AND k.broker_key = COALESCE(lower(c.broker_instance), '')
+        AND c.begin_time >= k.routed_at
+        AND c.begin_time <= k.epoch_last
+),
+grouped AS (
+    -- The route count of the picked group, looked up only for keys whose groups differ.
+    SELECT
+        d.conversation_id, d.key_id, d.in_class, d.broker_key, d.draw, d.group_count,
+        d.db_count,
+        d.draw % d.group_count AS group_rank,
+        COALESCE(d.route_count, g.route_count) AS route_count
+    FROM keyed AS d
+    LEFT JOIN (
+        SELECT DISTINCT o.key_id, o.group_rank, o.route_count
+        FROM {{ key_options }} AS o
+        WHERE o.key_id IN (
+            SELECT u.key_id FROM {{ key_options }} AS u
+            GROUP BY u.key_id HAVING MIN(u.route_count) <> MAX(u.route_count))
+    ) AS g
+        ON g.key_id = d.key_id AND g.group_rank = d.draw % d.group_count
+),
+routed AS (
+    -- The database count of the picked route, looked up only for keys whose routes differ.
+    SELECT
+        d.conversation_id, d.key_id, d.in_class, d.broker_key, d.group_rank,
+        (d.draw // d.group_count) % d.route_count AS route_rank,
+        (d.draw // (d.group_count * d.route_count)) % COALESCE(d.db_count, r.db_count)
+            AS db_rank
+    FROM grouped AS d
+    LEFT JOIN (
+        SELECT DISTINCT o.key_id, o.group_rank, o.route_rank, o.db_count
+        FROM {{ key_options }} AS o
+        WHERE o.key_id IN (
+            SELECT u.key_id FROM {{ key_options }} AS u
+            GROUP BY u.key_id HAVING MIN(u.db_count) <> MAX(u.db_count))
+    ) AS r
+        ON r.key_id = d.key_id AND r.group_rank = d.group_rank
+        AND r.route_rank = (d.draw // d.group_count) % d.route_count
 )
 SELECT
     d.conversation_id,
@@ -30,43 +99,13 @@ SELECT
     o.address,
     o.mirror_address,
     o."database",
-    o.broker_instance,
+    CASE WHEN d.in_class AND d.broker_key <> '' THEN d.broker_key ELSE o.broker_instance END
+        AS broker_instance,
     o.match_step,
     o.choose_step,
     o.locate_step,
     o.decided_by
-FROM conversation_draw AS d
-JOIN {{ key_options }} AS o
-    ON o.origin = d.origin
-    AND o.service_name = d.service_name
-    AND o.broker_key = COALESCE(d.broker_instance, '')
-    AND o.routed_at = d.routed_at
-WHERE o.group_rank = d.draw % o.group_count
-    AND o.route_rank = (d.draw // o.group_count) % o.route_count
-    AND o.db_rank = (d.draw // (o.group_count * o.route_count)) % o.db_count
-UNION ALL
--- Conversations with no decision (origin not a database of the instance, or no
--- begin_time): a plain inner join above, and this anti join, keep both joins hash joins
--- (a LEFT JOIN with the pick conditions becomes a nested-loop join in DuckDB).
-SELECT
-    c.conversation_id,
-    CAST(NULL AS VARCHAR) AS outcome,
-    CAST(NULL AS VARCHAR) AS route,
-    CAST(NULL AS VARCHAR) AS address,
-    CAST(NULL AS VARCHAR) AS mirror_address,
-    CAST(NULL AS VARCHAR) AS "database",
-    CAST(NULL AS VARCHAR) AS broker_instance,
-    CAST(NULL AS VARCHAR) AS match_step,
-    CAST(NULL AS VARCHAR) AS choose_step,
-    CAST(NULL AS VARCHAR) AS locate_step,
-    CAST(NULL AS VARCHAR) AS decided_by
-FROM {{ conversation_keys }} AS c
-LEFT JOIN (
-    SELECT DISTINCT ko.origin, ko.service_name, ko.broker_key, ko.routed_at
-    FROM {{ key_options }} AS ko
-) AS k
-    ON k.origin = c.origin
-    AND k.service_name = c.service_name
-    AND k.broker_key = COALESCE(c.broker_instance, '')
-    AND k.routed_at = c.routed_at
-WHERE k.origin IS NULL
+FROM routed AS d
+LEFT JOIN {{ key_options }} AS o
+    ON o.key_id = d.key_id AND o.group_rank = d.group_rank
+    AND o.route_rank = d.route_rank AND o.db_rank = d.db_rank

@@ -11,7 +11,11 @@
   Every row from here on is keyed by the conversation key
   (origin, service_name, broker_key, routed_at); broker_key is broker_instance with NULL
   made '' so that keys join with plain equality on every engine.
+
+  without_weights (optional): route_option's weight is NULL for chosen routes, and the
+  windows that compute it are left out (pipeline/key_options.sql ranks the options itself).
 -#}
+{% set weighted = not (without_weights is defined and without_weights) -%}
 conversation_key AS (
     -- R1.1 / R1.2: a conversation begun in database D is routed with D's table only; a
     -- message from outside with msdb's.
@@ -101,6 +105,23 @@ matched_by_service_route AS (
 ),
 
 {% endif -%}
+{% if not (wildcards_for_every_key is defined and wildcards_for_every_key) -%}
+unmatched_key AS (
+    -- The keys that neither R2.1-R2.3 (matched_by_service_route) nor R2.4
+    -- (dynamic_routing) decide, found before the wildcards are joined: joining first and
+    -- filtering after made a row for every key and every wildcard.
+    SELECT k.*
+    FROM conversation_key AS k
+    LEFT JOIN matched_by_service_route AS e
+        ON e.origin = k.origin AND e.service_name = k.service_name
+        AND e.broker_key = k.broker_key AND e.routed_at = k.routed_at
+    LEFT JOIN dynamic_routing AS y
+        ON y.origin = k.origin AND y.service_name = k.service_name
+        AND y.broker_key = k.broker_key AND y.routed_at = k.routed_at
+    WHERE e.origin IS NULL AND y.origin IS NULL
+),
+
+{% endif -%}
 match_wildcard AS (
     -- R2.5: routes that name neither a service nor a broker identifier. explain_route.sql
     -- shows every step's candidates (wildcards_for_every_key); deciding needs them only for
@@ -112,23 +133,16 @@ match_wildcard AS (
         r.address,
         r.mirror_address,
         5 AS match_order
+    {% if not (wildcards_for_every_key is defined and wildcards_for_every_key) -%}
+    FROM unmatched_key AS k
+    {%- else -%}
     FROM conversation_key AS k
+    {%- endif %}
     JOIN {{ routes }} AS r
         ON r.database_id = k.routing_database_id
         AND r.remote_service_name IS NULL
         AND r.broker_instance IS NULL
-    {% if not (wildcards_for_every_key is defined and wildcards_for_every_key) -%}
-    LEFT JOIN matched_by_service_route AS e
-        ON e.origin = k.origin AND e.service_name = k.service_name
-        AND e.broker_key = k.broker_key AND e.routed_at = k.routed_at
-    LEFT JOIN dynamic_routing AS y
-        ON y.origin = k.origin AND y.service_name = k.service_name
-        AND y.broker_key = k.broker_key AND y.routed_at = k.routed_at
-    WHERE (r.lifetime IS NULL OR r.lifetime > k.routed_at) AND e.origin IS NULL
-        AND y.origin IS NULL
-    {%- else -%}
     WHERE r.lifetime IS NULL OR r.lifetime > k.routed_at
-    {%- endif %}
 ),
 
 service_anywhere AS (
@@ -310,6 +324,7 @@ chosen AS (
         AND s.pick_group = v.pick_group AND s.choose_order = v.choose_order
 ),
 
+{% if weighted -%}
 chosen_route_count AS (
     SELECT
         c.origin, c.service_name, c.broker_key, c.routed_at, c.pick_group,
@@ -335,6 +350,7 @@ chosen_weighted AS (
         AND g.broker_key = c.broker_key AND g.routed_at = c.routed_at
 ),
 
+{% endif -%}
 unchosen AS (
     -- R3.5: a picked identifier (or the whole candidate set) that no step could choose.
     SELECT
@@ -385,8 +401,13 @@ route_option AS (
                 THEN 'R3.6'
             ELSE 'R3.' || CAST(c.choose_order AS VARCHAR)
         END AS decided_by,
+        {% if weighted -%}
         c.weight
     FROM chosen_weighted AS c
+        {%- else -%}
+        CAST(NULL AS DOUBLE) AS weight
+    FROM chosen AS c
+        {%- endif %}
     JOIN match_step AS m
         ON m.origin = c.origin AND m.service_name = c.service_name
         AND m.broker_key = c.broker_key AND m.routed_at = c.routed_at

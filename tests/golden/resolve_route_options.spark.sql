@@ -94,6 +94,25 @@ WITH conversation_key AS (
   FROM service_route AS s
   WHERE
     s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
+), unmatched_key AS (
+  /* The keys that neither R2.1-R2.3 (matched_by_service_route) nor R2.4 */
+  /* (dynamic_routing) decide, found before the wildcards are joined: joining first and */
+  /* filtering after made a row for every key and every wildcard. */
+  SELECT
+    k.*
+  FROM conversation_key AS k
+  LEFT JOIN matched_by_service_route AS e
+    ON e.origin = k.origin
+    AND e.service_name = k.service_name
+    AND e.broker_key = k.broker_key
+    AND e.routed_at = k.routed_at
+  LEFT JOIN dynamic_routing AS y
+    ON y.origin = k.origin
+    AND y.service_name = k.service_name
+    AND y.broker_key = k.broker_key
+    AND y.routed_at = k.routed_at
+  WHERE
+    e.origin IS NULL AND y.origin IS NULL
 ), match_wildcard AS (
   /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
   /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
@@ -108,27 +127,13 @@ WITH conversation_key AS (
     r.address,
     r.mirror_address,
     5 AS match_order
-  FROM conversation_key AS k
+  FROM unmatched_key AS k
   JOIN routes AS r
     ON r.database_id = k.routing_database_id
     AND r.remote_service_name IS NULL
     AND r.broker_instance IS NULL
-  LEFT JOIN matched_by_service_route AS e
-    ON e.origin = k.origin
-    AND e.service_name = k.service_name
-    AND e.broker_key = k.broker_key
-    AND e.routed_at = k.routed_at
-  LEFT JOIN dynamic_routing AS y
-    ON y.origin = k.origin
-    AND y.service_name = k.service_name
-    AND y.broker_key = k.broker_key
-    AND y.routed_at = k.routed_at
   WHERE
-    (
-      r.lifetime IS NULL OR r.lifetime > k.routed_at
-    )
-    AND e.origin IS NULL
-    AND y.origin IS NULL
+    r.lifetime IS NULL OR r.lifetime > k.routed_at
 ), service_anywhere AS (
   SELECT DISTINCT
     s.name AS service_name

@@ -1,20 +1,121 @@
 -- as one query
-WITH conversation_draw AS (
+WITH keyed AS (
   SELECT
-    h.conversation_id,
-    h.origin,
-    h.service_name,
-    h.broker_instance,
-    h.routed_at,
-    (
-      CAST(LOCATE(SUBSTRING(h.digest, 1, 1), '0123456789abcdef') - 1 AS BIGINT) * 17592186044416 + CAST(LOCATE(SUBSTRING(h.digest, 2, 1), '0123456789abcdef') - 1 AS BIGINT) * 1099511627776 + CAST(LOCATE(SUBSTRING(h.digest, 3, 1), '0123456789abcdef') - 1 AS BIGINT) * 68719476736 + CAST(LOCATE(SUBSTRING(h.digest, 4, 1), '0123456789abcdef') - 1 AS BIGINT) * 4294967296 + CAST(LOCATE(SUBSTRING(h.digest, 5, 1), '0123456789abcdef') - 1 AS BIGINT) * 268435456 + CAST(LOCATE(SUBSTRING(h.digest, 6, 1), '0123456789abcdef') - 1 AS BIGINT) * 16777216 + CAST(LOCATE(SUBSTRING(h.digest, 7, 1), '0123456789abcdef') - 1 AS BIGINT) * 1048576 + CAST(LOCATE(SUBSTRING(h.digest, 8, 1), '0123456789abcdef') - 1 AS BIGINT) * 65536 + CAST(LOCATE(SUBSTRING(h.digest, 9, 1), '0123456789abcdef') - 1 AS BIGINT) * 4096 + CAST(LOCATE(SUBSTRING(h.digest, 10, 1), '0123456789abcdef') - 1 AS BIGINT) * 256 + CAST(LOCATE(SUBSTRING(h.digest, 11, 1), '0123456789abcdef') - 1 AS BIGINT) * 16 + CAST(LOCATE(SUBSTRING(h.digest, 12, 1), '0123456789abcdef') - 1 AS BIGINT) * 1
-    ) AS draw
-  FROM (
+    c.conversation_id,
+    k.key_id,
+    k.in_class,
+    k.broker_key,
+    k.group_count,
+    k.route_count,
+    k.db_count,
+    CASE
+      WHEN k.option_count > 1
+      THEN CAST(CONV(SUBSTRING(MD5(c.conversation_id), 1, 12), 16, 10) AS BIGINT)
+      ELSE CAST(0 AS BIGINT)
+    END AS draw
+  FROM conversations AS c
+  LEFT JOIN (
+    /* The keys with their options' counts. route_count (db_count) is given when every */
+    /* pick group (route) of the key has the same one, as nearly every key has: then */
+    /* the ranks follow from the draw and the key alone. */
     SELECT
-      k.*,
-      MD5(k.conversation_id) AS digest
-    FROM conversation_keys AS k
-  ) AS h
+      km.*,
+      n.group_count,
+      n.option_count,
+      CASE WHEN n.min_route_count = n.max_route_count THEN n.max_route_count END AS route_count,
+      CASE WHEN n.min_db_count = n.max_db_count THEN n.max_db_count END AS db_count
+    FROM decision_keys AS km
+    JOIN (
+      SELECT
+        o.key_id,
+        MAX(o.group_count) AS group_count,
+        MAX(o.option_count) AS option_count,
+        MIN(o.route_count) AS min_route_count,
+        MAX(o.route_count) AS max_route_count,
+        MIN(o.db_count) AS min_db_count,
+        MAX(o.db_count) AS max_db_count
+      FROM key_options AS o
+      GROUP BY
+        o.key_id
+    ) AS n
+      ON n.key_id = km.key_id
+  ) AS k
+    ON k.origin = c.origin
+    AND k.service_name = c.service_name
+    AND k.broker_key = COALESCE(LOWER(c.broker_instance), '')
+    AND c.begin_time >= k.routed_at
+    AND c.begin_time <= k.epoch_last
+), grouped AS (
+  /* The route count of the picked group, looked up only for keys whose groups differ. */
+  SELECT
+    d.conversation_id,
+    d.key_id,
+    d.in_class,
+    d.broker_key,
+    d.draw,
+    d.group_count,
+    d.db_count,
+    d.draw % d.group_count AS group_rank,
+    COALESCE(d.route_count, g.route_count) AS route_count
+  FROM keyed AS d
+  LEFT JOIN (
+    SELECT DISTINCT
+      o.key_id,
+      o.group_rank,
+      o.route_count
+    FROM key_options AS o
+    WHERE
+      o.key_id IN (
+        SELECT
+          u.key_id
+        FROM key_options AS u
+        GROUP BY
+          u.key_id
+        HAVING
+          MIN(u.route_count) <> MAX(u.route_count)
+      )
+  ) AS g
+    ON g.key_id = d.key_id AND g.group_rank = d.draw % d.group_count
+), routed AS (
+  /* The database count of the picked route, looked up only for keys whose routes differ. */
+  SELECT
+    d.conversation_id,
+    d.key_id,
+    d.in_class,
+    d.broker_key,
+    d.group_rank,
+    (
+      d.draw DIV d.group_count
+    ) % d.route_count AS route_rank,
+    (
+      d.draw DIV (
+        d.group_count * d.route_count
+      )
+    ) % COALESCE(d.db_count, r.db_count) AS db_rank
+  FROM grouped AS d
+  LEFT JOIN (
+    SELECT DISTINCT
+      o.key_id,
+      o.group_rank,
+      o.route_rank,
+      o.db_count
+    FROM key_options AS o
+    WHERE
+      o.key_id IN (
+        SELECT
+          u.key_id
+        FROM key_options AS u
+        GROUP BY
+          u.key_id
+        HAVING
+          MIN(u.db_count) <> MAX(u.db_count)
+      )
+  ) AS r
+    ON r.key_id = d.key_id
+    AND r.group_rank = d.group_rank
+    AND r.route_rank = (
+      d.draw DIV d.group_count
+    ) % d.route_count
 )
 SELECT
   d.conversation_id,
@@ -23,75 +124,141 @@ SELECT
   o.address,
   o.mirror_address,
   o.`database`,
-  o.broker_instance,
+  CASE
+    WHEN d.in_class AND d.broker_key <> ''
+    THEN d.broker_key
+    ELSE o.broker_instance
+  END AS broker_instance,
   o.match_step,
   o.choose_step,
   o.locate_step,
   o.decided_by
-FROM conversation_draw AS d
-JOIN key_options AS o
-  ON o.origin = d.origin
-  AND o.service_name = d.service_name
-  AND o.broker_key = COALESCE(d.broker_instance, '')
-  AND o.routed_at = d.routed_at
-WHERE
-  o.group_rank = d.draw % o.group_count
-  AND o.route_rank = (
-    d.draw DIV o.group_count
-  ) % o.route_count
-  AND o.db_rank = (
-    d.draw DIV (
-      o.group_count * o.route_count
-    )
-  ) % o.db_count
-UNION ALL
-/* Conversations with no decision (origin not a database of the instance, or no */
-/* begin_time): a plain inner join above, and this anti join, keep both joins hash joins */
-/* (a LEFT JOIN with the pick conditions becomes a nested-loop join in DuckDB). */
+FROM routed AS d
+LEFT JOIN key_options AS o
+  ON o.key_id = d.key_id
+  AND o.group_rank = d.group_rank
+  AND o.route_rank = d.route_rank
+  AND o.db_rank = d.db_rank
+
+-- stage keyed (read 1x)
 SELECT
   c.conversation_id,
-  CAST(NULL AS STRING) AS outcome,
-  CAST(NULL AS STRING) AS route,
-  CAST(NULL AS STRING) AS address,
-  CAST(NULL AS STRING) AS mirror_address,
-  CAST(NULL AS STRING) AS `database`,
-  CAST(NULL AS STRING) AS broker_instance,
-  CAST(NULL AS STRING) AS match_step,
-  CAST(NULL AS STRING) AS choose_step,
-  CAST(NULL AS STRING) AS locate_step,
-  CAST(NULL AS STRING) AS decided_by
-FROM conversation_keys AS c
+  k.key_id,
+  k.in_class,
+  k.broker_key,
+  k.group_count,
+  k.route_count,
+  k.db_count,
+  CASE
+    WHEN k.option_count > 1
+    THEN CAST(CONV(SUBSTRING(MD5(c.conversation_id), 1, 12), 16, 10) AS BIGINT)
+    ELSE CAST(0 AS BIGINT)
+  END AS draw
+FROM conversations AS c
 LEFT JOIN (
-  SELECT DISTINCT
-    ko.origin,
-    ko.service_name,
-    ko.broker_key,
-    ko.routed_at
-  FROM key_options AS ko
+  /* The keys with their options' counts. route_count (db_count) is given when every */
+  /* pick group (route) of the key has the same one, as nearly every key has: then */
+  /* the ranks follow from the draw and the key alone. */
+  SELECT
+    km.*,
+    n.group_count,
+    n.option_count,
+    CASE WHEN n.min_route_count = n.max_route_count THEN n.max_route_count END AS route_count,
+    CASE WHEN n.min_db_count = n.max_db_count THEN n.max_db_count END AS db_count
+  FROM decision_keys AS km
+  JOIN (
+    SELECT
+      o.key_id,
+      MAX(o.group_count) AS group_count,
+      MAX(o.option_count) AS option_count,
+      MIN(o.route_count) AS min_route_count,
+      MAX(o.route_count) AS max_route_count,
+      MIN(o.db_count) AS min_db_count,
+      MAX(o.db_count) AS max_db_count
+    FROM key_options AS o
+    GROUP BY
+      o.key_id
+  ) AS n
+    ON n.key_id = km.key_id
 ) AS k
   ON k.origin = c.origin
   AND k.service_name = c.service_name
-  AND k.broker_key = COALESCE(c.broker_instance, '')
-  AND k.routed_at = c.routed_at
-WHERE
-  k.origin IS NULL
+  AND k.broker_key = COALESCE(LOWER(c.broker_instance), '')
+  AND c.begin_time >= k.routed_at
+  AND c.begin_time <= k.epoch_last
 
--- stage conversation_draw (read 1x)
+-- stage grouped (read 1x)
+/* The route count of the picked group, looked up only for keys whose groups differ. */
 SELECT
-  h.conversation_id,
-  h.origin,
-  h.service_name,
-  h.broker_instance,
-  h.routed_at,
+  d.conversation_id,
+  d.key_id,
+  d.in_class,
+  d.broker_key,
+  d.draw,
+  d.group_count,
+  d.db_count,
+  d.draw % d.group_count AS group_rank,
+  COALESCE(d.route_count, g.route_count) AS route_count
+FROM keyed AS d
+LEFT JOIN (
+  SELECT DISTINCT
+    o.key_id,
+    o.group_rank,
+    o.route_count
+  FROM key_options AS o
+  WHERE
+    o.key_id IN (
+      SELECT
+        u.key_id
+      FROM key_options AS u
+      GROUP BY
+        u.key_id
+      HAVING
+        MIN(u.route_count) <> MAX(u.route_count)
+    )
+) AS g
+  ON g.key_id = d.key_id AND g.group_rank = d.draw % d.group_count
+
+-- stage routed (read 1x)
+/* The database count of the picked route, looked up only for keys whose routes differ. */
+SELECT
+  d.conversation_id,
+  d.key_id,
+  d.in_class,
+  d.broker_key,
+  d.group_rank,
   (
-    CAST(LOCATE(SUBSTRING(h.digest, 1, 1), '0123456789abcdef') - 1 AS BIGINT) * 17592186044416 + CAST(LOCATE(SUBSTRING(h.digest, 2, 1), '0123456789abcdef') - 1 AS BIGINT) * 1099511627776 + CAST(LOCATE(SUBSTRING(h.digest, 3, 1), '0123456789abcdef') - 1 AS BIGINT) * 68719476736 + CAST(LOCATE(SUBSTRING(h.digest, 4, 1), '0123456789abcdef') - 1 AS BIGINT) * 4294967296 + CAST(LOCATE(SUBSTRING(h.digest, 5, 1), '0123456789abcdef') - 1 AS BIGINT) * 268435456 + CAST(LOCATE(SUBSTRING(h.digest, 6, 1), '0123456789abcdef') - 1 AS BIGINT) * 16777216 + CAST(LOCATE(SUBSTRING(h.digest, 7, 1), '0123456789abcdef') - 1 AS BIGINT) * 1048576 + CAST(LOCATE(SUBSTRING(h.digest, 8, 1), '0123456789abcdef') - 1 AS BIGINT) * 65536 + CAST(LOCATE(SUBSTRING(h.digest, 9, 1), '0123456789abcdef') - 1 AS BIGINT) * 4096 + CAST(LOCATE(SUBSTRING(h.digest, 10, 1), '0123456789abcdef') - 1 AS BIGINT) * 256 + CAST(LOCATE(SUBSTRING(h.digest, 11, 1), '0123456789abcdef') - 1 AS BIGINT) * 16 + CAST(LOCATE(SUBSTRING(h.digest, 12, 1), '0123456789abcdef') - 1 AS BIGINT) * 1
-  ) AS draw
-FROM (
-  SELECT
-    k.*,
-    MD5(k.conversation_id) AS digest
-  FROM conversation_keys AS k
-) AS h
+    d.draw DIV d.group_count
+  ) % d.route_count AS route_rank,
+  (
+    d.draw DIV (
+      d.group_count * d.route_count
+    )
+  ) % COALESCE(d.db_count, r.db_count) AS db_rank
+FROM grouped AS d
+LEFT JOIN (
+  SELECT DISTINCT
+    o.key_id,
+    o.group_rank,
+    o.route_rank,
+    o.db_count
+  FROM key_options AS o
+  WHERE
+    o.key_id IN (
+      SELECT
+        u.key_id
+      FROM key_options AS u
+      GROUP BY
+        u.key_id
+      HAVING
+        MIN(u.db_count) <> MAX(u.db_count)
+    )
+) AS r
+  ON r.key_id = d.key_id
+  AND r.group_rank = d.group_rank
+  AND r.route_rank = (
+    d.draw DIV d.group_count
+  ) % d.route_count
 
 -- final query
 SELECT
@@ -101,55 +268,18 @@ SELECT
   o.address,
   o.mirror_address,
   o.`database`,
-  o.broker_instance,
+  CASE
+    WHEN d.in_class AND d.broker_key <> ''
+    THEN d.broker_key
+    ELSE o.broker_instance
+  END AS broker_instance,
   o.match_step,
   o.choose_step,
   o.locate_step,
   o.decided_by
-FROM conversation_draw AS d
-JOIN key_options AS o
-  ON o.origin = d.origin
-  AND o.service_name = d.service_name
-  AND o.broker_key = COALESCE(d.broker_instance, '')
-  AND o.routed_at = d.routed_at
-WHERE
-  o.group_rank = d.draw % o.group_count
-  AND o.route_rank = (
-    d.draw DIV o.group_count
-  ) % o.route_count
-  AND o.db_rank = (
-    d.draw DIV (
-      o.group_count * o.route_count
-    )
-  ) % o.db_count
-UNION ALL
-/* Conversations with no decision (origin not a database of the instance, or no */
-/* begin_time): a plain inner join above, and this anti join, keep both joins hash joins */
-/* (a LEFT JOIN with the pick conditions becomes a nested-loop join in DuckDB). */
-SELECT
-  c.conversation_id,
-  CAST(NULL AS STRING) AS outcome,
-  CAST(NULL AS STRING) AS route,
-  CAST(NULL AS STRING) AS address,
-  CAST(NULL AS STRING) AS mirror_address,
-  CAST(NULL AS STRING) AS `database`,
-  CAST(NULL AS STRING) AS broker_instance,
-  CAST(NULL AS STRING) AS match_step,
-  CAST(NULL AS STRING) AS choose_step,
-  CAST(NULL AS STRING) AS locate_step,
-  CAST(NULL AS STRING) AS decided_by
-FROM conversation_keys AS c
-LEFT JOIN (
-  SELECT DISTINCT
-    ko.origin,
-    ko.service_name,
-    ko.broker_key,
-    ko.routed_at
-  FROM key_options AS ko
-) AS k
-  ON k.origin = c.origin
-  AND k.service_name = c.service_name
-  AND k.broker_key = COALESCE(c.broker_instance, '')
-  AND k.routed_at = c.routed_at
-WHERE
-  k.origin IS NULL
+FROM routed AS d
+LEFT JOIN key_options AS o
+  ON o.key_id = d.key_id
+  AND o.group_rank = d.group_rank
+  AND o.route_rank = d.route_rank
+  AND o.db_rank = d.db_rank

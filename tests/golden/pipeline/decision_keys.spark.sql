@@ -1,19 +1,336 @@
 -- as one query
+WITH conversation_group AS (
+  SELECT
+    c.origin,
+    c.service_name,
+    COALESCE(LOWER(c.broker_instance), '') AS broker_key,
+    MIN(c.begin_time) AS first_begin,
+    MAX(c.begin_time) AS last_begin
+  FROM conversations AS c
+  WHERE
+    NOT c.begin_time IS NULL
+  GROUP BY
+    c.origin,
+    c.service_name,
+    COALESCE(LOWER(c.broker_instance), '')
+), routed_group AS (
+  SELECT
+    g.*,
+    d.database_id AS routing_database_id
+  FROM conversation_group AS g
+  JOIN state_databases AS d
+    ON d.name = CASE WHEN g.origin = 'outside' THEN 'msdb' ELSE g.origin END
+), own_expiry AS (
+  SELECT DISTINCT
+    e.database_id,
+    e.service_name
+  FROM epochs AS e
+  WHERE
+    NOT e.service_name IS NULL
+), group_epoch AS (
+  /* A service with expiring routes of its own has its own epochs, any other the */
+  /* database-wide ones (two plain joins: an outer join with range conditions becomes a */
+  /* nested-loop join in DuckDB). */
+  SELECT
+    g.origin,
+    g.service_name,
+    g.broker_key,
+    g.routing_database_id,
+    e.routed_at,
+    e.epoch_end
+  FROM routed_group AS g
+  JOIN epochs AS e
+    ON e.database_id = g.routing_database_id AND e.service_name = g.service_name
+  WHERE
+    e.routed_at <= g.last_begin
+    AND (
+      e.epoch_end IS NULL OR e.epoch_end > g.first_begin
+    )
+  UNION ALL
+  SELECT
+    g.origin,
+    g.service_name,
+    g.broker_key,
+    g.routing_database_id,
+    e.routed_at,
+    e.epoch_end
+  FROM routed_group AS g
+  LEFT JOIN own_expiry AS o
+    ON o.database_id = g.routing_database_id AND o.service_name = g.service_name
+  JOIN epochs AS e
+    ON e.database_id = g.routing_database_id AND e.service_name IS NULL
+  WHERE
+    o.database_id IS NULL
+    AND e.routed_at <= g.last_begin
+    AND (
+      e.epoch_end IS NULL OR e.epoch_end > g.first_begin
+    )
+), service_match AS (
+  /* Keys that R2.1-R2.3 decide: a live route of the routing database for the service */
+  /* that the key takes (as matched_by_service_route of _route_steps.sql). */
+  SELECT DISTINCT
+    k.origin,
+    k.service_name,
+    k.broker_key,
+    k.routed_at
+  FROM group_epoch AS k
+  JOIN state_routes AS r
+    ON r.database_id = k.routing_database_id AND r.remote_service_name = k.service_name
+  WHERE
+    (
+      r.lifetime IS NULL OR r.lifetime > k.routed_at
+    )
+    AND (
+      k.broker_key = ''
+      OR COALESCE(r.broker_instance, '') = ''
+      OR COALESCE(r.broker_instance, '') = k.broker_key
+    )
+), dynamic_route AS (
+  /* Routing databases and epochs with a live route to the dynamic routing service (R2.4). */
+  SELECT DISTINCT
+    k.routing_database_id,
+    k.routed_at
+  FROM group_epoch AS k
+  JOIN state_routes AS r
+    ON r.database_id = k.routing_database_id
+    AND r.remote_service_name = 'SQL/ServiceBroker/BrokerConfiguration'
+  WHERE
+    r.lifetime IS NULL OR r.lifetime > k.routed_at
+), requested_service AS (
+  SELECT DISTINCT
+    q.database_id,
+    q.service_name
+  FROM state_route_requests AS q
+), existing_service AS (
+  /* Services of the instance (R2.6, R4 locate them in any database). */
+  SELECT DISTINCT
+    s.name AS service_name
+  FROM state_services AS s
+), classified AS (
+  SELECT
+    k.*,
+    m.origin IS NULL
+    AND (
+      y.routing_database_id IS NULL OR NOT q.service_name IS NULL
+    )
+    AND x.service_name IS NULL
+    AND REGEXP_EXTRACT(k.service_name, '^([tT][cC][pP]://[^/:]+:[0-9]+)') = '' AS in_class
+  FROM group_epoch AS k
+  LEFT JOIN service_match AS m
+    ON m.origin = k.origin
+    AND m.service_name = k.service_name
+    AND m.broker_key = k.broker_key
+    AND m.routed_at = k.routed_at
+  LEFT JOIN dynamic_route AS y
+    ON y.routing_database_id = k.routing_database_id AND y.routed_at = k.routed_at
+  LEFT JOIN requested_service AS q
+    ON q.database_id = k.routing_database_id AND q.service_name = k.service_name
+  LEFT JOIN existing_service AS x
+    ON x.service_name = k.service_name
+), decided AS (
+  /* A class is decided through its least key (service name, then broker identifier). */
+  SELECT
+    k.origin,
+    k.service_name,
+    k.broker_key,
+    k.routed_at,
+    k.epoch_end,
+    k.in_class,
+    CASE WHEN k.in_class THEN FIRST_VALUE(k.service_name) OVER w ELSE k.service_name END AS decided_service_name,
+    CASE WHEN k.in_class THEN FIRST_VALUE(k.broker_key) OVER w ELSE k.broker_key END AS decided_broker_key
+  FROM classified AS k
+  WINDOW w AS (
+    PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = ''
+    ORDER BY k.service_name NULLS LAST, k.broker_key NULLS LAST
+    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+  )
+)
+SELECT
+  d.origin,
+  d.service_name,
+  d.broker_key,
+  d.routed_at,
+  COALESCE(
+    d.epoch_end - INTERVAL '1' MICROSECOND,
+    CAST('9999-12-31 23:59:59.999999' AS TIMESTAMP_NTZ)
+  ) AS epoch_last,
+  d.in_class,
+  d.decided_service_name,
+  d.decided_broker_key,
+  DENSE_RANK() OVER (
+    ORDER BY d.origin NULLS LAST, d.decided_service_name NULLS LAST, d.decided_broker_key NULLS LAST, d.routed_at NULLS LAST
+  ) AS key_id
+FROM decided AS d
+
+-- stage conversation_group (read 1x)
+SELECT
+  c.origin,
+  c.service_name,
+  COALESCE(LOWER(c.broker_instance), '') AS broker_key,
+  MIN(c.begin_time) AS first_begin,
+  MAX(c.begin_time) AS last_begin
+FROM conversations AS c
+WHERE
+  NOT c.begin_time IS NULL
+GROUP BY
+  c.origin,
+  c.service_name,
+  COALESCE(LOWER(c.broker_instance), '')
+
+-- stage routed_group (read 2x)
+SELECT
+  g.*,
+  d.database_id AS routing_database_id
+FROM conversation_group AS g
+JOIN state_databases AS d
+  ON d.name = CASE WHEN g.origin = 'outside' THEN 'msdb' ELSE g.origin END
+
+-- stage own_expiry (read 1x)
+SELECT DISTINCT
+  e.database_id,
+  e.service_name
+FROM epochs AS e
+WHERE
+  NOT e.service_name IS NULL
+
+-- stage group_epoch (read 3x)
+/* A service with expiring routes of its own has its own epochs, any other the */
+/* database-wide ones (two plain joins: an outer join with range conditions becomes a */
+/* nested-loop join in DuckDB). */
+SELECT
+  g.origin,
+  g.service_name,
+  g.broker_key,
+  g.routing_database_id,
+  e.routed_at,
+  e.epoch_end
+FROM routed_group AS g
+JOIN epochs AS e
+  ON e.database_id = g.routing_database_id AND e.service_name = g.service_name
+WHERE
+  e.routed_at <= g.last_begin
+  AND (
+    e.epoch_end IS NULL OR e.epoch_end > g.first_begin
+  )
+UNION ALL
+SELECT
+  g.origin,
+  g.service_name,
+  g.broker_key,
+  g.routing_database_id,
+  e.routed_at,
+  e.epoch_end
+FROM routed_group AS g
+LEFT JOIN own_expiry AS o
+  ON o.database_id = g.routing_database_id AND o.service_name = g.service_name
+JOIN epochs AS e
+  ON e.database_id = g.routing_database_id AND e.service_name IS NULL
+WHERE
+  o.database_id IS NULL
+  AND e.routed_at <= g.last_begin
+  AND (
+    e.epoch_end IS NULL OR e.epoch_end > g.first_begin
+  )
+
+-- stage service_match (read 1x)
+/* Keys that R2.1-R2.3 decide: a live route of the routing database for the service */
+/* that the key takes (as matched_by_service_route of _route_steps.sql). */
 SELECT DISTINCT
   k.origin,
   k.service_name,
-  k.broker_instance,
+  k.broker_key,
   k.routed_at
-FROM conversation_keys AS k
+FROM group_epoch AS k
+JOIN state_routes AS r
+  ON r.database_id = k.routing_database_id AND r.remote_service_name = k.service_name
 WHERE
-  NOT k.routed_at IS NULL
+  (
+    r.lifetime IS NULL OR r.lifetime > k.routed_at
+  )
+  AND (
+    k.broker_key = ''
+    OR COALESCE(r.broker_instance, '') = ''
+    OR COALESCE(r.broker_instance, '') = k.broker_key
+  )
+
+-- stage dynamic_route (read 1x)
+/* Routing databases and epochs with a live route to the dynamic routing service (R2.4). */
+SELECT DISTINCT
+  k.routing_database_id,
+  k.routed_at
+FROM group_epoch AS k
+JOIN state_routes AS r
+  ON r.database_id = k.routing_database_id
+  AND r.remote_service_name = 'SQL/ServiceBroker/BrokerConfiguration'
+WHERE
+  r.lifetime IS NULL OR r.lifetime > k.routed_at
+
+-- stage requested_service (read 1x)
+SELECT DISTINCT
+  q.database_id,
+  q.service_name
+FROM state_route_requests AS q
+
+-- stage existing_service (read 1x)
+/* Services of the instance (R2.6, R4 locate them in any database). */
+SELECT DISTINCT
+  s.name AS service_name
+FROM state_services AS s
+
+-- stage classified (read 1x)
+SELECT
+  k.*,
+  m.origin IS NULL
+  AND (
+    y.routing_database_id IS NULL OR NOT q.service_name IS NULL
+  )
+  AND x.service_name IS NULL
+  AND REGEXP_EXTRACT(k.service_name, '^([tT][cC][pP]://[^/:]+:[0-9]+)') = '' AS in_class
+FROM group_epoch AS k
+LEFT JOIN service_match AS m
+  ON m.origin = k.origin
+  AND m.service_name = k.service_name
+  AND m.broker_key = k.broker_key
+  AND m.routed_at = k.routed_at
+LEFT JOIN dynamic_route AS y
+  ON y.routing_database_id = k.routing_database_id AND y.routed_at = k.routed_at
+LEFT JOIN requested_service AS q
+  ON q.database_id = k.routing_database_id AND q.service_name = k.service_name
+LEFT JOIN existing_service AS x
+  ON x.service_name = k.service_name
+
+-- stage decided (read 1x)
+/* A class is decided through its least key (service name, then broker identifier). */
+SELECT
+  k.origin,
+  k.service_name,
+  k.broker_key,
+  k.routed_at,
+  k.epoch_end,
+  k.in_class,
+  CASE WHEN k.in_class THEN FIRST_VALUE(k.service_name) OVER w ELSE k.service_name END AS decided_service_name,
+  CASE WHEN k.in_class THEN FIRST_VALUE(k.broker_key) OVER w ELSE k.broker_key END AS decided_broker_key
+FROM classified AS k
+WINDOW w AS (
+  PARTITION BY k.origin, k.routed_at, k.in_class, k.broker_key = ''
+  ORDER BY k.service_name NULLS LAST, k.broker_key NULLS LAST
+  ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+)
 
 -- final query
-SELECT DISTINCT
-  k.origin,
-  k.service_name,
-  k.broker_instance,
-  k.routed_at
-FROM conversation_keys AS k
-WHERE
-  NOT k.routed_at IS NULL
+SELECT
+  d.origin,
+  d.service_name,
+  d.broker_key,
+  d.routed_at,
+  COALESCE(
+    d.epoch_end - INTERVAL '1' MICROSECOND,
+    CAST('9999-12-31 23:59:59.999999' AS TIMESTAMP_NTZ)
+  ) AS epoch_last,
+  d.in_class,
+  d.decided_service_name,
+  d.decided_broker_key,
+  DENSE_RANK() OVER (
+    ORDER BY d.origin NULLS LAST, d.decided_service_name NULLS LAST, d.decided_broker_key NULLS LAST, d.routed_at NULLS LAST
+  ) AS key_id
+FROM decided AS d

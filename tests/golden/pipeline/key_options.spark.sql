@@ -1,5 +1,18 @@
 -- as one query
-WITH conversation_key AS (
+WITH decided_key AS (
+  /* The keys the routing steps decide: a wildcard class once, through its least key. */
+  SELECT DISTINCT
+    k.key_id,
+    k.origin,
+    k.decided_service_name AS service_name,
+    CASE
+      WHEN k.decided_broker_key = ''
+      THEN CAST(NULL AS STRING)
+      ELSE k.decided_broker_key
+    END AS broker_instance,
+    k.routed_at
+  FROM decision_keys AS k
+), conversation_key AS (
   /* R1.1 / R1.2: a conversation begun in database D is routed with D's table only; a */
   /* message from outside with msdb's. */
   SELECT DISTINCT
@@ -9,7 +22,7 @@ WITH conversation_key AS (
     c.routed_at,
     d.database_id AS routing_database_id,
     o.database_id AS origin_database_id
-  FROM decision_keys AS c
+  FROM decided_key AS c
   JOIN state_databases AS d
     ON d.name = CASE WHEN c.origin = 'outside' THEN 'msdb' ELSE c.origin END
   LEFT JOIN state_databases AS o
@@ -95,6 +108,25 @@ WITH conversation_key AS (
   FROM service_route AS s
   WHERE
     s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
+), unmatched_key AS (
+  /* The keys that neither R2.1-R2.3 (matched_by_service_route) nor R2.4 */
+  /* (dynamic_routing) decide, found before the wildcards are joined: joining first and */
+  /* filtering after made a row for every key and every wildcard. */
+  SELECT
+    k.*
+  FROM conversation_key AS k
+  LEFT JOIN matched_by_service_route AS e
+    ON e.origin = k.origin
+    AND e.service_name = k.service_name
+    AND e.broker_key = k.broker_key
+    AND e.routed_at = k.routed_at
+  LEFT JOIN dynamic_routing AS y
+    ON y.origin = k.origin
+    AND y.service_name = k.service_name
+    AND y.broker_key = k.broker_key
+    AND y.routed_at = k.routed_at
+  WHERE
+    e.origin IS NULL AND y.origin IS NULL
 ), match_wildcard AS (
   /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
   /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
@@ -109,27 +141,13 @@ WITH conversation_key AS (
     r.address,
     r.mirror_address,
     5 AS match_order
-  FROM conversation_key AS k
+  FROM unmatched_key AS k
   JOIN state_routes AS r
     ON r.database_id = k.routing_database_id
     AND r.remote_service_name IS NULL
     AND r.broker_instance IS NULL
-  LEFT JOIN matched_by_service_route AS e
-    ON e.origin = k.origin
-    AND e.service_name = k.service_name
-    AND e.broker_key = k.broker_key
-    AND e.routed_at = k.routed_at
-  LEFT JOIN dynamic_routing AS y
-    ON y.origin = k.origin
-    AND y.service_name = k.service_name
-    AND y.broker_key = k.broker_key
-    AND y.routed_at = k.routed_at
   WHERE
-    (
-      r.lifetime IS NULL OR r.lifetime > k.routed_at
-    )
-    AND e.origin IS NULL
-    AND y.origin IS NULL
+    r.lifetime IS NULL OR r.lifetime > k.routed_at
 ), service_anywhere AS (
   SELECT DISTINCT
     s.name AS service_name
@@ -395,41 +413,6 @@ WITH conversation_key AS (
     AND s.routed_at = v.routed_at
     AND s.pick_group = v.pick_group
     AND s.choose_order = v.choose_order
-), chosen_route_count AS (
-  SELECT
-    c.origin,
-    c.service_name,
-    c.broker_key,
-    c.routed_at,
-    c.pick_group,
-    COUNT(DISTINCT c.route_broker_key || '|' || c.route_address) AS route_count
-  FROM chosen AS c
-  GROUP BY
-    c.origin,
-    c.service_name,
-    c.broker_key,
-    c.routed_at,
-    c.pick_group
-), chosen_weighted AS (
-  SELECT
-    c.*,
-    1.0 / (
-      g.group_count * n.route_count * COUNT(*) OVER (
-        PARTITION BY c.origin, c.service_name, c.broker_key, c.routed_at, c.pick_group, c.route_broker_key, c.route_address
-      )
-    ) AS weight
-  FROM chosen AS c
-  JOIN chosen_route_count AS n
-    ON n.origin = c.origin
-    AND n.service_name = c.service_name
-    AND n.broker_key = c.broker_key
-    AND n.routed_at = c.routed_at
-    AND n.pick_group = c.pick_group
-  JOIN pick_group_count AS g
-    ON g.origin = c.origin
-    AND g.service_name = c.service_name
-    AND g.broker_key = c.broker_key
-    AND g.routed_at = c.routed_at
 ), unchosen AS (
   /* R3.5: a picked identifier (or the whole candidate set) that no step could choose. */
   SELECT
@@ -498,8 +481,8 @@ WITH conversation_key AS (
       THEN 'R3.6'
       ELSE 'R3.' || CAST(c.choose_order AS STRING)
     END AS decided_by,
-    c.weight
-  FROM chosen_weighted AS c
+    CAST(NULL AS DOUBLE) AS weight
+  FROM chosen AS c
   JOIN match_step AS m
     ON m.origin = c.origin
     AND m.service_name = c.service_name
@@ -559,31 +542,33 @@ WITH conversation_key AS (
     AND m.routed_at = k.routed_at
   WHERE
     m.match_order IS NULL OR m.match_order = 4
+), keyed_option AS (
+  SELECT
+    o.*,
+    k.key_id
+  FROM route_option AS o
+  JOIN decided_key AS k
+    ON k.origin = o.origin
+    AND k.service_name = o.service_name
+    AND COALESCE(k.broker_instance, '') = o.broker_key
+    AND k.routed_at = o.routed_at
 ), ranked_option AS (
   SELECT
     o.*,
+    DENSE_RANK() OVER (PARTITION BY o.key_id ORDER BY o.pick_group NULLS LAST) AS group_rank,
     DENSE_RANK() OVER (
-      PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at
-      ORDER BY o.pick_group NULLS LAST
-    ) AS group_rank,
-    DENSE_RANK() OVER (
-      PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group
+      PARTITION BY o.key_id, o.pick_group
       ORDER BY COALESCE(o.route_name, '') NULLS LAST
     ) AS route_rank,
     ROW_NUMBER() OVER (
-      PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group, COALESCE(o.route_name, '')
+      PARTITION BY o.key_id, o.pick_group, COALESCE(o.route_name, '')
       ORDER BY COALESCE(o.database_name, '') NULLS LAST
     ) AS db_rank,
-    COUNT(*) OVER (
-      PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group, COALESCE(o.route_name, '')
-    ) AS db_count
-  FROM route_option AS o
+    COUNT(*) OVER (PARTITION BY o.key_id, o.pick_group, COALESCE(o.route_name, '')) AS db_count
+  FROM keyed_option AS o
 )
 SELECT
-  r.origin,
-  r.service_name,
-  r.broker_key,
-  r.routed_at,
+  r.key_id,
   r.outcome,
   r.route_name AS route,
   r.address,
@@ -598,12 +583,27 @@ SELECT
   r.locate_step,
   r.decided_by,
   CAST(r.group_rank - 1 AS BIGINT) AS group_rank,
-  CAST(MAX(r.group_rank) OVER (PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at) AS BIGINT) AS group_count,
+  CAST(MAX(r.group_rank) OVER (PARTITION BY r.key_id) AS BIGINT) AS group_count,
   CAST(r.route_rank - 1 AS BIGINT) AS route_rank,
-  CAST(MAX(r.route_rank) OVER (PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at, r.pick_group) AS BIGINT) AS route_count,
+  CAST(MAX(r.route_rank) OVER (PARTITION BY r.key_id, r.pick_group) AS BIGINT) AS route_count,
   CAST(r.db_rank - 1 AS BIGINT) AS db_rank,
-  CAST(r.db_count AS BIGINT) AS db_count
+  CAST(r.db_count AS BIGINT) AS db_count,
+  CAST(COUNT(*) OVER (PARTITION BY r.key_id) AS BIGINT) AS option_count
 FROM ranked_option AS r
+
+-- stage decided_key (read 2x)
+/* The keys the routing steps decide: a wildcard class once, through its least key. */
+SELECT DISTINCT
+  k.key_id,
+  k.origin,
+  k.decided_service_name AS service_name,
+  CASE
+    WHEN k.decided_broker_key = ''
+    THEN CAST(NULL AS STRING)
+    ELSE k.decided_broker_key
+  END AS broker_instance,
+  k.routed_at
+FROM decision_keys AS k
 
 -- stage conversation_key (read 6x)
 /* R1.1 / R1.2: a conversation begun in database D is routed with D's table only; a */
@@ -615,7 +615,7 @@ SELECT DISTINCT
   c.routed_at,
   d.database_id AS routing_database_id,
   o.database_id AS origin_database_id
-FROM decision_keys AS c
+FROM decided_key AS c
 JOIN state_databases AS d
   ON d.name = CASE WHEN c.origin = 'outside' THEN 'msdb' ELSE c.origin END
 LEFT JOIN state_databases AS o
@@ -708,6 +708,26 @@ FROM service_route AS s
 WHERE
   s.broker_key = '' OR s.route_broker_key = '' OR s.route_broker_key = s.broker_key
 
+-- stage unmatched_key (read 1x)
+/* The keys that neither R2.1-R2.3 (matched_by_service_route) nor R2.4 */
+/* (dynamic_routing) decide, found before the wildcards are joined: joining first and */
+/* filtering after made a row for every key and every wildcard. */
+SELECT
+  k.*
+FROM conversation_key AS k
+LEFT JOIN matched_by_service_route AS e
+  ON e.origin = k.origin
+  AND e.service_name = k.service_name
+  AND e.broker_key = k.broker_key
+  AND e.routed_at = k.routed_at
+LEFT JOIN dynamic_routing AS y
+  ON y.origin = k.origin
+  AND y.service_name = k.service_name
+  AND y.broker_key = k.broker_key
+  AND y.routed_at = k.routed_at
+WHERE
+  e.origin IS NULL AND y.origin IS NULL
+
 -- stage match_wildcard (read 1x)
 /* R2.5: routes that name neither a service nor a broker identifier. explain_route.sql */
 /* shows every step's candidates (wildcards_for_every_key); deciding needs them only for */
@@ -722,27 +742,13 @@ SELECT
   r.address,
   r.mirror_address,
   5 AS match_order
-FROM conversation_key AS k
+FROM unmatched_key AS k
 JOIN state_routes AS r
   ON r.database_id = k.routing_database_id
   AND r.remote_service_name IS NULL
   AND r.broker_instance IS NULL
-LEFT JOIN matched_by_service_route AS e
-  ON e.origin = k.origin
-  AND e.service_name = k.service_name
-  AND e.broker_key = k.broker_key
-  AND e.routed_at = k.routed_at
-LEFT JOIN dynamic_routing AS y
-  ON y.origin = k.origin
-  AND y.service_name = k.service_name
-  AND y.broker_key = k.broker_key
-  AND y.routed_at = k.routed_at
 WHERE
-  (
-    r.lifetime IS NULL OR r.lifetime > k.routed_at
-  )
-  AND e.origin IS NULL
-  AND y.origin IS NULL
+  r.lifetime IS NULL OR r.lifetime > k.routed_at
 
 -- stage service_anywhere (read 1x)
 SELECT DISTINCT
@@ -853,7 +859,7 @@ GROUP BY
   c.route_broker_key,
   c.address
 
--- stage pick_group_count (read 2x)
+-- stage pick_group_count (read 1x)
 SELECT
   c.origin,
   c.service_name,
@@ -1009,7 +1015,7 @@ GROUP BY
   v.routed_at,
   v.pick_group
 
--- stage chosen (read 2x)
+-- stage chosen (read 1x)
 /* The routes of the choosing step; one of them is taken, each equally likely, and a */
 /* LOCAL route found in several databases (R4.2) splits its share among them. */
 SELECT
@@ -1022,43 +1028,6 @@ JOIN choose_step AS s
   AND s.routed_at = v.routed_at
   AND s.pick_group = v.pick_group
   AND s.choose_order = v.choose_order
-
--- stage chosen_route_count (read 1x)
-SELECT
-  c.origin,
-  c.service_name,
-  c.broker_key,
-  c.routed_at,
-  c.pick_group,
-  COUNT(DISTINCT c.route_broker_key || '|' || c.route_address) AS route_count
-FROM chosen AS c
-GROUP BY
-  c.origin,
-  c.service_name,
-  c.broker_key,
-  c.routed_at,
-  c.pick_group
-
--- stage chosen_weighted (read 1x)
-SELECT
-  c.*,
-  1.0 / (
-    g.group_count * n.route_count * COUNT(*) OVER (
-      PARTITION BY c.origin, c.service_name, c.broker_key, c.routed_at, c.pick_group, c.route_broker_key, c.route_address
-    )
-  ) AS weight
-FROM chosen AS c
-JOIN chosen_route_count AS n
-  ON n.origin = c.origin
-  AND n.service_name = c.service_name
-  AND n.broker_key = c.broker_key
-  AND n.routed_at = c.routed_at
-  AND n.pick_group = c.pick_group
-JOIN pick_group_count AS g
-  ON g.origin = c.origin
-  AND g.service_name = c.service_name
-  AND g.broker_key = c.broker_key
-  AND g.routed_at = c.routed_at
 
 -- stage unchosen (read 1x)
 /* R3.5: a picked identifier (or the whole candidate set) that no step could choose. */
@@ -1130,8 +1099,8 @@ SELECT
     THEN 'R3.6'
     ELSE 'R3.' || CAST(c.choose_order AS STRING)
   END AS decided_by,
-  c.weight
-FROM chosen_weighted AS c
+  CAST(NULL AS DOUBLE) AS weight
+FROM chosen AS c
 JOIN match_step AS m
   ON m.origin = c.origin
   AND m.service_name = c.service_name
@@ -1192,32 +1161,35 @@ LEFT JOIN match_step AS m
 WHERE
   m.match_order IS NULL OR m.match_order = 4
 
+-- stage keyed_option (read 1x)
+SELECT
+  o.*,
+  k.key_id
+FROM route_option AS o
+JOIN decided_key AS k
+  ON k.origin = o.origin
+  AND k.service_name = o.service_name
+  AND COALESCE(k.broker_instance, '') = o.broker_key
+  AND k.routed_at = o.routed_at
+
 -- stage ranked_option (read 1x)
 SELECT
   o.*,
+  DENSE_RANK() OVER (PARTITION BY o.key_id ORDER BY o.pick_group NULLS LAST) AS group_rank,
   DENSE_RANK() OVER (
-    PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at
-    ORDER BY o.pick_group NULLS LAST
-  ) AS group_rank,
-  DENSE_RANK() OVER (
-    PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group
+    PARTITION BY o.key_id, o.pick_group
     ORDER BY COALESCE(o.route_name, '') NULLS LAST
   ) AS route_rank,
   ROW_NUMBER() OVER (
-    PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group, COALESCE(o.route_name, '')
+    PARTITION BY o.key_id, o.pick_group, COALESCE(o.route_name, '')
     ORDER BY COALESCE(o.database_name, '') NULLS LAST
   ) AS db_rank,
-  COUNT(*) OVER (
-    PARTITION BY o.origin, o.service_name, o.broker_key, o.routed_at, o.pick_group, COALESCE(o.route_name, '')
-  ) AS db_count
-FROM route_option AS o
+  COUNT(*) OVER (PARTITION BY o.key_id, o.pick_group, COALESCE(o.route_name, '')) AS db_count
+FROM keyed_option AS o
 
 -- final query
 SELECT
-  r.origin,
-  r.service_name,
-  r.broker_key,
-  r.routed_at,
+  r.key_id,
   r.outcome,
   r.route_name AS route,
   r.address,
@@ -1232,9 +1204,10 @@ SELECT
   r.locate_step,
   r.decided_by,
   CAST(r.group_rank - 1 AS BIGINT) AS group_rank,
-  CAST(MAX(r.group_rank) OVER (PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at) AS BIGINT) AS group_count,
+  CAST(MAX(r.group_rank) OVER (PARTITION BY r.key_id) AS BIGINT) AS group_count,
   CAST(r.route_rank - 1 AS BIGINT) AS route_rank,
-  CAST(MAX(r.route_rank) OVER (PARTITION BY r.origin, r.service_name, r.broker_key, r.routed_at, r.pick_group) AS BIGINT) AS route_count,
+  CAST(MAX(r.route_rank) OVER (PARTITION BY r.key_id, r.pick_group) AS BIGINT) AS route_count,
   CAST(r.db_rank - 1 AS BIGINT) AS db_rank,
-  CAST(r.db_count AS BIGINT) AS db_count
+  CAST(r.db_count AS BIGINT) AS db_count,
+  CAST(COUNT(*) OVER (PARTITION BY r.key_id) AS BIGINT) AS option_count
 FROM ranked_option AS r
