@@ -43,6 +43,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.add_argument("--probe-timeout", type=float, default=None,
                    help="seconds a mirrored route waits for a partner's answer to its probe "
                    "before counting the partner unreachable (default 10)")
+    p.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="the most memory DuckDB may use for the file, such as 512MiB or 2GB "
+                   "(default 256MiB; it grows by itself to hold the largest message body)")
     from pybroker.server.cli import add_serve_options
 
     add_serve_options(p)  # and clients of other processes, on FILE.sock (and TCP)
@@ -75,6 +78,7 @@ def _read_pem(path: Path) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from pybroker.instance import connect
+    from pybroker.storage import check_memory_limit
 
     if not args.create:
         require_instance_file(args.file)
@@ -88,7 +92,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with connect(args.file, retry_scale=args.retry_scale) as inst:
+    if args.memory_limit is not None:  # refused before the file is opened (or made)
+        check_memory_limit(args.memory_limit)
+    with connect(args.file, retry_scale=args.retry_scale,
+                 memory_limit=args.memory_limit) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
         inst.watch_broker_events(_log_connection_event)
