@@ -115,32 +115,8 @@ def check(sent: list[Sent], received: list[Received]) -> Verdict:
             v.unacknowledged += unacked
             v.note(f"{s.link} {s.conversation_id}: {unacked} message(s) still not "
                    f"acknowledged after healing (lowest {min(s.unacked)})")
-        v.received += len(rows)
-        counts = Counter(r.sequence for r in rows)
-        for q, n in sorted(counts.items()):
-            if n > 1:
-                v.duplicated += n - 1
-                v.note(f"{s.link} {s.conversation_id}: sequence {q} received {n} times")
-        highest = -1
+        counts = check_queue(v, s, rows)
         for r in rows:
-            # a message held with status 2 (it arrived ahead of a missing one) is not
-            # receivable; it enters the order when it is released (a new queuing order)
-            if r.status != 2:
-                if r.sequence < highest:
-                    v.out_of_order += 1
-                    v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} queued "
-                           f"after {highest}")
-                highest = max(highest, r.sequence)
-            if not 0 <= r.sequence < s.send_sequence:
-                v.unexpected += 1
-                v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} received but "
-                       f"only 0..{s.send_sequence - 1} were sent")
-            elif not r.body_ok or r.body_conversation != s.conversation_id or (
-                    r.body_sequence != r.sequence):
-                v.corrupted += 1
-                v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} has a body that "
-                       f"is not the one sent (says {r.body_conversation} "
-                       f"#{r.body_sequence}, intact={r.body_ok})")
             if r.status == 2:
                 v.incomplete += 1
                 v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} still "
@@ -155,3 +131,37 @@ def check(sent: list[Sent], received: list[Received]) -> Verdict:
             v.note(f"{s.link} {s.conversation_id}: its last message "
                    f"({s.send_sequence - 1}) was not delivered")
     return v
+
+
+def check_queue(v: Verdict, s: Sent, rows: list[Received], where: str = "") -> Counter[int]:
+    """What one queue holds of conversation ``s`` (``rows`` in queuing order), added to
+    ``v``: received, duplicated, out of order, unexpected and corrupted messages. ``where``
+    says which queue in the notes (' at the new principal'). Returns how often each
+    sequence number is there."""
+    v.received += len(rows)
+    counts = Counter(r.sequence for r in rows)
+    for q, n in sorted(counts.items()):
+        if n > 1:
+            v.duplicated += n - 1
+            v.note(f"{s.link} {s.conversation_id}: sequence {q} received {n} times{where}")
+    highest = -1
+    for r in rows:
+        # a message held with status 2 (it arrived ahead of a missing one) is not
+        # receivable; it enters the order when it is released (a new queuing order)
+        if r.status != 2:
+            if r.sequence < highest:
+                v.out_of_order += 1
+                v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} queued "
+                       f"after {highest}{where}")
+            highest = max(highest, r.sequence)
+        if not 0 <= r.sequence < s.send_sequence:
+            v.unexpected += 1
+            v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} received{where} but "
+                   f"only 0..{s.send_sequence - 1} were sent")
+        elif not r.body_ok or r.body_conversation != s.conversation_id or (
+                r.body_sequence != r.sequence):
+            v.corrupted += 1
+            v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence}{where} has a body "
+                   f"that is not the one sent (says {r.body_conversation} "
+                   f"#{r.body_sequence}, intact={r.body_ok})")
+    return counts

@@ -31,11 +31,10 @@ reached only the new one) must not end with an error.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pybroker.chaos.checker import Received, Sent, Verdict, check
+from pybroker.chaos.checker import Received, Sent, Verdict, check, check_queue
 
 
 @dataclass
@@ -128,31 +127,7 @@ def _check_stranded(f: Failover, s: Sent, old_rows: list[Received],
     seqs: dict[str, set[int]] = {}
     for where, rows in (("old", old_rows), ("new", new_rows)):
         rows = sorted(rows, key=lambda r: r.queuing_order)
-        v.received += len(rows)
-        counts = Counter(r.sequence for r in rows)
-        seqs[where] = set(counts)
-        for q, n in sorted(counts.items()):
-            if n > 1:
-                v.duplicated += n - 1
-                v.note(f"{s.link} {s.conversation_id}: sequence {q} {n} times at the {where} "
-                       "principal")
-        highest = -1
-        for r in rows:
-            if r.status != 2:
-                if r.sequence < highest:
-                    v.out_of_order += 1
-                    v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} queued after "
-                           f"{highest} at the {where} principal")
-                highest = max(highest, r.sequence)
-            if not 0 <= r.sequence < s.send_sequence:
-                v.unexpected += 1
-                v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} at the {where} "
-                       f"principal, but only 0..{s.send_sequence - 1} were sent")
-            elif not r.body_ok or r.body_conversation != s.conversation_id or (
-                    r.body_sequence != r.sequence):
-                v.corrupted += 1
-                v.note(f"{s.link} {s.conversation_id}: sequence {r.sequence} at the {where} "
-                       "principal has a body that is not the one sent")
+        seqs[where] = set(check_queue(v, s, rows, f" at the {where} principal"))
         if where == "new":
             f.held_at_new_principal += sum(1 for r in rows if r.status == 2)
         else:
