@@ -18,34 +18,20 @@ Figures are the median of ``repeat`` runs in the same two processes.
 
 from __future__ import annotations
 
-import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import pybroker
 from pybroker.bench import wire
-from pybroker.bench.child import JsonLinesChild
 from pybroker.bench.routing import _machine, _median_of
 
 TARGET_RATIO = 2.0  # peak RSS growth of each side, in bodies
 
 
-class _Child(JsonLinesChild):
+class _Child(wire._Child):
     """One big_body_child process (a wire_child that also sends and takes one big body)."""
 
-    def __init__(self, role: str, folder: Path, retry_scale: float,
-                 profile_dir: str | None) -> None:
-        self.role = role
-        env = dict(os.environ)
-        root = str(Path(pybroker.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        super().__init__(
-            f"the {role} process",
-            [sys.executable, "-m", "pybroker.bench.big_body_child", role,
-             str(folder / f"{role}.duckdb"), str(folder), str(retry_scale)],
-            folder / f"{role}.stderr", env=env, cwd=root)
+    module = "pybroker.bench.big_body_child"
 
 
 class _Pair(wire._Pair):

@@ -245,6 +245,8 @@ def format_report(report: dict[str, Any]) -> str:
 class _Child(JsonLinesChild):
     """One wire_child process."""
 
+    module = "pybroker.bench.wire_child"  # what the process runs (python -m)
+
     def __init__(self, role: str, folder: Path, retry_scale: float,
                  profile_dir: str | None) -> None:
         self.role = role
@@ -257,7 +259,7 @@ class _Child(JsonLinesChild):
             env["PYBROKER_BENCH_PROFILE"] = profile_dir
         super().__init__(
             f"the {role} process",
-            [sys.executable, "-m", "pybroker.bench.wire_child", role,
+            [sys.executable, "-m", self.module, role,
              str(folder / f"{role}.duckdb"), str(folder), str(retry_scale)],
             folder / f"{role}.stderr", env=env, cwd=root)
 
