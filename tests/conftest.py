@@ -30,19 +30,14 @@ def clock() -> FakeClock:
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
+    # The pipeline's own builder: 127.0.0.1 only, UTC, no UI, and the local driver's JVM
+    # options (engine.LOCAL_DRIVER_JAVA_OPTIONS) that keep a broadcast from failing spuriously.
+    from pybroker.pipeline.engine import spark_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("pybroker-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
+    session = spark_session(
+        "local[2]",
+        {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g"},
+        app_name="pybroker-tests",
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

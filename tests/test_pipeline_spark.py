@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pybroker.examples import check_case
-from pybroker.pipeline.engine import DuckDBEngine, SparkEngine
+from pybroker.pipeline.engine import LOCAL_DRIVER_JAVA_OPTIONS, DuckDBEngine, SparkEngine
 from pybroker.pipeline.generate import TEMPLATES, run_generate
 from pybroker.pipeline.impact import run_impact
 from pybroker.pipeline.traffic import run_traffic
@@ -41,6 +41,17 @@ def spark_engine(spark):
     engine = SparkEngine(spark)
     yield engine
     engine.close()  # drops the temp views; the session stays for the next test
+
+
+def test_a_local_driver_jvm_waits_out_the_gclocker_instead_of_failing_a_broadcast(spark):
+    # A broadcast once failed with "Not enough memory" after JDK 17's GCLocker gave up on a
+    # 4 MB allocation twice; the local driver's JVM runs with the longer retry.
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+                     .getInputArguments())
+    for option in LOCAL_DRIVER_JAVA_OPTIONS.split():
+        assert option in arguments
+    assert "-Xmx2g" in arguments
 
 
 def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path):

@@ -32,6 +32,11 @@ MASTER_CONNECT_TIMEOUT_S = 5.0
 # 16 GB. The pipeline bounds it instead and lets DuckDB spill to a temporary directory;
 # the process peaks somewhat above the limit (Parquet reading and writing buffers, Python).
 DEFAULT_MEMORY_LIMIT = "2GB"
+# JDK 17's G1 gives up on an allocation after two waits for a JNI critical section (the
+# GCLocker) and throws OutOfMemoryError with most of the heap free; Spark reports it as "Not
+# enough memory to build and broadcast the table" (JDK-8192647). A local driver's JVM waits
+# longer instead; a user's own spark.driver.extraJavaOptions replaces this.
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:+UnlockDiagnosticVMOptions -XX:GCLockerRetryAllocationCount=100"
 _MEMORY_LIMIT = re.compile(r"^\s*[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
                            re.IGNORECASE)
 
@@ -364,6 +369,8 @@ def spark_session(master: str, conf: dict[str, str] | None = None, *, app_name: 
     if master.startswith("local") or host in ("127.0.0.1", "localhost"):
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1")
+    if master.startswith("local"):
+        builder = builder.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     try:
