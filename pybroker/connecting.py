@@ -22,6 +22,7 @@ def connect(
     endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
     read_only: bool = False,
     memory_limit: str | None = None,
+    threads: int | None = None,
     token: str | None = None,
     serve: bool = False,
 ) -> Instance:
@@ -53,8 +54,12 @@ def connect(
     read again from the file when used. ``memory_limit`` bounds DuckDB's memory, a size
     such as '256MiB' or '1GB' (default: pybroker.storage.DEFAULT_MEMORY_LIMIT for a file
     opened for writing, DuckDB's own otherwise); it grows by itself to hold a large body
-    (three times the body). These five belong to the process that holds the file: a client
-    has the server's (``clock`` or ``retry_scale`` given to a client is refused).
+    (three times the body). ``threads`` is how many worker threads DuckDB runs the file's
+    statements on: default 1 for an instance opened for writing, whose statements are small
+    (a second thread costs CPU and gains them nothing), DuckDB's own (one per core) for a
+    read-only one; give more to a file that serves analysts' large queries. These six
+    belong to the process that holds the file: a client has the server's (``clock`` or
+    ``retry_scale`` given to a client is refused).
     """
     if not isinstance(serve, bool):
         raise InvalidArgumentError(f"serve must be True or False, not {serve!r}")
@@ -78,7 +83,7 @@ def connect(
             return client
     instance = open_instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
                              endpoint_cache=endpoint_cache, read_only=read_only,
-                             memory_limit=memory_limit)
+                             memory_limit=memory_limit, threads=threads)
     if serve:
         from pybroker.server.server import serve_clients
 

@@ -77,6 +77,7 @@ def connect(
     endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
     read_only: bool = False,
     memory_limit: str | None = None,
+    threads: int | None = None,
 ) -> Instance:
     """Open (or create) the instance file at ``path``; ``None`` keeps the instance in memory.
 
@@ -92,13 +93,14 @@ def connect(
     background worker: the delay/retry loop then runs only when ``Instance.run_pending()``
     is called (tests drive it step by step with their clock). ``endpoint_cache`` is how
     many conversation endpoints stay in memory (the most recently used; P7): idle ones are
-    read again from the file when used; ``memory_limit`` bounds DuckDB's memory (see
-    pybroker.connect). Queues WITH ACTIVATION start their callables only once
-    ``Instance.start_activation()`` is called (``pybroker serve`` calls it).
+    read again from the file when used; ``memory_limit`` bounds DuckDB's memory and
+    ``threads`` sets its worker threads (see pybroker.connect). Queues WITH ACTIVATION
+    start their callables only once ``Instance.start_activation()`` is called (``pybroker
+    serve`` calls it).
     """
     return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
                     endpoint_cache=endpoint_cache, read_only=read_only,
-                    memory_limit=memory_limit)
+                    memory_limit=memory_limit, threads=threads)
 
 
 class Instance(EndpointMixin):
@@ -114,6 +116,7 @@ class Instance(EndpointMixin):
         endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
         read_only: bool = False,
         memory_limit: str | None = None,
+        threads: int | None = None,
     ) -> None:
         if path is not None and not isinstance(path, (str, Path)):
             raise InvalidArgumentError(
@@ -135,7 +138,8 @@ class Instance(EndpointMixin):
                 return arguments.now(given())
 
         self._clock = clock or time.time
-        self._store = Store(path, read_only=read_only, memory_limit=memory_limit)
+        self._store = Store(path, read_only=read_only, memory_limit=memory_limit,
+                            threads=threads)
         self._routing = RoutingEngine(self._store, self._clock)
         self._closed = False
         self._write_depth = 0

@@ -163,23 +163,27 @@ def test_serve_with_no_endpoint_defined_listens_on_4022(tmp_path):
     assert "cannot start the broker endpoint on 127.0.0.1:4022" in done.stderr
 
 
-def test_serve_runs_the_file_under_the_memory_limit_it_is_given(tmp_path):
+def test_serve_runs_the_file_under_the_memory_limit_and_threads_it_is_given(tmp_path):
     path = tmp_path / "m.duckdb"
     bad = run("serve", path, "--create", "--port", "0", "--memory-limit", "lots")
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1
     assert "memory_limit must be a size with its unit" in bad.stderr
+    bad = run("serve", path, "--create", "--port", "0", "--threads", "0")
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+    assert "threads must be a whole number from 1 to 1,024, not 0" in bad.stderr
     assert not path.exists()  # refused before anything was made
     proc = subprocess.Popen(
         [sys.executable, "-m", "pybroker", "serve", str(path), "--create", "--port", "0",
-         "--memory-limit", "300MiB"],
+         "--memory-limit", "300MiB", "--threads", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().startswith("listening on tcp://127.0.0.1:")
         assert proc.stdout.readline().strip() == f"clients on {path}.sock"
         with pybroker.connect(path) as client:  # through the server: it holds the file
             assert "server" in repr(client)
-            shown = client.sql("SELECT current_setting('memory_limit')").fetchone()[0]
-        assert shown == "300.0 MiB"
+            shown = client.sql("SELECT current_setting('memory_limit'), "
+                               "current_setting('threads')").fetchone()
+        assert shown == ("300.0 MiB", 2)
         os.kill(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=30)
         assert proc.returncode == 0

@@ -46,6 +46,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.add_argument("--memory-limit", default=None, metavar="SIZE",
                    help="the most memory DuckDB may use for the file, such as 512MiB or 2GB "
                    "(default 256MiB; it grows by itself to hold the largest message body)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="DuckDB's worker threads for the file (default 1: an instance's "
+                   "statements are small; give more for analysts' large queries)")
     from pybroker.server.cli import add_serve_options
 
     add_serve_options(p)  # and clients of other processes, on FILE.sock (and TCP)
@@ -78,7 +81,7 @@ def _read_pem(path: Path) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from pybroker.instance import connect
-    from pybroker.storage import check_memory_limit
+    from pybroker.storage import check_memory_limit, check_threads
 
     if not args.create:
         require_instance_file(args.file)
@@ -94,8 +97,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     if args.memory_limit is not None:  # refused before the file is opened (or made)
         check_memory_limit(args.memory_limit)
+    if args.threads is not None:
+        check_threads(args.threads)
     with connect(args.file, retry_scale=args.retry_scale,
-                 memory_limit=args.memory_limit) as inst:
+                 memory_limit=args.memory_limit, threads=args.threads) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
         inst.watch_broker_events(_log_connection_event)
