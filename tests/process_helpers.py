@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,23 +19,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pybroker
+from pybroker.chaos.ports import free_ports  # noqa: F401 (re-exported: ports below the ephemeral range)
 from tests.wire_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 WIRE_CHILD = ROOT / "tests" / "wire_child.py"
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def certificates(*files: Path) -> list[Path]:

@@ -10,22 +10,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pybroker
+from pybroker.chaos.ports import free_port
 from tests.wire_helpers import wait_for as wire_wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = 20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate, timeout: float = 60.0, what: str = ""):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pybroker.chaos.ports import free_ports
 from pybroker.examples import check_case
 from pybroker.pipeline.engine import LOCAL_DRIVER_JAVA_OPTIONS, DuckDBEngine, SparkEngine
 from pybroker.pipeline.generate import TEMPLATES, run_generate
@@ -140,12 +141,6 @@ def test_traffic_gives_identical_rows(spark_engine, tmp_path):
 # -- a standalone cluster ------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_for(check, what: str, timeout: float, procs) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -178,7 +173,7 @@ def _alive_workers(ui_port: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
             return int(json.load(r).get("aliveworkers", 0))
-    except OSError:
+    except (OSError, ValueError):  # not up yet, or a page cut short while it starts
         return 0
 
 
@@ -189,7 +184,7 @@ def test_resolve_on_a_standalone_cluster(tmp_path):
     spark_class = str(spark_home / "bin" / "spark-class")
     env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_NO_DAEMONIZE": "1"}
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    port, ui, worker_ui = free_ports(3)
     master_url = f"spark://127.0.0.1:{port}"
     state = seed_states(tmp_path)[4]  # example 5: the R2.3 and R2.1 picks
     with DuckDBEngine() as duck:

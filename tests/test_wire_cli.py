@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import pybroker
+from pybroker.chaos.ports import free_port
 
 pytestmark = pytest.mark.cli
 
@@ -92,12 +93,6 @@ def test_serve_on_a_taken_port_fails_with_one_line(tmp_path):
 
 
 # -- the endpoint the instance file defines (CREATE ENDPOINT on master) -----------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def define_endpoint(path, tsql: str) -> None:

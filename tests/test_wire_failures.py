@@ -4,9 +4,8 @@ P8, R5, C4), and a 50 MB message in fragments."""
 
 from __future__ import annotations
 
-import socket
-
 import pybroker
+from pybroker.chaos.ports import free_port
 from pybroker.conversation.remote import STATUS_BROKER_NOT_HERE, STATUS_FORWARDING_OFF
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
@@ -28,12 +27,6 @@ def events(inst: pybroker.Instance, subclass: str) -> list[str]:
     return [d for (d,) in inst.sql(
         "SELECT description FROM sys.broker_events WHERE subclass = ? ORDER BY event_id",
         [subclass]).fetchall()]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_50_mb_message_crosses_in_fragments(tmp_path):

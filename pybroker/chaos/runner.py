@@ -25,7 +25,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.chaos import checker, proxy
+from pybroker.chaos.ports import free_port
 from pybroker.chaos.workload import check_body, links, split
 from pybroker.errors import BrokerError
 
@@ -85,12 +85,6 @@ class Node:
     pauses: int = 0
     starts: int = 0
     unexpected_exits: list[int] = field(default_factory=list)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _child_env() -> dict[str, str]:

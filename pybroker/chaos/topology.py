@@ -31,7 +31,8 @@ from typing import Any
 
 from pybroker.chaos import checker, runner
 from pybroker.chaos.checker_failover import Failover, check_failover
-from pybroker.chaos.runner import ChaosRun, Node, Options, free_port
+from pybroker.chaos.ports import free_port
+from pybroker.chaos.runner import ChaosRun, Node, Options
 from pybroker.chaos.workload import split
 from pybroker.errors import BrokerError
 
