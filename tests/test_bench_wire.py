@@ -47,6 +47,10 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert 0 < floor["p50_ms"] <= floor["p99_ms"]
     assert p["ratio_floor_p50"] == p["p50_ms"] / floor["p50_ms"]
     assert p["ratio_floor_p99"] == p["p99_ms"] / floor["p99_ms"]
+    paced_floor = report["paced_floor"]  # the same commits at (c)'s pace, pipelined
+    assert 0 < paced_floor["p50_ms"] <= paced_floor["p99_ms"]
+    assert paced_floor["messages_per_transaction"] >= 1
+    assert p["ratio_paced_floor_p50"] == p["p50_ms"] / paced_floor["p50_ms"]
     # where the time goes: every step of the way, each measured (the frame leaves during
     # the SEND's commit, so that step may be below 0; the others follow one another)
     assert {f"stage_{name}_p50_ms" for name, _ in wire.STAGES} <= set(p)
@@ -72,6 +76,7 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert "storage floor (the SEND's, the arrival's and the RECEIVE's durable commits" in text
     assert "(e) (b)'s workload through a forwarder (A -> F -> B, three processes)" in text
     assert "where the time goes, p50 of each step from the SEND: SEND committed " in text
+    assert "the same commits at the same pace (1,000/s; the receiver's arrival and " in text
 
 
 def test_the_forwarded_case_reports_its_ratio_and_the_forwarders_memory(report):

@@ -33,7 +33,12 @@ decoded by ``FrameDecoder`` at the far end (no MAC, no DuckDB, no acknowledgemen
 For (c) also the storage floor: the three durable commits a message's path needs in a
 row (the SEND's, the arrival's, the RECEIVE's), each one bare-table statement and a COMMIT
 on two instance files in one thread (``_commit_floor``): no design that commits each step
-durably on DuckDB gets under it.
+durably on DuckDB gets under it. And the same three commits at (c)'s pace
+(``_paced_floor``): a sender thread commits the messages due, an arrival thread commits
+what it was handed, a RECEIVE thread takes and commits what arrived; the receiver's two
+share one connection, as an instance's arrivals and RECEIVEs do. At a pace where one
+message's commits in a row take longer than the gap between messages, each step must
+batch, and this floor shows what that costs before anything of pybroker's is added.
 
 Each figure is the median of ``repeat`` runs. A warm-up round (the connection's TLS
 handshake, first routing decisions) comes before the first run and is not counted.
@@ -119,6 +124,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
                     add("raw_large", pair.raw(sizes["large"], LARGE_BYTES))
                     add("commit_floor", _commit_floor(folder, min(sizes["paced"],
                                                                   FLOOR_SAMPLES)))
+                    add("paced_floor", _paced_floor(folder, sizes["paced"], sizes["rate"]))
             forwarder_peak = _rss_mb(pair.pids["forwarder"], "VmHWM")
             forwarding_size_mb = pair.forwarding_size_mb
     report: dict[str, Any] = {
@@ -144,6 +150,8 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
     p["met"] = p["p50_ms"] <= TARGETS["p50_ms"] and p["p99_ms"] <= TARGETS["p99_ms"]
     p["ratio_floor_p50"] = p["p50_ms"] / report["commit_floor"]["p50_ms"]
     p["ratio_floor_p99"] = p["p99_ms"] / report["commit_floor"]["p99_ms"]
+    p["ratio_paced_floor_p50"] = p["p50_ms"] / report["paced_floor"]["p50_ms"]
+    p["ratio_paced_floor_p99"] = p["p99_ms"] / report["paced_floor"]["p99_ms"]
     p["floor_met"] = (p["ratio_floor_p50"] <= TARGETS["floor_p50_ratio"]
                       and p["ratio_floor_p99"] <= TARGETS["floor_p99_ratio"])
     g = report["large"]
@@ -167,7 +175,7 @@ def format_report(report: dict[str, Any]) -> str:
     a, b, c, d = (report[n] for n in CASES)
     la, lb, lc, ld = (report[f"local_{n}"] for n in CASES)
     rs, rp, rl = report["raw_stream"], report["raw_paced"], report["raw_large"]
-    cf, e = report["commit_floor"], report["forwarded"]
+    cf, e, pf = report["commit_floor"], report["forwarded"], report["paced_floor"]
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "MISSED"
@@ -210,6 +218,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"row, bare tables): p50 {cf['p50_ms']:.2f} ms, p99 {cf['p99_ms']:.2f} ms; "
         f"wire/floor p50 {c['ratio_floor_p50']:.1f}x, p99 {c['ratio_floor_p99']:.1f}x (target <= "
         f"{t['floor_p50_ratio']:.1f}x / {t['floor_p99_ratio']:.0f}x: {verdict(c['floor_met'])})",
+        f"    the same commits at the same pace ({s['rate']:,}/s; the receiver's arrival and "
+        f"RECEIVE on one connection, each step batching what is due): p50 "
+        f"{pf['p50_ms']:.2f} ms, p99 {pf['p99_ms']:.2f} ms, {pf['messages_per_transaction']:.2f} "
+        f"messages per RECEIVE transaction; wire/paced floor p50 "
+        f"{c['ratio_paced_floor_p50']:.1f}x, p99 {c['ratio_paced_floor_p99']:.1f}x",
         "    where the time goes, p50 of each step from the SEND: " + ", ".join(
             f"{title} {c[f'stage_{name}_p50_ms']:+.2f} ms" for name, title in STAGES
             if f"stage_{name}_p50_ms" in c),
@@ -532,6 +545,106 @@ def _commit_floor(folder: Path, total: int) -> dict[str, float]:
         for store in stores:
             store.close()
     return _percentiles_ms(samples)
+
+
+def _paced_floor(folder: Path, total: int, rate: float) -> dict[str, float]:
+    """(c)'s storage floor at (c)'s pace: the SEND's, the arrival's and the RECEIVE's bare
+    commits, each step in its own thread taking everything due or waiting (see the module's
+    docstring). Latency: the RECEIVE's commit - the time the message was due."""
+    import queue
+
+    from pybroker.storage import Store, utc_now
+
+    stores = [Store(folder / f"paced-floor-{side}.duckdb") for side in ("sender", "receiver")]
+    try:
+        for store in stores:
+            store.run("bench/create_messaging_floor.sql")
+        sender, receiver = stores
+        body, now = os.urandom(BODY_BYTES), utc_now()
+        handed: queue.Queue[tuple[int, int] | None] = queue.Queue()
+        arrived = threading.Condition()
+        state = {"arrived": 0, "taken": 0, "transactions": 0}
+        due_at = [0.0] * total
+        latencies: list[float] = []
+        failures: list[BaseException] = []
+
+        def rows(first: int, last: int) -> dict[str, Any]:
+            return {"first": first, "last": last, "conversations": 1, "body": body,
+                    "now": now}
+
+        def arrive() -> None:
+            try:
+                while (item := handed.get()) is not None:
+                    first, last = item
+                    while True:  # everything handed over meanwhile, in one transaction
+                        try:
+                            nxt = handed.get_nowait()
+                        except queue.Empty:
+                            break
+                        if nxt is None:
+                            handed.put(None)
+                            break
+                        last = nxt[1]
+                    with receiver.transaction():
+                        receiver.run("bench/insert_messaging_floor.sql", rows(first, last))
+                    with arrived:
+                        state["arrived"] = last
+                        arrived.notify()
+            except BaseException as exc:
+                failures.append(exc)
+                with arrived:
+                    arrived.notify()
+
+        def take() -> None:
+            try:
+                while state["taken"] < total and not failures:
+                    with arrived:
+                        while state["arrived"] == state["taken"] and not failures:
+                            arrived.wait(1.0)
+                        waiting = state["arrived"] - state["taken"]
+                    if failures:
+                        return
+                    with receiver.transaction():
+                        got = receiver.run("bench/delete_messaging_floor_group.sql",
+                                           {"rows": waiting})
+                    committed = time.time()
+                    if len(got) != waiting:
+                        raise RuntimeError("the paced storage floor lost a row")
+                    latencies.extend(committed - due_at[r[0]] for r in got)
+                    state["taken"] += waiting
+                    state["transactions"] += 1
+            except BaseException as exc:
+                failures.append(exc)
+
+        threads = [threading.Thread(target=arrive), threading.Thread(target=take)]
+        for thread in threads:
+            thread.start()
+        try:
+            start, sent = time.time(), 0
+            while sent < total and not failures:
+                due = min(total, int((time.time() - start) * rate) + 1)
+                if due <= sent:
+                    time.sleep(max(0.0, start + sent / rate - time.time()))
+                    continue
+                stamp = time.time()
+                for i in range(sent, due):
+                    due_at[i] = stamp
+                with sender.transaction():
+                    sender.run("bench/insert_messaging_floor.sql", rows(sent, due))
+                handed.put((sent, due))
+                sent = due
+        finally:
+            handed.put(None)
+            for thread in threads:
+                thread.join(timeout=60)
+        if failures:
+            raise failures[0]
+    finally:
+        for store in stores:
+            store.close()
+    figures = _percentiles_ms(latencies)
+    figures["messages_per_transaction"] = total / max(1, state["transactions"])
+    return figures
 
 
 def _rss_mb(pid: int, field: str = "VmRSS") -> float | None:
