@@ -120,3 +120,23 @@ def test_a_24_mb_body_crosses_between_processes_in_bounded_memory():
     assert r["receiver_growth_mb"] < 8 * 24 + 100, r
     assert r["sender_growth_mb"] < 5 * 24 + 100, r
 
+    # the storage floor of the same run: a bare DuckDB file kept the body the three ways,
+    # and each read back all of it (the copy read back counts, as RECEIVE's does)
+    floor = report["floor"]
+    assert set(floor) == {"whole", "send", "parts"}
+    for way in floor.values():
+        assert way["read_back_ratio"] >= 0.9, floor
+        assert way["memory_limit_mb"] > 24, floor
+    # committing the parts one by one keeps DuckDB's log from holding the body whole: the
+    # decisive difference between a receiver's path and an atomic SEND's
+    assert floor["parts"]["stored_ratio"] < floor["send"]["stored_ratio"], floor
+    assert floor["parts"]["stored_ratio"] < floor["whole"]["stored_ratio"], floor
+
+
+def test_the_storage_floor_refuses_an_unknown_way(tmp_path):
+    import pytest
+
+    from pybroker.bench import big_body_floor
+
+    with pytest.raises(ValueError, match="unknown way 'zip'"):
+        big_body_floor.measure("zip", tmp_path, 10)

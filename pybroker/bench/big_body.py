@@ -13,6 +13,13 @@ body cost that process, the sender's own copy of the body (made before the basel
 counted, the body RECEIVE returns counted (1x of it cannot be avoided). The comparison is
 the body's own size: growth / body.
 
+The storage floor, in the same run (``big_body_floor``): the same body kept by a bare
+DuckDB file set as an instance file is for it, each way in a fresh process: whole, as
+pybroker stores a body today; in 1 MiB parts in one transaction, as an atomic SEND of parts
+would; in 1 MiB parts each committed on its own and read back part by part, as a receiver
+that kept a message as its fragments would. Each side's growth is set beside the floor of
+its path.
+
 Figures are the median of ``repeat`` runs in the same two processes.
 """
 
@@ -22,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pybroker.bench import wire
+from pybroker.bench import big_body_floor, wire
 from pybroker.bench.routing import _machine, _median_of
 
 TARGET_RATIO = 2.0  # peak RSS growth of each side, in bodies
@@ -78,6 +85,7 @@ def run(*, body_mb: float, repeat: int = 3, retry_scale: float = 1.0) -> dict[st
         pair.warm_up()
         for _ in range(repeat):
             runs.append(pair.big(size))
+        floor = big_body_floor.run_children(Path(tmp), size)
     report: dict[str, Any] = {
         "machine": _machine(),
         "load": {"before": load_before, "after": wire._load()},
@@ -88,6 +96,10 @@ def run(*, body_mb: float, repeat: int = 3, retry_scale: float = 1.0) -> dict[st
     }
     r = report["big_body"]
     r["met"] = max(r["sender_ratio"], r["receiver_ratio"]) <= TARGET_RATIO
+    report["floor"] = {way: {"stored_ratio": f["stored"] / size,
+                             "read_back_ratio": f["read_back"] / size,
+                             "memory_limit_mb": f["memory_limit"] / 1e6}
+                       for way, f in floor.items()}
     return report
 
 
@@ -109,4 +121,18 @@ def format_report(report: dict[str, Any]) -> str:
         f"receiver {r['receiver_baseline_mb']:,.0f} MB; DuckDB's memory afterwards "
         f"(duckdb_memory()): sender {r['sender_duckdb_mb']:,.0f} MB, receiver "
         f"{r['receiver_duckdb_mb']:,.0f} MB",
+        _floor_line(report),
     ])
+
+
+def _floor_line(report: dict[str, Any]) -> str:
+    f = report["floor"]
+    whole, send, parts = f["whole"], f["send"], f["parts"]
+    return (
+        f"    storage floor (a bare DuckDB file, memory limit "
+        f"{whole['memory_limit_mb']:,.0f} MB as an instance sets it for this body): whole, "
+        f"one transaction: stored {whole['stored_ratio']:.2f}x, read back "
+        f"{whole['read_back_ratio']:.2f}x; 1 MiB parts in one transaction (an atomic "
+        f"SEND): {send['stored_ratio']:.2f}x, {send['read_back_ratio']:.2f}x; 1 MiB parts "
+        f"committed one by one, read back part by part: {parts['stored_ratio']:.2f}x, "
+        f"{parts['read_back_ratio']:.2f}x")

@@ -1,0 +1,134 @@
+"""The storage floor of ``pybroker bench wire --body-mb N``: what DuckDB alone costs in
+memory to keep one big body durably and hand it back, measured in the same run as the
+wire's figures.
+
+Each way runs in a fresh process (``python -m pybroker.bench.big_body_floor WAY FOLDER
+BYTES``), which makes the body (os.urandom, before the baseline, as the wire's sender
+does), takes its baseline (its resident set, the kernel's peak reset to it), and opens a
+bare DuckDB file set as an instance file is for such a body: one worker thread, and the
+memory limit an instance raises itself to before it binds the body
+(storage.DEFAULT_MEMORY_LIMIT + storage.BODY_ROOM x the body). No engine, no wire, no
+column encoding: one table of (part number, BLOB).
+
+- ``whole``: the body as one BLOB in one INSERT and COMMIT (as a SEND stores it, and as
+  arrivals store a message made whole), then read back with one SELECT (as RECEIVE
+  does): what pybroker's path costs before anything of its own;
+- ``send``: the body as rows of 1 MiB (the wire's fragment size) in ONE transaction, as
+  an atomic SEND of it in parts would be, read back part by part: what no SEND that
+  commits its body in one DuckDB transaction gets under (DuckDB's COMMIT writes the
+  transaction's rows to its log in one go);
+- ``parts``: the same rows, each INSERT committed on its own (as fragments arrive), read
+  back part by part (one point query each) into one buffer of the body's size: the least
+  a receiver that kept a message as its fragments would pay.
+
+Reported per way: the peak growth once the body is stored, and the peak growth once it is
+read back too (the copy read back, 1x, counted as RECEIVE's is).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pybroker import sql_templates
+from pybroker.bench.big_body_child import _status_kb, baseline
+from pybroker.storage import (
+    BODY_ROOM,
+    CHECKPOINT_THRESHOLD,
+    DEFAULT_MEMORY_LIMIT,
+    check_memory_limit,
+)
+from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE
+
+WAYS = ("whole", "send", "parts")
+
+
+def _sql(template: str) -> str:
+    return sql_templates.render(f"bench/{template}.sql")
+
+
+def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
+    """One way of storing and reading back a body of ``size`` bytes, in this process."""
+    if way not in WAYS:
+        raise ValueError(f"unknown way {way!r}: choose one of {', '.join(WAYS)}")
+    body = os.urandom(size)
+    limit = check_memory_limit(DEFAULT_MEMORY_LIMIT) + BODY_ROOM * size
+    with tempfile.TemporaryDirectory(dir=folder, prefix=f"body-floor-{way}-") as tmp:
+        con = duckdb.connect(str(Path(tmp) / "floor.duckdb"))
+        try:
+            con.execute("SET threads = 1")
+            con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+            con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
+            con.execute(_sql("create_body_floor"))
+            start = baseline()
+            if way == "whole":
+                con.execute("BEGIN TRANSACTION")
+                con.execute(_sql("insert_body_floor"), {"part_number": 0, "part": body})
+                con.execute("COMMIT")
+            else:
+                view = memoryview(body)
+                if way == "send":
+                    con.execute("BEGIN TRANSACTION")
+                for number, offset in enumerate(range(0, size, DEFAULT_FRAGMENT_SIZE)):
+                    if way == "parts":
+                        con.execute("BEGIN TRANSACTION")
+                    con.execute(_sql("insert_body_floor"), {
+                        "part_number": number,
+                        "part": view[offset:offset + DEFAULT_FRAGMENT_SIZE].tobytes()})
+                    if way == "parts":
+                        con.execute("COMMIT")
+                if way == "send":
+                    con.execute("COMMIT")
+                del view
+            stored = _status_kb("VmHWM") - start
+            del body
+            gc.collect()
+            out = bytearray(size)
+            offset = 0
+            if way == "whole":
+                row = con.execute(_sql("select_body_floor")).fetchone()
+                part = row[0] if row else b""
+                out[:len(part)] = part
+                offset = len(part)
+                del row, part
+            else:
+                for number in range(-(-size // DEFAULT_FRAGMENT_SIZE)):
+                    row = con.execute(_sql("select_body_floor_part"),
+                                      {"part_number": number}).fetchone()
+                    part = row[0] if row else b""
+                    out[offset:offset + len(part)] = part
+                    offset += len(part)
+                    del row, part
+            read_back = _status_kb("VmHWM") - start
+            if offset != size:
+                raise RuntimeError(f"the floor read back {offset} bytes of {size}")
+        finally:
+            con.close()
+    return {"way": way, "stored": stored, "read_back": read_back, "memory_limit": limit}
+
+
+def run_children(folder: Path, size: int) -> dict[str, dict[str, Any]]:
+    """Each way in its own fresh process (a clean baseline each)."""
+    results: dict[str, dict[str, Any]] = {}
+    for way in WAYS:
+        done = subprocess.run(
+            [sys.executable, "-m", "pybroker.bench.big_body_floor", way, str(folder),
+             str(size)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"the storage floor ({way}) failed: "
+                               f"{done.stderr.strip()[-2000:]}")
+        results[way] = json.loads(done.stdout.strip().splitlines()[-1])
+    return results
+
+
+if __name__ == "__main__":  # pragma: no cover
+    way_arg, folder_arg, size_arg = sys.argv[1:4]
+    print(json.dumps(measure(way_arg, Path(folder_arg), int(size_arg))))
