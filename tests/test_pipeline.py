@@ -483,7 +483,9 @@ def test_bench_pipeline_report_format():
         "spark": {**engine, "seconds": 8.0, "conversations_per_s": 125_000.0,
                   "jvm_peak_rss_mb": 2000.0, "startup_seconds": 9.0, "runs": [8.0]},
         "floor": {**engine, "seconds": 1.0, "conversations_per_s": 1_000_000.0},
+        "spark_floor": {**engine, "seconds": 3.0, "runs": [3.0, 3.5]},
         "ratio_spark_to_duckdb": 4.0, "ratio_duckdb_to_floor": 2.0,
+        "ratio_spark_to_spark_floor": 8.0 / 3.0, "ratio_spark_floor_to_duckdb": 1.5,
         "checksums": {"duckdb": (1_000_000, 0xABC), "spark": (1_000_000, 0xABC)},
         "identical": True,
     }
@@ -493,6 +495,8 @@ def test_bench_pipeline_report_format():
     assert "JVM 2,000 MB" in text and "spark/duckdb:  4.00x" in text
     assert "floor:         1.00 s = 1,000,000 rows/s" in text
     assert "resolve takes 2.00x the floor" in text
+    assert "spark floor:   3.00 s (runs 3.00, 3.50): Spark's resolve takes 2.67x its " \
+        "floor; the floor alone is 1.50x DuckDB's resolve" in text
     assert "1,000,000 rows, checksum 0000000000000abc on DuckDB; Spark's identical" in text
     assert "DuckDB >= 1,000,000/s NOT met" in text and "Spark <= 3x DuckDB NOT met" in text
     assert "this is a smaller workload" in text

@@ -15,6 +15,7 @@ import urllib.request
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from pybroker.chaos.ports import free_ports
@@ -68,6 +69,23 @@ def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path):
         for row in on_spark:
             d = decision(row)
             assert check_case(state.expect[d.conversation_id], d) == [], state.name
+
+
+def test_the_bench_floor_writes_every_conversation_on_both_engines(spark_engine, tmp_path):
+    # `pybroker bench pipeline`'s floor: each conversation read and one row of the
+    # decisions' eleven columns written, nothing decided; the same rows on both engines
+    from pybroker.bench.pipeline import DECISION_COLUMNS, run_floor
+
+    work = tmp_path / "work"
+    with DuckDBEngine() as duck:
+        run_generate(duck, work, conversations=3_000, routes=40, seed="7")
+        run_floor(duck, work, tmp_path / "duck")
+    run_floor(spark_engine, work, tmp_path / "spark")
+    rows = read_rows(tmp_path / "duck")
+    assert len(rows) == 3_000 and len({r[0] for r in rows}) == 3_000
+    assert read_rows(tmp_path / "spark") == rows
+    files = sorted((tmp_path / "spark").glob("*.parquet"))
+    assert tuple(pq.read_schema(files[0]).names) == DECISION_COLUMNS
 
 
 def test_generate_workload_of_100000_conversations_gives_identical_rows(spark_engine,

@@ -10,6 +10,13 @@ executor). DuckDB runs with the pipeline's default memory limit (spilling beyond
 ``pipeline resolve`` does. Figures are medians of ``repeat`` runs; the Spark/DuckDB ratio
 compares the medians of the same invocation, and the decisions of the two engines' last
 runs are compared by a checksum of every row (they must be identical).
+
+Each engine's floor runs in the same invocation too (``run_floor``): the conversations read
+and as many rows of the decisions' eleven columns written as Parquet, nothing decided
+(sql/bench/pipeline_floor.sql), on DuckDB and on Spark (its start-up not counted, as for
+resolve). Resolve over its own engine's floor is what deciding costs there; Spark's floor
+over DuckDB's resolve says how much of the Spark/DuckDB ratio is Spark reading and writing
+the rows at all.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Any
 
 import duckdb
 
-from pybroker.pipeline.engine import DEFAULT_MEMORY_LIMIT
+from pybroker.pipeline.engine import DEFAULT_MEMORY_LIMIT, Engine
 from pybroker.pipeline.schema import CONVERSATIONS
 
 FULL = {"conversations": 10_000_000, "routes": 100_000}
@@ -39,6 +46,8 @@ SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"}
 TARGET_PER_S = 1_000_000  # DuckDB, 10M x 100k, within the default memory limit
 TARGET_PEAK_MB = 4096
 TARGET_SPARK_RATIO = 3.0
+# the measured runs: each engine's resolve and floor
+ENGINES = ("duckdb", "floor", "spark", "spark_floor")
 DECISION_COLUMNS = ("conversation_id", "outcome", "route", "address", "mirror_address",
                     "database", "broker_instance", "match_step", "choose_step", "locate_step",
                     "decided_by")
@@ -59,8 +68,8 @@ def run(
                          routes=sizes["routes"], seed="1")
         generate_s = time.perf_counter() - start
         keys = _distinct_keys(work)
-        runs: dict[str, list[dict[str, float]]] = {"duckdb": [], "floor": [], "spark": []}
-        for engine_name in ("duckdb", "floor", "spark"):
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in ENGINES}
+        for engine_name in ENGINES:
             for i in range(repeat):
                 runs[engine_name].append(
                     _child(engine_name, work, Path(tmp) / f"{engine_name}-{i}"))
@@ -87,12 +96,16 @@ def run(
         }
     report["ratio_spark_to_duckdb"] = report["spark"]["seconds"] / report["duckdb"]["seconds"]
     report["ratio_duckdb_to_floor"] = report["duckdb"]["seconds"] / report["floor"]["seconds"]
+    report["ratio_spark_to_spark_floor"] = (report["spark"]["seconds"]
+                                            / report["spark_floor"]["seconds"])
+    report["ratio_spark_floor_to_duckdb"] = (report["spark_floor"]["seconds"]
+                                             / report["duckdb"]["seconds"])
     return report
 
 
 def format_report(report: dict[str, Any]) -> str:
     m, s, d, k = report["machine"], report["sizes"], report["duckdb"], report["spark"]
-    f = report["floor"]
+    f, sf = report["floor"], report["spark_floor"]
     full = s == FULL
     rate_met = d["conversations_per_s"] >= TARGET_PER_S
     rss_met = d["peak_rss_mb"] <= TARGET_PEAK_MB
@@ -114,6 +127,9 @@ def format_report(report: dict[str, Any]) -> str:
         f"{k['conversations_per_s']:,.0f} conversations/s, peak RSS driver "
         f"{k['peak_rss_mb']:,.0f} MB + JVM {k['jvm_peak_rss_mb']:,.0f} MB, start-up "
         f"{k['startup_seconds']:.1f} s not included (runs {_runs(k)})",
+        f"spark floor:   {sf['seconds']:.2f} s (runs {_runs(sf)}): Spark's resolve takes "
+        f"{report['ratio_spark_to_spark_floor']:.2f}x its floor; the floor alone is "
+        f"{report['ratio_spark_floor_to_duckdb']:.2f}x DuckDB's resolve",
         f"spark/duckdb:  {ratio:.2f}x the time",
         f"decisions:     {rows:,} rows, checksum {checksum:016x} on DuckDB; Spark's "
         + ("identical" if report["identical"] else "DIFFERENT: "
@@ -169,8 +185,9 @@ def _child(engine: str, work: Path, out: Path) -> dict[str, float]:
 
 
 def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
-    """One resolve run in this (child) process; ``floor``: the conversations read and the
-    decisions' columns written with nothing decided (sql/bench/pipeline_floor.sql)."""
+    """One resolve run in this (child) process; ``floor`` and ``spark_floor``: the
+    conversations read and the decisions' columns written with nothing decided
+    (``run_floor``), on DuckDB and on Spark."""
     from pybroker.pipeline.engine import DuckDBEngine, SparkEngine
     from pybroker.pipeline.resolve import run_resolve
 
@@ -178,10 +195,7 @@ def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
     if engine_name == "floor":
         with DuckDBEngine() as floor:
             start = time.perf_counter()
-            floor.read_parquet("conversations", work / "conversations.parquet", CONVERSATIONS)
-            floor.stage("floor", "bench/pipeline_floor.sql", small=False,
-                        conversations="conversations")
-            floor.write("floor", out)
+            run_floor(floor, work, out)
             result["seconds"] = time.perf_counter() - start
         result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         return result
@@ -191,7 +205,10 @@ def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
     result["startup_seconds"] = time.perf_counter() - start
     try:
         start = time.perf_counter()
-        run_resolve(engine, work / "conversations.parquet", work, out)
+        if engine_name == "spark_floor":
+            run_floor(engine, work, out)
+        else:
+            run_resolve(engine, work / "conversations.parquet", work, out)
         result["seconds"] = time.perf_counter() - start
         if isinstance(engine, SparkEngine):
             pid = engine.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
@@ -200,6 +217,15 @@ def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
         engine.close()
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
+
+
+def run_floor(engine: Engine, work: Path, out: Path) -> None:
+    """The floor of ``pipeline resolve`` on ``engine``: the conversations of ``work`` read,
+    as many rows of the decisions' columns written to ``out``, nothing decided."""
+    engine.read_parquet("conversations", work / "conversations.parquet", CONVERSATIONS)
+    engine.stage("floor", "bench/pipeline_floor.sql", small=False,
+                 conversations="conversations")
+    engine.write("floor", out)
 
 
 def _vm_hwm_mb(pid: int) -> float:
@@ -224,7 +250,7 @@ def _machine() -> dict[str, Any]:
 
 if __name__ == "__main__":  # a measured child run: ENGINE WORK OUT -> one JSON line
     parser = argparse.ArgumentParser()
-    parser.add_argument("engine", choices=("duckdb", "floor", "spark"))
+    parser.add_argument("engine", choices=ENGINES)
     parser.add_argument("work", type=Path)
     parser.add_argument("out", type=Path)
     ns = parser.parse_args()
