@@ -77,6 +77,26 @@ def test_a_waiting_receive_ends_with_instance_closed(tmp_path):
         "pybroker.connect() to go on")
 
 
+@pytest.mark.parametrize("verb", ["receive_where", "get_conversation_group"])
+def test_a_waiting_filtered_receive_ends_with_instance_closed(tmp_path, verb):
+    # RECEIVE ... WHERE and GET CONVERSATION GROUP wait like RECEIVE does, and end alike
+    inst, _, b = make(tmp_path / "i.duckdb")
+    outcome = Outcome()
+    group = "6f1c2a7e-0d4b-4c55-9a8e-5b1e2d3c4f50"
+    call = ((lambda: b.receive("QB", timeout=600, conversation_group_id=group))
+            if verb == "receive_where" else (lambda: b.get_conversation_group("QB",
+                                                                              timeout=600)))
+    receiver = in_thread(call, outcome)
+    wait_until(lambda: inst._messaging._arrival._waiters, "the RECEIVE to wait")
+    inst.close(timeout=1.0)
+    receiver.join(BOUND)
+    assert not receiver.is_alive()
+    assert type(outcome.error) is InstanceClosedError
+    assert str(outcome.error).startswith(
+        "the instance was closed while RECEIVE waited for messages on queue 'QB': nothing "
+        "was received")
+
+
 def test_close_waits_for_a_transaction_in_flight_and_it_commits(tmp_path):
     path = tmp_path / "i.duckdb"
     inst, a, _ = make(path)

@@ -690,6 +690,24 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
     def _wait_ready(self, database_id: int, queue: str, deadline: float) -> None:
         params = {"database_id": database_id, "queue_name": queue}
         key = (database_id, queue)
+
+        def is_ready() -> bool:
+            # what was read ahead says when it holds every ready message of the queue
+            buffer = self._read_ahead.get(key)
+            if buffer is not None and buffer.groups:
+                return True
+            if buffer is None or not buffer.complete:
+                ready = self._store.run("conversation/count_ready_messages.sql", params)
+                return bool(ready and ready[0][0])
+            return False
+
+        self._wait_for_arrival(is_ready, queue, deadline)
+
+    def _wait_for_arrival(self, is_ready: Callable[[], bool], queue: str,
+                          deadline: float) -> None:
+        """Wait until ``is_ready()`` (asked under the store's lock) holds or the deadline
+        passes: woken by each commit that delivers (``_arrival``), and asked again at
+        least every 50 ms. A close() meanwhile ends the wait with InstanceClosedError."""
         while True:
             if self._closing:
                 raise InstanceClosedError(
@@ -697,14 +715,8 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
                     f"{queue!r}: nothing was received (what the queue holds stays in the "
                     "file); open the file again with pybroker.connect() to go on")
             with self._store._lock:
-                # what was read ahead says when it holds every ready message of the queue
-                buffer = self._read_ahead.get(key)
-                if buffer is not None and buffer.groups:
+                if is_ready():
                     return
-                if buffer is None or not buffer.complete:
-                    ready = self._store.run("conversation/count_ready_messages.sql", params)
-                    if ready and ready[0][0]:
-                        return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return

@@ -36,6 +36,8 @@ class ReceiveWhereMixin:
         def catalog(self, database_id: int) -> DatabaseCatalog: ...
         def _queue_settings(self, database_id: int, queue: str) -> QueueSettings: ...
         def _enabled_queue_settings(self, database_id: int, queue: str) -> QueueSettings: ...
+        def _wait_for_arrival(self, is_ready: Callable[[], bool], queue: str,
+                              deadline: float) -> None: ...
 
     def _receive_where(
         self, database_id: int, queue: str, max_messages: int, timeout: float,
@@ -85,16 +87,12 @@ class ReceiveWhereMixin:
     def _wait_where(self, params: dict[str, Any], deadline: float) -> None:
         """Wait until the queue holds a ready message the condition of a RECEIVE ... WHERE
         or a GET CONVERSATION GROUP keeps (``params``), or the deadline passes."""
-        while True:
-            with self._store._lock:
-                ready = self._store.run("conversation/count_ready_messages_where.sql", params)
-                if ready and ready[0][0]:
-                    return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            with self._arrival:
-                self._arrival.wait(min(remaining, 0.05))
+
+        def is_ready() -> bool:
+            ready = self._store.run("conversation/count_ready_messages_where.sql", params)
+            return bool(ready and ready[0][0])
+
+        self._wait_for_arrival(is_ready, params["queue_name"], deadline)
 
     def _take_when_ready(
         self, params: dict[str, Any], timeout: float,
