@@ -18,9 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import WireError
 from pybroker.wire import frames
@@ -28,46 +27,19 @@ from pybroker.wire.addresses import next_hop
 from pybroker.wire.adjacent import AdjacentConnection
 from pybroker.wire.forwarding import NO_PRINCIPAL, Dropped, Forwarder, ReturnPath
 from pybroker.wire.mirrored_route import is_pair_key
+from pybroker.wire.transport_host import Conn, TransportHost
 
 FORWARD_TICK = 1.0  # seconds between drops of what ran out of time, while anything is held
 
 
-class _Conn(Protocol):
-    """What forwarding uses of the transport's connection."""
-
-    closed: bool
-    core: AdjacentConnection | None
-    address: str | None  # the next hop it serves
-
-
-class _Sink(Protocol):
-    def event(self, event_class: str, subclass: str, peer: str | None,
-              conversation_id: str | None, sequence: int | None, description: str) -> None: ...
-
-
-class ForwardingIO:
+class ForwardingIO(TransportHost):
     """The forwarding methods of ``Transport`` (transport.py)."""
 
     # what the transport provides
     forwarder: Forwarder
-    sink: _Sink
-    key_id: bytes
-    clock: Callable[[], float]
     _forward_timer: asyncio.TimerHandle | None
-    _conns: Mapping[int, _Conn]
-    _outbound: Mapping[str, _Conn]
-    _loop: asyncio.AbstractEventLoop
-    _closed: bool
 
     if TYPE_CHECKING:  # pragma: no cover
-        def _call(self, fn: Callable[..., Any], *args: Any) -> None: ...
-
-        def _kick(self, address: str) -> None: ...
-
-        def _flush(self, conn: _Conn) -> None: ...
-
-        def _key(self, conn: _Conn, conversation_id: str, from_initiator: bool) -> bytes: ...
-
         def _forward_principal(self, key: str, fragment: frames.MessageFragment
                                ) -> str | None: ...
 
@@ -120,7 +92,7 @@ class ForwardingIO:
             self._kick(hop)
         self._arm_forwarding()
 
-    def _send_forwarded(self, conn: _Conn, core: AdjacentConnection, now: float) -> None:
+    def _send_forwarded(self, conn: Conn, core: AdjacentConnection, now: float) -> None:
         """The next forwarded fragment for ``conn``'s next hop, signed for that hop; its
         bytes are released once handed to the connection (R7.3)."""
         assert conn.address is not None
@@ -143,7 +115,7 @@ class ForwardingIO:
             back, n.conversation_id, n.about_initiator)), self.clock())
         self._flush(back)
 
-    def _return_connection(self, path: ReturnPath) -> _Conn | None:
+    def _return_connection(self, path: ReturnPath) -> Conn | None:
         """The connection back to the adjacent broker of a return path: the one the
         fragments came on, else one to that broker's endpoint (None: the sender resends,
         and the next copy finds the way)."""

@@ -13,16 +13,15 @@ event loop thread (but for the public calls, which any thread may make).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import WireError
 from pybroker.wire import frames
 from pybroker.wire.addresses import next_hop
-from pybroker.wire.adjacent import AdjacentConnection
 from pybroker.wire.dialog import Transmitter
 from pybroker.wire.mirrored_route import Change, MirroredRoutes, ProbeOut
+from pybroker.wire.transport_host import Conn, TransportHost
 
 EVENT_CLASS = "Broker:Mirrored Route State Changed"  # trace event 144
 STATUS_NO_PRINCIPAL = (
@@ -30,55 +29,21 @@ STATUS_NO_PRINCIPAL = (
     "principal; nothing is sent until one does (both are asked again).")
 
 
-class _Conn(Protocol):
-    """What mirroring uses of the transport's connection."""
-
-    conn_id: int
-    closed: bool
-    core: AdjacentConnection | None
-    address: str | None
-    peer_key_id: bytes
-
-
-class _Sink(Protocol):
-    def event(self, event_class: str, subclass: str, peer: str | None,
-              conversation_id: str | None, sequence: int | None, description: str) -> None: ...
-
-    def status(self, handles: list[str], text: str) -> None: ...
-
-    def probe(self, connection: int, probe: frames.Probe) -> None: ...
-
-
-class MirroringIO:
+class MirroringIO(TransportHost):
     """The mirrored-route methods of ``Transport`` (transport.py)."""
 
     # what the transport provides
     mirrors: MirroredRoutes
     transmitter: Transmitter
-    sink: _Sink
-    key_id: bytes
-    clock: Callable[[], float]
     _mirror_timer: asyncio.TimerHandle | None
     _probes_waiting: dict[str, list[ProbeOut]]
-    _conns: Mapping[int, _Conn]
-    _outbound: Mapping[str, _Conn]
-    _loop: asyncio.AbstractEventLoop
-    _closed: bool
 
     if TYPE_CHECKING:  # pragma: no cover
-        def _call(self, fn: Callable[..., Any], *args: Any) -> None: ...
-
-        def _kick(self, address: str) -> None: ...
-
-        def _flush(self, conn: _Conn) -> None: ...
-
         def _ensure_outbound(self, address: str) -> None: ...
 
         def _arm(self) -> None: ...
 
-        def _key(self, conn: _Conn, conversation_id: str, from_initiator: bool) -> bytes: ...
-
-        def _corrupted(self, conn: _Conn, conversation_id: str, sequence: int,
+        def _corrupted(self, conn: Conn, conversation_id: str, sequence: int,
                        what: str) -> None: ...
 
     # -- calls from the engine (any thread) -------------------------------------------
@@ -145,7 +110,7 @@ class MirroringIO:
                 self._ensure_outbound(probe.hop)
         self._arm_mirrors()
 
-    def _send_probe(self, conn: _Conn, probe: ProbeOut) -> None:
+    def _send_probe(self, conn: Conn, probe: ProbeOut) -> None:
         assert conn.core is not None
         question = frames.Probe(probe.probe_id, probe.service, probe.broker_instance, False,
                                 "", self.key_id)
@@ -156,13 +121,13 @@ class MirroringIO:
             return  # again (the route's messages cannot go either)
         self._flush(conn)
 
-    def _probes_for(self, conn: _Conn) -> None:
+    def _probes_for(self, conn: Conn) -> None:
         """``conn`` logged in: the probes that waited for it go now."""
         if conn.address is not None:
             for probe in self._probes_waiting.pop(conn.address, []):
                 self._send_probe(conn, probe)
 
-    def _probe_received(self, conn: _Conn, probe: frames.Probe) -> None:
+    def _probe_received(self, conn: Conn, probe: frames.Probe) -> None:
         if probe.key_id != conn.peer_key_id or not frames.verify(
                 probe, self._key(conn, probe.probe_id, not probe.is_answer)):
             self._corrupted(conn, probe.probe_id, 0, "probe")
@@ -190,7 +155,7 @@ class MirroringIO:
         self._mirror_changes(self.mirrors.on_unreachable(hop, self.clock(), why))
         self._send_probes()
 
-    def _mirror_refused(self, conn: _Conn, notice: frames.Notice) -> None:
+    def _mirror_refused(self, conn: Conn, notice: frames.Notice) -> None:
         """A refusal from a MIRROR database: its partner may be principal now (R9.3)."""
         hop = conn.address
         if hop is None and conn.core is not None and conn.core.peer is not None:
