@@ -17,7 +17,8 @@ the I/O.
   background thread); it feeds bytes to the core and hands arrivals to the messaging engine.
   Its parts by concern: ``transport_forwarding`` (forwarding's I/O),
   ``transport_mirroring`` (mirrored routes' probes), ``transport_sockets`` (the words for
-  sockets and their errors), ``transport_settings`` (its settings and its sink);
+  sockets and their errors), ``transport_settings`` (its settings and its sink),
+  ``transport_host`` (what the parts rely on of the transport);
   ``addresses`` parses endpoint addresses.
 
 The core takes ``now`` (epoch seconds) as an argument and exposes its deadlines with
