@@ -69,44 +69,32 @@ def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
             con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
             con.execute(_sql("create_body_floor"))
             start = baseline()
-            if way == "whole":
-                con.execute("BEGIN TRANSACTION")
-                con.execute(_sql("insert_body_floor"), {"part_number": 0, "part": body})
-                con.execute("COMMIT")
-            else:
-                view = memoryview(body)
-                if way == "send":
+            # "whole" is one part of the body's size; the other ways, parts of 1 MiB
+            step = max(size, 1) if way == "whole" else DEFAULT_FRAGMENT_SIZE
+            count = -(-size // step)
+            view = memoryview(body)
+            for number in range(count):
+                if way == "parts" or number == 0:
                     con.execute("BEGIN TRANSACTION")
-                for number, offset in enumerate(range(0, size, DEFAULT_FRAGMENT_SIZE)):
-                    if way == "parts":
-                        con.execute("BEGIN TRANSACTION")
-                    con.execute(_sql("insert_body_floor"), {
-                        "part_number": number,
-                        "part": view[offset:offset + DEFAULT_FRAGMENT_SIZE].tobytes()})
-                    if way == "parts":
-                        con.execute("COMMIT")
-                if way == "send":
+                con.execute(_sql("insert_body_floor"), {
+                    "part_number": number,
+                    "part": body if count == 1 else view[number * step:(number + 1) * step]
+                    .tobytes()})
+                if way == "parts" or number == count - 1:
                     con.execute("COMMIT")
-                del view
+            del view
             stored = _status_kb("VmHWM") - start
             del body
             gc.collect()
             out = bytearray(size)
             offset = 0
-            if way == "whole":
-                row = con.execute(_sql("select_body_floor")).fetchone()
+            for number in range(count):
+                row = con.execute(_sql("select_body_floor_part"),
+                                  {"part_number": number}).fetchone()
                 part = row[0] if row else b""
-                out[:len(part)] = part
-                offset = len(part)
+                out[offset:offset + len(part)] = part
+                offset += len(part)
                 del row, part
-            else:
-                for number in range(-(-size // DEFAULT_FRAGMENT_SIZE)):
-                    row = con.execute(_sql("select_body_floor_part"),
-                                      {"part_number": number}).fetchone()
-                    part = row[0] if row else b""
-                    out[offset:offset + len(part)] = part
-                    offset += len(part)
-                    del row, part
             read_back = _status_kb("VmHWM") - start
             if offset != size:
                 raise RuntimeError(f"the floor read back {offset} bytes of {size}")
