@@ -16,7 +16,6 @@ from pybroker.routing.definition import check_name
 
 if TYPE_CHECKING:  # pragma: no cover
     import contextlib
-    import threading
 
     from pybroker.conversation.catalog import DatabaseCatalog, QueueSettings
     from pybroker.conversation.unit_of_work import UnitOfWork
@@ -27,7 +26,6 @@ class ReceiveWhereMixin:
     """The filtered RECEIVE and GET CONVERSATION GROUP of Messaging."""
 
     _store: Store
-    _arrival: threading.Condition
     queue_watcher: Any  # engine.py's QueueWatcher (activation), while it runs
 
     if TYPE_CHECKING:  # pragma: no cover
