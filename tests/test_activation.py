@@ -207,8 +207,12 @@ def test_readers_are_added_while_the_queue_stays_behind_up_to_max_queue_readers(
         inst.start_activation(check_interval=0.05)
         send(a, *[b"m%d" % i for i in range(200)])
         # the slow readers never empty the queue: one more per check, up to three
-        wait_for(lambda: inst.sql("SELECT count(*) FROM sys.dm_broker_activated_tasks"
-                                  ).fetchone() == (3,), what="three readers")
+        tasks = "SELECT count(*) FROM sys.dm_broker_activated_tasks"
+        wait_for(lambda: inst.sql(tasks).fetchone() == (3,), what="three readers")
+        # a task is listed as it is started, a moment before its callable runs
+        wait_for(lambda: handlers.calls.count("slow") == 3, what="three callables")
+        time.sleep(0.3)  # six more checks: still behind, but at max_queue_readers
+        assert inst.sql(tasks).fetchone() == (3,)
         assert handlers.calls.count("slow") == 3
         handlers.release.set()
 
