@@ -309,8 +309,9 @@ class ObjectDDLMixin:
                     f"queue {name!r} is used by service(s) {', '.join(users)} in database "
                     f"{self.name!r}; drop them or move them (ALTER SERVICE ... ON QUEUE) first")
             params = {"database_id": self.database_id, "name": name}
-            self._store.run("instance/delete_queue_messages.sql",
-                            {"database_id": self.database_id, "queue_name": name})
+            of_queue = {"database_id": self.database_id, "queue_name": name}
+            self._store.run("instance/delete_queue_fragments.sql", of_queue)
+            self._store.run("instance/delete_queue_messages.sql", of_queue)
             self._store.run("instance/delete_queue.sql", params)
 
     def queues(self) -> list[Queue]:

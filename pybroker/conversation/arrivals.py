@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pybroker.conversation import columns
+from pybroker.conversation import columns, message_parts
 from pybroker.conversation.endpoint import Endpoint
 from pybroker.conversation.handles import new_handle
 from pybroker.conversation.model import STATUS_QUEUE_DISABLED, Router
@@ -41,7 +41,6 @@ from pybroker.conversation.system_messages import (
     REMOTE_ENDPOINT_CLOSED,
     _parse_error,
 )
-from pybroker.errors import WireError
 from pybroker.wire import dialog
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
 from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE, pair_key
@@ -178,11 +177,13 @@ class Arrivals:
         self.event_listener: Callable[[str, str, str | None, str], None] | None = None
         # (conversation_id, is_initiator) -> handle of an endpoint that talks to the network
         self._index: dict[tuple[str, bool], str] = {}
-        # endpoint -> sequence -> fragments held in message_fragments
-        self._fragments: dict[str, dict[int, set[int]]] = {}
+        # endpoint -> sequence -> fragment number -> its size, held in message_fragments
+        self._fragments: dict[str, dict[int, dict[int, int]]] = {}
         # endpoint -> sequence -> (message type, end, error) of whole messages held (status 2)
         self._held: dict[str, dict[int, tuple[str, bool, bool]]] = {}
         self.inbound_waiting = False
+        # message_fragments may hold rows (END CONVERSATION then deletes an endpoint's)
+        self.fragments_kept = False
         # during a batch of arrivals: what _prefetch found of the sides it names
         self._prefetched: dict[tuple[str, bool], list[tuple[str, int]]] | None = None
         self._event_id = 0
@@ -219,6 +220,10 @@ class Arrivals:
             self._index = {key: h for key, h in self._index.items()
                            if (ep := endpoints.get(h)) is not None and not ep.persisted}
         self._index[(conversation_id, is_initiator)] = handle
+
+    def drop_fragments(self, handle: str) -> None:
+        """The endpoint ended: the fragments it held are deleted (end_conversation.py)."""
+        self._fragments.pop(handle, None)
 
     def forget(self, ep: Endpoint) -> None:
         """``ep`` sends nothing more (an error, cleanup): stop its retransmissions."""
@@ -411,24 +416,27 @@ class Arrivals:
             return  # P3.2, P5.4: acknowledged again, not queued again
         now = m._now()
         if kind == dialog.FRAGMENT:
-            uow.sql("wire/insert_message_fragment.sql", {
-                "database_id": database_id, "conversation_handle": handle,
-                "message_sequence_number": f.sequence, "fragment_number": f.fragment_number,
-                "fragment_count": f.fragment_count, "message_size": f.message_size,
-                "message_type_name": f.message_type, "validation": f.validation,
-                "is_end_of_dialog": f.is_end_of_dialog, "is_conversation_error": f.is_error,
-                "message_body": bytes(f.body), "arrival_time": now})
-            self._fragments.setdefault(handle, {}).setdefault(f.sequence, set()).add(
-                f.fragment_number)
+            self._keep_fragment(uow, database_id, handle, f, now)
+            self._fragments.setdefault(handle, {}).setdefault(f.sequence, {})[
+                f.fragment_number] = len(f.body)
             if ep.state is None:  # SI: the first message is incomplete (C1)
                 ep.state = transition(ep.role, None, "receive_fragment").state
             ep.receive_sequence_frag = len(self._fragments[handle][f.sequence])
             uow.touch(ep)
             return
+        parts = None
+        body: bytes | None
         if f.fragment_count == 1:
             body = bytes(f.body)
         else:  # the last fragment: the message is whole
-            body = _reassemble(uow, handle, f, held_frags)
+            if kind != dialog.HOLD and not (f.is_end_of_dialog or f.is_error):
+                # into its queue as its fragments (message_parts.py), unless _accept
+                # finds it goes elsewhere
+                self._check_kept(f, held_frags)
+                self._keep_fragment(uow, database_id, handle, f, now)
+                body, parts = None, f.fragment_count
+            else:  # held, or an end or error message (its body is read): made whole
+                body = _reassemble(uow, handle, f, held_frags)
             frags = self._fragments.get(handle)
             if frags is not None:
                 frags.pop(f.sequence, None)
@@ -436,11 +444,33 @@ class Arrivals:
                     del self._fragments[handle]
             ep.receive_sequence_frag = 0
         if kind == dialog.HOLD:
+            assert body is not None
             self._hold(uow, ep, catalog, f, body, now)
             return
         self._accept(uow, ep, catalog, f.sequence, f.message_type, f.validation, body,
-                     f.is_end_of_dialog, f.is_error, now, arrival, replies)
+                     f.is_end_of_dialog, f.is_error, now, arrival, replies, parts)
         self._release(uow, ep, catalog, now, arrival, replies)
+
+    def _keep_fragment(self, uow: UnitOfWork, database_id: int, handle: str,
+                       f: MessageFragment, now: datetime) -> None:
+        """P4.4: one fragment of a message into message_fragments, durable before it is
+        acknowledged."""
+        uow.sql("wire/insert_message_fragment.sql", {
+            "database_id": database_id, "conversation_handle": handle,
+            "message_sequence_number": f.sequence, "fragment_number": f.fragment_number,
+            "fragment_count": f.fragment_count, "message_size": f.message_size,
+            "message_type_name": f.message_type, "validation": f.validation,
+            "is_end_of_dialog": f.is_end_of_dialog, "is_conversation_error": f.is_error,
+            "message_body": bytes(f.body), "arrival_time": now})
+        self.fragments_kept = True
+
+    @staticmethod
+    def _check_kept(f: MessageFragment, held: dict[int, int] | tuple[()]) -> None:
+        """The last fragment ``f`` and those held (number -> size) make a whole message,
+        or a WireError refuses ``f``."""
+        step = message_parts.fragment_step(f, held)
+        for number, length in (*dict(held).items(), (f.fragment_number, len(f.body))):
+            message_parts.check_size(f, step, number, length)
 
     def _began_elsewhere(self, f: MessageFragment, database_id: int) -> bool:
         """R9: whether a later message from an initiator, for a conversation this database
@@ -512,10 +542,22 @@ class Arrivals:
         return ep
 
     def _accept(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, seq: int, mtype: str,
-                validation: str, body: bytes, is_end: bool, is_error: bool, now: datetime,
-                arrival: Arrival, replies: _Replies) -> None:
+                validation: str, body: bytes | None, is_end: bool, is_error: bool,
+                now: datetime, arrival: Arrival, replies: _Replies,
+                parts: int | None = None) -> None:
         """The next message in sequence, whole: the endpoint's event (C1), then the queue
-        (or, the queue being OFF, the receiving database's transmission queue, P8)."""
+        (or, the queue being OFF, the receiving database's transmission queue, P8).
+        ``parts``: the body is not here but kept as that many fragments (message_parts.py);
+        if the message does not go into a queue, they are read back or deleted."""
+        if not self._enqueue(uow, ep, catalog, seq, mtype, validation, body, is_end,
+                             is_error, now, arrival, replies, parts) and parts is not None:
+            message_parts.delete(uow, ep.conversation_handle, seq)
+
+    def _enqueue(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, seq: int, mtype: str,
+                 validation: str, body: bytes | None, is_end: bool, is_error: bool,
+                 now: datetime, arrival: Arrival, replies: _Replies, parts: int | None
+                 ) -> bool:
+        """_accept's work; whether the message went into a queue."""
         m = self.m
         event = ("receive_end_dialog" if is_end
                  else "receive_error" if is_error else "receive_message")
@@ -526,7 +568,7 @@ class Arrivals:
             if t is None:
                 ep.receive_sequence = seq + 1  # taken (and acknowledged), but discarded
                 uow.touch(ep)
-                return
+                return False
         if ep.state is None:
             self.m._endpoints[ep.conversation_handle] = ep
         ep.state = t.state
@@ -537,19 +579,22 @@ class Arrivals:
             self.forget(ep)
         uow.touch(ep)
         if not t.enqueue:
-            return
+            return False
         queue = catalog.services.get(ep.service_name)
         if queue is None:
-            return
+            return False
         settings = catalog.queues.get(queue)
         if settings is not None and not settings.status:
+            if parts is not None:  # waits whole in the transmission queue (P8)
+                body = message_parts.read_body(uow, ep.conversation_handle, seq, parts)
+            assert body is not None
             uow.inbound_rows.append((
                 ep.database_id, ep.conversation_handle, seq, len(body), ep.service_name,
                 catalog.broker_instance, ep.far_service, ep.service_contract_name, mtype,
                 validation, is_end, is_error, ep.priority, now, body,
                 STATUS_QUEUE_DISABLED))
             self.inbound_waiting = True
-            return
+            return False
         if self.inbound_waiting and uow.sql("wire/count_inbound_of.sql", {
                 "conversation_handle": ep.conversation_handle})[0][0]:
             # the queue was turned ON and its earlier arrivals still wait (the release runs
@@ -558,7 +603,8 @@ class Arrivals:
         uow.enqueue((
             ep.database_id, queue, m._next_order(), 1, ep.priority, ep.conversation_group_id,
             ep.conversation_handle, seq, ep.service_name, ep.service_contract_name, mtype,
-            validation, body, now))
+            validation, body, now), parts)
+        return True
 
     def _hold(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, f: MessageFragment,
               body: bytes, now: datetime) -> None:
@@ -684,31 +730,19 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     message_fragments in one scan, row by row, each written at its place in one buffer of
     the message's size; then they are deleted. A large message costs one body's worth of
     memory in Python, not the three of taking every fragment out as a list and joining it.
-    Every fragment but the last has the sender's fragment size (P4.1), so fragment n
-    starts at n times that size, whatever order the rows come in."""
-    count, size = f.fragment_count, f.message_size
-    refused = WireError(  # the batch is retried one by one; this one is refused
-        f"the fragments of message {f.sequence} do not make a whole message of "
-        f"{size} bytes in {count} fragments")
-    if set(held) | {f.fragment_number} != set(range(count)):
-        raise refused
-    if f.fragment_number == count - 1:
-        step, rest = divmod(size - len(f.body), count - 1)
-        if rest:
-            raise refused
-    else:
-        step = len(f.body)
+    (A message that goes straight into its queue is not made whole: message_parts.py.)"""
+    step = message_parts.fragment_step(f, held)
     out = io.BytesIO()
-    if size:  # sized once: getvalue() then hands over this buffer without copying it
-        out.seek(size - 1)
+    if f.message_size:  # sized once: getvalue() then hands over this buffer uncopied
+        out.seek(f.message_size - 1)
         out.write(b"\0")
     seen: set[int] = set()
 
     def place(number: int, body: bytes | memoryview | None) -> None:
         body = body or b""
-        expected = size - step * (count - 1) if number == count - 1 else step
-        if not 0 <= number < count or number in seen or len(body) != expected:
-            raise refused
+        if number in seen or not 0 <= number < f.fragment_count:
+            raise message_parts.not_whole(f)
+        message_parts.check_size(f, step, number, len(body))
         seen.add(number)
         out.seek(number * step)
         out.write(body)
@@ -719,7 +753,7 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     uow.m._store.each_row("wire/select_message_fragments.sql", key,
                           lambda row: place(row[0], row[1]))
     place(f.fragment_number, f.body)
-    if len(seen) != count:
-        raise refused
+    if len(seen) != f.fragment_count:
+        raise message_parts.not_whole(f)
     uow.sql("wire/delete_message_fragments.sql", key)
     return out.getvalue()

@@ -80,8 +80,7 @@ class EndConversationMixin:
             if ep.persisted:  # END removes the endpoint's messages from its queue
                 uow.queue_rows = [r for r in uow.queue_rows if r[6] != ep.conversation_handle]
                 uow.forget_read_ahead()
-                uow.sql("conversation/delete_endpoint_messages.sql",
-                        {"conversation_handle": ep.conversation_handle})
+                self._delete_endpoint_messages(uow, ep.conversation_handle)
             if error is not None:
                 self._drop_transmissions(uow, ep)  # C4: an error drops what waits
                 ep.error_code, ep.error_description = error, description
@@ -98,6 +97,14 @@ class EndConversationMixin:
                                True)
                 self._dispatch(uow, ep, [message])
 
+    def _delete_endpoint_messages(self, uow: UnitOfWork, handle: str) -> None:
+        """END: the endpoint's messages leave its queue, and any fragments it holds (of
+        messages being reassembled or kept as their fragments, P4.4) leave with them."""
+        uow.sql("conversation/delete_endpoint_messages.sql", {"conversation_handle": handle})
+        if self.remote.fragments_kept:
+            uow.sql("wire/delete_endpoint_fragments.sql", {"conversation_handle": handle})
+            self.remote.drop_fragments(handle)
+
     def _cleanup(self, uow: UnitOfWork, ep: Endpoint) -> None:
         """WITH CLEANUP: this side goes, with its queued and waiting messages (C4)."""
         handle = ep.conversation_handle
@@ -109,7 +116,7 @@ class EndConversationMixin:
         uow.dirty.pop(handle, None)
         params = {"conversation_handle": handle}
         if ep.persisted:
-            uow.sql("conversation/delete_endpoint_messages.sql", params)
+            self._delete_endpoint_messages(uow, handle)
             uow.sql("conversation/delete_transmission_queue_of.sql", params)
             uow.sql("conversation/delete_conversation_endpoint.sql", params)
         self._endpoints.pop(handle, None)

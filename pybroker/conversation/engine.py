@@ -48,7 +48,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 from xml.parsers import expat
 
-from pybroker.conversation import columns
+from pybroker.conversation import columns, message_parts
 from pybroker.conversation.catalog_cache import CatalogMixin
 from pybroker.conversation.delivery import BACKOFF as BACKOFF
 from pybroker.conversation.delivery import UNSEQUENCED as UNSEQUENCED
@@ -170,6 +170,8 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
         # change to queue_messages goes through this engine: a delivery extends it, END,
         # DROP QUEUE or a rollback drops it).
         self._read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
+        # read ahead with a body kept as fragments: queuing order -> (handle, sequence)
+        self._kept_as_fragments: dict[int, tuple[str, int]] = {}
         # Queues received from by a RECEIVE in its own transaction: the next such RECEIVE
         # reads ahead too (a loop of them costs a statement and a commit per call).
         self._receive_loops: set[tuple[int, str]] = set()
@@ -620,9 +622,9 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
                         self._receive_loops.add(key)
                     template = ("conversation/retain_received_messages.sql"
                                 if settings.retention else "conversation/receive_messages.sql")
-                    rows = uow.sql(template, {
+                    rows = message_parts.with_bodies(uow, uow.sql(template, {
                         "database_id": database_id, "queue_name": queue,
-                        "max_messages": max_messages})
+                        "max_messages": max_messages}), taken=not settings.retention)
                     rows.sort(key=lambda r: r[0])
                 else:
                     rows = self._receive_read_ahead(uow, key, max_messages, settings.retention)
@@ -664,22 +666,40 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
                 del self._read_ahead[key]
                 template = ("conversation/retain_received_messages.sql" if retention
                             else "conversation/receive_messages.sql")
-                rows = uow.sql(template, {"database_id": key[0], "queue_name": key[1],
-                                          "max_messages": max_messages})
+                rows = message_parts.with_bodies(uow, uow.sql(template, {
+                    "database_id": key[0], "queue_name": key[1],
+                    "max_messages": max_messages}), taken=not retention)
                 rows.sort(key=lambda r: r[0])
                 return rows
         (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
+        kept = self._kept_as_fragments
+        if kept:  # their fragments leave with them (message_parts.py)
+            for r in rows:
+                message = kept.pop(r[0], None)
+                if message is not None and not retention:
+                    uow.taken_fragments.append(message)
         return rows
 
-    @staticmethod
-    def _with_bodies(uow: UnitOfWork, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """Rows of select_ready_messages.sql with each body in its place (column 5)."""
+    def _with_bodies(self, uow: UnitOfWork, rows: list[tuple[Any, ...]]
+                     ) -> list[tuple[Any, ...]]:
+        """Rows of select_ready_messages.sql with each body in its place (column 5); a
+        body kept as fragments is read back (message_parts.py), and its message noted in
+        ``_kept_as_fragments`` until RECEIVE takes it."""
         if not rows:
             return rows
         orders = [r[0] for r in rows]
-        bodies = dict(uow.sql("conversation/select_message_bodies.sql", {
-            "low": min(orders), "high": max(orders), "queuing_order": columns.ints(orders)}))
-        return [(*r[:5], bodies[r[0]], *r[5:]) for r in rows]
+        bodies = {order: (body, parts) for order, body, parts in uow.sql(
+            "conversation/select_message_bodies.sql", {
+                "low": min(orders), "high": max(orders),
+                "queuing_order": columns.ints(orders)})}
+        out = []
+        for r in rows:
+            body, parts = bodies[r[0]]
+            if parts:
+                body = message_parts.read_body(uow, r[1], r[3], parts)
+                self._kept_as_fragments[r[0]] = (r[1], r[3])
+            out.append((*r[:5], body, *r[5:]))
+        return out
 
     def _read_ahead_ready(self, key: tuple[int, str]) -> bool:
         """Whether messages read ahead from the queue are ready (then it has some)."""

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pybroker.conversation import message_parts
 from pybroker.conversation.model import Message
 from pybroker.errors import InvalidArgumentError
 from pybroker.routing.definition import check_name
@@ -69,7 +70,9 @@ class ReceiveWhereMixin:
             uow.forget_read_ahead()
             template = ("conversation/retain_received_messages_where.sql"
                         if settings.retention else "conversation/receive_messages_where.sql")
-            rows = uow.sql(template, {**params, "max_messages": max_messages})
+            rows = message_parts.with_bodies(
+                uow, uow.sql(template, {**params, "max_messages": max_messages}),
+                taken=not settings.retention)
             rows.sort(key=lambda r: r[0])
             uow.received.add((database_id, queue))
             return rows

@@ -92,8 +92,9 @@ class RemoteDelivery(Arrivals):
         self._fragments.clear()
         self._held.clear()
         with store._lock:
-            for handle, seq, frag in store.run("wire/select_held_fragments.sql"):
-                self._fragments.setdefault(handle, {}).setdefault(seq, set()).add(frag)
+            for handle, seq, frag, size in store.run("wire/select_held_fragments.sql"):
+                self._fragments.setdefault(handle, {}).setdefault(seq, {})[frag] = size
+            self.fragments_kept = bool(store.run("wire/count_message_fragments.sql")[0][0])
             for handle, seq, mtype, is_end, is_error in store.run(
                     "wire/select_held_messages.sql"):
                 self._held.setdefault(handle, {})[seq] = (mtype, is_end, is_error)

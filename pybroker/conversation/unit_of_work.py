@@ -56,6 +56,10 @@ class UnitOfWork:
         # removed (or retained) at the next flush (C3).
         self.taken: list[int] = []
         self.taken_retained: list[int] = []
+        # message_parts.py: the (handle, sequence) of taken messages kept as fragments, and
+        # the number of fragments of each queue row to write that is kept so
+        self.taken_fragments: list[tuple[str, int]] = []
+        self.body_fragments: dict[int, int] = {}
         self.locked = False
         self.enqueued = False
         self.ready_queues: set[tuple[int, str]] = set()  # got ready messages (activation)
@@ -83,12 +87,17 @@ class UnitOfWork:
         else:
             self.new[ep.conversation_handle] = ep
 
-    def enqueue(self, row: tuple[Any, ...]) -> None:
-        """A message into a queue (a row of insert_queue_messages.sql), written at flush."""
+    def enqueue(self, row: tuple[Any, ...], body_fragments: int | None = None) -> None:
+        """A message into a queue (a row of insert_queue_messages.sql), written at flush;
+        ``body_fragments``: its body is kept as that many fragments (message_parts.py)."""
         self.queue_rows.append(row)
         if row[1] == ROUTE_REQUEST_QUEUE:
             self.route_replies = True  # a route request dialog ended (R8.2): settle it
         buffers = self.m._read_ahead
+        if body_fragments is not None:
+            self.body_fragments[row[2]] = body_fragments
+            buffers.pop((row[0], row[1]), None)  # RECEIVE reads it from the table
+            return
         if buffers:
             buffer = buffers.get((row[0], row[1]))
             if buffer is not None:
@@ -143,10 +152,14 @@ class UnitOfWork:
         # One SEND, or a large body: plain bound values (the encoded columns cost more for
         # one row, and copy a large body into base64 text).
         queue_rows = self.queue_rows
-        if len(queue_rows) == 1 or any(len(r[12] or b"") > LARGE_BODY for r in queue_rows):
+        if len(queue_rows) == 1 or self.body_fragments or any(
+                len(r[12] or b"") > LARGE_BODY for r in queue_rows):
+            parts = self.body_fragments
             for row in queue_rows:
-                run("conversation/insert_queue_message.sql",
-                    dict(zip(_QUEUE_COLUMNS, row, strict=True)))
+                run("conversation/insert_queue_message.sql", {
+                    **dict(zip(_QUEUE_COLUMNS, row, strict=True)),
+                    "body_fragments": parts.get(row[2])})
+            parts.clear()
         elif queue_rows:
             run("conversation/insert_queue_messages.sql", _queue_columns(queue_rows))
         if queue_rows:
@@ -156,6 +169,10 @@ class UnitOfWork:
         # C3: received messages leave with this transaction; after the inserts, since a
         # message sent and received in one transaction is taken from the read-ahead
         # (ReceiveBuffer.delivered) before it was written
+        for handle, sequence in self.taken_fragments:  # message_parts.py
+            run("wire/delete_message_fragments.sql", {
+                "conversation_handle": handle, "message_sequence_number": sequence})
+        self.taken_fragments.clear()
         if self.taken:
             run("conversation/delete_received_messages.sql",
                 {"queuing_order": columns.ints(self.taken)})

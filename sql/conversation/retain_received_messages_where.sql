@@ -5,4 +5,5 @@ WHERE queuing_order IN (
     {% include 'conversation/_first_ready_group_where.sql' %}
 )
 RETURNING queuing_order, conversation_handle, conversation_group_id, message_sequence_number,
-    message_type_name, message_body, service_name, service_contract_name
+    message_type_name, message_body, service_name, service_contract_name,
+    body_fragments

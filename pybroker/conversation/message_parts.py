@@ -1,0 +1,112 @@
+"""P4.4: a message that crossed the wire in fragments, in its queue as its fragments.
+
+When the last fragment of a message arrives in sequence for a queue that is ON, the queue
+row is written with no body and ``body_fragments`` (migrations/010); the fragments stay in
+message_fragments. RECEIVE reads the body back here, one statement per fragment into one
+buffer of the message's size, so neither DuckDB nor Python ever holds the body as one
+value besides that buffer (inserting a 100 MB body as one BLOB and reading it back costs
+three to four times its size; this, about twice). The fragments leave with the message:
+when RECEIVE takes it (the transaction's commit makes that final), when its conversation
+ends, when its queue is dropped.
+
+A message held out of order, one for a queue that is OFF (P8) and an error message are
+still made whole on arrival (arrivals.py, ``_reassemble``): they wait elsewhere first.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from pybroker.errors import StorageError, WireError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.conversation.unit_of_work import UnitOfWork
+    from pybroker.wire.frames import MessageFragment
+
+# Columns of the rows RECEIVE's statements return (receive_messages.sql and the others)
+HANDLE, SEQUENCE, BODY, BODY_FRAGMENTS = 1, 3, 5, 8
+
+
+def not_whole(f: MessageFragment) -> WireError:
+    """Why the fragments held and ``f`` are refused (the batch is then retried one by one,
+    and this arrival is refused)."""
+    return WireError(
+        f"the fragments of message {f.sequence} do not make a whole message of "
+        f"{f.message_size} bytes in {f.fragment_count} fragments")
+
+
+def fragment_step(f: MessageFragment, held: Iterable[int]) -> int:
+    """The size of every fragment but the last of the message whose last missing fragment
+    is ``f`` (``held``: the numbers of the others). Every fragment but the last has the
+    sender's fragment size (P4.1), so fragment n starts at n times the step, whatever
+    order they came in. A WireError if the numbers are not those of a whole message."""
+    count, size = f.fragment_count, f.message_size
+    numbers = [*held, f.fragment_number]
+    if len(numbers) != count or set(numbers) != set(range(count)):
+        raise not_whole(f)
+    if f.fragment_number == count - 1:
+        step, rest = divmod(size - len(f.body), count - 1)
+        if rest:
+            raise not_whole(f)
+        return step
+    return len(f.body)
+
+
+def check_size(f: MessageFragment, step: int, number: int, length: int) -> None:
+    """A WireError unless fragment ``number`` of ``f``'s message has ``length`` bytes."""
+    count = f.fragment_count
+    if length != (f.message_size - step * (count - 1) if number == count - 1 else step):
+        raise not_whole(f)
+
+
+def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
+    """The body of message ``sequence`` of endpoint ``handle``, kept as ``count``
+    fragments: read one fragment per statement into a buffer of the message's size."""
+    out: io.BytesIO | None = None
+    for number in range(count):
+        rows = uow.sql("wire/select_message_part.sql", {
+            "conversation_handle": handle, "message_sequence_number": sequence,
+            "fragment_number": number})
+        if not rows:
+            raise StorageError(
+                f"fragment {number} of the {count} of message {sequence} of conversation "
+                f"endpoint {handle} is missing from message_fragments: the message cannot "
+                "be received")
+        size, part = rows[0]
+        del rows
+        if out is None:
+            out = io.BytesIO()
+            if size:  # sized once: getvalue() hands over this buffer without copying it
+                out.seek(size - 1)
+                out.write(b"\0")
+                out.seek(0)
+        out.write(part or b"")
+        del part
+    assert out is not None  # count >= 2
+    return out.getvalue()
+
+
+def with_bodies(uow: UnitOfWork, rows: list[tuple[Any, ...]], taken: bool
+                ) -> list[tuple[Any, ...]]:
+    """Rows RECEIVE returned (receive_messages.sql and its kin) with the body of each one
+    kept as its fragments read back into its place; ``taken``: the messages left the
+    queue (not retained), so their fragments leave in the same transaction."""
+    if not any(r[BODY_FRAGMENTS] for r in rows):
+        return rows
+    out = []
+    for r in rows:
+        if r[BODY_FRAGMENTS]:
+            body = read_body(uow, r[HANDLE], r[SEQUENCE], r[BODY_FRAGMENTS])
+            if taken:
+                delete(uow, r[HANDLE], r[SEQUENCE])
+            r = (*r[:BODY], body, *r[BODY + 1:])
+        out.append(r)
+    return out
+
+
+def delete(uow: UnitOfWork, handle: str, sequence: int) -> None:
+    """The fragments of a message taken out of its queue leave with it."""
+    uow.sql("wire/delete_message_fragments.sql", {
+        "conversation_handle": handle, "message_sequence_number": sequence})

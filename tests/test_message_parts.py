@@ -1,0 +1,169 @@
+"""P4.4: a message that crossed the wire in fragments goes into its queue as its fragments
+(migrations/010, pybroker/conversation/message_parts.py). Fed straight to
+``RemoteDelivery.arrive`` (no sockets), in any order and any fragment size: RECEIVE (one
+statement, read ahead, WHERE, with RETENTION) hands out the body byte for byte, the
+fragments leave exactly when the message does (commit, END CONVERSATION, DROP QUEUE) and
+stay on a rollback, sys.queue_messages shows the body, and a reopened instance goes on."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pybroker
+from pybroker.conversation.remote import Arrival
+from pybroker.wire.frames import MessageFragment
+
+FAR_BROKER = str(uuid.UUID(int=0xFA5))
+KEPT = "SELECT count(*) FROM main.message_fragments"
+
+
+def _fragments(cid: str, seq: int, body: bytes, size: int) -> list[MessageFragment]:
+    count = max(1, -(-len(body) // size))
+    return [MessageFragment(
+        conversation_id=cid, from_initiator=True, sequence=seq, fragment_number=n,
+        fragment_count=count, message_size=len(body), from_service="FarService",
+        to_service="StockService", from_broker_instance=FAR_BROKER, to_broker_instance=None,
+        contract="DEFAULT", message_type="DEFAULT", validation="N", is_end_of_dialog=False,
+        is_error=False, priority=5, lifetime_ms=4_102_444_800_000, hops_remaining=32,
+        key_id=bytes(8), body=body[n * size:(n + 1) * size]) for n in range(count)]
+
+
+def _stock(inst: pybroker.Instance, **queue: bool) -> pybroker.Database:
+    stock = inst.create_database("Stock")
+    stock.create_queue("StockQueue", **queue)
+    stock.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
+    return stock
+
+
+def _arrive(inst: pybroker.Instance, fragments: list[MessageFragment], seed: int = 0) -> None:
+    """Each fragment in a batch of its own, in an order of ``seed``, the last one last."""
+    order = fragments[:-1]
+    random.Random(seed).shuffle(order)
+    for f in (*order, fragments[-1]):
+        inst._messaging.remote.arrive([Arrival(1, "test", f)])
+
+
+def _queue_row(inst: pybroker.Instance) -> list[tuple]:
+    return inst.sql("SELECT status, body_fragments, message_body IS NULL "
+                    "FROM main.queue_messages ORDER BY queuing_order").fetchall()
+
+
+def test_any_message_in_any_fragments_is_received_byte_for_byte():
+    with pybroker.connect(":memory:") as inst:  # one instance: a conversation per example
+        stock = _stock(inst)
+
+        @settings(max_examples=40, deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow])
+        @given(bodies=st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=4),
+               size=st.integers(1, 64), seed=st.integers(0, 2**16),
+               way=st.sampled_from(["one statement", "read ahead", "where"]))
+        def received(bodies, size, seed, way):
+            cid = str(uuid.uuid4())
+            for seq, body in enumerate(bodies):
+                _arrive(inst, _fragments(cid, seq, body, size), seed + seq)
+            # each message is in its queue: as its fragments when there were several
+            expected = [(1, c if c > 1 else None, c > 1)
+                        for c in (max(1, -(-len(b) // size)) for b in bodies)]
+            assert _queue_row(inst) == expected
+            shown = inst.sql("SELECT status_desc, message_body FROM sys.queue_messages "
+                             "ORDER BY queuing_order").fetchall()
+            assert shown == [("READY", b) for b in bodies]
+            with stock.transaction():
+                if way == "one statement":
+                    got = stock.receive("StockQueue", max_messages=len(bodies))
+                elif way == "read ahead":  # one at a time: the engine reads ahead
+                    got = [m for _ in bodies for m in stock.receive("StockQueue")]
+                else:
+                    handle = inst.sql("SELECT conversation_handle FROM main.queue_messages "
+                                      "LIMIT 1").fetchone()[0]
+                    got = stock.receive("StockQueue", max_messages=len(bodies),
+                                        conversation_handle=handle)
+            assert [m.message_body for m in got] == bodies
+            assert [m.message_sequence_number for m in got] == list(range(len(bodies)))
+            assert inst.sql(KEPT).fetchone() == (0,)
+            assert _queue_row(inst) == []
+
+        received()
+
+
+def test_a_rollback_puts_the_message_and_its_fragments_back(tmp_path):
+    body = random.Random(3).randbytes(10_000)
+    cid = str(uuid.uuid4())
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        _arrive(inst, _fragments(cid, 0, body, 1_000))
+        assert _queue_row(inst) == [(1, 10, True)]
+        with pytest.raises(RuntimeError), stock.transaction():
+            assert stock.receive("StockQueue")[0].message_body == body
+            raise RuntimeError("roll back")
+        assert inst.sql(KEPT).fetchone() == (10,)
+    # reopened: the fragments are a whole message in the queue, not one being reassembled
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        assert inst._messaging.remote._fragments == {}
+        assert inst.sql("SELECT status_desc FROM sys.queue_messages").fetchall() == [
+            ("READY",)]
+        got = inst.database("Stock").receive("StockQueue")
+        assert got[0].message_body == body
+        assert inst.sql(KEPT).fetchone() == (0,)
+
+
+def test_with_retention_the_fragments_stay_until_the_conversation_ends():
+    body = bytes(range(256)) * 10
+    cid = str(uuid.uuid4())
+    with pybroker.connect(":memory:") as inst:
+        stock = _stock(inst, retention=True)
+        _arrive(inst, _fragments(cid, 0, body, 500))
+        # and a message still being reassembled, which goes too
+        _arrive(inst, _fragments(cid, 1, body, 500)[:2])
+        got = stock.receive("StockQueue")
+        assert got[0].message_body == body
+        assert inst.sql("SELECT status_desc, message_body FROM sys.queue_messages "
+                        "ORDER BY status").fetchall() == [("RETAINED", body),
+                                                          ("INCOMPLETE", None)]
+        assert inst.sql(KEPT).fetchone() == (6 + 2,)
+        stock.conversation(got[0].conversation_handle).end()
+        assert inst.sql(KEPT).fetchone() == (0,)
+        assert inst._messaging.remote._fragments == {}
+
+
+def test_drop_queue_takes_the_fragments_of_its_messages():
+    cid = str(uuid.uuid4())
+    with pybroker.connect(":memory:") as inst:
+        stock = _stock(inst)
+        _arrive(inst, _fragments(cid, 0, b"x" * 100, 10))
+        assert inst.sql(KEPT).fetchone() == (10,)
+        stock.drop_service("StockService")
+        stock.drop_queue("StockQueue")
+        assert inst.sql(KEPT).fetchone() == (0,)
+
+
+def test_for_a_queue_that_is_off_the_message_waits_whole_and_is_received_once_on():
+    body = b"<big>" + b"y" * 5_000 + b"</big>"
+    cid = str(uuid.uuid4())
+    with pybroker.connect(":memory:") as inst:
+        stock = _stock(inst, status=False)
+        _arrive(inst, _fragments(cid, 0, body, 1_024))
+        assert inst.sql(KEPT).fetchone() == (0,)  # made whole, into the transmission queue
+        assert _queue_row(inst) == []
+        stock.alter_queue("StockQueue", status=True)
+        assert stock.receive("StockQueue", timeout=5)[0].message_body == body
+
+
+def test_fragments_of_the_wrong_sizes_are_refused_and_nothing_is_queued():
+    cid = str(uuid.uuid4())
+    with pybroker.connect(":memory:") as inst:
+        stock = _stock(inst)
+        good = _fragments(cid, 0, b"z" * 30, 10)
+        short = dataclasses.replace(good[1], body=b"z" * 9)
+        _arrive(inst, [good[0], good[2], short])  # the last to arrive is one byte short
+        assert _queue_row(inst) == []
+        assert stock.receive("StockQueue") == []
+        # the sender's retry brings the right fragment: the message goes in whole
+        _arrive(inst, [good[1]])
+        assert stock.receive("StockQueue")[0].message_body == b"z" * 30
