@@ -10,6 +10,7 @@ import tracemalloc
 import uuid
 
 import pybroker
+from pybroker.conversation import message_parts
 from pybroker.conversation.remote import Arrival
 from pybroker.wire import frames
 from pybroker.wire.dialog import Transmitter
@@ -92,9 +93,9 @@ def test_the_receiver_keeps_a_20_mb_message_as_its_fragments_and_receive_reads_t
             receive_peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        # the whole message once, and a fragment or two read back at a time: taking every
-        # fragment out at once and joining them would be two bodies or more
-        assert receive_peak < len(body) + 6 * MIB, receive_peak
+        # the whole message once, and READ_BYTES of fragments read back at a time: taking
+        # every fragment out at once and joining them would be two bodies or more
+        assert receive_peak < len(body) + message_parts.READ_BYTES + 4 * MIB, receive_peak
         assert len(got) == 1 and got[0].message_body == body
         assert inst.sql("SELECT count(*) FROM main.message_fragments").fetchone()[0] == 0
 

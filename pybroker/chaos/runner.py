@@ -439,9 +439,11 @@ class ChaosRun:
                                          send_seq, frozenset(unacked.get(handle, ()))))
             else:
                 targets[handle] = conv_id
+        # the view puts together the bodies kept as their fragments (migrations/010)
         cur = inst.sql("SELECT conversation_handle, queuing_order, "
                        "message_sequence_number, status, message_body "
-                       "FROM main.queue_messages ORDER BY queuing_order")
+                       "FROM sys.queue_messages WHERE queuing_order IS NOT NULL "
+                       "ORDER BY queuing_order")
         while rows := cur.fetchmany(500):
             for handle, order, seq, status, body in rows:
                 b = check_body(body)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.unit_of_work import UnitOfWork
     from pybroker.wire.frames import MessageFragment
 
+READ_BYTES = 8 * 2**20  # of fragments read back per statement, about
 # Columns of the rows RECEIVE's statements return (receive_messages.sql and the others)
 HANDLE, SEQUENCE, BODY, BODY_FRAGMENTS = 1, 3, 5, 8
 
@@ -63,28 +64,33 @@ def check_size(f: MessageFragment, step: int, number: int, length: int) -> None:
 
 def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     """The body of message ``sequence`` of endpoint ``handle``, kept as ``count``
-    fragments: read one fragment per statement into a buffer of the message's size."""
-    out: io.BytesIO | None = None
-    for number in range(count):
-        rows = uow.sql("wire/select_message_part.sql", {
+    fragments: read back about READ_BYTES per statement (the first fragment alone, which
+    gives the fragment size) into one buffer of the message's size."""
+    out = io.BytesIO()
+    number, step = 0, 1
+    while number < count:
+        end = min(number + step, count)
+        rows = uow.sql("wire/select_message_parts.sql", {
             "conversation_handle": handle, "message_sequence_number": sequence,
-            "fragment_number": number})
-        if not rows:
+            "first_fragment": number, "end_fragment": end})
+        for got, size, part in rows:
+            if got != number:
+                break  # one is missing
+            part = part or b""
+            if number == 0:
+                if size:  # sized once: getvalue() hands the buffer over uncopied
+                    out.seek(size - 1)
+                    out.write(b"\0")
+                    out.seek(0)
+                step = max(1, READ_BYTES // max(len(part), 1))
+            out.write(part)
+            number += 1
+        del rows
+        if number < end:
             raise StorageError(
                 f"fragment {number} of the {count} of message {sequence} of conversation "
                 f"endpoint {handle} is missing from message_fragments: the message cannot "
                 "be received")
-        size, part = rows[0]
-        del rows
-        if out is None:
-            out = io.BytesIO()
-            if size:  # sized once: getvalue() hands over this buffer without copying it
-                out.seek(size - 1)
-                out.write(b"\0")
-                out.seek(0)
-        out.write(part or b"")
-        del part
-    assert out is not None  # count >= 2
     return out.getvalue()
 
 
