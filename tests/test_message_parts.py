@@ -167,3 +167,23 @@ def test_fragments_of_the_wrong_sizes_are_refused_and_nothing_is_queued():
         # the sender's retry brings the right fragment: the message goes in whole
         _arrive(inst, [good[1]])
         assert stock.receive("StockQueue")[0].message_body == b"z" * 30
+
+
+def test_fragments_held_across_a_restart_complete_the_message_with_their_sizes(tmp_path):
+    body = random.Random(5).randbytes(7_000)
+    cid = str(uuid.uuid4())
+    fragments = _fragments(cid, 0, body, 1_000)
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        _stock(inst)
+        _arrive(inst, fragments[:4], seed=1)
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        # read back at open with the size of each, which the last fragment is checked by
+        assert inst._messaging.remote._fragments == {
+            inst.sql("SELECT conversation_handle FROM main.message_fragments LIMIT 1"
+                     ).fetchone()[0]: {0: {n: 1_000 for n in range(4)}}}
+        assert inst.sql("SELECT status_desc FROM sys.queue_messages").fetchall() == [
+            ("INCOMPLETE",)]
+        _arrive(inst, fragments[4:], seed=2)
+        assert _queue_row(inst) == [(1, 7, True)]
+        assert inst.database("Stock").receive("StockQueue")[0].message_body == body
+        assert inst.sql(KEPT).fetchone() == (0,)
