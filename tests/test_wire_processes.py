@@ -129,7 +129,8 @@ def test_10000_messages_survive_sigkill_of_both_processes(tmp_path):
 def test_a_20_mb_message_survives_sigkill_mid_reassembly(tmp_path):
     """The fragments that arrived are kept in message_fragments across a SIGKILL of the
     receiver (and acknowledged again after the restart); a SIGKILL of the sender sends
-    the message again; the body arrives whole, once, between its neighbours (P4.4)."""
+    the message again; the body arrives whole, once, between its neighbours (P4.4), kept
+    in its queue as its fragments until RECEIVE reads it back."""
     a_file, b_file = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
     a_pem, b_pem = certificates(a_file, b_file)
     a_port, b_port = free_ports(2)
@@ -171,11 +172,21 @@ def test_a_20_mb_message_survives_sigkill_mid_reassembly(tmp_path):
         assert [(seq, status) for seq, status, _ in rows] == [(0, 1), (1, 1), (2, 1)]
         assert rows[0][2] == b"first" and rows[2][2] == b"last"
         assert rows[1][2] == bytes(range(256)) * (20 * 2**20 // 256)
-        assert b.sql("SELECT count(*) FROM main.message_fragments").fetchone()[0] == 0
+        # the big one waits in its queue as its 80 fragments, each once (message_parts.py)
+        assert b.sql("SELECT message_sequence_number, body_fragments FROM main.queue_messages "
+                     "ORDER BY queuing_order").fetchall() == [(0, None), (1, 80), (2, None)]
+        assert b.sql("SELECT count(*), count(DISTINCT fragment_number), "
+                     "min(message_sequence_number), max(message_sequence_number) "
+                     "FROM main.message_fragments").fetchone() == (80, 80, 1, 1)
         assert a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
     finally:
         a.close()
         b.close()
+    with pybroker.connect(b_file, worker=False) as b:
+        got = b.database("Stock").receive("StockQueue", max_messages=3)
+        assert [m.message_body for m in got] == [
+            b"first", bytes(range(256)) * (20 * 2**20 // 256), b"last"]
+        assert b.sql("SELECT count(*) FROM main.message_fragments").fetchone()[0] == 0
 
 
 def _serve(log: Path, file: Path, port: int, *trust: str) -> subprocess.Popen:
