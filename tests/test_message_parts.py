@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
+from pybroker.conversation import message_parts
 from pybroker.conversation.remote import Arrival
 from pybroker.wire.frames import MessageFragment
 
@@ -54,7 +55,10 @@ def _queue_row(inst: pybroker.Instance) -> list[tuple]:
                     "FROM main.queue_messages ORDER BY queuing_order").fetchall()
 
 
-def test_any_message_in_any_fragments_is_received_byte_for_byte():
+def test_any_message_in_any_fragments_is_received_byte_for_byte(monkeypatch):
+    # each fragment is kept as pieces (migrations/010): small ones here, so that a fragment
+    # has several, as a 1 MiB one has eight of PIECE_SIZE
+    monkeypatch.setattr(message_parts, "PIECE_SIZE", 7)
     with pybroker.connect(":memory:") as inst:  # one instance: a conversation per example
         stock = _stock(inst)
 
@@ -71,6 +75,9 @@ def test_any_message_in_any_fragments_is_received_byte_for_byte():
             expected = [(1, c if c > 1 else None, c > 1)
                         for c in (max(1, -(-len(b) // size)) for b in bodies)]
             assert _queue_row(inst) == expected
+            assert inst.sql(KEPT).fetchone() == (sum(  # the pieces of 7 bytes or fewer
+                -(-len(f.body) // 7) or 1 for b in bodies if len(b) > size
+                for f in _fragments(cid, 0, b, size)),)
             shown = inst.sql("SELECT status_desc, message_body FROM sys.queue_messages "
                              "ORDER BY queuing_order").fetchall()
             assert shown == [("READY", b) for b in bodies]

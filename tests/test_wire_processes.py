@@ -177,7 +177,7 @@ def test_a_20_mb_message_survives_sigkill_mid_reassembly(tmp_path):
                      "ORDER BY queuing_order").fetchall() == [(0, None), (1, 80), (2, None)]
         assert b.sql("SELECT count(*), count(DISTINCT fragment_number), "
                      "min(message_sequence_number), max(message_sequence_number) "
-                     "FROM main.message_fragments").fetchone() == (80, 80, 1, 1)
+                     "FROM main.message_fragments").fetchone() == (160, 80, 1, 1)  # 2 pieces
         assert a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
     finally:
         a.close()

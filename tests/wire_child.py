@@ -182,7 +182,10 @@ def watch_fragments(inst: pybroker.Instance) -> None:
     """The receiver says how many fragments it holds whenever that changes."""
     last = -1
     while not stop.wait(0.05):
-        held = inst.sql("SELECT count(*) FROM main.message_fragments").fetchone()[0]
+        held = inst.sql(  # each fragment is kept as pieces (migrations/010)
+            "SELECT count(*) FROM (SELECT DISTINCT conversation_handle, "
+            "message_sequence_number, fragment_number FROM main.message_fragments)"
+        ).fetchone()[0]
         if held != last:
             say(f"fragments {held}")
             last = held

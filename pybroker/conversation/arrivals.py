@@ -454,14 +454,19 @@ class Arrivals:
     def _keep_fragment(self, uow: UnitOfWork, database_id: int, handle: str,
                        f: MessageFragment, now: datetime) -> None:
         """P4.4: one fragment of a message into message_fragments, durable before it is
-        acknowledged."""
-        uow.sql("wire/insert_message_fragment.sql", {
+        acknowledged; as pieces of at most PIECE_SIZE bytes (migrations/010)."""
+        row = {
             "database_id": database_id, "conversation_handle": handle,
             "message_sequence_number": f.sequence, "fragment_number": f.fragment_number,
             "fragment_count": f.fragment_count, "message_size": f.message_size,
             "message_type_name": f.message_type, "validation": f.validation,
             "is_end_of_dialog": f.is_end_of_dialog, "is_conversation_error": f.is_error,
-            "message_body": bytes(f.body), "arrival_time": now})
+            "arrival_time": now}
+        body = memoryview(f.body)
+        for piece, start in enumerate(range(0, max(len(body), 1), message_parts.PIECE_SIZE)):
+            uow.sql("wire/insert_message_fragment.sql", {
+                **row, "piece_number": piece,
+                "message_body": bytes(body[start:start + message_parts.PIECE_SIZE])})
         self.fragments_kept = True
 
     @staticmethod
@@ -736,24 +741,33 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     if f.message_size:  # sized once: getvalue() then hands over this buffer uncopied
         out.seek(f.message_size - 1)
         out.write(b"\0")
-    seen: set[int] = set()
+    sizes: dict[int, int] = {}
+    pieces: set[tuple[int, int]] = set()
+    piece = message_parts.PIECE_SIZE
 
-    def place(number: int, body: bytes | memoryview | None) -> None:
+    def place(number: int, at: int, body: bytes | memoryview | None) -> None:
         body = body or b""
-        if number in seen or not 0 <= number < f.fragment_count:
+        if (number, at) in pieces or not 0 <= number < f.fragment_count or at < 0 or (
+                at * piece + len(body) > step and number != f.fragment_count - 1):
             raise message_parts.not_whole(f)
-        message_parts.check_size(f, step, number, len(body))
-        seen.add(number)
-        out.seek(number * step)
+        pieces.add((number, at))
+        sizes[number] = sizes.get(number, 0) + len(body)
+        out.seek(number * step + at * piece)
         out.write(body)
 
     key = {"conversation_handle": handle, "message_sequence_number": f.sequence}
     uow.flush()
     uow.ensure_tx()
     uow.m._store.each_row("wire/select_message_fragments.sql", key,
-                          lambda row: place(row[0], row[1]))
-    place(f.fragment_number, f.body)
-    if len(seen) != f.fragment_count:
+                          lambda row: place(row[0], row[1], row[2]))
+    if f.fragment_number in sizes:
         raise message_parts.not_whole(f)
+    sizes[f.fragment_number] = len(f.body)
+    out.seek(f.fragment_number * step)
+    out.write(f.body)
+    if len(sizes) != f.fragment_count or out.seek(0, io.SEEK_END) != f.message_size:
+        raise message_parts.not_whole(f)
+    for number, length in sizes.items():
+        message_parts.check_size(f, step, number, length)
     uow.sql("wire/delete_message_fragments.sql", key)
     return out.getvalue()

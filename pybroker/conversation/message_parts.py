@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.wire.frames import MessageFragment
 
 READ_BYTES = 8 * 2**20  # of fragments read back per statement, about
+# A fragment is kept as pieces of at most this many bytes: DuckDB 1.5 cannot evict a value
+# of its block size (256 KiB) or more, so those beyond the memory limit failed a commit
+PIECE_SIZE = 128 * 2**10
 # Columns of the rows RECEIVE's statements return (receive_messages.sql and the others)
 HANDLE, SEQUENCE, BODY, BODY_FRAGMENTS = 1, 3, 5, 8
 
@@ -65,33 +68,45 @@ def check_size(f: MessageFragment, step: int, number: int, length: int) -> None:
 def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     """The body of message ``sequence`` of endpoint ``handle``, kept as ``count``
     fragments: read back about READ_BYTES per statement (the first fragment alone, which
-    gives the fragment size) into one buffer of the message's size."""
+    gives the fragment size), piece by piece in order, into one buffer of the message's
+    size."""
     out = io.BytesIO()
-    number, step = 0, 1
+    number, step, size, written = 0, 1, 0, 0
     while number < count:
         end = min(number + step, count)
         rows = uow.sql("wire/select_message_parts.sql", {
             "conversation_handle": handle, "message_sequence_number": sequence,
             "first_fragment": number, "end_fragment": end})
-        for got, size, part in rows:
-            if got != number:
+        piece = 0  # the piece expected next, of fragment ``number``
+        for got, at, size, part in rows:
+            if (got, at) == (number + 1, 0) and piece:
+                number, piece = number + 1, 0  # the next fragment begins
+            if (got, at) != (number, piece):
                 break  # one is missing
+            if not written and size:  # sized once: getvalue() hands it over uncopied
+                out.seek(size - 1)
+                out.write(b"\0")
+                out.seek(0)
             part = part or b""
-            if number == 0:
-                if size:  # sized once: getvalue() hands the buffer over uncopied
-                    out.seek(size - 1)
-                    out.write(b"\0")
-                    out.seek(0)
-                step = max(1, READ_BYTES // max(len(part), 1))
             out.write(part)
-            number += 1
+            written += len(part)
+            piece += 1
         del rows
-        if number < end:
-            raise StorageError(
-                f"fragment {number} of the {count} of message {sequence} of conversation "
-                f"endpoint {handle} is missing from message_fragments: the message cannot "
-                "be received")
+        if number != end - 1 or not piece:
+            raise _missing(handle, sequence, count, number)
+        number = end
+        if step == 1:
+            step = max(1, READ_BYTES // max(written, 1))
+    if written != size:
+        raise _missing(handle, sequence, count, count - 1)
     return out.getvalue()
+
+
+def _missing(handle: str, sequence: int, count: int, number: int) -> StorageError:
+    return StorageError(
+        f"fragment {number} of the {count} of message {sequence} of conversation endpoint "
+        f"{handle} is missing from message_fragments, or a piece of it: the message cannot "
+        "be received")
 
 
 def with_bodies(uow: UnitOfWork, rows: list[tuple[Any, ...]], taken: bool

@@ -15,7 +15,8 @@ JOIN main.databases AS d ON d.database_id = m.database_id
 -- a message kept as its fragments (body_fragments, migrations/010): the body put together
 LEFT JOIN (
     SELECT f.conversation_handle, f.message_sequence_number,
-        list_reduce(list(f.message_body ORDER BY f.fragment_number), (x, y) -> x || y)
+        list_reduce(list(f.message_body ORDER BY f.fragment_number, f.piece_number),
+            (x, y) -> x || y)
             AS message_body
     FROM main.message_fragments AS f
     GROUP BY f.conversation_handle, f.message_sequence_number
@@ -33,4 +34,5 @@ JOIN main.conversation_endpoints AS e ON e.conversation_handle = f.conversation_
 JOIN main.services AS s ON s.database_id = e.database_id AND s.name = e.service_name
 JOIN main.databases AS d ON d.database_id = f.database_id
 GROUP BY ALL
-HAVING count(*) < any_value(f.fragment_count)  -- not a message kept as its fragments
+-- not a message kept as its fragments (each fragment is kept as pieces, migrations/010)
+HAVING count(DISTINCT f.fragment_number) < any_value(f.fragment_count)
