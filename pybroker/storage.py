@@ -43,6 +43,10 @@ def utc_now() -> datetime:
 # 1 MiB bodies over the wire went from ~31-38 to ~43-46 MB/s (`pybroker bench wire` case d,
 # 40 messages). The cost: a file reopened after a crash replays up to this much log.
 CHECKPOINT_THRESHOLD = "64MiB"
+# ... at most this share of the memory limit: DuckDB holds the rows of the log in memory and
+# needs as much again to checkpoint them, so a 64 MiB log under a limit of 128 MiB or less
+# made a commit fail for want of memory (and the file unusable until reopened)
+CHECKPOINT_SHARE = 4
 
 # The most memory DuckDB may hold for a file instance (its buffer pool: the file's blocks
 # it has read or written, rows committed but not yet checkpointed, query results). DuckDB's
@@ -81,6 +85,15 @@ _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2*
 # close's deadline before it leaves closing the connection to that statement's end
 INTERRUPT_WAIT = 2.0
 _LOCK_POLL = 0.05  # seconds between looks at close's deadline while waiting for the lock
+
+
+def checkpoint_threshold(memory_limit: int | None) -> str:
+    """CHECKPOINT_THRESHOLD, or a CHECKPOINT_SHARE of a smaller ``memory_limit`` (bytes;
+    None: DuckDB's own limit, a share of the machine's memory)."""
+    most = check_memory_limit(CHECKPOINT_THRESHOLD)
+    if memory_limit is None or memory_limit // CHECKPOINT_SHARE >= most:
+        return CHECKPOINT_THRESHOLD
+    return f"{memory_limit // CHECKPOINT_SHARE}B"
 
 
 def check_memory_limit(value: object) -> int:
@@ -181,7 +194,7 @@ class Store:
         if threads is not None:
             self._con.execute("SET threads = $threads", {"threads": threads})
         if not read_only:
-            self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+            self._con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold(limit)}'")
         self._lock = StoreLock()
         # close() and the statements of other threads agree here on whether the connection
         # may still be used, and on who closes it (Store.close)

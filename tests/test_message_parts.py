@@ -8,6 +8,7 @@ stay on a rollback, sys.queue_messages shows the body, and a reopened instance g
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 import uuid
 
@@ -193,4 +194,29 @@ def test_fragments_held_across_a_restart_complete_the_message_with_their_sizes(t
         _arrive(inst, fragments[4:], seed=2)
         assert _queue_row(inst) == [(1, 7, True)]
         assert inst.database("Stock").receive("StockQueue")[0].message_body == body
+        assert inst.sql(KEPT).fetchone() == (0,)
+
+
+def test_a_message_larger_than_the_memory_limit_arrives_and_is_received(tmp_path):
+    # 1 MiB fragments of an 80 MB message under a 64 MiB limit: kept as pieces under
+    # DuckDB's block size, DuckDB can write them out (1 MiB values it could not evict made
+    # a commit fail and the file unusable until reopened), and its log is checkpointed at a
+    # quarter of the limit (storage.CHECKPOINT_SHARE; a 64 MiB log did not fit)
+    size = 80_000_000
+    cid = str(uuid.uuid4())
+    rng = random.Random(6)
+    template = _fragments(cid, 0, b"\0" * (2 * 2**20), 2**20)[0]
+    count = -(-size // 2**20)
+    digest = hashlib.sha256()
+    with pybroker.connect(tmp_path / "i.duckdb", memory_limit="64MiB") as inst:
+        stock = _stock(inst)
+        for n in range(count):
+            body = rng.randbytes(min(2**20, size - n * 2**20))
+            digest.update(body)
+            inst._messaging.remote.arrive([Arrival(1, "test", dataclasses.replace(
+                template, fragment_number=n, fragment_count=count, message_size=size,
+                body=body))])
+        assert _queue_row(inst) == [(1, count, True)]
+        got = stock.receive("StockQueue")
+        assert hashlib.sha256(got[0].message_body).hexdigest() == digest.hexdigest()
         assert inst.sql(KEPT).fetchone() == (0,)

@@ -217,6 +217,10 @@ def test_a_writable_file_checkpoints_at_a_64_mib_log_and_a_read_only_one_is_left
         setting = inst._store.connection.execute(
             "SELECT current_setting('checkpoint_threshold')").fetchone()[0]
     assert setting == "64.0 MiB"
+    # a quarter of a smaller memory limit: checkpointing needs the log's rows again in memory
+    with pybroker.connect(path, memory_limit="128MiB") as inst:
+        assert inst._store.connection.execute(
+            "SELECT current_setting('checkpoint_threshold')").fetchone()[0] == "32.0 MiB"
     store = Store(path, read_only=True)
     try:
         assert store.connection.execute(
