@@ -439,14 +439,25 @@ class ChaosRun:
                                          send_seq, frozenset(unacked.get(handle, ()))))
             else:
                 targets[handle] = conv_id
-        # the view puts together the bodies kept as their fragments (migrations/010)
+        # a body kept as its fragments (migrations/010) is put together here, one message
+        # at a time (sys.queue_messages would put them all together at once)
+        kept = {}
+        for handle, seq in inst.sql(
+                "SELECT conversation_handle, message_sequence_number "
+                "FROM main.queue_messages WHERE body_fragments IS NOT NULL").fetchall():
+            pieces = inst.sql(
+                "SELECT message_body FROM main.message_fragments "
+                "WHERE conversation_handle = $handle AND message_sequence_number = $seq "
+                "ORDER BY fragment_number, piece_number",
+                {"handle": handle, "seq": seq}).fetchall()
+            kept[handle, seq] = check_body(b"".join(p[0] or b"" for p in pieces))
+            del pieces
         cur = inst.sql("SELECT conversation_handle, queuing_order, "
-                       "message_sequence_number, status, message_body "
-                       "FROM sys.queue_messages WHERE queuing_order IS NOT NULL "
-                       "ORDER BY queuing_order")
+                       "message_sequence_number, status, message_body, body_fragments "
+                       "FROM main.queue_messages ORDER BY queuing_order")
         while rows := cur.fetchmany(500):
-            for handle, order, seq, status, body in rows:
-                b = check_body(body)
+            for handle, order, seq, status, body, fragments in rows:
+                b = kept[handle, seq] if fragments is not None else check_body(body)
                 received.append(checker.Received(
                     targets.get(handle, f"unknown handle {handle}"), order, seq,
                     status, b.conversation_id, b.sequence, b.ok))
