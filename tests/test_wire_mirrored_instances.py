@@ -135,10 +135,11 @@ def test_R9_3_after_failover_messages_go_to_the_new_principal(tmp_path):
         stock_p.fail_over()
         p.endpoint.close()
         stock_m.fail_over()
-        # the conversation begun before sends first: in 1 run of 10-20 (the code before the
-        # receiver kept fragments too), sent after the other's ten, it was already ERROR
-        # when its own SEND came; why is not found yet (stop 24's note)
-        send(before, [b"<c/>", b"<d/>"])
+        # both SENDs in one transaction: nothing leaves before it commits. Sent one by one,
+        # <c/> could be refused by M and end `before` (ER) before <d/>'s SEND, which then
+        # raised (the 1 run in 10-20 of stop 24's note: the refusal takes ~10 ms, a SEND too)
+        with shop.transaction():
+            send(before, [b"<c/>", b"<d/>"])
         after = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
         bodies = [f"<order n='{n}'/>".encode() for n in range(10)]
         send(after, bodies)
