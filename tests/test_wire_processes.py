@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pybroker
+from pybroker.conversation import message_parts
 from tests.process_helpers import ROOT, Child, certificates, free_ports
 from tests.process_helpers import child_env as _env
 from tests.process_helpers import kill as _kill
@@ -177,7 +178,8 @@ def test_a_20_mb_message_survives_sigkill_mid_reassembly(tmp_path):
                      "ORDER BY queuing_order").fetchall() == [(0, None), (1, 80), (2, None)]
         assert b.sql("SELECT count(*), count(DISTINCT fragment_number), "
                      "min(message_sequence_number), max(message_sequence_number) "
-                     "FROM main.message_fragments").fetchone() == (160, 80, 1, 1)  # 2 pieces
+                     "FROM main.message_fragments").fetchone() == (
+                         80 * -(-256 * 1024 // message_parts.PIECE_SIZE), 80, 1, 1)  # pieces
         assert a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
     finally:
         a.close()

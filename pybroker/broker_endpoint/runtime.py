@@ -42,7 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.storage import Store
 
 MAX_BATCH = 4096  # arrivals applied in one transaction at most
-MAX_BATCH_BYTES = 64 * 2**20
+# ... and bytes of bodies: a transaction holds what it writes about three times over until it
+# commits, so a batch of 27 fragments of 1 MiB (36 MB) grew the receiver of a 100 MB body by
+# ~90 MB for the moment; at 8 MiB a batch still commits 8 fragments of 1 MiB at once
+MAX_BATCH_BYTES = 8 * 2**20
 SNAPSHOT_INTERVAL = 1.0  # seconds: sys.dm_broker_connections is at most this old
 # seconds: acknowledgements alone (nothing else waiting) are applied at most this often, so
 # that a sender acknowledged message by message does not spend a DuckDB transaction on each

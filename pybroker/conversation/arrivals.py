@@ -54,6 +54,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ALL_FRAGMENTS = 0xFFFFFFFF  # an acknowledged range's end: every fragment of the message
 MAX_EVENTS = 10_000  # broker_events keeps the newest rows only
+# after this many bytes of fragments stored, DuckDB gives back what it freed (Store's
+# release_memory): the checkpoints of a large message's fragments otherwise stay resident
+RELEASE_BYTES = 16 * 2**20
 INDEX_SIZE = 65_536  # conversations whose endpoint handle is remembered for arrivals
 
 ALREADY_ACKNOWLEDGED = -8495
@@ -184,6 +187,8 @@ class Arrivals:
         self.inbound_waiting = False
         # message_fragments may hold rows (END CONVERSATION then deletes an endpoint's)
         self.fragments_kept = False
+        # bytes of fragments stored since DuckDB last gave back what it freed (RELEASE_BYTES)
+        self.fragment_bytes = 0
         # during a batch of arrivals: what _prefetch found of the sides it names
         self._prefetched: dict[tuple[str, bool], list[tuple[str, int]]] | None = None
         self._event_id = 0
@@ -277,6 +282,9 @@ class Arrivals:
                 finally:
                     self._prefetched = None
                     self._batch_starts = set()
+            if self.fragment_bytes >= RELEASE_BYTES:
+                self.fragment_bytes = 0
+                m._store.release_memory()
         wire = self.wire
         if wire is None:
             return
@@ -468,6 +476,7 @@ class Arrivals:
                 **row, "piece_number": piece,
                 "message_body": bytes(body[start:start + message_parts.PIECE_SIZE])})
         self.fragments_kept = True
+        self.fragment_bytes += len(body)
 
     @staticmethod
     def _check_kept(f: MessageFragment, held: dict[int, int] | tuple[()]) -> None:
@@ -741,23 +750,34 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     if f.message_size:  # sized once: getvalue() then hands over this buffer uncopied
         out.seek(f.message_size - 1)
         out.write(b"\0")
-    sizes: dict[int, int] = {}
-    pieces: set[tuple[int, int]] = set()
-    piece = message_parts.PIECE_SIZE
-
-    def place(number: int, at: int, body: bytes | memoryview | None) -> None:
-        body = body or b""
-        if (number, at) in pieces or not 0 <= number < f.fragment_count or at < 0 or (
-                at * piece + len(body) > step and number != f.fragment_count - 1):
-            raise message_parts.not_whole(f)
-        pieces.add((number, at))
-        sizes[number] = sizes.get(number, 0) + len(body)
-        out.seek(number * step + at * piece)
-        out.write(body)
-
     key = {"conversation_handle": handle, "message_sequence_number": f.sequence}
     uow.flush()
     uow.ensure_tx()
+    # where each piece goes: after the pieces before it in its fragment (cut to the
+    # PIECE_SIZE of the version that stored them)
+    lengths: dict[int, dict[int, int]] = {}
+    for number, at, length in uow.sql("wire/select_fragment_pieces.sql", key):
+        lengths.setdefault(number, {})[at] = length or 0
+    offsets: dict[tuple[int, int], int] = {}
+    sizes: dict[int, int] = {}
+    for number, pieces in lengths.items():
+        if not 0 <= number < f.fragment_count or sorted(pieces) != list(range(len(pieces))):
+            raise message_parts.not_whole(f)
+        start = number * step
+        for at in range(len(pieces)):
+            offsets[number, at] = start
+            start += pieces[at]
+        sizes[number] = start - number * step
+        if sizes[number] > step and number != f.fragment_count - 1:
+            raise message_parts.not_whole(f)
+
+    def place(number: int, at: int, body: bytes | memoryview | None) -> None:
+        body = body or b""
+        if offsets.get((number, at)) is None:
+            raise message_parts.not_whole(f)
+        out.seek(offsets.pop((number, at)))
+        out.write(body)
+
     uow.m._store.each_row("wire/select_message_fragments.sql", key,
                           lambda row: place(row[0], row[1], row[2]))
     if f.fragment_number in sizes:
