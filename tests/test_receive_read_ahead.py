@@ -32,9 +32,9 @@ def reads(monkeypatch):
     made = []
     real = engine.ReceiveBuffer.__init__
 
-    def counting(self, rows, reads_before):
+    def counting(self, rows, reads_before, kept=None):
         made.append(len(rows))
-        real(self, rows, reads_before)
+        real(self, rows, reads_before, kept)
 
     monkeypatch.setattr(engine.ReceiveBuffer, "__init__", counting)
     return made

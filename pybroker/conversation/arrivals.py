@@ -482,9 +482,8 @@ class Arrivals:
     def _check_kept(f: MessageFragment, held: dict[int, int] | tuple[()]) -> None:
         """The last fragment ``f`` and those held (number -> size) make a whole message,
         or a WireError refuses ``f``."""
-        step = message_parts.fragment_step(f, held)
-        for number, length in (*dict(held).items(), (f.fragment_number, len(f.body))):
-            message_parts.check_size(f, step, number, length)
+        message_parts.check_whole(f, message_parts.fragment_step(f, held),
+                                  {**dict(held), f.fragment_number: len(f.body)})
 
     def _began_elsewhere(self, f: MessageFragment, database_id: int) -> bool:
         """R9: whether a later message from an initiator, for a conversation this database
@@ -785,9 +784,8 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     sizes[f.fragment_number] = len(f.body)
     out.seek(f.fragment_number * step)
     out.write(f.body)
-    if len(sizes) != f.fragment_count or out.seek(0, io.SEEK_END) != f.message_size:
+    if out.seek(0, io.SEEK_END) != f.message_size:
         raise message_parts.not_whole(f)
-    for number, length in sizes.items():
-        message_parts.check_size(f, step, number, length)
+    message_parts.check_whole(f, step, sizes)
     uow.sql("wire/delete_message_fragments.sql", key)
     return out.getvalue()

@@ -170,8 +170,6 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
         # change to queue_messages goes through this engine: a delivery extends it, END,
         # DROP QUEUE or a rollback drops it).
         self._read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
-        # read ahead with a body kept as fragments: queuing order -> (handle, sequence)
-        self._kept_as_fragments: dict[int, tuple[str, int]] = {}
         # Queues received from by a RECEIVE in its own transaction: the next such RECEIVE
         # reads ahead too (a loop of them costs a statement and a commit per call).
         self._receive_loops: set[tuple[int, str]] = set()
@@ -656,11 +654,12 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
             if buffer is not None and buffer.body_size:  # large bodies: read fewer
                 budget = min(budget, int(READ_AHEAD_BYTES // buffer.body_size))
             budget = max(budget, max_messages)
+            kept: dict[int, tuple[str, int]] = {}
             fetched = self._with_bodies(uow, uow.sql(
                 "conversation/select_ready_messages.sql", {
                     "database_id": key[0], "queue_name": key[1], "per_group": budget,
-                    "budget": budget}))
-            buffer = self._read_ahead[key] = ReceiveBuffer(fetched, reads)
+                    "budget": budget}), kept)
+            buffer = self._read_ahead[key] = ReceiveBuffer(fetched, reads, kept)
             rows = buffer.take(max_messages)
             if rows is None:  # cannot happen as the read is built; the table is sure
                 del self._read_ahead[key]
@@ -672,7 +671,7 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
                 rows.sort(key=lambda r: r[0])
                 return rows
         (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
-        kept = self._kept_as_fragments
+        kept = buffer.kept
         if kept:  # their fragments leave with them (message_parts.py)
             for r in rows:
                 message = kept.pop(r[0], None)
@@ -680,11 +679,11 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
                     uow.taken_fragments.append(message)
         return rows
 
-    def _with_bodies(self, uow: UnitOfWork, rows: list[tuple[Any, ...]]
-                     ) -> list[tuple[Any, ...]]:
+    def _with_bodies(self, uow: UnitOfWork, rows: list[tuple[Any, ...]],
+                     kept: dict[int, tuple[str, int]]) -> list[tuple[Any, ...]]:
         """Rows of select_ready_messages.sql with each body in its place (column 5); a
         body kept as fragments is read back (message_parts.py), and its message noted in
-        ``_kept_as_fragments`` until RECEIVE takes it."""
+        ``kept`` (the read-ahead's, dropped with it) until RECEIVE takes it."""
         if not rows:
             return rows
         orders = [r[0] for r in rows]
@@ -697,7 +696,7 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
             body, parts = bodies[r[0]]
             if parts:
                 body = message_parts.read_body(uow, r[1], r[3], parts)
-                self._kept_as_fragments[r[0]] = (r[1], r[3])
+                kept[r[0]] = (r[1], r[3])
             out.append((*r[:5], body, *r[5:]))
         return out
 

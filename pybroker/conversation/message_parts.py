@@ -16,7 +16,7 @@ still made whole on arrival (arrivals.py, ``_reassemble``): they wait elsewhere 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import StorageError, WireError
@@ -61,11 +61,16 @@ def fragment_step(f: MessageFragment, held: Iterable[int]) -> int:
     return len(f.body)
 
 
-def check_size(f: MessageFragment, step: int, number: int, length: int) -> None:
-    """A WireError unless fragment ``number`` of ``f``'s message has ``length`` bytes."""
+def check_whole(f: MessageFragment, step: int, sizes: Mapping[int, int]) -> None:
+    """A WireError unless ``sizes`` (fragment number -> its bytes, ``f`` among them) are
+    those of the fragments of ``f``'s message, every one but the last ``step`` bytes."""
     count = f.fragment_count
-    if length != (f.message_size - step * (count - 1) if number == count - 1 else step):
+    last = f.message_size - step * (count - 1)
+    if len(sizes) != count:
         raise not_whole(f)
+    for number, length in sizes.items():
+        if length != (last if number == count - 1 else step):
+            raise not_whole(f)
 
 
 def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:

@@ -25,9 +25,13 @@ class ReceiveBuffer:
     which keeps it true or drops it.
     """
 
-    __slots__ = ("beyond", "body_size", "groups", "horizon", "order", "reads")
+    __slots__ = ("beyond", "body_size", "groups", "horizon", "kept", "order", "reads")
 
-    def __init__(self, rows: list[tuple[Any, ...]], reads: int) -> None:
+    def __init__(self, rows: list[tuple[Any, ...]], reads: int,
+                 kept: dict[int, tuple[str, int]] | None = None) -> None:
+        """``kept``: queuing order -> (handle, sequence) of the messages read whose body is
+        kept as fragments (message_parts.py): they leave with the message when taken."""
+        self.kept = kept or {}
         self.groups: dict[str, deque[tuple[Any, ...]]] = {}
         ready: dict[str, int] = {}
         for row in rows:

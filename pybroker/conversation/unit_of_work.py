@@ -152,16 +152,21 @@ class UnitOfWork:
         # One SEND, or a large body: plain bound values (the encoded columns cost more for
         # one row, and copy a large body into base64 text).
         queue_rows = self.queue_rows
-        if len(queue_rows) == 1 or self.body_fragments or any(
-                len(r[12] or b"") > LARGE_BODY for r in queue_rows):
-            parts = self.body_fragments
+        rows, parts = queue_rows, self.body_fragments
+        if parts:  # each kept as fragments on its own (message_parts.py), the rest together
+            rows = [r for r in queue_rows if r[2] not in parts]
             for row in queue_rows:
-                run("conversation/insert_queue_message.sql", {
-                    **dict(zip(_QUEUE_COLUMNS, row, strict=True)),
-                    "body_fragments": parts.get(row[2])})
+                if row[2] in parts:
+                    run("conversation/insert_queue_message.sql", {
+                        **dict(zip(_QUEUE_COLUMNS, row, strict=True)),
+                        "body_fragments": parts[row[2]]})
             parts.clear()
-        elif queue_rows:
-            run("conversation/insert_queue_messages.sql", _queue_columns(queue_rows))
+        if len(rows) == 1 or any(len(r[12] or b"") > LARGE_BODY for r in rows):
+            for row in rows:
+                run("conversation/insert_queue_message.sql", {
+                    **dict(zip(_QUEUE_COLUMNS, row, strict=True)), "body_fragments": None})
+        elif rows:
+            run("conversation/insert_queue_messages.sql", _queue_columns(rows))
         if queue_rows:
             self.enqueued = True
             if self.m.queue_watcher is not None:  # only activation asks which queues
@@ -169,10 +174,11 @@ class UnitOfWork:
         # C3: received messages leave with this transaction; after the inserts, since a
         # message sent and received in one transaction is taken from the read-ahead
         # (ReceiveBuffer.delivered) before it was written
-        for handle, sequence in self.taken_fragments:  # message_parts.py
-            run("wire/delete_message_fragments.sql", {
-                "conversation_handle": handle, "message_sequence_number": sequence})
-        self.taken_fragments.clear()
+        if self.taken_fragments:  # message_parts.py
+            run("conversation/delete_received_fragments.sql", {
+                "conversation_handle": columns.guids(h for h, _ in self.taken_fragments),
+                "message_sequence_number": columns.ints(s for _, s in self.taken_fragments)})
+            self.taken_fragments.clear()
         if self.taken:
             run("conversation/delete_received_messages.sql",
                 {"queuing_order": columns.ints(self.taken)})

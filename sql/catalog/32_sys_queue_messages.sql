@@ -6,26 +6,29 @@ SELECT d.name AS database_name, m.queue_name, m.status,
         WHEN 2 THEN 'INCOMPLETE' WHEN 3 THEN 'RETAINED_SENT' END AS status_desc,
     m.priority, m.queuing_order, m.conversation_group_id, m.conversation_handle,
     m.message_sequence_number, m.service_name, m.service_contract_name, m.message_type_name,
-    m.validation,
-    CASE WHEN m.body_fragments IS NULL THEN m.message_body ELSE p.message_body END
-        AS message_body,
+    m.validation, m.body AS message_body,
     -- the body as text when it is UTF-8 (NULL otherwise), for reading at a glance
-    TRY(decode(CASE WHEN m.body_fragments IS NULL THEN m.message_body ELSE p.message_body
-        END)) AS casted_message_body,
+    TRY(decode(m.body)) AS casted_message_body,
     m.message_enqueue_time
-FROM main.queue_messages AS m
+FROM (
+    SELECT q.*,
+        CASE WHEN q.body_fragments IS NULL THEN q.message_body ELSE p.message_body END
+            AS body
+    FROM main.queue_messages AS q
+    -- a message kept as its fragments (body_fragments, migrations/010): its pieces put
+    -- together in order (sorted as a list: an ordered list() of large values ran out of
+    -- memory)
+    LEFT JOIN (
+        SELECT f.conversation_handle, f.message_sequence_number,
+            list_reduce(list_transform(list_sort(list({'n': f.fragment_number,
+                'p': f.piece_number, 'b': f.message_body})), x -> x.b), (x, y) -> x || y)
+                AS message_body
+        FROM main.message_fragments AS f
+        GROUP BY f.conversation_handle, f.message_sequence_number
+    ) AS p ON p.conversation_handle = q.conversation_handle
+        AND p.message_sequence_number = q.message_sequence_number
+) AS m
 JOIN main.databases AS d ON d.database_id = m.database_id
--- a message kept as its fragments (body_fragments, migrations/010): its pieces put together
--- in order (sorted as a list: an ordered list() of large values ran out of memory)
-LEFT JOIN (
-    SELECT f.conversation_handle, f.message_sequence_number,
-        list_reduce(list_transform(list_sort(list({'n': f.fragment_number,
-            'p': f.piece_number, 'b': f.message_body})), x -> x.b), (x, y) -> x || y)
-            AS message_body
-    FROM main.message_fragments AS f
-    GROUP BY f.conversation_handle, f.message_sequence_number
-) AS p ON p.conversation_handle = m.conversation_handle
-    AND p.message_sequence_number = m.message_sequence_number
 UNION ALL
 -- P4.4: a message still being reassembled from the network shows as INCOMPLETE, with the
 -- bytes that have arrived so far as its size and no body yet
