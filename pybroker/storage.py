@@ -16,7 +16,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -204,6 +204,7 @@ class Store:
         self._close_pending = False  # the last running statement closes the connection
         self._depth = 0
         self._end_callbacks: list[Callable[[bool], None]] = []
+        self._apart: duckdb.DuckDBPyConnection | None = None  # commit_apart's connection
         try:
             self._check_instance()
             if limit is not None and wal_left:
@@ -357,6 +358,38 @@ class Store:
         if need > (self._limit_now or 0):
             con.execute("SET memory_limit = $limit", {"limit": f"{need}B"})
             self._limit_now = need
+
+    def commit_apart(self, template: str, rows: Iterable[dict[str, Any]],
+                     every: int) -> None:
+        """Run a statement of sql/ once per ``rows`` on a second connection to the file,
+        committing after every ``every`` rows and at the end: outside the transaction the
+        main connection may have open, which neither sees these rows nor is rolled back
+        with them (the caller answers for them: transmission_pieces.py). DuckDB holds
+        about three times what one transaction writes until it commits; this, ``every``
+        rows' worth."""
+        sql = sql_templates.render(template)
+        with self._lock:
+            con = self._begin_statement()
+            try:
+                if self._apart is None:
+                    self._apart = con.cursor()
+                apart = self._apart
+                apart.execute("BEGIN TRANSACTION")
+                try:
+                    for n, params in enumerate(rows, 1):
+                        apart.execute(sql, params)
+                        if n % every == 0:
+                            apart.execute("COMMIT")
+                            apart.execute("BEGIN TRANSACTION")
+                    apart.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(duckdb.Error):
+                        apart.execute("ROLLBACK")
+                    raise
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
 
     def release_memory(self) -> None:
         """Hand back to the system the memory DuckDB's allocator kept after large writes.

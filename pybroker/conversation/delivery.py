@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from pybroker.conversation import columns
+from pybroker.conversation import columns, transmission_pieces
 from pybroker.conversation.catalog import DatabaseCatalog
 from pybroker.conversation.endpoint import Endpoint
 from pybroker.conversation.handles import new_handle
@@ -259,6 +259,7 @@ class DeliveryMixin:
         if ep.persisted:
             uow.sql("conversation/delete_transmission_queue_of.sql",
                     {"conversation_handle": handle})
+            transmission_pieces.delete_of(uow, {"conversation_handle": handle})
         ep.transmission_next_attempt = None
         ep.transmission_retry_count = 0
         ep.transmission_status = ""
@@ -368,9 +369,10 @@ class DeliveryMixin:
         if not deliverable:
             return
         handles = columns.guids(ep.conversation_handle for ep, _ in deliverable)
-        rows = uow.sql("conversation/select_transmission_queue_of.sql",
-                       {"conversation_handle": handles})
+        rows = transmission_pieces.with_bodies(uow, uow.sql(
+            "conversation/select_transmission_queue_of.sql", {"conversation_handle": handles}))
         uow.sql("conversation/delete_transmission_queue_of.sql", {"conversation_handle": handles})
+        transmission_pieces.delete_of(uow, {"conversation_handle": handles})
         waiting: dict[str, list[Outgoing]] = {}
         for handle, seq, mtype, validation, body, is_end, is_error in rows:
             waiting.setdefault(handle, []).append(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from pybroker.conversation import transmission_pieces
 from pybroker.conversation.model import DEFAULT_LIFETIME, Outgoing
 from pybroker.conversation.states import transition
 from pybroker.conversation.system_messages import (
@@ -118,6 +119,7 @@ class EndConversationMixin:
         if ep.persisted:
             self._delete_endpoint_messages(uow, handle)
             uow.sql("conversation/delete_transmission_queue_of.sql", params)
+            transmission_pieces.delete_of(uow, params)
             uow.sql("conversation/delete_conversation_endpoint.sql", params)
         self._endpoints.pop(handle, None)
         uow.touched.add(handle)

@@ -48,7 +48,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 from xml.parsers import expat
 
-from pybroker.conversation import columns, message_parts
+from pybroker.conversation import columns, message_parts, transmission_pieces
 from pybroker.conversation.catalog_cache import CatalogMixin
 from pybroker.conversation.delivery import BACKOFF as BACKOFF
 from pybroker.conversation.delivery import UNSEQUENCED as UNSEQUENCED
@@ -185,6 +185,9 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
         self._closed = False  # ... and now refuses new units of work (Messaging.close)
         self.next_deadline: float = 0.0  # epoch seconds; the worker looks then
         self.queue_watcher: QueueWatcher | None = None  # activation, while it runs
+        # the transmission queue keeps a body as pieces (transmission_pieces.py): its
+        # deletes then delete pieces too (set by remote.load and by each SEND that does)
+        self.transmission_pieces = False
         with self._store._lock:
             row = self._store.run("conversation/select_max_queuing_order.sql")
             deadline = self._store.run("conversation/select_next_deadline.sql")[0][0]
@@ -230,6 +233,13 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
             raise
         self._local.uow = None
         uow.commit()
+
+    def _stage_pieces(self, uow: UnitOfWork, handle: str, sequence: int,
+                      body: bytes | memoryview) -> int:
+        return transmission_pieces.stage(uow, handle, sequence, body)
+
+    def _unstage_pieces(self, uow: UnitOfWork) -> None:
+        transmission_pieces.unstage(uow)
 
     def _after_commit(self, uow: UnitOfWork) -> None:
         for key in uow.received:

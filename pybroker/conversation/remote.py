@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pybroker.conversation import columns
+from pybroker.conversation import columns, transmission_pieces
 from pybroker.conversation.arrivals import ALL_FRAGMENTS as ALL_FRAGMENTS
 from pybroker.conversation.arrivals import ALREADY_ACKNOWLEDGED as ALREADY_ACKNOWLEDGED
 from pybroker.conversation.arrivals import INDEX_SIZE as INDEX_SIZE
@@ -82,6 +82,10 @@ class RemoteDelivery(Arrivals):
             # Rows in flight when the process stopped go again: the retry loop routes them
             # and hands them to the wire (or says why they cannot leave).
             store.run("wire/reschedule_in_flight.sql")
+            # pieces of a SEND that did not commit (transmission_pieces.py)
+            store.run("transmission/delete_orphan_pieces.sql")
+            self.m.transmission_pieces = bool(
+                store.run("transmission/count_pieces.sql")[0][0])
             store.run("wire/delete_connections.sql")
             store.run("wire/delete_forwarded_messages.sql")
             store.run("wire/delete_mirrored_routes.sql")
@@ -143,8 +147,8 @@ class RemoteDelivery(Arrivals):
         """The retry loop found a next hop for endpoints whose messages waited: they go
         to the wire, their rows stay until acknowledged."""
         handles = columns.guids(ep.conversation_handle for ep, _ in targets)
-        rows = uow.sql("conversation/select_transmission_queue_of.sql",
-                       {"conversation_handle": handles})
+        rows = transmission_pieces.with_bodies(uow, uow.sql(
+            "conversation/select_transmission_queue_of.sql", {"conversation_handle": handles}))
         uow.sql("conversation/update_transmission_status.sql",
                 {"conversation_handle": handles, "transmission_status": ""})
         by_handle = {ep.conversation_handle: (ep, target) for ep, target in targets}
@@ -211,9 +215,10 @@ class RemoteDelivery(Arrivals):
                     cleared.append(ack.handle)
                 uow.touch(ep)
             if handles:
-                uow.sql("wire/delete_acknowledged.sql", {
-                    "conversation_handle": columns.guids(handles),
-                    "message_sequence_number": columns.ints(seqs)})
+                acked = {"conversation_handle": columns.guids(handles),
+                         "message_sequence_number": columns.ints(seqs)}
+                uow.sql("wire/delete_acknowledged.sql", acked)
+                transmission_pieces.delete_acknowledged(uow, acked)
             if cleared:
                 uow.sql("conversation/update_transmission_status.sql", {
                     "conversation_handle": columns.guids(cleared), "transmission_status": ""})

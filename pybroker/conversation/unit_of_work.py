@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.storage import Store
 
 LARGE_BODY = 256 * 1024  # bytes: a body this large is inserted as its own bound row
+# bytes: a body this large goes into the transmission queue as pieces written apart
+# (transmission_pieces.py)
+STAGE_BYTES = 4 * 2**20
 
 
 # -- the unit of work ---------------------------------------------------------------------
@@ -32,10 +35,16 @@ class _Engine(Protocol):
     _endpoints: EndpointCache
     _read_ahead: dict[tuple[int, str], ReceiveBuffer]
     queue_watcher: object | None  # activation's queue monitors, while they run
+    transmission_pieces: bool  # the transmission queue keeps a body as pieces
 
     def _after_commit(self, uow: UnitOfWork) -> None: ...
 
     def _after_rollback(self, uow: UnitOfWork) -> None: ...
+
+    def _stage_pieces(self, uow: UnitOfWork, handle: str, sequence: int,
+                      body: bytes | memoryview) -> int: ...
+
+    def _unstage_pieces(self, uow: UnitOfWork) -> None: ...
 
 
 class UnitOfWork:
@@ -60,6 +69,9 @@ class UnitOfWork:
         # the number of fragments of each queue row to write that is kept so
         self.taken_fragments: list[tuple[str, int]] = []
         self.body_fragments: dict[int, int] = {}
+        # transmission_pieces.py: the (handle, sequence) of messages whose pieces this unit
+        # of work wrote apart from its transaction (a rollback deletes them)
+        self.staged_pieces: list[tuple[str, int]] = []
         self.locked = False
         self.enqueued = False
         self.ready_queues: set[tuple[int, str]] = set()  # got ready messages (activation)
@@ -187,11 +199,12 @@ class UnitOfWork:
             run("conversation/retain_received_by_order.sql",
                 {"queuing_order": columns.ints(self.taken_retained)})
             self.taken_retained.clear()
-        for rows, inbound in ((self.tx_rows, False), (self.inbound_rows, True)):
+        for rows, inbound in ((self._staged(self.tx_rows), False), (self.inbound_rows, True)):
             if len(rows) == 1 or any(len(r[14] or b"") > LARGE_BODY for r in rows):
                 for row in rows:
                     run("conversation/insert_transmission_queue_row.sql",
-                        {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound})
+                        {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound,
+                         "body_pieces": None})
             elif rows:
                 run("conversation/insert_transmission_queue.sql",
                     {**_tx_columns(rows), "is_inbound": inbound})
@@ -200,6 +213,24 @@ class UnitOfWork:
         self.dirty.clear()
         self.queue_rows.clear()
         self.tx_rows.clear()
+
+    def _staged(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Rows of the transmission queue with a large body: the body written as pieces
+        apart (transmission_pieces.py) and the row with none, written here; the rest."""
+        if not any(len(r[14] or b"") >= STAGE_BYTES for r in rows):
+            return rows
+        self.m.transmission_pieces = True
+        rest = []
+        for row in rows:
+            body = row[14] or b""
+            if len(body) < STAGE_BYTES:
+                rest.append(row)
+                continue
+            pieces = self.m._stage_pieces(self, row[1], row[2], body)
+            self.m._store.run("conversation/insert_transmission_queue_row.sql", {
+                **dict(zip(_TX_COLUMNS, row, strict=True)), "message_body": None,
+                "is_inbound": False, "body_pieces": pieces})
+        return rest
 
     def sql(self, template: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Run a statement inside this unit of work's transaction (buffered rows first)."""
@@ -228,6 +259,10 @@ class UnitOfWork:
                 tx, self._tx = self._tx, None
                 with contextlib.suppress(BaseException):
                     tx.__exit__(type(exc), exc, exc.__traceback__)
+            # pieces written apart go too, before the lock is let go (else the file's
+            # next open removes them: no row names them)
+            with contextlib.suppress(BrokerError):
+                self.m._unstage_pieces(self)
         finally:
             for handle in self.touched:
                 self.m._endpoints.pop(handle, None)

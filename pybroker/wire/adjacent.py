@@ -204,6 +204,7 @@ class AdjacentConnection:
         self._decoder = frames.FrameDecoder(max_body)
         self._events: deque[Event] = deque()
         self._outgoing: list[bytes] = []
+        self.outgoing_bytes = 0  # of _outgoing: the transport hands them on before too many
         self._held: list[tuple[int, bytes]] = []  # (frame type, bytes) sent before login
         # P5.1: (conversation_id, acks_initiator) -> (merged entry, first queued at)
         self._pending_acks: dict[tuple[str, bool], tuple[frames.AckEntry, float]] = {}
@@ -404,6 +405,7 @@ class AdjacentConnection:
         """Everything queued since the last call (then cleared)."""
         data = b"".join(self._outgoing)
         self._outgoing.clear()
+        self.outgoing_bytes = 0
         return data
 
     def close(self, reason: str, now: float) -> None:
@@ -491,6 +493,7 @@ class AdjacentConnection:
 
     def _write(self, kind: int, data: bytes, now: float) -> None:
         self._outgoing.append(data)
+        self.outgoing_bytes += len(data)
         self.total_sends += 1
         self.total_bytes_sent += len(data)
         self.last_activity_time = now

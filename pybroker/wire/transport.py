@@ -652,7 +652,10 @@ class Transport(ForwardingIO, MirroringIO):
                     core.send_fragment(f, now, self._key(  # signed while encoded
                         conn, f.conversation_id, f.from_initiator))
                     sent += 1
-                    if sent % 64 == 0:
+                    # handed on every 64 frames, or sooner when large: fragments of 1 MiB
+                    # encoded up to the window (32 MiB) before one write held the window
+                    # about three times over (frames, their join, TLS's copy)
+                    if sent % 64 == 0 or core.outgoing_bytes >= HIGH_WATER:
                         self._flush(conn)
                 self._flush(conn)
                 self._arm()

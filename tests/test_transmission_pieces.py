@@ -1,0 +1,152 @@
+"""P5.2, P4.4: a large body SEND puts in the transmission queue is kept as pieces, written
+and committed apart before the SEND's own transaction writes its row
+(pybroker/conversation/transmission_pieces.py, migrations/011). The body crosses byte for
+byte, the pieces leave with their row (acknowledged, delivered after a delay, dropped),
+a rollback or a stop before the commit leaves none behind, and sys.transmission_queue
+shows the body whole. Sizes are made small here (STAGE_BYTES, PIECE_SIZE) so that the
+cases are quick and every body has many pieces."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pybroker
+from pybroker.conversation import message_parts, unit_of_work
+from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
+
+PIECES = "SELECT count(*) FROM main.transmission_queue_pieces"
+ROWS = "SELECT body_pieces, message_body IS NULL FROM main.transmission_queue ORDER BY 1"
+
+
+@pytest.fixture
+def small(monkeypatch):
+    monkeypatch.setattr(unit_of_work, "STAGE_BYTES", 1_000)
+    monkeypatch.setattr(message_parts, "PIECE_SIZE", 97)
+
+
+def _shop(inst: pybroker.Instance) -> pybroker.Database:
+    shop = inst.create_database("Shop")
+    shop.create_queue("ShopQueue")
+    shop.create_service("ShopService", queue="ShopQueue", contracts=["DEFAULT"])
+    return shop
+
+
+def test_a_large_body_crosses_as_pieces_and_they_leave_when_acknowledged(tmp_path, small):
+    a, b, shop, stock = instance_pair(tmp_path)
+    try:
+        bodies = [random.Random(n).randbytes(size) for n, size in enumerate(
+            (999, 1_000, 5_000, 1_000 * 97 + 1))]
+        conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
+        a.endpoint.close()  # nothing leaves: the rows stay to be looked at
+        with shop.transaction():
+            for body in bodies:
+                conv.send(body, message_type=ORDER)
+        # the three of 1,000 bytes or more are kept as pieces of 97 bytes, not in the row
+        assert a.sql(ROWS).fetchall() == [(11, True), (52, True), (1001, True),
+                                          (None, False)]
+        assert a.sql(PIECES).fetchone() == (11 + 52 + 1001,)
+        assert a.sql("SELECT message_body FROM sys.transmission_queue ORDER BY "
+                     "message_sequence_number").fetchall() == [(b,) for b in bodies]
+        a.close()
+        # reopened, the rows go again (the resubmission reads the pieces back), whole, in
+        # order
+        a = pybroker.connect(tmp_path / "a.duckdb", retry_scale=0.01)
+        a.start_endpoint(0)
+        got = drain(stock, "StockQueue", len(bodies))
+        assert [m.message_body for m in got] == bodies
+        wait_for(lambda: a.sql("SELECT count(*) FROM main.transmission_queue").fetchone()
+                 == (0,), what="A's transmission queue to empty")
+        assert a.sql(PIECES).fetchone() == (0,)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_send_that_rolls_back_leaves_no_pieces(tmp_path, small):
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+        kept = random.Random(1).randbytes(3_000)
+        conv.send(kept)
+        with pytest.raises(RuntimeError), shop.transaction():
+            conv.send(random.Random(2).randbytes(4_000))
+            shop.receive("ShopQueue")  # a statement: the SEND's rows are written first
+            assert inst.sql(PIECES).fetchone() == (31 + 42,)
+            raise RuntimeError("roll back")
+        assert inst.sql(PIECES).fetchone() == (31,)
+        assert inst.sql(ROWS).fetchall() == [(31, True)]
+        # the same sequence number goes again, with another body
+        again = random.Random(3).randbytes(2_000)
+        conv.send(again)
+        assert inst.sql("SELECT message_body FROM sys.transmission_queue ORDER BY "
+                        "message_sequence_number").fetchall() == [(kept,), (again,)]
+
+
+def test_pieces_no_row_names_are_deleted_at_open(tmp_path, small):
+    path = tmp_path / "i.duckdb"
+    with pybroker.connect(path) as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+        body = random.Random(4).randbytes(1_500)
+        conv.send(body)
+        # what a SEND wrote before the process stopped, its row never committed
+        inst._messaging._store.commit_apart("transmission/insert_piece.sql", [
+            {"conversation_handle": conv.handle, "message_sequence_number": 1,
+             "piece_number": n, "message_body": b"x"} for n in range(2)], 10)
+        assert inst.sql(PIECES).fetchone() == (16 + 2,)
+    with pybroker.connect(path) as inst:
+        assert inst.sql(PIECES).fetchone() == (16,)
+        assert inst.sql("SELECT message_body FROM sys.transmission_queue").fetchall() == [
+            (body,)]
+
+
+def test_a_delayed_message_kept_as_pieces_is_delivered_whole_when_its_service_appears(
+        tmp_path, small):
+    with pybroker.connect(tmp_path / "i.duckdb", retry_scale=0.01) as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "StockService", contract="DEFAULT")
+        body = random.Random(5).randbytes(9_999)
+        conv.send(body)
+        assert inst.sql(ROWS).fetchall() == [(104, True)]
+        stock = inst.create_database("Stock")  # the service appears: delivered here
+        stock.create_queue("StockQueue")
+        stock.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
+        got = drain(stock, "StockQueue", 1)
+        assert got[0].message_body == body
+        assert inst.sql(PIECES).fetchone() == (0,)
+        assert inst.sql("SELECT count(*) FROM main.transmission_queue").fetchone() == (0,)
+
+
+def test_ending_with_an_error_drops_the_pieces_with_the_rows(tmp_path, small):
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+        conv.send(random.Random(6).randbytes(2_000))
+        conv.end(error=50_001, description="given up")
+        assert inst.sql(PIECES).fetchone() == (0,)
+
+
+def test_any_body_round_trips_through_its_pieces(tmp_path, monkeypatch):
+    monkeypatch.setattr(unit_of_work, "STAGE_BYTES", 1)
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+
+        @settings(max_examples=30, deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow,
+                                         HealthCheck.function_scoped_fixture])
+        @given(body=st.binary(min_size=1, max_size=600), piece=st.integers(1, 50))
+        def round_trip(body, piece):
+            monkeypatch.setattr(message_parts, "PIECE_SIZE", piece)
+            seq = conv.send(body)
+            assert inst.sql(
+                "SELECT t.body_pieces, s.message_body FROM sys.transmission_queue AS s JOIN "
+                "main.transmission_queue AS t USING (conversation_handle, "
+                "message_sequence_number) WHERE message_sequence_number = ?", [seq]
+            ).fetchone() == (-(-len(body) // piece), body)
+
+        round_trip()
