@@ -369,11 +369,9 @@ class Store:
         rows' worth."""
         sql = sql_templates.render(template)
         with self._lock:
-            con = self._begin_statement()
+            self._begin_statement()
             try:
-                if self._apart is None:
-                    self._apart = con.cursor()
-                apart = self._apart
+                apart = self._side()
                 apart.execute("BEGIN TRANSACTION")
                 try:
                     for n, params in enumerate(rows, 1):
@@ -390,6 +388,40 @@ class Store:
                 raise self._translate(exc) from exc
             finally:
                 self._end_statement()
+
+    @contextlib.contextmanager
+    def streaming(self, limit: int) -> Iterator[None]:
+        """A large read that passes each block once (a body read back from its pieces):
+        DuckDB keeps at most ``limit`` bytes meanwhile, so what was read gives way to
+        what comes next, rather than the whole body staying in its buffers beside the
+        copy the reader makes (PostgreSQL reads a large table through a small ring of
+        buffers for the same reason). Never below MIN_MEMORY_LIMIT; if DuckDB cannot get
+        down to it (what it must keep pinned), the read goes on under the usual limit."""
+        limit = max(limit, MIN_MEMORY_LIMIT)
+        if self._limit_now is None or limit >= self._limit_now:
+            yield
+            return
+        with self._lock:
+            # set on the second connection: the limit is the whole file's, and a SET that
+            # fails there cannot abort the transaction open on the first
+            side = self._side()
+            lowered = True
+            try:
+                side.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
+            except duckdb.Error:
+                lowered = False
+            try:
+                yield
+            finally:
+                if lowered:
+                    side.execute("SET memory_limit = $limit",
+                                 {"limit": f"{self._limit_now}B"})
+
+    def _side(self) -> duckdb.DuckDBPyConnection:
+        """The second connection to the file (commit_apart, streaming), made once."""
+        if self._apart is None:
+            self._apart = self._con.cursor()
+        return self._apart
 
     def release_memory(self) -> None:
         """Hand back to the system the memory DuckDB's allocator kept after large writes.

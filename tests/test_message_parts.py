@@ -7,6 +7,7 @@ stay on a rollback, sys.queue_messages shows the body, and a reopened instance g
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import random
@@ -279,3 +280,37 @@ def test_sys_queue_messages_puts_large_kept_bodies_together_in_order(
             for (got,) in rows:
                 assert got == bodies.pop(0)
         assert bodies == []
+
+
+@pytest.mark.parametrize("limit", [64 * 2**20, 1])
+def test_a_large_body_is_read_back_under_a_lowered_limit_and_the_limit_comes_back(
+        tmp_path, monkeypatch, limit):
+    # Store.streaming: DuckDB holds at most STREAM_LIMIT while the body is read back (never
+    # below an instance's least, 64 MiB); then the limit is as it was, and the body is
+    # byte for byte
+    monkeypatch.setattr(message_parts, "STREAM_FROM", 10_000)
+    monkeypatch.setattr(message_parts, "STREAM_LIMIT", limit)
+    body = random.Random(7).randbytes(50_000)
+    seen: list[int] = []
+    during: list[tuple[str]] = []
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        store = inst._messaging._store
+        real = store.streaming
+
+        @contextlib.contextmanager
+        def watching(value):
+            seen.append(value)
+            with real(value):
+                during.extend(store._side().execute(
+                    "SELECT current_setting('memory_limit')").fetchall())
+                yield
+
+        monkeypatch.setattr(store, "streaming", watching)
+        before = inst.sql("SELECT current_setting('memory_limit')").fetchone()
+        _arrive(inst, _fragments(str(uuid.uuid4()), 0, body, 4_000))
+        got = stock.receive("StockQueue")
+        assert seen == [limit] and during == [("64.0 MiB",)]
+        assert got[0].message_body == body
+        assert inst.sql("SELECT current_setting('memory_limit')").fetchone() == before
+        assert inst.sql(KEPT).fetchone() == (0,)
