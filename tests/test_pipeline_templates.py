@@ -51,6 +51,7 @@ TEMPLATES = {
 # Templates that run on DuckDB only, and why.
 DUCKDB_ONLY = {
     "export_table": "reads the instance file, which only DuckDB opens",
+    "export_transmission_queue": "reads the instance file's view, which only DuckDB opens",
     "duckdb__numbers": "Spark builds the numbers with spark.range()",
 }
 MACROS = {"_draw": "jinja macros imported by other templates"}

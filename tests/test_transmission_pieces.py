@@ -150,3 +150,23 @@ def test_any_body_round_trips_through_its_pieces(tmp_path, monkeypatch):
             ).fetchone() == (-(-len(body) // piece), body)
 
         round_trip()
+
+
+def test_export_writes_a_body_kept_as_pieces_whole(tmp_path, small):
+    import duckdb
+
+    from pybroker.pipeline.export import export_instance
+
+    path = tmp_path / "i.duckdb"
+    body = random.Random(8).randbytes(2_500)
+    with pybroker.connect(path) as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+        conv.send(body)
+        conv.send(b"<small/>")
+        assert inst.sql(ROWS).fetchall() == [(26, True), (None, False)]
+    export_instance(path, tmp_path / "out")
+    assert duckdb.sql(
+        f"SELECT message_sequence_number, message_body, database_id FROM "
+        f"'{tmp_path / 'out' / 'transmission_queue.parquet'}' ORDER BY 1").fetchall() == [
+        (0, body, 5), (1, b"<small/>", 5)]

@@ -73,9 +73,13 @@ def _export(path: Path, file: Path, directory: Path) -> list[str]:
             for column in table.columns:
                 if column.name not in present:
                     notes.append(f"{table.name}.{column.name}: not in this file, exported as NULL")
+            # a body kept as pieces (migrations/011) is exported whole, as the view shows it
+            source = (sql_templates.render("pipeline/export_transmission_queue.sql")
+                      if table.name == "transmission_queue" and "body_pieces" in present
+                      else None)
             sql = sql_templates.render(
                 "pipeline/export_table.sql", table=table.name, columns=table.columns,
-                present=present,
+                present=present, source=source,
             )
             target = directory / f"{table.name}.parquet"
             con.sql(sql).write_parquet(str(target))

@@ -3,6 +3,7 @@
   pybroker/pipeline/schema.py (the column list and types come from there, never from input).
   GUIDs become lowercase text and times naive UTC TIMESTAMP, the forms that survive
   DuckDB -> Parquet -> Spark; a column the file lacks is exported as NULL of its type.
+  source, when given, is read in place of the table (export_transmission_queue.sql).
   DuckDB only: it reads the instance file.
 -#}
 SELECT
@@ -15,4 +16,4 @@ SELECT
     CAST(t.{{ c.name }} AS {{ c.type }})
     {%- endif %} AS {{ c.name }}{{ "," if not loop.last }}
 {%- endfor %}
-FROM {{ table }} AS t
+FROM {{ source if source is defined and source else table }} AS t
