@@ -1,10 +1,6 @@
 -- P5.2: messages the far side acknowledged leave the transmission queue. Pairs of
 -- ($conversation_handle, $message_sequence_number), comma-joined, as columns.py encodes.
 DELETE FROM transmission_queue AS t
-USING (
-    SELECT UNNEST(string_split($conversation_handle, ',')) AS conversation_handle,
-        CAST(UNNEST(string_split($message_sequence_number, ',')) AS BIGINT)
-            AS message_sequence_number
-) AS a
+USING {% include 'conversation/_message_pairs.sql' %} AS a
 WHERE NOT t.is_inbound AND t.conversation_handle = a.conversation_handle
     AND t.message_sequence_number = a.message_sequence_number
