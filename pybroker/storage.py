@@ -351,10 +351,29 @@ class Store:
                 largest = len(value)
         self._room_for(con, largest)
 
-    def _room_for(self, con: duckdb.DuckDBPyConnection, body: int) -> None:
+    def room_apart(self, size: int) -> None:
+        """Room for ``size`` bytes about to be committed apart (commit_apart) while the
+        transaction open on the first connection has written: DuckDB can neither
+        checkpoint them nor let them go from memory until that transaction ends (DuckDB
+        1.5.6: 1 GB of 127 KiB pieces so committed under a 256 MiB limit failed a commit,
+        and the file, for good), so the limit leaves room for them once above it, for as
+        long as the file is open (as for a body bound whole, three times)."""
+        if self._limit_now is None:
+            return
+        with self._lock:
+            self._begin_statement()
+            try:
+                self._room_for(self._side(), size, 1)
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
+
+    def _room_for(self, con: duckdb.DuckDBPyConnection, body: int,
+                  room: int = BODY_ROOM) -> None:
         """The memory limit, raised if a body of ``body`` bytes needs it (BODY_ROOM)."""
         base = self.memory_limit or 0
-        need = base + BODY_ROOM * body if body >= base // 32 else base
+        need = base + room * body if body >= base // 32 else base
         if need > (self._limit_now or 0):
             con.execute("SET memory_limit = $limit", {"limit": f"{need}B"})
             self._limit_now = need

@@ -170,3 +170,22 @@ def test_export_writes_a_body_kept_as_pieces_whole(tmp_path, small):
         f"SELECT message_sequence_number, message_body, database_id FROM "
         f"'{tmp_path / 'out' / 'transmission_queue.parquet'}' ORDER BY 1").fetchall() == [
         (0, body, 5), (1, b"<small/>", 5)]
+
+
+def test_a_body_larger_than_the_memory_limit_is_sent_in_a_transaction_that_wrote(tmp_path):
+    # DuckDB can neither checkpoint nor let go of rows committed apart while a transaction
+    # that wrote is open: the limit makes room for the body first (Store.room_apart), else
+    # the commit of its pieces failed, and the file with it, for good
+    body = random.Random(9).randbytes(80 * 2**20)
+    path = tmp_path / "i.duckdb"
+    with pybroker.connect(path, memory_limit="64MiB") as inst:
+        shop = _shop(inst)
+        with shop.transaction():
+            conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+            shop.receive("ShopQueue")  # a statement: the new endpoint is written first
+            conv.send(body)
+        assert inst.sql("SELECT message_size, body_pieces FROM main.transmission_queue"
+                        ).fetchall() == [(len(body), -(-len(body) // message_parts.PIECE_SIZE))]
+    del body
+    with pybroker.connect(path) as inst:  # and the file opens again, whole
+        assert inst.sql(PIECES).fetchone() == (-(-80 * 2**20 // message_parts.PIECE_SIZE),)

@@ -56,6 +56,7 @@ def stage(uow: UnitOfWork, handle: str, sequence: int, body: bytes | memoryview)
                    "message_body": bytes(view[start:start + piece])}
 
     store = uow.m._store
+    store.room_apart(len(view))
     uow.staged_pieces.append((handle, sequence))
     store.commit_apart("transmission/delete_pieces_of_message.sql", [key], 1)
     store.commit_apart("transmission/insert_piece.sql", rows(),
