@@ -394,6 +394,8 @@ class Store:
                 apart.execute("BEGIN TRANSACTION")
                 try:
                     for n, params in enumerate(rows, 1):
+                        if self._closed:  # close() came meanwhile: what is not committed
+                            raise InstanceClosedError()  # is not (the next open sweeps)
                         apart.execute(sql, params)
                         if n % every == 0:
                             apart.execute("COMMIT")
@@ -543,6 +545,8 @@ class Store:
             stop = time.monotonic() + INTERRUPT_WAIT
             while running and time.monotonic() < stop:
                 self._con.interrupt()  # DuckDB's way to stop a statement from another thread
+                if self._apart is not None:  # pieces being committed apart (commit_apart)
+                    self._apart.interrupt()
                 time.sleep(0.01)
                 with self._state:
                     running = self._running

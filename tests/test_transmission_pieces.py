@@ -9,6 +9,7 @@ cases are quick and every body has many pieces."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -189,3 +190,44 @@ def test_a_body_larger_than_the_memory_limit_is_sent_in_a_transaction_that_wrote
     del body
     with pybroker.connect(path) as inst:  # and the file opens again, whole
         assert inst.sql(PIECES).fetchone() == (-(-80 * 2**20 // message_parts.PIECE_SIZE),)
+
+
+def test_close_during_a_send_stops_its_pieces_and_the_next_open_sweeps_them(tmp_path):
+    # Store.close() while pieces are committed apart: they stop (InstanceClosedError); the
+    # batches already committed are pieces no row names, gone when the file opens again
+    import threading
+
+    from pybroker.storage import Store
+
+    path = tmp_path / "i.duckdb"
+    with pybroker.connect(path) as inst:
+        handle = _shop(inst).begin_dialog("ShopService", "FarService",
+                                          contract="DEFAULT").handle
+    store = Store(path)
+    started = threading.Event()
+
+    def rows():
+        for n in range(10_000):
+            if n == 20:
+                started.set()
+            yield {"conversation_handle": handle, "message_sequence_number": 0,
+                   "piece_number": n, "message_body": b"p" * 1_000}
+
+    failed: list[BaseException] = []
+
+    def send():
+        try:
+            store.commit_apart("transmission/insert_piece.sql", rows(), 10)
+        except BaseException as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=send)
+    worker.start()
+    assert started.wait(30)
+    store.closing(time.monotonic())
+    store.close()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert [type(e) for e in failed] == [pybroker.InstanceClosedError]
+    with pybroker.connect(path) as inst:
+        assert inst.sql(PIECES).fetchone() == (0,)
