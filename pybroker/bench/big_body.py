@@ -14,11 +14,12 @@ counted, the body RECEIVE returns counted (1x of it cannot be avoided). The comp
 the body's own size: growth / body.
 
 The storage floor, in the same run (``big_body_floor``): the same body kept by a bare
-DuckDB file set as an instance file is for it, each way in a fresh process: whole, as
-pybroker stores a body today; in 1 MiB parts in one transaction, as an atomic SEND of parts
-would; in 1 MiB parts each committed on its own and read back part by part, as a receiver
-that kept a message as its fragments would. Each side's growth is set beside the floor of
-its path.
+DuckDB file under the memory limit an instance sets for a body bound whole (the default
+and three times the body), each way in a fresh process: whole, as pybroker stored a large
+body before it kept one as pieces; in 1 MiB parts in one transaction, as an atomic SEND of
+parts would; in 1 MiB parts each committed on its own and read back part by part, as both
+sides now do (the sender's pieces committed apart before the SEND's row, the receiver's
+fragments as they arrive). Each side's growth is set beside the floor of its path.
 
 Figures are the median of ``repeat`` runs in the same two processes.
 """
@@ -130,7 +131,8 @@ def _floor_line(report: dict[str, Any]) -> str:
     whole, send, parts = f["whole"], f["send"], f["parts"]
     return (
         f"    storage floor (a bare DuckDB file, memory limit "
-        f"{whole['memory_limit_mb']:,.0f} MB as an instance sets it for this body): whole, "
+        f"{whole['memory_limit_mb']:,.0f} MB, as an instance sets it for this body bound "
+        f"whole): whole, "
         f"one transaction: stored {whole['stored_ratio']:.2f}x, read back "
         f"{whole['read_back_ratio']:.2f}x; 1 MiB parts in one transaction (an atomic "
         f"SEND): {send['stored_ratio']:.2f}x, {send['read_back_ratio']:.2f}x; 1 MiB parts "
