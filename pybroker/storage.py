@@ -68,6 +68,10 @@ MAX_THREADS = 1024
 # The least a limit may be: rows committed since the last checkpoint stay in memory, up to
 # about CHECKPOINT_THRESHOLD of them.
 MIN_MEMORY_LIMIT = 64 * 2**20
+# While a large body is read back (Store.streaming), DuckDB's limit is at least this much
+# above the memory it cannot let go of: what the read itself pins (a statement's pieces,
+# about 8 MiB, and its scan)
+STREAM_ROOM = 32 * 2**20
 # DuckDB holds a body in one block of its size (twice while RECEIVE reads it back), and a
 # block larger than the limit is refused: a statement that binds a value of 1/32 of the
 # limit or more raises the limit to leave room for BODY_ROOM times that value above it, for
@@ -416,16 +420,27 @@ class Store:
         DuckDB keeps at most ``limit`` bytes meanwhile, so what was read gives way to
         what comes next, rather than the whole body staying in its buffers beside the
         copy the reader makes (PostgreSQL reads a large table through a small ring of
-        buffers for the same reason). Never below MIN_MEMORY_LIMIT; if DuckDB cannot get
-        down to it (what it must keep pinned), the read goes on under the usual limit."""
-        limit = max(limit, MIN_MEMORY_LIMIT)
-        if self._limit_now is None or limit >= self._limit_now:
+        buffers for the same reason). Only the file's blocks may give way (DuckDB's
+        BASE_TABLE memory): rows committed since the last checkpoint cannot while a
+        transaction that wrote is open, as RECEIVE's has, so the limit stays STREAM_ROOM
+        above all the rest (at 64 MiB flat, a 50 MiB body read back with 60 MiB of its
+        fragments not yet checkpointed failed for want of memory). Never below
+        MIN_MEMORY_LIMIT; if DuckDB cannot get down to it, the read goes on under the
+        usual limit."""
+        if self._limit_now is None:
             yield
             return
         with self._lock:
-            # set on the second connection: the limit is the whole file's, and a SET that
-            # fails there cannot abort the transaction open on the first
+            # on the second connection: the limit is the whole file's, and a statement
+            # that fails there cannot abort the transaction open on the first
             side = self._side()
+            row = side.execute(
+                "SELECT coalesce(sum(memory_usage_bytes) FILTER (WHERE tag <> 'BASE_TABLE'), "
+                "0) FROM duckdb_memory()").fetchone()
+            limit = max(limit, MIN_MEMORY_LIMIT, int(row[0] if row else 0) + STREAM_ROOM)
+            if limit >= self._limit_now:
+                yield
+                return
             lowered = True
             try:
                 side.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
