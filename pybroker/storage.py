@@ -434,9 +434,8 @@ class Store:
             # on the second connection: the limit is the whole file's, and a statement
             # that fails there cannot abort the transaction open on the first
             side = self._side()
-            row = side.execute(
-                "SELECT coalesce(sum(memory_usage_bytes) FILTER (WHERE tag <> 'BASE_TABLE'), "
-                "0) FROM duckdb_memory()").fetchone()
+            row = side.execute(sql_templates.render("instance/select_held_memory.sql")
+                               ).fetchone()
             limit = max(limit, MIN_MEMORY_LIMIT, int(row[0] if row else 0) + STREAM_ROOM)
             if limit >= self._limit_now:
                 yield

@@ -745,10 +745,7 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     memory in Python, not the three of taking every fragment out as a list and joining it.
     (A message that goes straight into its queue is not made whole: message_parts.py.)"""
     step = message_parts.fragment_step(f, held)
-    out = io.BytesIO()
-    if f.message_size:  # sized once: getvalue() then hands over this buffer uncopied
-        out.seek(f.message_size - 1)
-        out.write(b"\0")
+    out = message_parts.body_buffer(f.message_size)
     key = {"conversation_handle": handle, "message_sequence_number": f.sequence}
     uow.flush()
     uow.ensure_tx()

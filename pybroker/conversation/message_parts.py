@@ -43,6 +43,17 @@ PIECE_SIZE = 127 * 2**10
 HANDLE, SEQUENCE, BODY, BODY_FRAGMENTS = 1, 3, 5, 8
 
 
+def body_buffer(size: int) -> io.BytesIO:
+    """A buffer for a body of ``size`` bytes written in place, sized once, at position 0:
+    its getvalue() then hands the bytes over without a copy."""
+    out = io.BytesIO()
+    if size:
+        out.seek(size - 1)
+        out.write(b"\0")
+        out.seek(0)
+    return out
+
+
 def not_whole(f: MessageFragment) -> WireError:
     """Why the fragments held and ``f`` are refused (the batch is then retried one by one,
     and this arrival is refused)."""
@@ -100,12 +111,10 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
                     number, piece = number + 1, 0  # the next fragment begins
                 if (got, at) != (number, piece):
                     break  # one is missing
-                if not written and size:  # sized once: getvalue() hands it over uncopied
+                if not written and size:
                     if size >= STREAM_FROM:
                         stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
-                    out.seek(size - 1)
-                    out.write(b"\0")
-                    out.seek(0)
+                    out = body_buffer(size)
                 part = part or b""
                 out.write(part)
                 written += len(part)

@@ -22,7 +22,6 @@ delay, and by sys.transmission_queue.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -78,11 +77,7 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, pieces: int, size: in
     """The body of a message of the transmission queue kept as ``pieces`` pieces
     (``size`` bytes), read back about message_parts.READ_BYTES per statement into one
     buffer of its size."""
-    out = io.BytesIO()
-    if size:  # sized once: getvalue() hands it over uncopied
-        out.seek(size - 1)
-        out.write(b"\0")
-        out.seek(0)
+    out = message_parts.body_buffer(size)
     step = max(1, message_parts.READ_BYTES // message_parts.PIECE_SIZE)
     number = 0
     while number < pieces:
