@@ -93,7 +93,7 @@ def test_the_receiver_keeps_a_20_mb_message_as_its_fragments_and_receive_reads_t
             receive_peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        # the whole message once, and READ_BYTES of fragments read back at a time: taking
+        # the whole message once, and READ_BYTES of pieces read back at a time: taking
         # every fragment out at once and joining them would be two bodies or more
         assert receive_peak < len(body) + message_parts.READ_BYTES + 4 * MIB, receive_peak
         assert len(got) == 1 and got[0].message_body == body

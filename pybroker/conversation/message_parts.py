@@ -2,7 +2,7 @@
 
 When the last fragment of a message arrives in sequence for a queue that is ON, the queue
 row is written with no body and ``body_fragments`` (migrations/010); the fragments stay in
-message_fragments. RECEIVE reads the body back here, one statement per fragment into one
+message_fragments. RECEIVE reads the body back here, one statement per piece into one
 buffer of the message's size, so neither DuckDB nor Python ever holds the body as one
 value besides that buffer (inserting a 100 MB body as one BLOB and reading it back costs
 three to four times its size; this, about twice). The fragments leave with the message:
@@ -20,18 +20,18 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pybroker.errors import StorageError, WireError
+from pybroker.errors import BrokerError, StorageError, WireError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.unit_of_work import UnitOfWork
     from pybroker.wire.frames import MessageFragment
 
-READ_BYTES = 8 * 2**20  # of fragments read back per statement, about
 # DuckDB's memory while RECEIVE reads a body of STREAM_FROM bytes or more back
 # (Store.streaming): the pieces read give way to the next, so the body is not held twice,
 # in DuckDB's buffers and in the copy RECEIVE hands out (100 MB body: the receiver's peak
 # growth went from 3.2-3.4x to 2.5-2.7x of it)
 STREAM_FROM = 32 * 2**20
+READ_BYTES = 4 * 2**20  # of pieces read back per statement, about
 STREAM_LIMIT = 64 * 2**20
 # A fragment is kept as pieces of at most this many bytes: DuckDB 1.5 cannot evict a value
 # of its block size (256 KiB) or more, so those beyond the memory limit failed a commit. Two
@@ -93,41 +93,46 @@ def check_whole(f: MessageFragment, step: int, sizes: Mapping[int, int]) -> None
 
 def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     """The body of message ``sequence`` of endpoint ``handle``, kept as ``count``
-    fragments: read back about READ_BYTES per statement (the first fragment alone, which
-    gives the fragment size), piece by piece in order, into one buffer of the message's
-    size; a body of STREAM_FROM bytes or more with DuckDB's memory held to STREAM_LIMIT
-    meanwhile (Store.streaming)."""
-    with contextlib.ExitStack() as stack:
-        out = io.BytesIO()
-        number, step, size, written = 0, 1, 0, 0
-        while number < count:
-            end = min(number + step, count)
-            rows = uow.sql("wire/select_message_parts.sql", {
-                "conversation_handle": handle, "message_sequence_number": sequence,
-                "first_fragment": number, "end_fragment": end})
-            piece = 0  # the piece expected next, of fragment ``number``
-            for got, at, size, part in rows:
-                if (got, at) == (number + 1, 0) and piece:
-                    number, piece = number + 1, 0  # the next fragment begins
-                if (got, at) != (number, piece):
-                    break  # one is missing
-                if not written and size:
-                    if size >= STREAM_FROM:
-                        stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
-                    out = body_buffer(size)
-                part = part or b""
-                out.write(part)
-                written += len(part)
-                piece += 1
-            del rows
-            if number != end - 1 or not piece:
-                raise _missing(handle, sequence, count, number)
-            number = end
-            if step == 1:
-                step = max(1, READ_BYTES // max(written, 1))
-        if written != size:
-            raise _missing(handle, sequence, count, count - 1)
-        return out.getvalue()
+    fragments: the piece_ids of its pieces in order (one statement, no body read), then
+    each piece's body through an index made for this read (migrations/012), into one
+    buffer of the message's size; a body of STREAM_FROM bytes or more with DuckDB's memory
+    held to STREAM_LIMIT meanwhile, what its allocator kept handed back every READ_BYTES
+    (Store.streaming). A StorageError if a fragment or a piece of one is missing."""
+    rows = uow.sql("wire/select_message_parts.sql", {
+        "conversation_handle": handle, "message_sequence_number": sequence})
+    number, piece = 0, 0  # the fragment, and its piece, expected next
+    for _piece_id, got, at, _size in rows:
+        if (got, at) == (number + 1, 0) and piece:
+            number, piece = number + 1, 0  # the next fragment begins
+        if (got, at) != (number, piece):
+            raise _missing(handle, sequence, count, number)
+        piece += 1
+    if number != count - 1 or not piece:
+        raise _missing(handle, sequence, count, number if piece else count - 1)
+    size = rows[0][3]
+    uow.sql("wire/create_piece_index.sql", {})
+    try:
+        with contextlib.ExitStack() as stack:
+            give_back = (stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
+                         if size >= STREAM_FROM else None)
+            out, written, read = body_buffer(size), 0, 0
+            for piece_id, *_ in rows:
+                found = uow.sql("wire/select_message_piece.sql", {"piece_id": piece_id})
+                part = found[0][0] if found else None
+                del found
+                if part:
+                    out.write(part)
+                    written += len(part)
+                    read += len(part)
+                if give_back is not None and read >= READ_BYTES:
+                    give_back()
+                    read = 0
+    finally:
+        with contextlib.suppress(BrokerError):  # a failed statement ended the transaction
+            uow.sql("wire/drop_piece_index.sql", {})
+    if written != size:
+        raise _missing(handle, sequence, count, count - 1)
+    return out.getvalue()
 
 
 def _missing(handle: str, sequence: int, count: int, number: int) -> StorageError:
