@@ -71,7 +71,7 @@ MIN_MEMORY_LIMIT = 64 * 2**20
 # While a large body is read back (Store.streaming), DuckDB's limit is at least this much
 # above the memory it cannot let go of: what the read itself pins (a statement's pieces,
 # about 8 MiB, and its scan)
-STREAM_ROOM = 48 * 2**20
+STREAM_ROOM = 32 * 2**20
 # DuckDB holds a body in one block of its size (twice while RECEIVE reads it back), and a
 # block larger than the limit is refused: a statement that binds a value of 1/32 of the
 # limit or more raises the limit to leave room for BODY_ROOM times that value above it, for

@@ -20,7 +20,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pybroker.errors import BrokerError, StorageError, WireError
+from pybroker.errors import StorageError, WireError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.unit_of_work import UnitOfWork
@@ -94,7 +94,7 @@ def check_whole(f: MessageFragment, step: int, sizes: Mapping[int, int]) -> None
 def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     """The body of message ``sequence`` of endpoint ``handle``, kept as ``count``
     fragments: the piece_ids of its pieces in order (one statement, no body read), then
-    each piece's body through an index made for this read (migrations/012), into one
+    each piece's body through the index of its piece_id (migrations/012), into one
     buffer of the message's size; a body of STREAM_FROM bytes or more with DuckDB's memory
     held to STREAM_LIMIT meanwhile, what its allocator kept handed back every READ_BYTES
     (Store.streaming). A StorageError if a fragment or a piece of one is missing."""
@@ -110,26 +110,21 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     if number != count - 1 or not piece:
         raise _missing(handle, sequence, count, number if piece else count - 1)
     size = rows[0][3]
-    uow.sql("wire/create_piece_index.sql", {})
-    try:
-        with contextlib.ExitStack() as stack:
-            give_back = (stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
-                         if size >= STREAM_FROM else None)
-            out, written, read = body_buffer(size), 0, 0
-            for piece_id, *_ in rows:
-                found = uow.sql("wire/select_message_piece.sql", {"piece_id": piece_id})
-                part = found[0][0] if found else None
-                del found
-                if part:
-                    out.write(part)
-                    written += len(part)
-                    read += len(part)
-                if give_back is not None and read >= READ_BYTES:
-                    give_back()
-                    read = 0
-    finally:
-        with contextlib.suppress(BrokerError):  # a failed statement ended the transaction
-            uow.sql("wire/drop_piece_index.sql", {})
+    with contextlib.ExitStack() as stack:
+        give_back = (stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
+                     if size >= STREAM_FROM else None)
+        out, written, read = body_buffer(size), 0, 0
+        for piece_id, *_ in rows:
+            found = uow.sql("wire/select_message_piece.sql", {"piece_id": piece_id})
+            part = found[0][0] if found else None
+            del found
+            if part:
+                out.write(part)
+                written += len(part)
+                read += len(part)
+            if give_back is not None and read >= READ_BYTES:
+                give_back()
+                read = 0
     if written != size:
         raise _missing(handle, sequence, count, count - 1)
     return out.getvalue()
