@@ -131,10 +131,10 @@ def test_a_24_mb_body_crosses_between_processes_in_bounded_memory():
     assert r["receiver_growth_mb"] < 8 * 24 + 100, r
     assert r["sender_growth_mb"] < 5 * 24 + 100, r
 
-    # the storage floor of the same run: a bare DuckDB file kept the body the three ways,
+    # the storage floor of the same run: a bare DuckDB file kept the body the four ways,
     # and each read back all of it (the copy read back counts, as RECEIVE's does)
     floor = report["floor"]
-    assert set(floor) == {"whole", "send", "parts"}
+    assert set(floor) == {"whole", "send", "parts", "pieces"}
     for way in floor.values():
         assert way["read_back_ratio"] >= 0.9, floor
         assert way["memory_limit_mb"] > 24, floor
@@ -142,6 +142,8 @@ def test_a_24_mb_body_crosses_between_processes_in_bounded_memory():
     # decisive difference between a receiver's path and an atomic SEND's
     assert floor["parts"]["stored_ratio"] < floor["send"]["stored_ratio"], floor
     assert floor["parts"]["stored_ratio"] < floor["whole"]["stored_ratio"], floor
+    # the receiver's own path: under the default limit, not one raised for the body
+    assert floor["pieces"]["memory_limit_mb"] < floor["parts"]["memory_limit_mb"], floor
 
 
 def test_the_storage_floor_refuses_an_unknown_way(tmp_path):

@@ -19,7 +19,15 @@ column encoding: one table of (part number, BLOB).
   transaction's rows to its log in one go);
 - ``parts``: the same rows, each INSERT committed on its own (as fragments arrive), read
   back part by part (one point query each) into one buffer of the body's size: the least
-  a receiver that kept a message as its fragments would pay.
+  a receiver that kept a message as its fragments would pay;
+- ``pieces``: as the receiver keeps them: pieces of message_parts.PIECE_SIZE, a primary
+  key on their number, 1 MiB of them per transaction, under the memory limit of an
+  instance that binds no large value (storage.DEFAULT_MEMORY_LIMIT), read back one piece
+  at a time through the key under the limit RECEIVE lowers it to (Store.streaming). The
+  index costs: once the table is checkpointed, each COMMIT that adds rows reads back the
+  rows stored before them in the same vector of 2,048, BLOBs and all (DuckDB 1.5.6 writes
+  its log from the vector's start), and without one DuckDB rewrites the table's last
+  row group at every checkpoint and fails once it outgrows the limit (migrations/012).
 
 Reported per way: the peak growth once the body is stored, and the peak growth once it is
 read back too (the copy read back, 1x, counted as RECEIVE's is).
@@ -40,6 +48,7 @@ import duckdb
 
 from pybroker import sql_templates
 from pybroker.bench.big_body_child import _status_kb, baseline
+from pybroker.conversation.message_parts import PIECE_SIZE, STREAM_LIMIT
 from pybroker.storage import (
     BODY_ROOM,
     CHECKPOINT_THRESHOLD,
@@ -48,7 +57,7 @@ from pybroker.storage import (
 )
 from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE
 
-WAYS = ("whole", "send", "parts")
+WAYS = ("whole", "send", "parts", "pieces")
 
 
 def _sql(template: str) -> str:
@@ -60,32 +69,41 @@ def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
     if way not in WAYS:
         raise ValueError(f"unknown way {way!r}: choose one of {', '.join(WAYS)}")
     body = os.urandom(size)
-    limit = check_memory_limit(DEFAULT_MEMORY_LIMIT) + BODY_ROOM * size
+    limit = check_memory_limit(DEFAULT_MEMORY_LIMIT)
+    if way != "pieces":
+        limit += BODY_ROOM * size
     with tempfile.TemporaryDirectory(dir=folder, prefix=f"body-floor-{way}-") as tmp:
         con = duckdb.connect(str(Path(tmp) / "floor.duckdb"))
         try:
             con.execute("SET threads = 1")
             con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
-            con.execute(_sql("create_body_floor"))
+            con.execute(_sql("create_body_floor_keyed" if way == "pieces"
+                             else "create_body_floor"))
             start = baseline()
-            # "whole" is one part of the body's size; the other ways, parts of 1 MiB
-            step = max(size, 1) if way == "whole" else DEFAULT_FRAGMENT_SIZE
+            # "whole" is one part of the body's size; "pieces", pieces of PIECE_SIZE
+            # committed 1 MiB at a time; the other ways, parts of 1 MiB
+            step = {"whole": max(size, 1), "pieces": PIECE_SIZE}.get(
+                way, DEFAULT_FRAGMENT_SIZE)
             count = -(-size // step)
+            per_commit = {"parts": 1, "pieces": max(1, DEFAULT_FRAGMENT_SIZE // step)
+                          }.get(way, count)
             view = memoryview(body)
             for number in range(count):
-                if way == "parts" or number == 0:
+                if number % per_commit == 0:
                     con.execute("BEGIN TRANSACTION")
                 con.execute(_sql("insert_body_floor"), {
                     "part_number": number,
                     "part": body if count == 1 else view[number * step:(number + 1) * step]
                     .tobytes()})
-                if way == "parts" or number == count - 1:
+                if number % per_commit == per_commit - 1 or number == count - 1:
                     con.execute("COMMIT")
             del view
             stored = _status_kb("VmHWM") - start
             del body
             gc.collect()
+            if way == "pieces":
+                con.execute("SET memory_limit = $limit", {"limit": f"{STREAM_LIMIT}B"})
             out = bytearray(size)
             offset = 0
             for number in range(count):

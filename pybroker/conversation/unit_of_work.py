@@ -22,6 +22,9 @@ LARGE_BODY = 256 * 1024  # bytes: a body this large is inserted as its own bound
 # bytes: a body this large goes into the transmission queue as pieces written apart
 # (transmission_pieces.py)
 STAGE_BYTES = 4 * 2**20
+# whether message_fragments holds any row: after many of its pieces are deleted, the file
+# is checkpointed once it holds none (Store.pieces_deleted; message_parts.py)
+COUNT_FRAGMENTS = "wire/count_message_fragments.sql"
 
 
 # -- the unit of work ---------------------------------------------------------------------
@@ -187,9 +190,11 @@ class UnitOfWork:
         # message sent and received in one transaction is taken from the read-ahead
         # (ReceiveBuffer.delivered) before it was written
         if self.taken_fragments:  # message_parts.py
-            run("conversation/delete_received_fragments.sql", {
-                "conversation_handle": columns.guids(h for h, _ in self.taken_fragments),
-                "message_sequence_number": columns.ints(s for _, s in self.taken_fragments)})
+            self.m._store.pieces_deleted(COUNT_FRAGMENTS, run(
+                "conversation/delete_received_fragments.sql", {
+                    "conversation_handle": columns.guids(h for h, _ in self.taken_fragments),
+                    "message_sequence_number": columns.ints(
+                        s for _, s in self.taken_fragments)}))
             self.taken_fragments.clear()
         if self.taken:
             run("conversation/delete_received_messages.sql",
