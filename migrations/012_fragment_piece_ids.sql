@@ -9,8 +9,9 @@
 -- memory limit of 80 MiB: peak growth 87 MB instead of 185-217 MB). The primary key
 -- stays: without an index on the table, DuckDB 1.5.6 rewrites the table's last row group
 -- whole at each checkpoint, and pieces of about 1.5 times the memory limit made a
--- checkpoint fail, and the file with it. Rows of before this migration are numbered here.
+-- checkpoint fail, and the file with it. Rows of before this migration are numbered here;
+-- the index is made by migration 013 (DuckDB 1.5.6 refuses to index, in the transaction
+-- that added it, a column added to a table that has rows).
 CREATE SEQUENCE message_fragment_piece_ids;
 ALTER TABLE message_fragments ADD COLUMN piece_id BIGINT
     DEFAULT nextval('message_fragment_piece_ids');
-CREATE UNIQUE INDEX message_fragments_piece_id ON message_fragments (piece_id);

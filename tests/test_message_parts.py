@@ -18,8 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
+from pybroker import sql_templates
 from pybroker.conversation import message_parts
 from pybroker.conversation.remote import Arrival
+from pybroker.storage import available_migrations
 from pybroker.wire.frames import MessageFragment
 
 FAR_BROKER = str(uuid.UUID(int=0xFA5))
@@ -314,3 +316,72 @@ def test_a_large_body_is_read_back_under_a_lowered_limit_and_the_limit_comes_bac
         assert got[0].message_body == body
         assert inst.sql("SELECT current_setting('memory_limit')").fetchone() == before
         assert inst.sql(KEPT).fetchone() == (0,)
+
+
+def test_a_piece_is_read_back_through_the_index_of_its_number(tmp_path):
+    # migrations/012: a scan reads every BLOB of the vectors it passes, so RECEIVE reads a
+    # kept body one piece at a time by piece_id, through that column's index
+    body = random.Random(8).randbytes(3_000)
+    cid = str(uuid.uuid4())
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        _arrive(inst, _fragments(cid, 0, body, 1_000))
+        ids = inst.sql("SELECT piece_id FROM main.message_fragments "
+                       "ORDER BY fragment_number, piece_number").fetchall()
+        assert len(ids) == len({i for (i,) in ids}) == 3
+        plan = inst._store._con.execute(
+            "EXPLAIN ANALYZE " + sql_templates.render("wire/select_message_piece.sql"),
+            {"piece_id": ids[1][0]}).fetchall()[0][1]
+        assert "Index Scan" in plan, plan
+        assert stock.receive("StockQueue")[0].message_body == body
+
+
+def test_fragments_kept_before_their_pieces_were_numbered_are_received(tmp_path, monkeypatch):
+    # a file at migration 011 holds a message kept as its fragments; opened by this
+    # version, migration 012 numbers its pieces and RECEIVE reads them back by number
+    body = random.Random(9).randbytes(5_000)
+    cid = str(uuid.uuid4())
+    older = tmp_path / "migrations"
+    older.mkdir()
+    for version, _name, source in available_migrations():
+        if version <= 11:
+            (older / source.name).write_text(source.read_text())
+    monkeypatch.setattr("pybroker.storage.migrations_dir", lambda: older)
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        _stock(inst)
+        _arrive(inst, _fragments(cid, 0, body, 1_000), seed=3)
+        assert _queue_row(inst) == [(1, 5, True)]
+        assert "piece_id" not in {c for (c,) in inst.sql(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_name = 'message_fragments'").fetchall()}
+    monkeypatch.undo()
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        assert inst.sql("SELECT count(DISTINCT piece_id), count(*) "
+                        "FROM main.message_fragments").fetchone() == (5, 5)
+        got = inst.database("Stock").receive("StockQueue")
+        assert got[0].message_body == body
+        assert inst.sql(KEPT).fetchone() == (0,)
+
+
+def test_once_a_large_kept_message_is_received_its_pieces_row_group_is_dropped(
+        tmp_path, monkeypatch):
+    # Store._tidy_pieces: the taken pieces would otherwise stay in their row group, read
+    # back at each later COMMIT that adds pieces; with another message's fragments still
+    # kept, the checkpoint could not drop it, and none is taken
+    monkeypatch.setattr(message_parts, "PIECE_SIZE", 100)
+    monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 50)
+    row_groups = "SELECT count(*) FROM pragma_storage_info('message_fragments')"
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        big = random.Random(10).randbytes(6_000)  # 60 pieces
+        cid = str(uuid.uuid4())
+        _arrive(inst, _fragments(cid, 0, big, 1_000))
+        other = str(uuid.uuid4())
+        _arrive(inst, _fragments(other, 0, b"y" * 3_000, 1_000)[:2])  # not all of it
+        assert stock.receive("StockQueue")[0].message_body == big
+        assert inst.sql(KEPT).fetchone() == (20,)  # the other's pieces: no checkpoint
+        assert inst.sql(row_groups).fetchone()[0] > 0
+        _arrive(inst, _fragments(other, 0, b"y" * 3_000, 1_000)[2:])
+        assert stock.receive("StockQueue")[0].message_body == b"y" * 3_000
+        assert inst.sql(KEPT).fetchone() == (0,)  # 90 gone, none left: checkpointed
+        assert inst.sql(row_groups).fetchone() == (0,)

@@ -231,3 +231,41 @@ def test_close_during_a_send_stops_its_pieces_and_the_next_open_sweeps_them(tmp_
     assert [type(e) for e in failed] == [pybroker.InstanceClosedError]
     with pybroker.connect(path) as inst:
         assert inst.sql(PIECES).fetchone() == (0,)
+
+
+ROW_GROUPS = "SELECT count(*) FROM pragma_storage_info('{}')"
+
+
+def test_once_many_pieces_are_gone_and_none_is_left_the_file_is_checkpointed(
+        tmp_path, small, monkeypatch):
+    # Store._tidy_pieces: deleted pieces otherwise stay in their row group, read back at
+    # each later COMMIT that adds pieces, until a checkpoint finds none left and drops it
+    monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 30)
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+        conv.send(random.Random(7).randbytes(2_000))  # 21 pieces: fewer than 30
+        other = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+        other.send(random.Random(8).randbytes(2_000))
+        assert inst.sql(PIECES).fetchone() == (42,)
+        conv.end(error=50_001, description="given up")  # 21 gone: not yet 30
+        assert inst.sql(ROW_GROUPS.format("transmission_queue_pieces")).fetchone()[0] > 0
+        # 42 gone, none left: checkpointed, the row group of the deleted pieces dropped
+        other.end(error=50_001, description="given up")
+        assert inst.sql(PIECES).fetchone() == (0,)
+        assert inst.sql(ROW_GROUPS.format("transmission_queue_pieces")).fetchone() == (0,)
+
+
+def test_pieces_deleted_by_a_transaction_that_rolls_back_count_for_nothing(
+        tmp_path, small, monkeypatch):
+    monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 20)
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+        conv.send(random.Random(9).randbytes(2_000))  # 21 pieces
+        with pytest.raises(RuntimeError), shop.transaction():
+            conv.end(error=50_001, description="given up")
+            raise RuntimeError("changed my mind")
+        assert inst.sql(PIECES).fetchone() == (21,)
+        assert inst._store._pieces_deleted == {}  # the rolled-back deletes not counted
+        assert inst.sql(ROW_GROUPS.format("transmission_queue_pieces")).fetchone()[0] > 0
