@@ -233,7 +233,14 @@ def test_close_during_a_send_stops_its_pieces_and_the_next_open_sweeps_them(tmp_
         assert inst.sql(PIECES).fetchone() == (0,)
 
 
-ROW_GROUPS = "SELECT count(*) FROM pragma_storage_info('{}')"
+ROW_GROUPS = "SELECT count(*) FROM pragma_storage_info('transmission_queue_pieces')"
+
+
+def _far(shop: pybroker.Database, seed: int) -> pybroker.Conversation:
+    """A conversation to a service of no route, its 2,000-byte body kept as 21 pieces."""
+    conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+    conv.send(random.Random(seed).randbytes(2_000))
+    return conv
 
 
 def test_once_many_pieces_are_gone_and_none_is_left_the_file_is_checkpointed(
@@ -243,17 +250,14 @@ def test_once_many_pieces_are_gone_and_none_is_left_the_file_is_checkpointed(
     monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 30)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         shop = _shop(inst)
-        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
-        conv.send(random.Random(7).randbytes(2_000))  # 21 pieces: fewer than 30
-        other = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
-        other.send(random.Random(8).randbytes(2_000))
+        conv, other = _far(shop, 7), _far(shop, 8)
         assert inst.sql(PIECES).fetchone() == (42,)
         conv.end(error=50_001, description="given up")  # 21 gone: not yet 30
-        assert inst.sql(ROW_GROUPS.format("transmission_queue_pieces")).fetchone()[0] > 0
+        assert inst.sql(ROW_GROUPS).fetchone()[0] > 0
         # 42 gone, none left: checkpointed, the row group of the deleted pieces dropped
         other.end(error=50_001, description="given up")
         assert inst.sql(PIECES).fetchone() == (0,)
-        assert inst.sql(ROW_GROUPS.format("transmission_queue_pieces")).fetchone() == (0,)
+        assert inst.sql(ROW_GROUPS).fetchone() == (0,)
 
 
 def test_pieces_deleted_by_a_transaction_that_rolls_back_count_for_nothing(
@@ -261,11 +265,10 @@ def test_pieces_deleted_by_a_transaction_that_rolls_back_count_for_nothing(
     monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 20)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         shop = _shop(inst)
-        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
-        conv.send(random.Random(9).randbytes(2_000))  # 21 pieces
+        conv = _far(shop, 9)
         with pytest.raises(RuntimeError), shop.transaction():
             conv.end(error=50_001, description="given up")
             raise RuntimeError("changed my mind")
         assert inst.sql(PIECES).fetchone() == (21,)
         assert inst._store._pieces_deleted == {}  # the rolled-back deletes not counted
-        assert inst.sql(ROW_GROUPS.format("transmission_queue_pieces")).fetchone()[0] > 0
+        assert inst.sql(ROW_GROUPS).fetchone()[0] > 0
