@@ -422,7 +422,7 @@ class Store:
                 self._end_statement()
 
     @contextlib.contextmanager
-    def streaming(self, limit: int) -> Iterator[Callable[[], None]]:
+    def streaming(self, limit: int) -> Iterator[None]:
         """A large read that passes each block once (a body read back from its pieces):
         DuckDB keeps at most ``limit`` bytes meanwhile, so what was read gives way to
         what comes next, rather than the whole body staying in its buffers beside the
@@ -433,12 +433,9 @@ class Store:
         above all the rest (at 64 MiB flat, a 50 MiB body read back with 60 MiB of its
         fragments not yet checkpointed failed for want of memory). Never below
         MIN_MEMORY_LIMIT; if DuckDB cannot get down to it, the read goes on under the
-        usual limit. Yields a function the reader calls between statements to hand back
-        to the system what DuckDB's allocator kept of them (as release_memory does): a
-        read of 100 MB by rowid ranges otherwise left the process ~100 MB larger than
-        DuckDB's own count."""
+        usual limit."""
         if self._limit_now is None:
-            yield lambda: None
+            yield
             return
         with self._lock:
             # on the second connection: the limit is the whole file's, and a statement
@@ -448,17 +445,19 @@ class Store:
                                ).fetchone()
             limit = max(limit, MIN_MEMORY_LIMIT, int(row[0] if row else 0) + STREAM_ROOM)
             if limit >= self._limit_now:
-                yield lambda: None
+                yield
                 return
-            lowered = {"limit": f"{limit}B"}
+            lowered = True
             try:
-                side.execute("SET memory_limit = $limit", lowered)
+                side.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
             except duckdb.Error:
-                lowered = {"limit": f"{self._limit_now}B"}
+                lowered = False
             try:
-                yield lambda: side.execute("SET memory_limit = $limit", lowered)
+                yield
             finally:
-                side.execute("SET memory_limit = $limit", {"limit": f"{self._limit_now}B"})
+                if lowered:
+                    side.execute("SET memory_limit = $limit",
+                                 {"limit": f"{self._limit_now}B"})
 
     def _side(self) -> duckdb.DuckDBPyConnection:
         """The second connection to the file (commit_apart, streaming), made once."""
@@ -545,11 +544,12 @@ class Store:
         (DuckDB 1.5.6 writes its log from the vector's start): a second 100 MB body in
         the same process cost the receiver 3.8x its size instead of 2.5x, and bare
         DuckDB 311 MB instead of 184 MB to store. A checkpoint that cannot run now (a
-        transaction open on the second connection) waits for the next such commit."""
-        for template, count in self._pieces_deleting.items():
-            self._pieces_deleted[template] = self._pieces_deleted.get(template, 0) + count
-        self._pieces_deleting.clear()
-        for template, count in list(self._pieces_deleted.items()):
+        transaction open on the second connection) waits for the next commit that deletes
+        pieces of that table: only such commits pay the look."""
+        deleting, self._pieces_deleting = self._pieces_deleting, {}
+        for template, count in deleting.items():
+            count += self._pieces_deleted.get(template, 0)
+            self._pieces_deleted[template] = count
             if count < TIDY_PIECES:
                 continue
             try:

@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # in DuckDB's buffers and in the copy RECEIVE hands out (100 MB body: the receiver's peak
 # growth went from 3.2-3.4x to 2.5-2.7x of it)
 STREAM_FROM = 32 * 2**20
-READ_BYTES = 4 * 2**20  # of pieces read back per statement, about
 STREAM_LIMIT = 64 * 2**20
+READ_BYTES = 8 * 2**20  # of pieces read back per statement (transmission_pieces.py), about
 # A fragment is kept as pieces of at most this many bytes: DuckDB 1.5 cannot evict a value
 # of its block size (256 KiB) or more, so those beyond the memory limit failed a commit. Two
 # pieces fit in one block (each with a 4-byte length, 262,136 usable bytes): at 128 KiB one
@@ -97,8 +97,8 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     fragments: the piece_ids of its pieces in order (one statement, no body read), then
     each piece's body through the index of its piece_id (migrations/012), into one
     buffer of the message's size; a body of STREAM_FROM bytes or more with DuckDB's memory
-    held to STREAM_LIMIT meanwhile, what its allocator kept handed back every READ_BYTES
-    (Store.streaming). A StorageError if a fragment or a piece of one is missing."""
+    held to STREAM_LIMIT meanwhile (Store.streaming). A StorageError if a fragment or a
+    piece of one is missing."""
     rows = uow.sql("wire/select_message_parts.sql", {
         "conversation_handle": handle, "message_sequence_number": sequence})
     number, piece = 0, 0  # the fragment, and its piece, expected next
@@ -112,9 +112,9 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
         raise _missing(handle, sequence, count, number if piece else count - 1)
     size = rows[0][3]
     with contextlib.ExitStack() as stack:
-        give_back = (stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
-                     if size >= STREAM_FROM else None)
-        out, written, read = body_buffer(size), 0, 0
+        if size >= STREAM_FROM:
+            stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
+        out, written = body_buffer(size), 0
         for piece_id, *_ in rows:
             found = uow.sql("wire/select_message_piece.sql", {"piece_id": piece_id})
             part = found[0][0] if found else None
@@ -122,10 +122,6 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
             if part:
                 out.write(part)
                 written += len(part)
-                read += len(part)
-            if give_back is not None and read >= READ_BYTES:
-                give_back()
-                read = 0
     if written != size:
         raise _missing(handle, sequence, count, count - 1)
     return out.getvalue()
