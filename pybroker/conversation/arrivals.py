@@ -41,7 +41,6 @@ from pybroker.conversation.system_messages import (
     REMOTE_ENDPOINT_CLOSED,
     _parse_error,
 )
-from pybroker.conversation.unit_of_work import COUNT_FRAGMENTS
 from pybroker.wire import dialog
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
 from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE, pair_key
@@ -785,6 +784,5 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     if out.seek(0, io.SEEK_END) != f.message_size:
         raise message_parts.not_whole(f)
     message_parts.check_whole(f, step, sizes)
-    uow.m._store.pieces_deleted(COUNT_FRAGMENTS,
-                                uow.sql("wire/delete_message_fragments.sql", key))
+    message_parts.delete(uow, handle, f.sequence)
     return out.getvalue()

@@ -17,7 +17,6 @@ from pybroker.conversation.system_messages import (
     SERVICE_DROPPED,
     error_body,
 )
-from pybroker.conversation.unit_of_work import COUNT_FRAGMENTS
 from pybroker.errors import ConversationStateError, InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,8 +103,8 @@ class EndConversationMixin:
         messages being reassembled or kept as their fragments, P4.4) leave with them."""
         uow.sql("conversation/delete_endpoint_messages.sql", {"conversation_handle": handle})
         if self.remote.fragments_kept:
-            uow.m._store.pieces_deleted(COUNT_FRAGMENTS, uow.sql(
-                "wire/delete_endpoint_fragments.sql", {"conversation_handle": handle}))
+            uow.delete_pieces("wire/delete_endpoint_fragments.sql",
+                              {"conversation_handle": handle})
             self.remote.drop_fragments(handle)
 
     def _cleanup(self, uow: UnitOfWork, ep: Endpoint) -> None:

@@ -20,7 +20,6 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pybroker.conversation.unit_of_work import COUNT_FRAGMENTS
 from pybroker.errors import StorageError, WireError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,5 +153,5 @@ def with_bodies(uow: UnitOfWork, rows: list[tuple[Any, ...]], taken: bool
 
 def delete(uow: UnitOfWork, handle: str, sequence: int) -> None:
     """The fragments of a message taken out of its queue leave with it."""
-    uow.m._store.pieces_deleted(COUNT_FRAGMENTS, uow.sql("wire/delete_message_fragments.sql", {
-        "conversation_handle": handle, "message_sequence_number": sequence}))
+    uow.delete_pieces("wire/delete_message_fragments.sql", {
+        "conversation_handle": handle, "message_sequence_number": sequence})

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.unit_of_work import UnitOfWork
 
 COMMIT_BYTES = 8 * 2**20  # of pieces committed at once, about
-COUNT_PIECES = "transmission/count_pieces.sql"  # Store.pieces_deleted
+COUNT_PIECES = "transmission/count_pieces.sql"  # UnitOfWork.delete_pieces
 # Columns of select_transmission_queue_of.sql's rows
 BODY, BODY_PIECES, MESSAGE_SIZE = 4, 7, 8
 
@@ -115,12 +115,10 @@ def with_bodies(uow: UnitOfWork, rows: list[tuple[Any, ...]]) -> list[tuple[Any,
 def delete_acknowledged(uow: UnitOfWork, params: dict[str, str]) -> None:
     """The pieces of acknowledged messages (the pairs of wire/delete_acknowledged.sql)."""
     if uow.m.transmission_pieces:
-        uow.m._store.pieces_deleted(COUNT_PIECES, uow.sql(
-            "transmission/delete_acknowledged_pieces.sql", params))
+        uow.delete_pieces("transmission/delete_acknowledged_pieces.sql", params, COUNT_PIECES)
 
 
 def delete_of(uow: UnitOfWork, params: dict[str, str]) -> None:
     """The pieces of every message of these endpoints (delete_transmission_queue_of.sql)."""
     if uow.m.transmission_pieces:
-        uow.m._store.pieces_deleted(COUNT_PIECES, uow.sql(
-            "transmission/delete_pieces_of.sql", params))
+        uow.delete_pieces("transmission/delete_pieces_of.sql", params, COUNT_PIECES)

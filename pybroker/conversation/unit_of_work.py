@@ -243,6 +243,12 @@ class UnitOfWork:
         self.ensure_tx()
         return self.m._store.run(template, params)
 
+    def delete_pieces(self, template: str, params: dict[str, Any],
+                      count_template: str = COUNT_FRAGMENTS) -> None:
+        """Run a DELETE of pieces (P4.4) in this unit of work's transaction, and note how
+        many went for the table ``count_template`` counts (Store.pieces_deleted)."""
+        self.m._store.pieces_deleted(count_template, self.sql(template, params))
+
     def commit(self) -> None:
         try:
             self.flush()
