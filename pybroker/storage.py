@@ -73,7 +73,8 @@ MIN_MEMORY_LIMIT = 64 * 2**20
 # about 8 MiB, and its scan)
 STREAM_ROOM = 32 * 2**20
 # Pieces (P4.4) deleted from a table before the file is checkpointed once the table is
-# empty (Store._tidy_pieces): 16 MiB of message_parts.PIECE_SIZE
+# empty (Store._tidy_pieces): 16 MiB of the sender's pieces (message_parts.PIECE_SIZE), 1 MiB
+# of the receiver's (KEPT_PIECE_SIZE)
 TIDY_PIECES = 128
 # DuckDB holds a body in one block of its size (twice while RECEIVE reads it back), and a
 # block larger than the limit is refused: a statement that binds a value of 1/32 of the
@@ -216,6 +217,7 @@ class Store:
         # empty, per table (its count template): pieces_deleted, _tidy_pieces
         self._pieces_deleting: dict[str, int] = {}
         self._pieces_deleted: dict[str, int] = {}
+        self._checkpoint_wanted = False  # checkpoint_after_commit
         try:
             self._check_instance()
             if limit is not None and wal_left:
@@ -507,6 +509,7 @@ class Store:
             except BaseException:
                 self._depth = 0
                 self._pieces_deleting.clear()
+                self._checkpoint_wanted = False
                 with contextlib.suppress(BrokerError):  # a damaged file may refuse even this
                     self.execute("ROLLBACK")
                 for callback in self._end_callbacks:
@@ -518,6 +521,7 @@ class Store:
                     self.execute("COMMIT")
                 except BaseException:
                     self._pieces_deleting.clear()
+                    self._checkpoint_wanted = False
                     for callback in self._end_callbacks:
                         callback(False)
                     raise
@@ -535,6 +539,14 @@ class Store:
             self._pieces_deleting[count_template] = (
                 self._pieces_deleting.get(count_template, 0) + count)
 
+    def checkpoint_after_commit(self) -> None:
+        """Checkpoint the file once the open transaction commits (not if it rolls back):
+        it completes a large message kept as its fragments (P4.4, arrivals.py), whose
+        pieces committed since the last checkpoint would otherwise stay in DuckDB's
+        memory, unable to give way, while RECEIVE reads the body back beside its copy
+        (`pybroker bench wire --body-mb 100`: up to 60 MB of them)."""
+        self._checkpoint_wanted = True
+
     def _tidy_pieces(self) -> None:
         """After a COMMIT: a table of pieces that has had TIDY_PIECES deleted since it was
         last empty at a checkpoint, and is empty now, is checkpointed, so that DuckDB drops
@@ -545,8 +557,10 @@ class Store:
         the same process cost the receiver 3.8x its size instead of 2.5x, and bare
         DuckDB 311 MB instead of 184 MB to store. A checkpoint that cannot run now (a
         transaction open on the second connection) waits for the next commit that deletes
-        pieces of that table: only such commits pay the look."""
+        pieces of that table: only such commits pay the look. Then the checkpoint
+        checkpoint_after_commit asked for, if none ran here."""
         deleting, self._pieces_deleting = self._pieces_deleting, {}
+        wanted, self._checkpoint_wanted = self._checkpoint_wanted, False
         for template, count in deleting.items():
             count += self._pieces_deleted.get(template, 0)
             self._pieces_deleted[template] = count
@@ -559,6 +573,10 @@ class Store:
             except duckdb.Error:
                 continue
             self._pieces_deleted[template] = 0
+            wanted = False
+        if wanted:
+            with contextlib.suppress(duckdb.Error):  # the next automatic one does it
+                self._con.execute("CHECKPOINT")
 
     @property
     def in_transaction(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import random
 import uuid
 
@@ -61,8 +62,8 @@ def _queue_row(inst: pybroker.Instance) -> list[tuple]:
 
 def test_any_message_in_any_fragments_is_received_byte_for_byte(monkeypatch):
     # each fragment is kept as pieces (migrations/010): small ones here, so that a fragment
-    # has several, as a 1 MiB one has eight of PIECE_SIZE
-    monkeypatch.setattr(message_parts, "PIECE_SIZE", 7)
+    # has several, as a 1 MiB one has 128 of KEPT_PIECE_SIZE
+    monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 7)
     with pybroker.connect(":memory:") as inst:  # one instance: a conversation per example
         stock = _stock(inst)
 
@@ -168,10 +169,10 @@ def test_for_a_queue_that_is_off_the_message_waits_whole_and_is_received_once_on
 
 def test_pieces_cut_to_another_size_by_an_earlier_version_still_make_the_message(
         monkeypatch):
-    # PIECE_SIZE changed (128 KiB, then 127 KiB): fragments held when the instance was
-    # upgraded are pieces of the old size. Kept as fragments (read_body) or, arriving ahead
-    # of the message before it, held and made whole on arrival (arrivals.py _reassemble),
-    # the body comes out byte for byte.
+    # KEPT_PIECE_SIZE changed (128 KiB, then 127 KiB, then 8 KiB): fragments held when the
+    # instance was upgraded are pieces of the old size. Kept as fragments (read_body) or,
+    # arriving ahead of the message before it, held and made whole on arrival (arrivals.py
+    # _reassemble), the body comes out byte for byte.
     with pybroker.connect(":memory:") as inst:
         stock = _stock(inst)
 
@@ -187,12 +188,12 @@ def test_pieces_cut_to_another_size_by_an_earlier_version_still_make_the_message
             fragments = _fragments(cid, 1, body, size)
             if not held:
                 inst._messaging.remote.arrive([Arrival(1, "test", first[0])])
-            monkeypatch.setattr(message_parts, "PIECE_SIZE", before)
+            monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", before)
             order = fragments[:-1]
             random.Random(seed).shuffle(order)
             for f in order:
                 inst._messaging.remote.arrive([Arrival(1, "test", f)])
-            monkeypatch.setattr(message_parts, "PIECE_SIZE", after)
+            monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", after)
             inst._messaging.remote.arrive([Arrival(1, "test", fragments[-1])])
             if held:  # the message before it comes last: both go into the queue
                 inst._messaging.remote.arrive([Arrival(1, "test", first[0])])
@@ -368,7 +369,7 @@ def test_once_a_large_kept_message_is_received_its_pieces_row_group_is_dropped(
     # Store._tidy_pieces: the taken pieces would otherwise stay in their row group, read
     # back at each later COMMIT that adds pieces; with another message's fragments still
     # kept, the checkpoint could not drop it, and none is taken
-    monkeypatch.setattr(message_parts, "PIECE_SIZE", 100)
+    monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 100)
     monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 50)
     row_groups = "SELECT count(*) FROM pragma_storage_info('message_fragments')"
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
@@ -385,3 +386,127 @@ def test_once_a_large_kept_message_is_received_its_pieces_row_group_is_dropped(
         assert stock.receive("StockQueue")[0].message_body == b"y" * 3_000
         assert inst.sql(KEPT).fetchone() == (0,)  # 90 gone, none left: checkpointed
         assert inst.sql(row_groups).fetchone() == (0,)
+
+
+def _statements(monkeypatch) -> list[str]:
+    """The templates of the statements RECEIVE runs from now on (UnitOfWork.sql)."""
+    from pybroker.conversation.unit_of_work import UnitOfWork
+    seen: list[str] = []
+    real = UnitOfWork.sql
+
+    def counting(self, template, *args, **kwargs):
+        seen.append(template)
+        return real(self, template, *args, **kwargs)
+
+    monkeypatch.setattr(UnitOfWork, "sql", counting)
+    return seen
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_fragment_s_pieces_are_numbered_in_order_and_read_back_a_run_at_a_time(
+        tmp_path, monkeypatch, seed):
+    # each fragment goes in as its pieces in one statement, their piece_ids following one
+    # another; RECEIVE reads READ_RUN_BYTES of them per statement, a run never crossing
+    # from one fragment to the next (fragments arrive in any order)
+    monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 100)
+    monkeypatch.setattr(message_parts, "READ_RUN_BYTES", 500)
+    body = random.Random(11).randbytes(3_000)  # 3 fragments of 10 pieces
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        _arrive(inst, _fragments(str(uuid.uuid4()), 0, body, 1_000), seed=seed)
+        rows = inst.sql("SELECT fragment_number, piece_number, piece_id, "
+                        "octet_length(message_body) FROM main.message_fragments "
+                        "ORDER BY fragment_number, piece_number").fetchall()
+        assert [(n, p) for n, p, _, _ in rows] == [(n, p) for n in range(3) for p in range(10)]
+        assert {size for *_, size in rows} == {100}
+        for n in range(3):
+            ids = [i for f, _, i, _ in rows if f == n]
+            assert ids == list(range(ids[0], ids[0] + 10))
+        seen = _statements(monkeypatch)
+        assert stock.receive("StockQueue")[0].message_body == body
+        assert seen.count("wire/select_message_pieces.sql") == 6  # 2 runs of 5 a fragment
+        assert seen.count("wire/select_message_piece.sql") == 0
+        assert inst.sql(KEPT).fetchone() == (0,)
+
+
+def test_pieces_larger_than_the_kept_size_are_read_one_each_through_the_index(
+        tmp_path, monkeypatch):
+    # pieces an earlier version cut larger (127 KiB): a range would scan their whole
+    # vector, so each is read alone by its piece_id
+    body = random.Random(12).randbytes(4_000)
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 500)
+        _arrive(inst, _fragments(str(uuid.uuid4()), 0, body, 2_000))  # 8 pieces of 500
+        monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 100)
+        seen = _statements(monkeypatch)
+        assert stock.receive("StockQueue")[0].message_body == body
+        assert seen.count("wire/select_message_piece.sql") == 8
+        assert seen.count("wire/select_message_pieces.sql") == 0
+
+
+@pytest.mark.parametrize("gone", ["first", "middle", "last"])
+def test_a_piece_missing_from_a_run_is_an_error_and_the_message_stays(
+        tmp_path, monkeypatch, gone):
+    monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 100)
+    body = random.Random(13).randbytes(2_000)
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        _arrive(inst, _fragments(str(uuid.uuid4()), 0, body, 1_000))
+        ids = sorted(i for (i,) in inst.sql(
+            "SELECT piece_id FROM main.message_fragments WHERE fragment_number = 1"
+        ).fetchall())
+        victim = {"first": ids[0], "middle": ids[4], "last": ids[-1]}[gone]
+        inst._store._con.execute("DELETE FROM main.message_fragments WHERE piece_id = $1",
+                                 [victim])
+        with pytest.raises(pybroker.StorageError, match="is missing from message_fragments"):
+            stock.receive("StockQueue")
+        assert _queue_row(inst) == [(1, 2, True)]
+        assert inst.sql(KEPT).fetchone() == (19,)
+
+
+@given(ids=st.lists(st.integers(0, 60), unique=True, min_size=1, max_size=40).map(sorted)
+       | st.permutations(list(range(20))),
+       piece=st.integers(1, 300), size_each=st.integers(1, 200))
+def test_runs_are_the_longest_that_follow_one_another_within_the_bytes(
+        ids, piece, size_each):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(message_parts, "KEPT_PIECE_SIZE", piece)
+        patch.setattr(message_parts, "READ_RUN_BYTES", 1_000)
+        runs = list(message_parts._runs(ids, size_each * len(ids)))
+    most = 1 if size_each > piece else max(1, 1_000 // size_each)
+    assert [i for run in runs for i in run] == ids
+    for run in runs:
+        assert 1 <= len(run) <= most
+        assert run == list(range(run[0], run[0] + len(run)))
+    for before, after in itertools.pairwise(runs):  # each cut is needed
+        assert after[0] != before[-1] + 1 or len(before) == most
+
+
+@pytest.mark.parametrize("large", [True, False])
+def test_the_file_is_checkpointed_once_a_large_kept_message_is_complete(
+        tmp_path, monkeypatch, large):
+    # Store.checkpoint_after_commit: the pieces of a large message go from DuckDB's memory
+    # to the file before RECEIVE reads them back; a smaller one waits for the next
+    # automatic checkpoint
+    monkeypatch.setattr(message_parts, "STREAM_FROM", 5_000 if large else 5_001)
+    body = random.Random(14).randbytes(5_000)
+    wal = tmp_path / "i.duckdb.wal"
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        fragments = _fragments(str(uuid.uuid4()), 0, body, 1_000)
+        _arrive(inst, fragments[:-1])
+        assert wal.exists() and wal.stat().st_size > 0
+        _arrive(inst, fragments[-1:])
+        assert _queue_row(inst) == [(1, 5, True)]
+        assert (wal.exists() and wal.stat().st_size > 0) is not large
+        assert stock.receive("StockQueue")[0].message_body == body
+
+
+def test_a_rolled_back_arrival_asks_for_no_checkpoint(tmp_path):
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        store = inst._store
+        with pytest.raises(RuntimeError), store.transaction():
+            store.checkpoint_after_commit()
+            raise RuntimeError("roll back")
+        assert store._checkpoint_wanted is False

@@ -443,6 +443,8 @@ class Arrivals:
                 self._check_kept(f, held_frags)
                 self._keep_fragment(uow, database_id, handle, f, now)
                 body, parts = None, f.fragment_count
+                if f.message_size >= message_parts.STREAM_FROM:
+                    uow.m._store.checkpoint_after_commit()
             else:  # held, or an end or error message (its body is read): made whole
                 body = _reassemble(uow, handle, f, held_frags)
             frags = self._fragments.get(handle)
@@ -462,7 +464,8 @@ class Arrivals:
     def _keep_fragment(self, uow: UnitOfWork, database_id: int, handle: str,
                        f: MessageFragment, now: datetime) -> None:
         """P4.4: one fragment of a message into message_fragments, durable before it is
-        acknowledged; as pieces of at most PIECE_SIZE bytes (migrations/010)."""
+        acknowledged; as pieces of at most KEPT_PIECE_SIZE bytes (migrations/010), in one
+        statement."""
         row = {
             "database_id": database_id, "conversation_handle": handle,
             "message_sequence_number": f.sequence, "fragment_number": f.fragment_number,
@@ -471,10 +474,11 @@ class Arrivals:
             "is_end_of_dialog": f.is_end_of_dialog, "is_conversation_error": f.is_error,
             "arrival_time": now}
         body = memoryview(f.body)
-        for piece, start in enumerate(range(0, max(len(body), 1), message_parts.PIECE_SIZE)):
-            uow.sql("wire/insert_message_fragment.sql", {
-                **row, "piece_number": piece,
-                "message_body": bytes(body[start:start + message_parts.PIECE_SIZE])})
+        step = message_parts.KEPT_PIECE_SIZE
+        starts = range(0, max(len(body), 1), step)
+        uow.sql("wire/insert_message_fragment_pieces.sql", {
+            **row, "piece_numbers": list(range(len(starts))),
+            "message_bodies": [bytes(body[start:start + step]) for start in starts]})
         self.fragments_kept = True
         self.fragment_bytes += len(body)
 
@@ -750,7 +754,7 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     uow.flush()
     uow.ensure_tx()
     # where each piece goes: after the pieces before it in its fragment (cut to the
-    # PIECE_SIZE of the version that stored them)
+    # KEPT_PIECE_SIZE of the version that stored them)
     lengths: dict[int, dict[int, int]] = {}
     for number, at, length in uow.sql("wire/select_fragment_pieces.sql", key):
         lengths.setdefault(number, {})[at] = length or 0

@@ -2,8 +2,8 @@
 
 When the last fragment of a message arrives in sequence for a queue that is ON, the queue
 row is written with no body and ``body_fragments`` (migrations/010); the fragments stay in
-message_fragments. RECEIVE reads the body back here, one statement per piece into one
-buffer of the message's size, so neither DuckDB nor Python ever holds the body as one
+message_fragments. RECEIVE reads the body back here, a run of pieces per statement into
+one buffer of the message's size, so neither DuckDB nor Python ever holds the body as one
 value besides that buffer (inserting a 100 MB body as one BLOB and reading it back costs
 three to four times its size; this, about twice). The fragments leave with the message:
 when RECEIVE takes it (the transaction's commit makes that final), when its conversation
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import StorageError, WireError
@@ -39,6 +39,22 @@ READ_BYTES = 8 * 2**20  # of pieces read back per statement (transmission_pieces
 # did, and 100 MB of fragments held 139 MB of DuckDB's memory instead of 103 MB. Pieces
 # stored at another size are read back in order as they are (arrivals.py _reassemble too).
 PIECE_SIZE = 127 * 2**10
+# The receiver keeps a fragment as pieces of this size, smaller than the sender's. DuckDB
+# 1.5.6 handles a BLOB column a vector of 2,048 rows at a time: a COMMIT writes its new rows
+# to the log by scanning from the start of the vector they join, so once a checkpoint has
+# written the rows before them, each commit reads those back (DataTable::WriteToLog ->
+# ScanTableSegment); and a scan of a range of rows reads every value of the vectors it
+# passes. At 127 KiB a whole 100 MB body fits in one vector, and every commit of its last
+# fragments read back most of it: the fresh receiver grew 2.4-2.7x the body. A vector of
+# 8 KiB pieces is 16 MiB, which bounds both (`pybroker bench wire --body-mb 100`, with the
+# checkpoint once such a message is complete, Store.checkpoint_after_commit: 1.8x; 16 KiB
+# pieces, 1.9-2.4x).
+KEPT_PIECE_SIZE = 8 * 2**10
+# RECEIVE reads a run of a fragment's pieces (their piece_ids follow one another) about this
+# many bytes per statement (select_message_pieces.sql); one per statement, through the
+# index, if they are larger than KEPT_PIECE_SIZE (kept by an earlier version): a range is a
+# scan, which would read all of their vector
+READ_RUN_BYTES = 2**20
 # Columns of the rows RECEIVE's statements return (receive_messages.sql and the others)
 HANDLE, SEQUENCE, BODY, BODY_FRAGMENTS = 1, 3, 5, 8
 
@@ -94,8 +110,8 @@ def check_whole(f: MessageFragment, step: int, sizes: Mapping[int, int]) -> None
 def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     """The body of message ``sequence`` of endpoint ``handle``, kept as ``count``
     fragments: the piece_ids of its pieces in order (one statement, no body read), then
-    each piece's body through the index of its piece_id (migrations/012), into one
-    buffer of the message's size; a body of STREAM_FROM bytes or more with DuckDB's memory
+    their bodies, a run of piece_ids at a time (_runs), into one buffer of the message's
+    size; a body of STREAM_FROM bytes or more with DuckDB's memory
     held to STREAM_LIMIT meanwhile (Store.streaming). A StorageError if a fragment or a
     piece of one is missing."""
     rows = uow.sql("wire/select_message_parts.sql", {
@@ -114,16 +130,39 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
         if size >= STREAM_FROM:
             stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
         out, written = body_buffer(size), 0
-        for piece_id, *_ in rows:
-            found = uow.sql("wire/select_message_piece.sql", {"piece_id": piece_id})
-            part = found[0][0] if found else None
+        for run in _runs([r[0] for r in rows], size):
+            if len(run) == 1:
+                found = [(run[0], part) for (part,) in uow.sql(
+                    "wire/select_message_piece.sql", {"piece_id": run[0]})]
+            else:
+                found = uow.sql("wire/select_message_pieces.sql", {
+                    "first_piece_id": run[0], "last_piece_id": run[-1]})
+            if [piece_id for piece_id, _part in found] != run:
+                raise _missing(handle, sequence, count, count - 1)
+            for _piece_id, part in found:
+                if part:
+                    out.write(part)
+                    written += len(part)
             del found
-            if part:
-                out.write(part)
-                written += len(part)
     if written != size:
         raise _missing(handle, sequence, count, count - 1)
     return out.getvalue()
+
+
+def _runs(piece_ids: list[int], size: int) -> Iterator[list[int]]:
+    """``piece_ids`` (a body of ``size`` bytes, in order) cut into the runs RECEIVE reads
+    one statement each: ids that follow one another, READ_RUN_BYTES of pieces at most; one
+    each if the pieces are larger than KEPT_PIECE_SIZE."""
+    piece = size // len(piece_ids) if piece_ids else 0
+    most = 1 if piece > KEPT_PIECE_SIZE else max(1, READ_RUN_BYTES // max(1, piece))
+    run: list[int] = []
+    for piece_id in piece_ids:
+        if run and (piece_id != run[-1] + 1 or len(run) == most):
+            yield run
+            run = []
+        run.append(piece_id)
+    if run:
+        yield run
 
 
 def _missing(handle: str, sequence: int, count: int, number: int) -> StorageError:
