@@ -20,14 +20,16 @@ column encoding: one table of (part number, BLOB).
 - ``parts``: the same rows, each INSERT committed on its own (as fragments arrive), read
   back part by part (one point query each) into one buffer of the body's size: the least
   a receiver that kept a message as its fragments would pay;
-- ``pieces``: as the receiver keeps them: pieces of message_parts.PIECE_SIZE, a primary
-  key on their number, 1 MiB of them per transaction, under the memory limit of an
-  instance that binds no large value (storage.DEFAULT_MEMORY_LIMIT), read back one piece
-  at a time through the key under the limit RECEIVE lowers it to (Store.streaming). The
-  index costs: once the table is checkpointed, each COMMIT that adds rows reads back the
-  rows stored before them in the same vector of 2,048, BLOBs and all (DuckDB 1.5.6 writes
-  its log from the vector's start), and without one DuckDB rewrites the table's last
-  row group at every checkpoint and fails once it outgrows the limit (migrations/012).
+- ``pieces``: as the receiver keeps them: pieces of message_parts.KEPT_PIECE_SIZE, a
+  primary key on their number, 1 MiB of them per statement and transaction, under the
+  memory limit of an instance that binds no large value (storage.DEFAULT_MEMORY_LIMIT),
+  checkpointed once all are in (Store.checkpoint_after_commit), read back 1 MiB of them
+  per statement (message_parts.READ_RUN_BYTES) under the limit RECEIVE lowers it to
+  (Store.streaming). The index costs: once the table is checkpointed, each COMMIT that
+  adds rows reads back the rows stored before them in the same vector of 2,048, BLOBs and
+  all (DuckDB 1.5.6 writes its log from the vector's start), and without one DuckDB
+  rewrites the table's last row group at every checkpoint and fails once it outgrows the
+  limit (migrations/012).
 
 Reported per way: the peak growth once the body is stored, and the peak growth once it is
 read back too (the copy read back, 1x, counted as RECEIVE's is).
@@ -48,7 +50,11 @@ import duckdb
 
 from pybroker import sql_templates
 from pybroker.bench.big_body_child import _status_kb, baseline
-from pybroker.conversation.message_parts import PIECE_SIZE, STREAM_LIMIT
+from pybroker.conversation.message_parts import (
+    KEPT_PIECE_SIZE,
+    READ_RUN_BYTES,
+    STREAM_LIMIT,
+)
 from pybroker.storage import (
     BODY_ROOM,
     CHECKPOINT_THRESHOLD,
@@ -81,23 +87,31 @@ def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
             con.execute(_sql("create_body_floor_keyed" if way == "pieces"
                              else "create_body_floor"))
             start = baseline()
-            # "whole" is one part of the body's size; "pieces", pieces of PIECE_SIZE
-            # committed 1 MiB at a time; the other ways, parts of 1 MiB
-            step = {"whole": max(size, 1), "pieces": PIECE_SIZE}.get(
+            # "whole" is one part of the body's size; "pieces", pieces of KEPT_PIECE_SIZE
+            # 1 MiB in a statement and commit; the other ways, parts of 1 MiB
+            step = {"whole": max(size, 1), "pieces": KEPT_PIECE_SIZE}.get(
                 way, DEFAULT_FRAGMENT_SIZE)
             count = -(-size // step)
             per_commit = {"parts": 1, "pieces": max(1, DEFAULT_FRAGMENT_SIZE // step)
                           }.get(way, count)
             view = memoryview(body)
-            for number in range(count):
-                if number % per_commit == 0:
-                    con.execute("BEGIN TRANSACTION")
-                con.execute(_sql("insert_body_floor"), {
-                    "part_number": number,
-                    "part": body if count == 1 else view[number * step:(number + 1) * step]
-                    .tobytes()})
-                if number % per_commit == per_commit - 1 or number == count - 1:
-                    con.execute("COMMIT")
+            if way == "pieces":
+                for first in range(0, count, per_commit):
+                    numbers = list(range(first, min(first + per_commit, count)))
+                    con.execute(_sql("insert_body_floor_pieces"), {
+                        "part_numbers": numbers,
+                        "parts": [view[n * step:(n + 1) * step].tobytes() for n in numbers]})
+                con.execute("CHECKPOINT")
+            else:
+                for number in range(count):
+                    if number % per_commit == 0:
+                        con.execute("BEGIN TRANSACTION")
+                    con.execute(_sql("insert_body_floor"), {
+                        "part_number": number,
+                        "part": body if count == 1
+                        else view[number * step:(number + 1) * step].tobytes()})
+                    if number % per_commit == per_commit - 1 or number == count - 1:
+                        con.execute("COMMIT")
             del view
             stored = _status_kb("VmHWM") - start
             del body
@@ -106,13 +120,17 @@ def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
                 con.execute("SET memory_limit = $limit", {"limit": f"{STREAM_LIMIT}B"})
             out = bytearray(size)
             offset = 0
-            for number in range(count):
-                row = con.execute(_sql("select_body_floor_part"),
-                                  {"part_number": number}).fetchone()
-                part = row[0] if row else b""
-                out[offset:offset + len(part)] = part
-                offset += len(part)
-                del row, part
+            per_read = max(1, READ_RUN_BYTES // step) if way == "pieces" else 1
+            for first in range(0, count, per_read):
+                rows = con.execute(_sql("select_body_floor_part"), {
+                    "part_number": first}).fetchall() if per_read == 1 else con.execute(
+                    _sql("select_body_floor_parts"), {
+                        "first_part_number": first,
+                        "last_part_number": first + per_read - 1}).fetchall()
+                for (part,) in rows:
+                    out[offset:offset + len(part)] = part
+                    offset += len(part)
+                del rows
             read_back = _status_kb("VmHWM") - start
             if offset != size:
                 raise RuntimeError(f"the floor read back {offset} bytes of {size}")
