@@ -47,8 +47,8 @@ PIECE_SIZE = 127 * 2**10
 # passes. At 127 KiB a whole 100 MB body fits in one vector, and every commit of its last
 # fragments read back most of it: the fresh receiver grew 2.4-2.7x the body. A vector of
 # 8 KiB pieces is 16 MiB, which bounds both (`pybroker bench wire --body-mb 100`, with the
-# checkpoint once such a message is complete, Store.checkpoint_after_commit: 1.8x; 16 KiB
-# pieces, 1.9-2.4x).
+# checkpoint once such a message is complete, Store.checkpoint_after_commit: 1.75-1.93x;
+# 16 KiB pieces, 1.9-2.4x).
 KEPT_PIECE_SIZE = 8 * 2**10
 # RECEIVE reads a run of a fragment's pieces (their piece_ids follow one another) about this
 # many bytes per statement (select_message_pieces.sql); one per statement, through the
@@ -111,9 +111,9 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     """The body of message ``sequence`` of endpoint ``handle``, kept as ``count``
     fragments: the piece_ids of its pieces in order (one statement, no body read), then
     their bodies, a run of piece_ids at a time (_runs), into one buffer of the message's
-    size; a body of STREAM_FROM bytes or more with DuckDB's memory
-    held to STREAM_LIMIT meanwhile (Store.streaming). A StorageError if a fragment or a
-    piece of one is missing."""
+    size; a body of STREAM_FROM bytes or more with DuckDB's memory held to STREAM_LIMIT
+    meanwhile (Store.streaming). A StorageError if a fragment or a piece of one is
+    missing."""
     rows = uow.sql("wire/select_message_parts.sql", {
         "conversation_handle": handle, "message_sequence_number": sequence})
     number, piece = 0, 0  # the fragment, and its piece, expected next
