@@ -62,8 +62,8 @@ def _queue_row(inst: pybroker.Instance) -> list[tuple]:
 
 def test_any_message_in_any_fragments_is_received_byte_for_byte(monkeypatch):
     # each fragment is kept as pieces (migrations/010): small ones here, so that a fragment
-    # has several, as a 1 MiB one has 128 of KEPT_PIECE_SIZE
-    monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 7)
+    # has several, as a 1 MiB one has 128 of PIECE_SIZE
+    monkeypatch.setattr(message_parts, "PIECE_SIZE", 7)
     with pybroker.connect(":memory:") as inst:  # one instance: a conversation per example
         stock = _stock(inst)
 
@@ -169,7 +169,7 @@ def test_for_a_queue_that_is_off_the_message_waits_whole_and_is_received_once_on
 
 def test_pieces_cut_to_another_size_by_an_earlier_version_still_make_the_message(
         monkeypatch):
-    # KEPT_PIECE_SIZE changed (128 KiB, then 127 KiB, then 8 KiB): fragments held when the
+    # PIECE_SIZE changed (128 KiB, then 127 KiB, then 8 KiB): fragments held when the
     # instance was upgraded are pieces of the old size. Kept as fragments (read_body) or,
     # arriving ahead of the message before it, held and made whole on arrival (arrivals.py
     # _reassemble), the body comes out byte for byte.
@@ -188,12 +188,12 @@ def test_pieces_cut_to_another_size_by_an_earlier_version_still_make_the_message
             fragments = _fragments(cid, 1, body, size)
             if not held:
                 inst._messaging.remote.arrive([Arrival(1, "test", first[0])])
-            monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", before)
+            monkeypatch.setattr(message_parts, "PIECE_SIZE", before)
             order = fragments[:-1]
             random.Random(seed).shuffle(order)
             for f in order:
                 inst._messaging.remote.arrive([Arrival(1, "test", f)])
-            monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", after)
+            monkeypatch.setattr(message_parts, "PIECE_SIZE", after)
             inst._messaging.remote.arrive([Arrival(1, "test", fragments[-1])])
             if held:  # the message before it comes last: both go into the queue
                 inst._messaging.remote.arrive([Arrival(1, "test", first[0])])
@@ -369,7 +369,7 @@ def test_once_a_large_kept_message_is_received_its_pieces_row_group_is_dropped(
     # Store._tidy_pieces: the taken pieces would otherwise stay in their row group, read
     # back at each later COMMIT that adds pieces; with another message's fragments still
     # kept, the checkpoint could not drop it, and none is taken
-    monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 100)
+    monkeypatch.setattr(message_parts, "PIECE_SIZE", 100)
     monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 50)
     row_groups = "SELECT count(*) FROM pragma_storage_info('message_fragments')"
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
@@ -408,7 +408,7 @@ def test_a_fragment_s_pieces_are_numbered_in_order_and_read_back_a_run_at_a_time
     # each fragment goes in as its pieces in one statement, their piece_ids following one
     # another; RECEIVE reads READ_RUN_BYTES of them per statement, a run never crossing
     # from one fragment to the next (fragments arrive in any order)
-    monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 100)
+    monkeypatch.setattr(message_parts, "PIECE_SIZE", 100)
     monkeypatch.setattr(message_parts, "READ_RUN_BYTES", 500)
     body = random.Random(11).randbytes(3_000)  # 3 fragments of 10 pieces
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
@@ -436,9 +436,9 @@ def test_pieces_larger_than_the_kept_size_are_read_one_each_through_the_index(
     body = random.Random(12).randbytes(4_000)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         stock = _stock(inst)
-        monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 500)
+        monkeypatch.setattr(message_parts, "PIECE_SIZE", 500)
         _arrive(inst, _fragments(str(uuid.uuid4()), 0, body, 2_000))  # 8 pieces of 500
-        monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 100)
+        monkeypatch.setattr(message_parts, "PIECE_SIZE", 100)
         seen = _statements(monkeypatch)
         assert stock.receive("StockQueue")[0].message_body == body
         assert seen.count("wire/select_message_piece.sql") == 8
@@ -448,7 +448,7 @@ def test_pieces_larger_than_the_kept_size_are_read_one_each_through_the_index(
 @pytest.mark.parametrize("gone", ["first", "middle", "last"])
 def test_a_piece_missing_from_a_run_is_an_error_and_the_message_stays(
         tmp_path, monkeypatch, gone):
-    monkeypatch.setattr(message_parts, "KEPT_PIECE_SIZE", 100)
+    monkeypatch.setattr(message_parts, "PIECE_SIZE", 100)
     body = random.Random(13).randbytes(2_000)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         stock = _stock(inst)
@@ -471,7 +471,7 @@ def test_a_piece_missing_from_a_run_is_an_error_and_the_message_stays(
 def test_runs_are_the_longest_that_follow_one_another_within_the_bytes(
         ids, piece, size_each):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(message_parts, "KEPT_PIECE_SIZE", piece)
+        patch.setattr(message_parts, "PIECE_SIZE", piece)
         patch.setattr(message_parts, "READ_RUN_BYTES", 1_000)
         runs = list(message_parts._runs(ids, size_each * len(ids)))
     most = 1 if size_each > piece else max(1, 1_000 // size_each)
@@ -510,3 +510,19 @@ def test_a_rolled_back_arrival_asks_for_no_checkpoint(tmp_path):
             store.checkpoint_after_commit()
             raise RuntimeError("roll back")
         assert store._checkpoint_wanted is False
+
+
+def test_fewer_pieces_than_a_vector_gone_leave_the_file_unchanged(tmp_path, monkeypatch):
+    # storage.TIDY_PIECES: the checkpoint that drops the row group waits for 16 MiB of
+    # pieces, not for every message received (a 2 MiB message is 256 pieces of 8 KiB)
+    monkeypatch.setattr(message_parts, "PIECE_SIZE", 100)
+    row_groups = "SELECT count(*) FROM pragma_storage_info('message_fragments')"
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        stock = _stock(inst)
+        body = random.Random(15).randbytes(6_000)  # 60 pieces
+        _arrive(inst, _fragments(str(uuid.uuid4()), 0, body, 1_000))
+        inst._store._con.execute("CHECKPOINT")
+        assert stock.receive("StockQueue")[0].message_body == body
+        assert inst.sql(KEPT).fetchone() == (0,)
+        assert inst.sql(row_groups).fetchone()[0] > 0  # not checkpointed
+        assert inst._store._pieces_deleted == {"wire/count_message_fragments.sql": 60}

@@ -27,6 +27,7 @@ ROWS = "SELECT body_pieces, message_body IS NULL FROM main.transmission_queue OR
 def small(monkeypatch):
     monkeypatch.setattr(unit_of_work, "STAGE_BYTES", 1_000)
     monkeypatch.setattr(message_parts, "PIECE_SIZE", 97)
+    monkeypatch.setattr(message_parts, "PIECES_PER_STATEMENT", 5)  # several runs a body
 
 
 def _shop(inst: pybroker.Instance) -> pybroker.Database:
@@ -95,9 +96,9 @@ def test_pieces_no_row_names_are_deleted_at_open(tmp_path, small):
         body = random.Random(4).randbytes(1_500)
         conv.send(body)
         # what a SEND wrote before the process stopped, its row never committed
-        inst._messaging._store.commit_apart("transmission/insert_piece.sql", [
+        inst._messaging._store.commit_apart("transmission/insert_pieces.sql", [
             {"conversation_handle": conv.handle, "message_sequence_number": 1,
-             "piece_number": n, "message_body": b"x"} for n in range(2)], 10)
+             "piece_numbers": [0, 1], "message_bodies": [b"x", b"x"]}], 10)
         assert inst.sql(PIECES).fetchone() == (16 + 2,)
     with pybroker.connect(path) as inst:
         assert inst.sql(PIECES).fetchone() == (16,)
@@ -211,13 +212,13 @@ def test_close_during_a_send_stops_its_pieces_and_the_next_open_sweeps_them(tmp_
             if n == 20:
                 started.set()
             yield {"conversation_handle": handle, "message_sequence_number": 0,
-                   "piece_number": n, "message_body": b"p" * 1_000}
+                   "piece_numbers": [n], "message_bodies": [b"p" * 1_000]}
 
     failed: list[BaseException] = []
 
     def send():
         try:
-            store.commit_apart("transmission/insert_piece.sql", rows(), 10)
+            store.commit_apart("transmission/insert_pieces.sql", rows(), 10)
         except BaseException as exc:
             failed.append(exc)
 

@@ -179,7 +179,7 @@ def test_a_20_mb_message_survives_sigkill_mid_reassembly(tmp_path):
         assert b.sql("SELECT count(*), count(DISTINCT fragment_number), "
                      "min(message_sequence_number), max(message_sequence_number) "
                      "FROM main.message_fragments").fetchone() == (
-                         80 * -(-256 * 1024 // message_parts.KEPT_PIECE_SIZE), 80, 1, 1)  # pieces
+                         80 * -(-256 * 1024 // message_parts.PIECE_SIZE), 80, 1, 1)  # pieces
         assert a.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0] == 0
     finally:
         a.close()

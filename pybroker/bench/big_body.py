@@ -35,7 +35,7 @@ from typing import Any
 
 from pybroker.bench import big_body_floor, wire
 from pybroker.bench.routing import _machine, _median_of
-from pybroker.conversation.message_parts import KEPT_PIECE_SIZE
+from pybroker.conversation.message_parts import PIECE_SIZE
 
 TARGET_RATIO = 2.0  # peak RSS growth of each side, in bodies
 
@@ -142,6 +142,6 @@ def _floor_line(report: dict[str, Any]) -> str:
         f"SEND): {send['stored_ratio']:.2f}x, {send['read_back_ratio']:.2f}x; 1 MiB parts "
         f"committed one by one, read back part by part: {parts['stored_ratio']:.2f}x, "
         f"{parts['read_back_ratio']:.2f}x; as the receiver keeps fragments (pieces of "
-        f"{KEPT_PIECE_SIZE // 1024} KiB, 1 MiB committed at a time, a key, memory limit "
+        f"{PIECE_SIZE // 1024} KiB, 1 MiB committed at a time, a key, memory limit "
         f"{pieces['memory_limit_mb']:,.0f} MB): {pieces['stored_ratio']:.2f}x, "
         f"{pieces['read_back_ratio']:.2f}x")

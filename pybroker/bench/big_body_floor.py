@@ -20,7 +20,7 @@ column encoding: one table of (part number, BLOB).
 - ``parts``: the same rows, each INSERT committed on its own (as fragments arrive), read
   back part by part (one point query each) into one buffer of the body's size: the least
   a receiver that kept a message as its fragments would pay;
-- ``pieces``: as the receiver keeps them: pieces of message_parts.KEPT_PIECE_SIZE, a
+- ``pieces``: as the receiver keeps them: pieces of message_parts.PIECE_SIZE, a
   primary key on their number, 1 MiB of them per statement and transaction, under the
   memory limit of an instance that binds no large value (storage.DEFAULT_MEMORY_LIMIT),
   checkpointed once all are in (Store.checkpoint_after_commit), read back 1 MiB of them
@@ -51,7 +51,7 @@ import duckdb
 from pybroker import sql_templates
 from pybroker.bench.big_body_child import _status_kb, baseline
 from pybroker.conversation.message_parts import (
-    KEPT_PIECE_SIZE,
+    PIECE_SIZE,
     READ_RUN_BYTES,
     STREAM_LIMIT,
 )
@@ -87,9 +87,9 @@ def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
             con.execute(_sql("create_body_floor_keyed" if way == "pieces"
                              else "create_body_floor"))
             start = baseline()
-            # "whole" is one part of the body's size; "pieces", pieces of KEPT_PIECE_SIZE
+            # "whole" is one part of the body's size; "pieces", pieces of PIECE_SIZE
             # 1 MiB in a statement and commit; the other ways, parts of 1 MiB
-            step = {"whole": max(size, 1), "pieces": KEPT_PIECE_SIZE}.get(
+            step = {"whole": max(size, 1), "pieces": PIECE_SIZE}.get(
                 way, DEFAULT_FRAGMENT_SIZE)
             count = -(-size // step)
             per_commit = {"parts": 1, "pieces": max(1, DEFAULT_FRAGMENT_SIZE // step)

@@ -464,7 +464,7 @@ class Arrivals:
     def _keep_fragment(self, uow: UnitOfWork, database_id: int, handle: str,
                        f: MessageFragment, now: datetime) -> None:
         """P4.4: one fragment of a message into message_fragments, durable before it is
-        acknowledged; as pieces of at most KEPT_PIECE_SIZE bytes (migrations/010), in one
+        acknowledged; as pieces of at most PIECE_SIZE bytes (migrations/010), in one
         statement."""
         row = {
             "database_id": database_id, "conversation_handle": handle,
@@ -474,7 +474,7 @@ class Arrivals:
             "is_end_of_dialog": f.is_end_of_dialog, "is_conversation_error": f.is_error,
             "arrival_time": now}
         body = memoryview(f.body)
-        step = message_parts.KEPT_PIECE_SIZE
+        step = message_parts.PIECE_SIZE
         starts = range(0, max(len(body), 1), step)
         uow.sql("wire/insert_message_fragment_pieces.sql", {
             **row, "piece_numbers": list(range(len(starts))),
@@ -754,7 +754,7 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
     uow.flush()
     uow.ensure_tx()
     # where each piece goes: after the pieces before it in its fragment (cut to the
-    # KEPT_PIECE_SIZE of the version that stored them)
+    # PIECE_SIZE of the version that stored them)
     lengths: dict[int, dict[int, int]] = {}
     for number, at, length in uow.sql("wire/select_fragment_pieces.sql", key):
         lengths.setdefault(number, {})[at] = length or 0

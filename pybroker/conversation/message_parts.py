@@ -33,27 +33,27 @@ if TYPE_CHECKING:  # pragma: no cover
 STREAM_FROM = 32 * 2**20
 STREAM_LIMIT = 64 * 2**20
 READ_BYTES = 8 * 2**20  # of pieces read back per statement (transmission_pieces.py), about
-# A fragment is kept as pieces of at most this many bytes: DuckDB 1.5 cannot evict a value
-# of its block size (256 KiB) or more, so those beyond the memory limit failed a commit. Two
-# pieces fit in one block (each with a 4-byte length, 262,136 usable bytes): at 128 KiB one
-# did, and 100 MB of fragments held 139 MB of DuckDB's memory instead of 103 MB. Pieces
-# stored at another size are read back in order as they are (arrivals.py _reassemble too).
-PIECE_SIZE = 127 * 2**10
-# The receiver keeps a fragment as pieces of this size, smaller than the sender's. DuckDB
+# A large body is kept as pieces of this many bytes, the fragments of a message at the
+# receiver (message_fragments) and a body SEND stores (transmission_queue_pieces, written
+# PIECES_PER_STATEMENT to a statement). DuckDB 1.5 cannot evict a value of its 256 KiB
+# block or more, so fragments of 1 MiB beyond the memory limit failed a commit. And DuckDB
 # 1.5.6 handles a BLOB column a vector of 2,048 rows at a time: a COMMIT writes its new rows
 # to the log by scanning from the start of the vector they join, so once a checkpoint has
 # written the rows before them, each commit reads those back (DataTable::WriteToLog ->
-# ScanTableSegment); and a scan of a range of rows reads every value of the vectors it
-# passes. At 127 KiB a whole 100 MB body fits in one vector, and every commit of its last
-# fragments read back most of it: the fresh receiver grew 2.4-2.7x the body. A vector of
-# 8 KiB pieces is 16 MiB, which bounds both (`pybroker bench wire --body-mb 100`, with the
-# checkpoint once such a message is complete, Store.checkpoint_after_commit: 1.75-1.93x;
-# 16 KiB pieces, 1.9-2.4x).
-KEPT_PIECE_SIZE = 8 * 2**10
+# ScanTableSegment), deleted ones too until a checkpoint drops their row group; and a scan
+# of a range of rows reads every value of the vectors it passes. At 127 KiB a whole 100 MB
+# body fits in one vector, and every commit of its last fragments read back most of it:
+# the fresh receiver grew 2.4-2.7x the body. A vector of 8 KiB pieces is 16 MiB, which
+# bounds both (`pybroker bench wire --body-mb 100`, with the checkpoint once such a message
+# is complete, Store.checkpoint_after_commit: 1.75-1.93x; 16 KiB pieces, 1.9-2.4x). Pieces
+# stored at another size (127 KiB, 128 KiB by earlier versions) are read back in order as
+# they are (arrivals.py _reassemble too).
+PIECE_SIZE = 8 * 2**10
+PIECES_PER_STATEMENT = 2**20 // PIECE_SIZE  # of a fragment or a staged body, 1 MiB
 # RECEIVE reads a run of a fragment's pieces (their piece_ids follow one another) about this
 # many bytes per statement (select_message_pieces.sql); one per statement, through the
-# index, if they are larger than KEPT_PIECE_SIZE (kept by an earlier version): a range is a
-# scan, which would read all of their vector
+# index, if they are larger than PIECE_SIZE (kept by an earlier version): a range is a scan,
+# which would read all of their vector
 READ_RUN_BYTES = 2**20
 # Columns of the rows RECEIVE's statements return (receive_messages.sql and the others)
 HANDLE, SEQUENCE, BODY, BODY_FRAGMENTS = 1, 3, 5, 8
@@ -152,9 +152,9 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
 def _runs(piece_ids: list[int], size: int) -> Iterator[list[int]]:
     """``piece_ids`` (a body of ``size`` bytes, in order) cut into the runs RECEIVE reads
     one statement each: ids that follow one another, READ_RUN_BYTES of pieces at most; one
-    each if the pieces are larger than KEPT_PIECE_SIZE."""
+    each if the pieces are larger than PIECE_SIZE."""
     piece = size // len(piece_ids) if piece_ids else 0
-    most = 1 if piece > KEPT_PIECE_SIZE else max(1, READ_RUN_BYTES // max(1, piece))
+    most = 1 if piece > PIECE_SIZE else max(1, READ_RUN_BYTES // max(1, piece))
     run: list[int] = []
     for piece_id in piece_ids:
         if run and (piece_id != run[-1] + 1 or len(run) == most):

@@ -1,9 +1,9 @@
 """P5.2, P4.4: a large body SEND puts in the transmission queue, kept as pieces.
 
 A body of unit_of_work.STAGE_BYTES or more is not bound as one value of its
-transmission_queue row: its pieces (message_parts.PIECE_SIZE, below DuckDB's block) go into
-transmission_queue_pieces first, on the store's second connection, committed about
-COMMIT_BYTES at a time (Store.commit_apart); then the row, with no body and
+transmission_queue row: its pieces (message_parts.PIECE_SIZE, 1 MiB of them per
+statement) go into transmission_queue_pieces first, on the store's second connection,
+committed about COMMIT_BYTES at a time (Store.commit_apart); then the row, with no body and
 ``body_pieces``, is written in the SEND's own transaction (migrations/011). Bound whole in
 one transaction, a 100 MB body cost DuckDB three times its size in memory, and a 1 GB one
 a memory limit of three times that; committed a few MiB at a time, about its size, and
@@ -46,22 +46,25 @@ def stage(uow: UnitOfWork, handle: str, sequence: int, body: bytes | memoryview)
     """Write ``body`` as the pieces of message ``sequence`` of endpoint ``handle``,
     committed apart from the unit of work's transaction; the number of pieces. The
     unit of work notes them, so that a rollback deletes them."""
-    piece = message_parts.PIECE_SIZE
+    piece, per = message_parts.PIECE_SIZE, message_parts.PIECES_PER_STATEMENT
     view = memoryview(body)
     key = {"conversation_handle": handle, "message_sequence_number": sequence}
+    pieces = count(body)
 
-    def rows() -> Iterator[dict[str, Any]]:
-        for number, start in enumerate(range(0, max(len(view), 1), piece)):
-            yield {**key, "piece_number": number,
-                   "message_body": bytes(view[start:start + piece])}
+    def runs() -> Iterator[dict[str, Any]]:
+        for first in range(0, pieces, per):
+            numbers = range(first, min(first + per, pieces))
+            yield {**key, "piece_numbers": list(numbers),
+                   "message_bodies": [bytes(view[n * piece:(n + 1) * piece])
+                                      for n in numbers]}
 
     store = uow.m._store
     store.room_apart(len(view))
     uow.staged_pieces.append((handle, sequence))
     store.commit_apart("transmission/delete_pieces_of_message.sql", [key], 1)
-    store.commit_apart("transmission/insert_piece.sql", rows(),
-                       max(1, COMMIT_BYTES // piece))
-    return count(body)
+    store.commit_apart("transmission/insert_pieces.sql", runs(),
+                       max(1, COMMIT_BYTES // (piece * per)))
+    return pieces
 
 
 def unstage(uow: UnitOfWork) -> None:
