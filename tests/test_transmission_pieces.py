@@ -273,3 +273,18 @@ def test_pieces_deleted_by_a_transaction_that_rolls_back_count_for_nothing(
         assert inst.sql(PIECES).fetchone() == (21,)
         assert inst._store._pieces_deleted == {}  # the rolled-back deletes not counted
         assert inst.sql(ROW_GROUPS).fetchone()[0] > 0
+
+
+def test_a_send_that_stored_pieces_is_checkpointed_once_it_commits(tmp_path, small):
+    # Store.checkpoint_after_commit: DuckDB cannot checkpoint the pieces while the SEND's
+    # transaction is open; once it commits they go to the file instead of staying in
+    # DuckDB's memory until its log reaches its threshold
+    wal = tmp_path / "i.duckdb.wal"
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        shop = _shop(inst)
+        conv = shop.begin_dialog("ShopService", "FarService", contract="DEFAULT")
+        conv.send(b"<small/>")
+        assert wal.exists() and wal.stat().st_size > 0
+        conv.send(random.Random(17).randbytes(1_500))
+        assert not wal.exists() or wal.stat().st_size == 0
+        assert inst.sql(PIECES).fetchone() == (16,)

@@ -64,6 +64,7 @@ def stage(uow: UnitOfWork, handle: str, sequence: int, body: bytes | memoryview)
     store.commit_apart("transmission/delete_pieces_of_message.sql", [key], 1)
     store.commit_apart("transmission/insert_pieces.sql", runs(),
                        max(1, COMMIT_BYTES // (piece * per)))
+    store.checkpoint_after_commit()  # DuckDB cannot while the SEND's transaction is open
     return pieces
 
 
