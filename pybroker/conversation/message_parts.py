@@ -45,7 +45,7 @@ READ_BYTES = 8 * 2**20  # of pieces read back per statement (transmission_pieces
 # body fits in one vector, and every commit of its last fragments read back most of it:
 # the fresh receiver grew 2.4-2.7x the body. A vector of 8 KiB pieces is 16 MiB, which
 # bounds both (`pybroker bench wire --body-mb 100`, with the checkpoint once such a message
-# is complete, Store.checkpoint_after_commit: 1.75-1.93x; 16 KiB pieces, 1.9-2.4x). Pieces
+# is complete, Store.checkpoint_after_commit: 1.62-1.89x; 16 KiB pieces, 1.9-2.4x). Pieces
 # stored at another size (127 KiB, 128 KiB by earlier versions) are read back in order as
 # they are (arrivals.py _reassemble too).
 PIECE_SIZE = 8 * 2**10
