@@ -62,7 +62,8 @@ from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
 from pybroker.server.snapshot import write_snapshot
-from pybroker.storage import Store, damage_reason, damaged_message, translate_error
+from pybroker.storage import Store
+from pybroker.storage_errors import damage_reason, damaged_message, translate_error
 from pybroker.tsql.script import ResultSet
 
 CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions

@@ -6,8 +6,9 @@ for writing, so a file always carries the definitions of the pybroker that last 
 
 An open for reading (``read_only=True``) writes nothing: it checks that the file is an
 instance at this pybroker's schema version and leaves migrations and definitions alone.
-Every DuckDB error is turned into a BrokerError here, in words of our own: a damaged file,
-a write refused by a read-only open, a value the file cannot hold.
+Every DuckDB error is turned into a BrokerError here, in words of our own
+(storage_errors.py): a damaged file, a write refused by a read-only open, a value the file
+cannot hold.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import duckdb
 from pybroker import no_pandas, sql_templates
 from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError, StorageError
 from pybroker.resources import migrations_dir, sql_dir
+from pybroker.storage_errors import explain_open_error, translate_error
 
 no_pandas.install()  # every bound statement costs half as much (see no_pandas.py)
 
@@ -197,7 +199,7 @@ class Store:
         try:
             self._con = duckdb.connect(target, read_only=read_only)
         except duckdb.Error as exc:
-            raise StorageError(_explain_open_error(target, exc)) from exc
+            raise StorageError(explain_open_error(target, exc)) from exc
         # no progress bar on stdout (a long query would write one into `--json` output)
         self._con.execute("SET enable_progress_bar = false")
         if threads is not None:
@@ -723,89 +725,3 @@ def available_migrations() -> list[tuple[int, str, Path]]:
     if versions != list(range(1, len(versions) + 1)):
         raise StorageError(f"migrations must be numbered 001, 002, ... without gaps: {versions}")
     return found
-
-
-def _explain_open_error(target: str, exc: duckdb.Error) -> str:
-    text = str(exc)
-    damage = damage_reason(exc)
-    if damage is not None:
-        return damaged_message(target, damage)
-    if "could not set lock on file" in text.lower():
-        holder = _LOCK_HOLDER.search(text)
-        which = f"another process (PID {holder.group(1)})" if holder else "another process"
-        return (
-            f"cannot open instance file {target}: it is already open in {which} (DuckDB "
-            f"allows one writer, or several readers, per file); close that process first"
-        )
-    if "not a valid duckdb database file" in text.lower():
-        return f"cannot open instance file {target}: it is not a DuckDB database file"
-    if isinstance(exc, duckdb.IOException):
-        if any(words in text.lower() for words in (
-                "permission denied", "read-only file system", "operation not permitted")):
-            return (f"cannot open instance file {target} for writing: permission denied "
-                    "(list it with the read-only commands, or fix its permissions)")
-        return f"cannot open instance file {target}: the file cannot be read or written"
-    return f"cannot open instance file {target}: DuckDB refused it ({type(exc).__name__})"
-
-
-# DuckDB names the process holding the file's lock: "Conflicting lock is held in
-# /usr/bin/python3 (PID 1234)".
-_LOCK_HOLDER = re.compile(r"\(PID (\d+)\)")
-_CHECKSUM = re.compile(r"does not match stored checksum \d+ in block at location (\d+)")
-_SHORT_READ = re.compile(r"could not read enough bytes from file .*location (\d+)", re.I | re.S)
-
-
-def damage_reason(exc: BaseException) -> str | None:
-    """Our words for a DuckDB error that means the file's bytes are not what DuckDB wrote,
-    or None for any other error."""
-    text = str(exc)
-    match = _CHECKSUM.search(text)
-    if match:
-        return f"the block at byte {int(match.group(1)):,} fails its checksum"
-    if "corrupt database file" in text.lower():
-        return "DuckDB found a corrupt block"
-    match = _SHORT_READ.search(text)
-    if match:
-        return f"it ends early (a block at byte {int(match.group(1)):,} is missing)"
-    if isinstance(exc, (duckdb.SerializationException, duckdb.InternalException)):
-        return "its contents cannot be read back"
-    return None
-
-
-def damaged_message(target: str, reason: str) -> str:
-    return f"instance file {target} is damaged: {reason}; restore it from a backup"
-
-
-def translate_error(exc: duckdb.Error, target: str, *, read_only: bool) -> BrokerError:
-    """A DuckDB error as a BrokerError in pybroker's words (DuckDB's text stays in the
-    chained exception, for a traceback, never in the message)."""
-    damage = damage_reason(exc)
-    if damage is not None:
-        return StorageError(damaged_message(target, damage))
-    text = str(exc)
-    if read_only and "read-only mode" in text:
-        return StorageError(
-            f"instance file {target} is open read-only: reopen it without read_only=True "
-            "to change it")
-    if isinstance(exc, (duckdb.ConversionException, duckdb.OutOfRangeException)):
-        return InvalidArgumentError(
-            "the change was not made: a value is outside what the instance file can store "
-            "(a whole number too large for its column, or a time out of range)")
-    if isinstance(exc, duckdb.ConstraintException):
-        return StorageError(
-            "the change was not made: it conflicts with what the instance file holds (a "
-            "duplicate, a missing value or a missing object)")
-    if isinstance(exc, duckdb.OutOfMemoryException):
-        return StorageError(
-            f"the change was not made: it needs more memory than instance file {target} "
-            "may use (its memory_limit); open it with a larger memory_limit (at least "
-            "three times the largest message body, beyond what it holds otherwise)")
-    if isinstance(exc, duckdb.FatalException):
-        return StorageError(
-            f"instance file {target} can no longer be used after an earlier failure; "
-            "close the instance and open it again")
-    if isinstance(exc, duckdb.IOException):
-        return StorageError(f"instance file {target} cannot be read or written: "
-                            "the disk or the file system refused")
-    return StorageError(f"the change was not made: the instance file {target} refused "
-                        f"the operation (DuckDB {type(exc).__name__})")

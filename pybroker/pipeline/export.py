@@ -23,9 +23,9 @@ def open_instance_read_only(path: Path) -> duckdb.DuckDBPyConnection:
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
-        from pybroker.storage import _explain_open_error
+        from pybroker.storage_errors import explain_open_error
 
-        raise PipelineError(_explain_open_error(str(path), exc)) from exc
+        raise PipelineError(explain_open_error(str(path), exc)) from exc
     con.execute("SET TimeZone = 'UTC'")  # TIMESTAMPTZ -> naive UTC TIMESTAMP
     con.execute("SET enable_progress_bar_print = false")  # never on stdout
     return con
@@ -86,7 +86,7 @@ def _export(path: Path, file: Path, directory: Path) -> list[str]:
         version = con.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
         _write_export_info(directory, int(version[0]) if version else 0)
     except duckdb.Error as exc:
-        from pybroker.storage import damage_reason, damaged_message
+        from pybroker.storage_errors import damage_reason, damaged_message
 
         damage = damage_reason(exc)
         if damage is not None:

@@ -24,7 +24,8 @@ import duckdb
 
 from pybroker import arguments
 from pybroker.errors import AlreadyExistsError, InvalidArgumentError, StorageError
-from pybroker.storage import Store, translate_error
+from pybroker.storage import Store
+from pybroker.storage_errors import translate_error
 
 
 def write_snapshot(store: Store, path: str | Path, *, overwrite: bool = False) -> Path:
