@@ -529,3 +529,17 @@ def test_fewer_pieces_than_a_vector_gone_leave_the_file_unchanged(tmp_path, monk
         assert inst.sql(row_groups).fetchone()[0] > 0  # not checkpointed
         assert inst._store._pieces_deleted == {"wire/count_message_fragments.sql": 60}
 
+
+
+@given(body=st.binary(max_size=400), piece=st.integers(1, 50), per=st.integers(1, 9))
+def test_piece_runs_cut_a_body_into_numbered_pieces_a_few_per_statement(body, piece, per):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(message_parts, "PIECE_SIZE", piece)
+        patch.setattr(message_parts, "PIECES_PER_STATEMENT", per)
+        runs = list(message_parts.piece_runs(body))
+    numbers = [n for run in runs for n in run["piece_numbers"]]
+    bodies = [b for run in runs for b in run["message_bodies"]]
+    assert numbers == list(range(max(1, -(-len(body) // piece))))
+    assert b"".join(bodies) == body and all(0 < len(b) <= piece for b in bodies if body)
+    assert all(1 <= len(run["piece_numbers"]) == len(run["message_bodies"]) <= per
+               for run in runs)

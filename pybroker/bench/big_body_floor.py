@@ -122,11 +122,12 @@ def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
             offset = 0
             per_read = max(1, READ_RUN_BYTES // step) if way == "pieces" else 1
             for first in range(0, count, per_read):
-                rows = con.execute(_sql("select_body_floor_part"), {
-                    "part_number": first}).fetchall() if per_read == 1 else con.execute(
-                    _sql("select_body_floor_parts"), {
-                        "first_part_number": first,
-                        "last_part_number": first + per_read - 1}).fetchall()
+                if per_read == 1:
+                    read, params = "select_body_floor_part", {"part_number": first}
+                else:
+                    read, params = "select_body_floor_parts", {
+                        "first_part_number": first, "last_part_number": first + per_read - 1}
+                rows = con.execute(_sql(read), params).fetchall()
                 for (part,) in rows:
                     out[offset:offset + len(part)] = part
                     offset += len(part)

@@ -464,8 +464,8 @@ class Arrivals:
     def _keep_fragment(self, uow: UnitOfWork, database_id: int, handle: str,
                        f: MessageFragment, now: datetime) -> None:
         """P4.4: one fragment of a message into message_fragments, durable before it is
-        acknowledged; as pieces of at most PIECE_SIZE bytes (migrations/010), in one
-        statement."""
+        acknowledged; as pieces of at most PIECE_SIZE bytes (migrations/010), 1 MiB of
+        them per statement."""
         row = {
             "database_id": database_id, "conversation_handle": handle,
             "message_sequence_number": f.sequence, "fragment_number": f.fragment_number,
@@ -473,14 +473,10 @@ class Arrivals:
             "message_type_name": f.message_type, "validation": f.validation,
             "is_end_of_dialog": f.is_end_of_dialog, "is_conversation_error": f.is_error,
             "arrival_time": now}
-        body = memoryview(f.body)
-        step = message_parts.PIECE_SIZE
-        starts = range(0, max(len(body), 1), step)
-        uow.sql("wire/insert_message_fragment_pieces.sql", {
-            **row, "piece_numbers": list(range(len(starts))),
-            "message_bodies": [bytes(body[start:start + step]) for start in starts]})
+        for run in message_parts.piece_runs(f.body):
+            uow.sql("wire/insert_message_fragment_pieces.sql", {**row, **run})
         self.fragments_kept = True
-        self.fragment_bytes += len(body)
+        self.fragment_bytes += len(f.body)
 
     @staticmethod
     def _check_kept(f: MessageFragment, held: dict[int, int] | tuple[()]) -> None:

@@ -70,6 +70,18 @@ def body_buffer(size: int) -> io.BytesIO:
     return out
 
 
+def piece_runs(body: bytes | memoryview) -> Iterator[dict[str, list[Any]]]:
+    """``body`` cut into pieces of PIECE_SIZE (one, empty, for an empty body), as the
+    ``piece_numbers`` and ``message_bodies`` of one INSERT of PIECES_PER_STATEMENT of them
+    at a time (wire/insert_message_fragment_pieces.sql, transmission/insert_pieces.sql)."""
+    view, piece = memoryview(body), PIECE_SIZE
+    count = max(1, -(-len(view) // piece))
+    for first in range(0, count, PIECES_PER_STATEMENT):
+        numbers = range(first, min(first + PIECES_PER_STATEMENT, count))
+        yield {"piece_numbers": list(numbers),
+               "message_bodies": [bytes(view[n * piece:(n + 1) * piece]) for n in numbers]}
+
+
 def not_whole(f: MessageFragment) -> WireError:
     """Why the fragments held and ``f`` are refused (the batch is then retried one by one,
     and this arrival is refused)."""

@@ -22,7 +22,6 @@ delay, and by sys.transmission_queue.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pybroker.conversation import message_parts
@@ -46,26 +45,18 @@ def stage(uow: UnitOfWork, handle: str, sequence: int, body: bytes | memoryview)
     """Write ``body`` as the pieces of message ``sequence`` of endpoint ``handle``,
     committed apart from the unit of work's transaction; the number of pieces. The
     unit of work notes them, so that a rollback deletes them."""
-    piece, per = message_parts.PIECE_SIZE, message_parts.PIECES_PER_STATEMENT
-    view = memoryview(body)
     key = {"conversation_handle": handle, "message_sequence_number": sequence}
-    pieces = count(body)
-
-    def runs() -> Iterator[dict[str, Any]]:
-        for first in range(0, pieces, per):
-            numbers = range(first, min(first + per, pieces))
-            yield {**key, "piece_numbers": list(numbers),
-                   "message_bodies": [bytes(view[n * piece:(n + 1) * piece])
-                                      for n in numbers]}
-
     store = uow.m._store
-    store.room_apart(len(view))
+    store.room_apart(len(body))
     uow.staged_pieces.append((handle, sequence))
     store.commit_apart("transmission/delete_pieces_of_message.sql", [key], 1)
-    store.commit_apart("transmission/insert_pieces.sql", runs(),
-                       max(1, COMMIT_BYTES // (piece * per)))
+    runs_per_commit = max(1, COMMIT_BYTES // (
+        message_parts.PIECE_SIZE * message_parts.PIECES_PER_STATEMENT))
+    store.commit_apart("transmission/insert_pieces.sql",
+                       ({**key, **run} for run in message_parts.piece_runs(body)),
+                       runs_per_commit)
     store.checkpoint_after_commit()  # DuckDB cannot while the SEND's transaction is open
-    return pieces
+    return count(body)
 
 
 def unstage(uow: UnitOfWork) -> None:
