@@ -41,10 +41,8 @@ def read_rows(path: Path) -> list[tuple]:
     return sorted(rows, key=lambda r: tuple((v is None, str(v)) for v in r))
 
 
-def seed_states(tmp: Path) -> list[SimpleNamespace]:
-    """One instance file per (example, forwarding setting its cases use), with a
-    conversations file of its cases, each case REPEAT times."""
-    states = []
+def _seed_cases():
+    """(name, example, forwarding setting, its cases) per routing state of seed_states."""
     for example in load_examples():
         settings = {example.forwarding} | {
             c.forwarding for c in example.cases if c.forwarding is not None
@@ -53,23 +51,36 @@ def seed_states(tmp: Path) -> list[SimpleNamespace]:
             cases = [c for c in example.cases
                      if (example.forwarding if c.forwarding is None else c.forwarding)
                      == forwarding]
-            name = f"ex{example.number}_fwd{int(forwarding)}"
-            file = tmp / f"{name}.duckdb"
-            with pybroker.connect(file) as inst:
-                build_example(inst, example)
-                inst.forwarding = forwarding
-            rows, expect = [], {}
-            for i, case in enumerate(cases):
-                for j in range(REPEAT):
-                    cid = f"{name}-{i}-{j}"
-                    rows.append({"conversation_id": cid, "origin": case.origin,
-                                 "service_name": case.service,
-                                 "broker_instance": case.broker_instance,
-                                 "begin_time": BEGIN})
-                    expect[cid] = case
-            conversations = write_rows(tmp / f"{name}.parquet", CONVERSATIONS, rows)
-            states.append(SimpleNamespace(name=name, file=file, conversations=conversations,
-                                          expect=expect))
+            yield f"ex{example.number}_fwd{int(forwarding)}", example, forwarding, cases
+
+
+def seed_state_names() -> list[str]:
+    return [name for name, *_ in _seed_cases()]
+
+
+def seed_states(tmp: Path, names: set[str] | None = None) -> list[SimpleNamespace]:
+    """One instance file per (example, forwarding setting its cases use), with a
+    conversations file of its cases, each case REPEAT times; ``names``: only those."""
+    states = []
+    for name, example, forwarding, cases in _seed_cases():
+        if names is not None and name not in names:
+            continue
+        file = tmp / f"{name}.duckdb"
+        with pybroker.connect(file) as inst:
+            build_example(inst, example)
+            inst.forwarding = forwarding
+        rows, expect = [], {}
+        for i, case in enumerate(cases):
+            for j in range(REPEAT):
+                cid = f"{name}-{i}-{j}"
+                rows.append({"conversation_id": cid, "origin": case.origin,
+                             "service_name": case.service,
+                             "broker_instance": case.broker_instance,
+                             "begin_time": BEGIN})
+                expect[cid] = case
+        conversations = write_rows(tmp / f"{name}.parquet", CONVERSATIONS, rows)
+        states.append(SimpleNamespace(name=name, file=file, conversations=conversations,
+                                      expect=expect))
     return states
 
 

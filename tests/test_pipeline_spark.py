@@ -29,6 +29,7 @@ from tests.pipeline_fixtures import (
     decision,
     read_rows,
     resolve_to_rows,
+    seed_state_names,
     seed_states,
     traffic_instance,
     write_rows,
@@ -56,19 +57,19 @@ def test_a_local_driver_jvm_waits_out_the_gclocker_instead_of_failing_a_broadcas
     assert "-Xmx2g" in arguments
 
 
-def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path):
-    states = seed_states(tmp_path)
-    for state in states:
-        with DuckDBEngine() as duck:
-            expected = resolve_to_rows(duck, state.conversations, state.file,
-                                       tmp_path / f"{state.name}_duck")
-        on_spark = resolve_to_rows(spark_engine, state.conversations, state.file,
-                                   tmp_path / f"{state.name}_spark")
-        assert on_spark == expected, state.name
-        assert len(on_spark) == len(state.expect)
-        for row in on_spark:
-            d = decision(row)
-            assert check_case(state.expect[d.conversation_id], d) == [], state.name
+# one test per routing state, so that a parallel run (pytest -n) spreads them
+@pytest.mark.parametrize("name", seed_state_names())
+def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path, name):
+    [state] = seed_states(tmp_path, {name})
+    with DuckDBEngine() as duck:
+        expected = resolve_to_rows(duck, state.conversations, state.file, tmp_path / "duck")
+    on_spark = resolve_to_rows(spark_engine, state.conversations, state.file,
+                               tmp_path / "spark")
+    assert on_spark == expected
+    assert len(on_spark) == len(state.expect)
+    for row in on_spark:
+        d = decision(row)
+        assert check_case(state.expect[d.conversation_id], d) == []
 
 
 def test_the_bench_floor_writes_every_conversation_on_both_engines(spark_engine, tmp_path):
@@ -204,7 +205,7 @@ def test_resolve_on_a_standalone_cluster(tmp_path):
            "SPARK_NO_DAEMONIZE": "1"}
     port, ui, worker_ui = free_ports(3)
     master_url = f"spark://127.0.0.1:{port}"
-    state = seed_states(tmp_path)[4]  # example 5: the R2.3 and R2.1 picks
+    [state] = seed_states(tmp_path, {"ex5_fwd0"})  # example 5: the R2.3 and R2.1 picks
     with DuckDBEngine() as duck:
         expected = resolve_to_rows(duck, state.conversations, state.file, tmp_path / "duck")
 

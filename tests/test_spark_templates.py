@@ -241,9 +241,11 @@ def _normalize(rows) -> list[tuple]:
 
 @pytest.mark.spark
 def test_resolve_route_options_gives_identical_rows_on_spark_and_duckdb(spark, tmp_path):
-    spark_sql = sql_templates.to_spark(
-        "routing/resolve_route_options.sql", conversations="conversations"
-    )
+    # On Spark the template runs as the pipeline runs its templates: each CTE a stage, those
+    # read more than once computed once (sql_templates.to_spark_stages). As one query, Spark
+    # would plan every CTE again at each reference: the same rows, taking twice as long.
+    from pybroker.pipeline.engine import SparkEngine
+
     seen: dict[str, set] = {}
     with pybroker.connect(clock=NOW.timestamp) as inst:
         _build_instance(inst)
@@ -264,9 +266,15 @@ def test_resolve_route_options_gives_identical_rows_on_spark_and_duckdb(spark, t
                 con.execute(f"COPY {table} TO '{target}' (FORMAT parquet)")
                 spark.read.parquet(str(target)).createOrReplaceTempView(table)
 
-            result = spark.sql(spark_sql)
-            assert result.columns == columns
-            duck, on_spark = _normalize(duck_rows), _normalize(result.collect())
+            engine = SparkEngine(spark)
+            try:
+                engine.stage("options", "routing/resolve_route_options.sql", small=True,
+                             conversations="conversations")
+                spark_columns, spark_rows = engine.fetch("options")
+            finally:
+                engine.close()
+            assert spark_columns == columns
+            duck, on_spark = _normalize(duck_rows), _normalize(spark_rows)
             assert [r for r in duck if r not in on_spark] == [], f"forwarding={forwarding}"
             assert [r for r in on_spark if r not in duck] == [], f"forwarding={forwarding}"
             assert on_spark == duck
