@@ -21,6 +21,7 @@ import pybroker
 from pybroker import sql_templates
 from pybroker.errors import TemplateError
 from pybroker.examples import load_examples
+from pybroker.pipeline.engine import SparkEngine
 from pybroker.resources import sql_dir
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -244,8 +245,7 @@ def test_resolve_route_options_gives_identical_rows_on_spark_and_duckdb(spark, t
     # On Spark the template runs as the pipeline runs its templates: each CTE a stage, those
     # read more than once computed once (sql_templates.to_spark_stages). As one query, Spark
     # would plan every CTE again at each reference: the same rows, taking twice as long.
-    from pybroker.pipeline.engine import SparkEngine
-
+    # (sql_templates.to_spark, the one-query text, is what the golden files check.)
     seen: dict[str, set] = {}
     with pybroker.connect(clock=NOW.timestamp) as inst:
         _build_instance(inst)
