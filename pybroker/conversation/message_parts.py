@@ -70,12 +70,17 @@ def body_buffer(size: int) -> io.BytesIO:
     return out
 
 
+def piece_count(body: bytes | memoryview) -> int:
+    """How many pieces a body of this size is kept as (one, empty, for an empty body)."""
+    return max(1, -(-len(body) // PIECE_SIZE))
+
+
 def piece_runs(body: bytes | memoryview) -> Iterator[dict[str, list[Any]]]:
-    """``body`` cut into pieces of PIECE_SIZE (one, empty, for an empty body), as the
-    ``piece_numbers`` and ``message_bodies`` of one INSERT of PIECES_PER_STATEMENT of them
-    at a time (wire/insert_message_fragment_pieces.sql, transmission/insert_pieces.sql)."""
+    """``body`` cut into its piece_count() pieces of PIECE_SIZE, as the ``piece_numbers``
+    and ``message_bodies`` of one INSERT of PIECES_PER_STATEMENT of them at a time
+    (wire/insert_message_fragment_pieces.sql, transmission/insert_pieces.sql)."""
     view, piece = memoryview(body), PIECE_SIZE
-    count = max(1, -(-len(view) // piece))
+    count = piece_count(view)
     for first in range(0, count, PIECES_PER_STATEMENT):
         numbers = range(first, min(first + PIECES_PER_STATEMENT, count))
         yield {"piece_numbers": list(numbers),

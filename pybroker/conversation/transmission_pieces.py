@@ -36,11 +36,6 @@ COUNT_PIECES = "transmission/count_pieces.sql"  # UnitOfWork.delete_pieces
 BODY, BODY_PIECES, MESSAGE_SIZE = 4, 7, 8
 
 
-def count(body: bytes | memoryview) -> int:
-    """How many pieces a body of this size is kept as."""
-    return max(1, -(-len(body) // message_parts.PIECE_SIZE))
-
-
 def stage(uow: UnitOfWork, handle: str, sequence: int, body: bytes | memoryview) -> int:
     """Write ``body`` as the pieces of message ``sequence`` of endpoint ``handle``,
     committed apart from the unit of work's transaction; the number of pieces. The
@@ -56,7 +51,7 @@ def stage(uow: UnitOfWork, handle: str, sequence: int, body: bytes | memoryview)
                        ({**key, **run} for run in message_parts.piece_runs(body)),
                        runs_per_commit)
     store.checkpoint_after_commit()  # DuckDB cannot while the SEND's transaction is open
-    return count(body)
+    return message_parts.piece_count(body)
 
 
 def unstage(uow: UnitOfWork) -> None:
