@@ -3,6 +3,7 @@ conversations each, and a small recorded traffic (transmission queue, endpoints)
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,9 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import pybroker
+from pybroker.errors import PipelineError
 from pybroker.examples import build_example, load_examples
 from pybroker.pipeline.engine import Engine
-from pybroker.pipeline.resolve import run_resolve
+from pybroker.pipeline.resolve import check_unique_conversations, run_resolve
 from pybroker.pipeline.schema import CONVERSATIONS, DECISIONS, TABLES_BY_NAME, Table
 
 BEGIN = datetime(2030, 1, 1)
@@ -159,3 +161,24 @@ def traffic_instance(directory: Path) -> int:
     export_instance(file, directory)
     write_traffic(directory, sales_id)
     return sales_id
+
+
+def expected_refusal(ids: list[str]) -> str | None:
+    """The message check_unique_conversations gives, worked out in Python: at most five
+    duplicated ids, in order, each with its number of rows; None for no duplicates."""
+    copies = sorted((i, n) for i, n in Counter(ids).items() if n > 1)[:5]
+    if not copies:
+        return None
+    shown = ", ".join(f"{i!r} ({n} rows)" for i, n in copies)
+    return ("c.parquet: conversation_id must be unique, but some appear more than once: "
+            f"{shown}")
+
+
+def refusal(engine: Engine, ids: list[str]) -> str | None:
+    rows = [(i, "Shop", "S", None, datetime(2030, 1, 1)) for i in ids]
+    engine.register_rows("conversations", CONVERSATIONS, rows)
+    try:
+        check_unique_conversations(engine, "conversations", Path("c.parquet"))
+    except PipelineError as exc:
+        return str(exc)
+    return None

@@ -27,7 +27,9 @@ from pybroker.pipeline.traffic import run_traffic
 from tests.pipeline_fixtures import (
     AS_OF,
     decision,
+    expected_refusal,
     read_rows,
+    refusal,
     resolve_to_rows,
     seed_state_names,
     seed_states,
@@ -70,6 +72,13 @@ def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path, na
     for row in on_spark:
         d = decision(row)
         assert check_case(state.expect[d.conversation_id], d) == []
+
+
+def test_duplicate_conversation_ids_are_named_as_on_duckdb(spark_engine):
+    """Counts first, the exact query only when they differ (test_pipeline_unique_ids.py)."""
+    for ids in (["a", "b", "a", "c", "c", "c", "d", "e", "e", "f", "f", "g", "g"],
+                [f"{n:08d}" for n in range(2000)]):
+        assert refusal(spark_engine, ids) == expected_refusal(ids)
 
 
 def test_the_bench_floor_writes_every_conversation_on_both_engines(spark_engine, tmp_path):

@@ -32,6 +32,7 @@ TEMPLATES = {
                              "key_options": "key_options", "engine": "spark"},
     "decision_outcomes": {"decisions": "decisions"},
     "duplicate_conversations": {"conversations": "conversations", "engine": "spark"},
+    "conversation_id_counts": {"conversations": "conversations", "engine": "spark"},
     "impact_changes": {"conversations": "conversations", "before": "before",
                        "after": "after"},
     "impact_summary": {"changes": "changes"},
@@ -54,7 +55,8 @@ DUCKDB_ONLY = {
     "export_transmission_queue": "reads the instance file's view, which only DuckDB opens",
     "duckdb__numbers": "Spark builds the numbers with spark.range()",
 }
-MACROS = {"_draw": "jinja macros imported by other templates"}
+MACROS = {"_draw": "jinja macros imported by other templates",
+          "_id_hash": "a jinja macro imported by other templates"}
 
 
 def _spark_text(stem: str) -> str:

@@ -67,7 +67,14 @@ def load_conversations(engine: Engine, path: Path, name: str = "conversations") 
 
 
 def check_unique_conversations(engine: Engine, name: str, path: Path) -> None:
-    """conversation_id is unique (one decision per conversation): refuse duplicates."""
+    """conversation_id is unique (one decision per conversation): refuse duplicates. The
+    rows and the distinct hashes of the ids are counted first (one aggregation); only when
+    they differ are the duplicates looked for exactly, and named."""
+    engine.stage(f"{name}_id_counts", "pipeline/conversation_id_counts.sql", small=True,
+                 conversations=name, engine=engine.name)
+    _, [(conversation_rows, distinct_hashes)] = engine.fetch(f"{name}_id_counts")
+    if conversation_rows == distinct_hashes:
+        return
     engine.stage(f"{name}_duplicates", "pipeline/duplicate_conversations.sql", small=True,
                  conversations=name, engine=engine.name)
     _, rows = engine.fetch(f"{name}_duplicates")
