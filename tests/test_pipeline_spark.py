@@ -1,6 +1,7 @@
 """Parity of the pipeline on Spark and DuckDB: the seven seed
 examples as a batch, the generate workload (100,000 conversations), impact and traffic give
-identical rows on both engines; and one resolve job submitted to a real standalone cluster
+identical rows on both engines, and duplicate conversation ids are named as on DuckDB; and
+one resolve job submitted to a real standalone cluster
 (a master and a worker started from the pyspark installation, stopped by pid)."""
 
 from __future__ import annotations
