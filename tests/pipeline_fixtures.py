@@ -163,6 +163,10 @@ def traffic_instance(directory: Path) -> int:
     return sales_id
 
 
+# six ids with copies, one without: the refusal names the first five
+DUPLICATED_IDS = ["a", "b", "a", "c", "c", "c", "d", "e", "e", "f", "f", "g", "g"]
+
+
 def expected_refusal(ids: list[str]) -> str | None:
     """The message check_unique_conversations gives, worked out in Python: at most five
     duplicated ids, in order, each with its number of rows; None for no duplicates."""

@@ -27,6 +27,7 @@ from pybroker.pipeline.impact import run_impact
 from pybroker.pipeline.traffic import run_traffic
 from tests.pipeline_fixtures import (
     AS_OF,
+    DUPLICATED_IDS,
     decision,
     expected_refusal,
     read_rows,
@@ -77,8 +78,7 @@ def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path, na
 
 def test_duplicate_conversation_ids_are_named_as_on_duckdb(spark_engine):
     """Counts first, the exact query only when they differ (test_pipeline_unique_ids.py)."""
-    for ids in (["a", "b", "a", "c", "c", "c", "d", "e", "e", "f", "f", "g", "g"],
-                [f"{n:08d}" for n in range(2000)]):
+    for ids in (DUPLICATED_IDS, [f"{n:08d}" for n in range(2000)]):
         assert refusal(spark_engine, ids) == expected_refusal(ids)
 
 

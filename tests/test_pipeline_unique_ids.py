@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pybroker.pipeline.engine import DuckDBEngine
-from tests.pipeline_fixtures import expected_refusal, refusal
+from tests.pipeline_fixtures import DUPLICATED_IDS, expected_refusal, refusal
 
 IDS = st.lists(st.text(min_size=1, max_size=6), min_size=0, max_size=40)
 
@@ -25,7 +25,7 @@ def test_duplicates_are_named_exactly_and_unique_ids_pass(ids, copied):
 
 @pytest.mark.parametrize("ids", [
     [f"{n:08d}-0000-4000-8000-000000000000" for n in range(5000)],
-    ["a", "b", "a", "c", "c", "c", "d", "e", "e", "f", "f", "g", "g"],
+    DUPLICATED_IDS,
 ])
 def test_many_ids_and_more_than_five_duplicates(ids):
     with DuckDBEngine() as duck:
