@@ -214,6 +214,7 @@ class Store:
         self._running = 0  # statements on the connection now (at most one, under _lock)
         self._close_pending = False  # the last running statement closes the connection
         self._depth = 0
+        self._owner: int | None = None  # the thread whose transaction is open (in_transaction)
         self._end_callbacks: list[Callable[[bool], None]] = []
         self._apart: duckdb.DuckDBPyConnection | None = None  # commit_apart's connection
         # pieces deleted by the open transaction, and since their table was last found
@@ -507,6 +508,7 @@ class Store:
                 return
             self.execute("BEGIN TRANSACTION")
             self._depth = 1
+            self._owner = threading.get_ident()
             try:
                 yield
             except BaseException:
@@ -587,8 +589,10 @@ class Store:
 
     @property
     def in_transaction(self) -> bool:
-        """Whether a transaction is open (its changes are not yet committed)."""
-        return self._depth > 0
+        """Whether the calling thread has a transaction open (its changes are not yet
+        committed). Another thread's open transaction does not count: that thread holds the
+        connection, and what this thread writes waits for its end and commits on its own."""
+        return self._depth > 0 and self._owner == threading.get_ident()
 
     @contextlib.contextmanager
     def committed_reads(self) -> Iterator[bool]:

@@ -227,3 +227,30 @@ def test_a_writable_file_checkpoints_at_a_64_mib_log_and_a_read_only_one_is_left
             "SELECT current_setting('checkpoint_threshold')").fetchone()[0] == "16.0 MiB"
     finally:
         store.close()
+
+
+def test_another_threads_open_transaction_is_not_this_threads(tmp_path):
+    """in_transaction is the calling thread's: while one thread holds a transaction open,
+    another thread is not inside it (what it writes waits, then commits on its own)."""
+    import threading
+
+    store = Store(tmp_path / "i.duckdb")
+    opened, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def hold() -> None:
+        with store.transaction():
+            seen.append(store.in_transaction)
+            opened.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert opened.wait(10)
+        assert store.in_transaction is False
+    finally:
+        release.set()
+        holder.join(10)
+        store.close()
+    assert seen == [True] and not holder.is_alive()

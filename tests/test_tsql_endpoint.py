@@ -606,3 +606,33 @@ def test_R7_3_message_forwarding_enabled_and_disabled_set_the_instance_setting(t
         assert (inst.forwarding, inst.forwarding_size_mb) == (True, 4)  # left as it was
         master.execute("ALTER ENDPOINT e FOR SERVICE_BROKER (MESSAGE_FORWARDING = DISABLED)")
         assert inst.forwarding is False
+
+
+def test_an_endpoint_statement_waits_for_another_threads_transaction(tmp_path):
+    """ENDPOINT statements are refused inside the caller's own Database.transaction(), not
+    while another thread has one open: then the statement waits for it and runs."""
+    import threading
+
+    with pybroker.connect(tmp_path / "a.duckdb") as inst:
+        master = inst.database("master")
+        opened, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with master.transaction():
+                master.execute("CREATE QUEUE held")
+                opened.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert opened.wait(10)
+            timer = threading.Timer(0.2, release.set)
+            timer.start()
+            master.execute("CREATE ENDPOINT e STATE = STARTED AS TCP (LISTENER_PORT = 0) "
+                           "FOR SERVICE_BROKER (ENCRYPTION = DISABLED)")
+        finally:
+            release.set()
+            holder.join(10)
+        assert inst.endpoint is not None and not inst.endpoint.is_closed
+        assert [q.name for q in master.queues()] == ["held"]  # the other thread's commit
