@@ -512,6 +512,10 @@ class _Write:
     def __exit__(self, exc_type, exc, tb) -> bool | None:
         instance = self._instance
         messaging = instance._messaging
+        # counted while the store's lock is still this thread's: once the transaction
+        # ends, another thread's write may begin and count itself
+        outermost = instance._write_depth == 1
+        instance._write_depth -= 1
         try:
             if isinstance(exc, duckdb.Error):
                 self._tx.__exit__(exc_type, exc, tb)
@@ -523,12 +527,11 @@ class _Write:
             messaging.forget_endpoints()  # a conversation change inside may be undone
             raise
         finally:
-            instance._write_depth -= 1
             instance._routing.changed(self._change)
             messaging.catalog_changed()
         if exc is not None:
             messaging.forget_endpoints()
-        elif instance._write_depth == 0:
+        elif outermost:
             if not instance._store.in_transaction:
                 instance._routing.redecide()
             messaging.after_catalog_write()

@@ -254,3 +254,45 @@ def test_another_threads_open_transaction_is_not_this_threads(tmp_path):
         holder.join(10)
         store.close()
     assert seen == [True] and not holder.is_alive()
+
+
+def test_a_write_ending_as_another_threads_write_begins_still_retries_what_waits(tmp_path):
+    """The outermost catalog write of a thread retries every waiting transmission when it
+    commits (C3, C5), even when another thread's write takes the file the moment it is
+    free: which write is outermost is counted before the store's lock is let go."""
+    import threading
+
+    with pybroker.connect(tmp_path / "i.duckdb", worker=False) as inst:
+        retried: list[str] = []
+        entered, retried_by_a = threading.Event(), threading.Event()
+        real_retry = inst._messaging.after_catalog_write
+        real_changed = inst._messaging.catalog_changed
+
+        def after_catalog_write() -> None:
+            retried.append(threading.current_thread().name)
+            if threading.current_thread().name == "A":
+                retried_by_a.set()
+            real_retry()
+
+        def other_write() -> None:
+            with inst._write():
+                entered.set()
+                retried_by_a.wait(10)
+
+        other = threading.Thread(target=other_write, name="B")
+
+        def changed() -> None:  # the last step before A's retry: the file is free
+            if threading.current_thread().name == "A" and not other.is_alive():
+                other.start()
+                assert entered.wait(10)
+            real_changed()
+
+        inst._messaging.after_catalog_write = after_catalog_write
+        inst._messaging.catalog_changed = changed
+        writer = threading.Thread(target=lambda: inst.create_database("D"), name="A")
+        writer.start()
+        writer.join(30)
+        other.join(30)
+        assert not writer.is_alive() and not other.is_alive()
+        assert sorted(retried) == ["A", "B"]
+        assert sorted(d.name for d in inst.databases()) == ["D", "master", "msdb"]
