@@ -10,10 +10,21 @@ that answers an ``import pandas`` with "no module named 'pandas'" at once, while
 ``sys.modules`` (DuckDB and pyarrow look there; a None entry would break them), and an
 installed pandas is never hidden: the finder is installed only when the normal search
 finds none.
+
+Even answered by the finder, a failed import still runs importlib's machinery (module
+locks, the meta path, the exception): about 20 µs, 36-40 of them for a SEND of one
+message in its own transaction. :func:`builtins_refusing_pandas` gives a module whose
+functions call DuckDB a ``__builtins__`` whose ``__import__`` refuses pandas before any of
+that: DuckDB imports through ``PyImport_Import``, which takes the import hook from the
+``__builtins__`` of the calling frame's globals (Python's C API documents it so). Only
+imports made by C code under such a module's frames take the short cut: ``builtins`` itself
+is left as it is, and so is every other module (measured: a single remote SEND took 3.9
+instead of 4.5 ms of CPU, medians of 16 interleaved rounds).
 """
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -52,3 +63,19 @@ def install() -> bool:
         return False
     sys.meta_path.insert(0, _NoPandas)
     return True
+
+
+def _import_refusing_pandas(name: str, globals: Any = None, locals: Any = None,
+                            fromlist: Sequence[str] | None = (), level: int = 0) -> Any:
+    if name == "pandas" and level == 0:
+        raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+    return builtins.__import__(name, globals, locals, fromlist, level)  # as it is now
+
+
+def builtins_refusing_pandas() -> dict[str, Any] | None:
+    """A ``__builtins__`` for a module whose functions call DuckDB: the builtins, with an
+    ``__import__`` that refuses pandas at once and hands every other import to
+    ``builtins.__import__``. None unless the finder is installed (pandas is absent)."""
+    if _NoPandas not in sys.meta_path:
+        return None
+    return {**builtins.__dict__, "__import__": _import_refusing_pandas}

@@ -729,3 +729,10 @@ def available_migrations() -> list[tuple[int, str, Path]]:
     if versions != list(range(1, len(versions) + 1)):
         raise StorageError(f"migrations must be numbered 001, 002, ... without gaps: {versions}")
     return found
+
+
+# Last, after every function of this module is made (each keeps the builtins it was made
+# with): DuckDB's own imports under this module's frames ask this module's __builtins__,
+# and one that refuses pandas at once saves a failed import per bound value (no_pandas.py)
+if (_refusing := no_pandas.builtins_refusing_pandas()) is not None:
+    __builtins__ = _refusing
