@@ -222,7 +222,8 @@ def test_bench_messaging_quick_smoke():
     assert report["one_conversation"]["messages_per_receive"] == 1_000
     assert report["many_conversations"]["messages_per_receive"] == 20  # one group per call
     single = report["one_per_transaction"]
-    assert all(single[k] > 0 for k in ("send_per_s", "receive_per_s", "receive_p50_ms"))
+    assert all(single[k] > 0 for k in ("send_per_s", "receive_per_s", "receive_p50_ms",
+                                       "send_cpu_ms", "receive_cpu_ms"))
     assert report["targets"]["end_to_end_per_s"] == 20_000
     drain = report["receive_own_transaction"]  # (c): one group per call, 10 conversations
     assert drain["messages_per_receive"] == 200 and drain["end_to_end_per_s"] > 0
