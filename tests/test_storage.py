@@ -14,6 +14,7 @@ import pybroker
 from pybroker import AlreadyExistsError, BrokerError, InvalidArgumentError, NotFoundError
 from pybroker.errors import StorageError
 from pybroker.storage import Store, available_migrations
+from tests.thread_helpers import held_open
 
 
 def test_a_new_file_gets_every_migration_and_the_system_databases(tmp_path):
@@ -232,28 +233,14 @@ def test_a_writable_file_checkpoints_at_a_64_mib_log_and_a_read_only_one_is_left
 def test_another_threads_open_transaction_is_not_this_threads(tmp_path):
     """in_transaction is the calling thread's: while one thread holds a transaction open,
     another thread is not inside it (what it writes waits, then commits on its own)."""
-    import threading
-
     store = Store(tmp_path / "i.duckdb")
-    opened, release = threading.Event(), threading.Event()
     seen: list[bool] = []
-
-    def hold() -> None:
-        with store.transaction():
-            seen.append(store.in_transaction)
-            opened.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
     try:
-        assert opened.wait(10)
-        assert store.in_transaction is False
+        with held_open(store.transaction, lambda: seen.append(store.in_transaction)):
+            assert store.in_transaction is False
     finally:
-        release.set()
-        holder.join(10)
         store.close()
-    assert seen == [True] and not holder.is_alive()
+    assert seen == [True]
 
 
 def test_a_write_ending_as_another_threads_write_begins_still_retries_what_waits(tmp_path):

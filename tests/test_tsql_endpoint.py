@@ -36,6 +36,7 @@ from pybroker.tsql import (
     DropEndpoint,
     parse_batch,
 )
+from tests.thread_helpers import held_open
 from tests.wire_helpers import CONTRACT, ORDER, define_objects, drain, wait_for
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None,
@@ -615,24 +616,10 @@ def test_an_endpoint_statement_waits_for_another_threads_transaction(tmp_path):
 
     with pybroker.connect(tmp_path / "a.duckdb") as inst:
         master = inst.database("master")
-        opened, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with master.transaction():
-                master.execute("CREATE QUEUE held")
-                opened.set()
-                release.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        try:
-            assert opened.wait(10)
-            timer = threading.Timer(0.2, release.set)
-            timer.start()
+        with held_open(master.transaction, lambda: master.execute("CREATE QUEUE held")) \
+                as release:
+            threading.Timer(0.2, release.set).start()
             master.execute("CREATE ENDPOINT e STATE = STARTED AS TCP (LISTENER_PORT = 0) "
                            "FOR SERVICE_BROKER (ENCRYPTION = DISABLED)")
-        finally:
-            release.set()
-            holder.join(10)
         assert inst.endpoint is not None and not inst.endpoint.is_closed
         assert [q.name for q in master.queues()] == ["held"]  # the other thread's commit
