@@ -34,6 +34,11 @@ from typing import Any
 _UTIL_FIND_SPEC = importlib.util.find_spec.__code__
 
 
+def _refusal() -> ModuleNotFoundError:
+    """The error the normal search for an absent pandas ends in."""
+    return ModuleNotFoundError("No module named 'pandas'", name="pandas")
+
+
 class _NoPandas:
     """A meta path finder for a package known to be absent."""
 
@@ -52,7 +57,7 @@ class _NoPandas:
             if frame.f_code is _UTIL_FIND_SPEC:
                 return None
             frame = frame.f_back
-        raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+        raise _refusal()
 
 
 def install() -> bool:
@@ -68,7 +73,7 @@ def install() -> bool:
 def _import_refusing_pandas(name: str, globals: Any = None, locals: Any = None,
                             fromlist: Sequence[str] | None = (), level: int = 0) -> Any:
     if name == "pandas" and level == 0:
-        raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+        raise _refusal()
     return builtins.__import__(name, globals, locals, fromlist, level)  # as it is now
 
 
