@@ -13,6 +13,13 @@ so that no value contains a comma:
 
 NULL is ``~`` in every encoding (SQL: ``NULLIF(x, '~')``). The SQL templates of
 sql/conversation/ that take such columns say so in their header.
+
+The widest and hottest batches (a SEND's transmission-queue rows, an arrival batch's queue
+rows) bind one string for all their columns instead (``packed``): each row's fields joined
+by ``,`` and the rows by ``;``, which no encoded value contains; SQL splits it once per row
+(``string_split(UNNEST(string_split($rows, ';')), ',') AS r``, then ``r[1]``, ``r[2]``, ...).
+For 830 rows of 14 columns DuckDB takes 8.5-9.3 ms against 11.7-14.0 ms for 14 columns
+UNNESTed side by side (duckdb 1.5.6, 2026-11-28), for ~0.7 ms more in Python.
 """
 
 from __future__ import annotations
@@ -25,26 +32,48 @@ NULL = "~"
 _EPOCH = datetime(1970, 1, 1)
 
 
+def int_field(value: int | None) -> str:
+    return NULL if value is None else str(int(value))
+
+
+def flag_field(value: bool) -> str:
+    return "1" if value else "0"
+
+
+def guid_field(value: str | None) -> str:
+    return NULL if value is None else value
+
+
+def text_field(value: str | None) -> str:
+    return NULL if value is None else value.encode("utf-8").hex()
+
+
+def blob_field(value: bytes | None) -> str:
+    return NULL if value is None else base64.b64encode(value).decode("ascii")
+
+
+def time_field(value: datetime | None) -> str:
+    return NULL if value is None else str(micros(value))
+
+
 def ints(values: Iterable[int | None]) -> str:
-    return ",".join(NULL if v is None else str(int(v)) for v in values)
+    return ",".join(map(int_field, values))
 
 
 def flags(values: Iterable[bool]) -> str:
-    return ",".join("1" if v else "0" for v in values)
+    return ",".join(map(flag_field, values))
 
 
 def guids(values: Iterable[str | None]) -> str:
-    return ",".join(NULL if v is None else v for v in values)
+    return ",".join(map(guid_field, values))
 
 
 def texts(values: Iterable[str | None]) -> str:
-    return ",".join(NULL if v is None else v.encode("utf-8").hex() for v in values)
+    return ",".join(map(text_field, values))
 
 
 def blobs(values: Iterable[bytes | None]) -> str:
-    return ",".join(
-        NULL if v is None else base64.b64encode(v).decode("ascii") for v in values
-    )
+    return ",".join(map(blob_field, values))
 
 
 def micros(value: datetime) -> int:
@@ -53,4 +82,12 @@ def micros(value: datetime) -> int:
 
 
 def times(values: Iterable[datetime | None]) -> str:
-    return ",".join(NULL if v is None else str(micros(v)) for v in values)
+    return ",".join(map(time_field, values))
+
+
+def packed(*fields: Iterable[str]) -> str:
+    """Rows as one bound string: ``fields`` are the columns, each value already encoded as
+    above (``int_field``, ``text_field``, ...; a GUID or a validation code as it is); each
+    row's values are joined by ``,`` and the rows by ``;``. The columns must be equally
+    long (ValueError otherwise) and not empty (no row is not a batch)."""
+    return ";".join(map(",".join, zip(*fields, strict=True)))

@@ -347,23 +347,14 @@ _QUEUE_COLUMNS = (
 
 
 def _queue_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
-    cols = list(zip(*rows, strict=True))
-    return {
-        "database_id": columns.ints(cols[0]),
-        "queue_name": columns.texts(cols[1]),
-        "queuing_order": columns.ints(cols[2]),
-        "status": columns.ints(cols[3]),
-        "priority": columns.ints(cols[4]),
-        "conversation_group_id": columns.guids(cols[5]),
-        "conversation_handle": columns.guids(cols[6]),
-        "message_sequence_number": columns.ints(cols[7]),
-        "service_name": columns.texts(cols[8]),
-        "service_contract_name": columns.texts(cols[9]),
-        "message_type_name": columns.texts(cols[10]),
-        "validation": ",".join(cols[11]),
-        "message_body": columns.blobs(cols[12]),
-        "message_enqueue_time": columns.times(cols[13]),
-    }
+    """``rows`` (in _QUEUE_COLUMNS' order) packed for insert_queue_messages.sql."""
+    c = list(zip(*rows, strict=True))
+    ints, texts = columns.int_field, columns.text_field
+    return {"rows": columns.packed(
+        map(ints, c[0]), map(texts, c[1]), map(ints, c[2]), map(ints, c[3]),
+        map(ints, c[4]), c[5], c[6], map(ints, c[7]), map(texts, c[8]), map(texts, c[9]),
+        map(texts, c[10]), c[11], map(columns.blob_field, c[12]),
+        map(columns.time_field, c[13]))}
 
 
 _TX_COLUMNS = (
@@ -374,22 +365,12 @@ _TX_COLUMNS = (
 
 
 def _tx_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
-    cols = list(zip(*rows, strict=True))
-    return {
-        "database_id": columns.ints(cols[0]),
-        "conversation_handle": columns.guids(cols[1]),
-        "message_sequence_number": columns.ints(cols[2]),
-        "message_size": columns.ints(cols[3]),
-        "to_service_name": columns.texts(cols[4]),
-        "to_broker_instance": columns.guids(cols[5]),
-        "from_service_name": columns.texts(cols[6]),
-        "service_contract_name": columns.texts(cols[7]),
-        "message_type_name": columns.texts(cols[8]),
-        "validation": ",".join(cols[9]),
-        "is_end_of_dialog": columns.flags(cols[10]),
-        "is_conversation_error": columns.flags(cols[11]),
-        "priority": columns.ints(cols[12]),
-        "enqueue_time": columns.times(cols[13]),
-        "message_body": columns.blobs(cols[14]),
-        "transmission_status": columns.texts(cols[15]),
-    }
+    """``rows`` (in _TX_COLUMNS' order) packed for insert_transmission_queue.sql."""
+    c = list(zip(*rows, strict=True))
+    ints, texts, flags = columns.int_field, columns.text_field, columns.flag_field
+    return {"rows": columns.packed(
+        map(ints, c[0]), c[1], map(ints, c[2]), map(ints, c[3]), map(texts, c[4]),
+        map(columns.guid_field, c[5]), map(texts, c[6]),
+        map(texts, c[7]), map(texts, c[8]), c[9], map(flags, c[10]), map(flags, c[11]),
+        map(ints, c[12]), map(columns.time_field, c[13]), map(columns.blob_field, c[14]),
+        map(texts, c[15]))}

@@ -1,5 +1,5 @@
--- Messages into queues, a batch at once (one fragment each; local delivery). Columns
--- encoded as pybroker/conversation/columns.py says.
+-- Messages into queues, a batch at once (one fragment each; local delivery). The rows
+-- packed in $rows, their columns encoded, as pybroker/conversation/columns.py says.
 INSERT INTO queue_messages (database_id, queue_name, queuing_order, status, priority,
     conversation_group_id, conversation_handle, message_sequence_number, service_name,
     service_contract_name, message_type_name, validation, message_body, message_enqueue_time)
@@ -20,18 +20,19 @@ SELECT
     make_timestamp(CAST(m.message_enqueue_time AS BIGINT))
 FROM (
     SELECT
-        UNNEST(string_split($database_id, ',')) AS database_id,
-        UNNEST(string_split($queue_name, ',')) AS queue_name,
-        UNNEST(string_split($queuing_order, ',')) AS queuing_order,
-        UNNEST(string_split($status, ',')) AS status,
-        UNNEST(string_split($priority, ',')) AS priority,
-        UNNEST(string_split($conversation_group_id, ',')) AS conversation_group_id,
-        UNNEST(string_split($conversation_handle, ',')) AS conversation_handle,
-        UNNEST(string_split($message_sequence_number, ',')) AS message_sequence_number,
-        UNNEST(string_split($service_name, ',')) AS service_name,
-        UNNEST(string_split($service_contract_name, ',')) AS service_contract_name,
-        UNNEST(string_split($message_type_name, ',')) AS message_type_name,
-        UNNEST(string_split($validation, ',')) AS validation,
-        UNNEST(string_split($message_body, ',')) AS message_body,
-        UNNEST(string_split($message_enqueue_time, ',')) AS message_enqueue_time
+        r[1] AS database_id,
+        r[2] AS queue_name,
+        r[3] AS queuing_order,
+        r[4] AS status,
+        r[5] AS priority,
+        r[6] AS conversation_group_id,
+        r[7] AS conversation_handle,
+        r[8] AS message_sequence_number,
+        r[9] AS service_name,
+        r[10] AS service_contract_name,
+        r[11] AS message_type_name,
+        r[12] AS validation,
+        r[13] AS message_body,
+        r[14] AS message_enqueue_time
+    FROM (SELECT string_split(UNNEST(string_split($rows, ';')), ',') AS r)
 ) AS m

@@ -1,5 +1,6 @@
 -- Messages that cannot be delivered now, into the sending database's transmission queue
--- (C4, P8), a batch at once. Columns encoded as pybroker/conversation/columns.py says.
+-- (C4, P8), a batch at once. The rows packed in $rows, their columns encoded, as
+-- pybroker/conversation/columns.py says.
 INSERT INTO transmission_queue (database_id, conversation_handle, message_sequence_number,
     fragment_number, fragment_count, message_size, to_service_name, to_broker_instance,
     from_service_name, service_contract_name, message_type_name, validation,
@@ -27,20 +28,21 @@ SELECT
     CAST($is_inbound AS BOOLEAN)
 FROM (
     SELECT
-        UNNEST(string_split($database_id, ',')) AS database_id,
-        UNNEST(string_split($conversation_handle, ',')) AS conversation_handle,
-        UNNEST(string_split($message_sequence_number, ',')) AS message_sequence_number,
-        UNNEST(string_split($message_size, ',')) AS message_size,
-        UNNEST(string_split($to_service_name, ',')) AS to_service_name,
-        UNNEST(string_split($to_broker_instance, ',')) AS to_broker_instance,
-        UNNEST(string_split($from_service_name, ',')) AS from_service_name,
-        UNNEST(string_split($service_contract_name, ',')) AS service_contract_name,
-        UNNEST(string_split($message_type_name, ',')) AS message_type_name,
-        UNNEST(string_split($validation, ',')) AS validation,
-        UNNEST(string_split($is_end_of_dialog, ',')) AS is_end_of_dialog,
-        UNNEST(string_split($is_conversation_error, ',')) AS is_conversation_error,
-        UNNEST(string_split($priority, ',')) AS priority,
-        UNNEST(string_split($enqueue_time, ',')) AS enqueue_time,
-        UNNEST(string_split($message_body, ',')) AS message_body,
-        UNNEST(string_split($transmission_status, ',')) AS transmission_status
+        r[1] AS database_id,
+        r[2] AS conversation_handle,
+        r[3] AS message_sequence_number,
+        r[4] AS message_size,
+        r[5] AS to_service_name,
+        r[6] AS to_broker_instance,
+        r[7] AS from_service_name,
+        r[8] AS service_contract_name,
+        r[9] AS message_type_name,
+        r[10] AS validation,
+        r[11] AS is_end_of_dialog,
+        r[12] AS is_conversation_error,
+        r[13] AS priority,
+        r[14] AS enqueue_time,
+        r[15] AS message_body,
+        r[16] AS transmission_status
+    FROM (SELECT string_split(UNNEST(string_split($rows, ';')), ',') AS r)
 ) AS t
