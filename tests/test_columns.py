@@ -4,6 +4,7 @@ values, a batch written through its template on a real DuckDB file reads back as
 
 from __future__ import annotations
 
+import base64
 import uuid
 from datetime import datetime
 
@@ -78,3 +79,25 @@ def test_packed_joins_each_rows_values_and_then_the_rows():
 def test_columns_of_different_lengths_are_refused_not_cut_short():
     with pytest.raises(ValueError):
         columns.packed(["1", "2"], ["a"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.none() | st.booleans() | BIGINTS, max_size=20))
+def test_a_column_of_integers_encodes_each_value_as_one_at_a_time(values):
+    assert list(columns.int_fields(values)) == [columns.int_field(v) for v in values]
+    assert columns.ints(iter(values)) == ",".join(map(columns.int_field, values))
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.none() | NAMES, max_size=20),
+       times=st.lists(st.none() | TIMES, max_size=20),
+       guids=st.lists(st.none() | GUIDS, max_size=20),
+       bodies=st.lists(BODIES, max_size=20))
+def test_the_other_columns_encode_each_value_as_one_at_a_time(texts, times, guids, bodies):
+    assert list(columns.text_fields(texts)) == [columns.text_field(v) for v in texts]
+    assert list(columns.time_fields(times)) == [columns.time_field(v) for v in times]
+    assert list(columns.guid_fields(guids)) == [columns.guid_field(v) for v in guids]
+    assert list(columns.blob_fields(bodies)) == [columns.blob_field(v) for v in bodies]
+    assert columns.texts(iter(texts)) == ",".join(map(columns.text_field, texts))
+    assert columns.blobs(iter(bodies)) == ",".join(
+        "~" if b is None else base64.b64encode(b).decode("ascii") for b in bodies)

@@ -11,8 +11,11 @@ import random
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pybroker
 from pybroker.routing.cache import EVERYTHING, CatalogChange, is_class_member
@@ -570,3 +573,13 @@ def test_the_point_path_decides_every_rule_like_the_query(inst, clock):
     assert {m for m, _, _, _ in seen} == {f"R2.{i}" for i in range(1, 8)}
     assert {d for _, _, _, d in seen} >= {f"R3.{i}" for i in range(1, 7)}
     assert {loc for _, _, loc, _ in seen} == {None, "R4.1", "R4.2"}
+
+
+@settings(max_examples=500, deadline=None)
+@given(seconds=st.floats(min_value=-2e9, max_value=6e10, allow_nan=False)
+       | st.integers(0, 4 * 10**9).map(lambda s: s + 0.5e-6))
+def test_to_utc_datetime_is_fromtimestamps_naive_utc_to_the_microsecond(seconds):
+    """The cheaper arithmetic rounds as datetime.fromtimestamp does (half to even), at
+    half-microsecond ties too."""
+    assert to_utc_datetime(seconds) == datetime.fromtimestamp(seconds, UTC).replace(
+        tzinfo=None)

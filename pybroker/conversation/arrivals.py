@@ -41,6 +41,7 @@ from pybroker.conversation.system_messages import (
     REMOTE_ENDPOINT_CLOSED,
     _parse_error,
 )
+from pybroker.routing.cache import OUTSIDE
 from pybroker.wire import dialog
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
 from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE, pair_key
@@ -503,7 +504,6 @@ class Arrivals:
             if found is not None:  # R6: a reply to a conversation begun here
                 return (STATUS_NOT_PRINCIPAL if self.mirroring_roles.get(found) == "MIRROR"
                         else found)
-        from pybroker.routing.engine import OUTSIDE
         decision = m._route(f.to_service, broker_instance=f.to_broker_instance,
                                      origin=OUTSIDE)  # R1.2: msdb's table
         if decision.outcome == "deliver":

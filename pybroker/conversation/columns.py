@@ -24,9 +24,10 @@ UNNESTed side by side (duckdb 1.5.6, 2026-11-28), for ~0.7 ms more in Python.
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterable
+from binascii import b2a_base64
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 NULL = "~"
 _EPOCH = datetime(1970, 1, 1)
@@ -49,15 +50,58 @@ def text_field(value: str | None) -> str:
 
 
 def blob_field(value: bytes | None) -> str:
-    return NULL if value is None else base64.b64encode(value).decode("ascii")
+    return NULL if value is None else b2a_base64(value, newline=False).decode("ascii")
 
 
 def time_field(value: datetime | None) -> str:
     return NULL if value is None else str(micros(value))
 
 
+def micros(value: datetime) -> int:
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+# A column of a batch encoded, value by value (what the *_field functions give), as cheaply
+# as Python allows: these run for every message sent or arrived. A batch's names and times
+# repeat (one queue, one service, one clock reading), so each distinct one is encoded once.
+
+
+def int_fields(values: Sequence[int | None]) -> Iterable[str]:
+    return map(int_field, values) if None in values else map(str, map(int, values))
+
+
+def flag_fields(values: Sequence[bool]) -> Iterable[str]:
+    return map(flag_field, values)
+
+
+def guid_fields(values: Sequence[str | None]) -> Iterable[str]:
+    return map(guid_field, values) if None in values else values
+
+
+def _each_distinct(encode: Callable[[Any], str], values: Sequence[Any]) -> Iterable[str]:
+    encoded = {v: encode(v) for v in set(values)}
+    return map(encoded.__getitem__, values)
+
+
+def text_fields(values: Sequence[str | None]) -> Iterable[str]:
+    return _each_distinct(text_field, values)
+
+
+def time_fields(values: Sequence[datetime | None]) -> Iterable[str]:
+    return _each_distinct(time_field, values)
+
+
+def blob_fields(values: Sequence[bytes | None]) -> Iterable[str]:
+    return [NULL if v is None else b2a_base64(v, newline=False).decode("ascii")
+            for v in values]
+
+
+# One column of a batch as one bound string.
+
+
 def ints(values: Iterable[int | None]) -> str:
-    return ",".join(map(int_field, values))
+    return ",".join(int_fields(tuple(values)))
 
 
 def flags(values: Iterable[bool]) -> str:
@@ -69,20 +113,15 @@ def guids(values: Iterable[str | None]) -> str:
 
 
 def texts(values: Iterable[str | None]) -> str:
-    return ",".join(map(text_field, values))
+    return ",".join(text_fields(tuple(values)))
 
 
 def blobs(values: Iterable[bytes | None]) -> str:
-    return ",".join(map(blob_field, values))
-
-
-def micros(value: datetime) -> int:
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return ",".join(blob_fields(tuple(values)))
 
 
 def times(values: Iterable[datetime | None]) -> str:
-    return ",".join(map(time_field, values))
+    return ",".join(time_fields(tuple(values)))
 
 
 def packed(*fields: Iterable[str]) -> str:

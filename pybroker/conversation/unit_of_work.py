@@ -349,12 +349,12 @@ _QUEUE_COLUMNS = (
 def _queue_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
     """``rows`` (in _QUEUE_COLUMNS' order) packed for insert_queue_messages.sql."""
     c = list(zip(*rows, strict=True))
-    ints, texts = columns.int_field, columns.text_field
+    ints, texts = columns.int_fields, columns.text_fields
     return {"rows": columns.packed(
-        map(ints, c[0]), map(texts, c[1]), map(ints, c[2]), map(ints, c[3]),
-        map(ints, c[4]), c[5], c[6], map(ints, c[7]), map(texts, c[8]), map(texts, c[9]),
-        map(texts, c[10]), c[11], map(columns.blob_field, c[12]),
-        map(columns.time_field, c[13]))}
+        ints(c[0]), texts(c[1]), ints(c[2]), ints(c[3]), ints(c[4]),
+        columns.guid_fields(c[5]), columns.guid_fields(c[6]), ints(c[7]), texts(c[8]),
+        texts(c[9]), texts(c[10]), c[11], columns.blob_fields(c[12]),
+        columns.time_fields(c[13]))}
 
 
 _TX_COLUMNS = (
@@ -367,10 +367,9 @@ _TX_COLUMNS = (
 def _tx_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
     """``rows`` (in _TX_COLUMNS' order) packed for insert_transmission_queue.sql."""
     c = list(zip(*rows, strict=True))
-    ints, texts, flags = columns.int_field, columns.text_field, columns.flag_field
+    ints, texts, flags = columns.int_fields, columns.text_fields, columns.flag_fields
     return {"rows": columns.packed(
-        map(ints, c[0]), c[1], map(ints, c[2]), map(ints, c[3]), map(texts, c[4]),
-        map(columns.guid_field, c[5]), map(texts, c[6]),
-        map(texts, c[7]), map(texts, c[8]), c[9], map(flags, c[10]), map(flags, c[11]),
-        map(ints, c[12]), map(columns.time_field, c[13]), map(columns.blob_field, c[14]),
-        map(texts, c[15]))}
+        ints(c[0]), columns.guid_fields(c[1]), ints(c[2]), ints(c[3]), texts(c[4]),
+        columns.guid_fields(c[5]), texts(c[6]), texts(c[7]), texts(c[8]), c[9],
+        flags(c[10]), flags(c[11]), ints(c[12]), columns.time_fields(c[13]),
+        columns.blob_fields(c[14]), texts(c[15]))}

@@ -27,7 +27,7 @@ import random
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pybroker.errors import BrokerError, NotFoundError
 from pybroker.routing.cache import (
@@ -58,8 +58,14 @@ POINT_PATH_LIMIT = 8
 MIRROR_POINT_PATH_LIMIT = REDECIDE_LIMIT
 
 
+_EPOCH = datetime(1970, 1, 1)
+
+
 def to_utc_datetime(epoch_seconds: float) -> datetime:
-    return datetime.fromtimestamp(epoch_seconds, UTC).replace(tzinfo=None)
+    """Naive UTC, to the microsecond rounded half to even: what
+    ``datetime.fromtimestamp(epoch_seconds, UTC).replace(tzinfo=None)`` gives, at half its
+    cost (the ``replace`` is the dear part). Every SEND and every arrival takes one."""
+    return _EPOCH + timedelta(seconds=epoch_seconds)
 
 
 @dataclass(frozen=True, slots=True)
