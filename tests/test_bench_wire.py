@@ -4,12 +4,15 @@ every message (never an assertion on speed)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
-from pybroker.bench import wire
+from pybroker.bench import wire, wire_child
 
 TINY = {"messages": 200, "conversations": 10, "sends_per_transaction": 50, "paced": 100,
         "rate": 1_000, "large": 3, "large_per_transaction": 2, "raw_frames": 500}
@@ -132,3 +135,39 @@ def test_quick_json_has_the_forwarded_case(tmp_path):
     assert {"end_to_end_per_s", "ratio_direct", "met", "forwarder_cpu_us_per_message",
             "forwarding_size_mb", "forwarder_idle_rss_mb", "forwarder_peak_rss_mb",
             "forwarder_rss_bound_mb", "memory_met"} <= set(e)
+
+
+def test_each_sides_cpu_is_split_by_the_thread_that_spent_it(report):
+    parts = [*wire_child.THREAD_PARTS.values(), "other"]
+    for name in ("one_conversation", "many_conversations", "paced"):
+        r = report[name]
+        for side in ("sender", "receiver"):
+            split = [r[f"{side}_cpu_us_{part}"] for part in parts]
+            assert all(us >= 0 for us in split)
+            # clock ticks (10 ms) against process_time(): within a tick a thread
+            tick_us = 1e6 / os.sysconf("SC_CLK_TCK") / r["messages"]
+            assert sum(split) <= r[f"{side}_cpu_us_per_message"] + len(parts) * tick_us
+    assert "sender " in wire.format_report(report) and " (api " in wire.format_report(report)
+
+
+def test_a_threads_cpu_goes_to_its_part():
+    spun, done = threading.Event(), threading.Event()
+
+    def work() -> None:
+        start = time.thread_time()
+        while time.thread_time() - start < 0.3:
+            pass
+        spun.set()
+        done.wait(10)  # still alive (in /proc) when measured
+
+    before = wire_child.thread_cpu_seconds()
+    worker = threading.Thread(target=work, name="pybroker-endpoint")
+    worker.start()
+    try:
+        assert spun.wait(10)
+        after = wire_child.thread_cpu_seconds()
+    finally:
+        done.set()
+        worker.join()
+    assert after["connections"] - before["connections"] >= 0.25
+    assert after["api"] - before["api"] < 0.1  # this thread waited meanwhile

@@ -202,8 +202,9 @@ def format_report(report: dict[str, Any]) -> str:
             f"{r['ratio_local']:.1f}x (the wire at {r['local_share']:.2f} of it, target >= "
             f"{t['local_share']:.2f}: {verdict(r['local_share_met'])}); raw frames over TLS "
             f"{rs['frames_per_s']:,.0f}/s: {r['ratio_raw']:.0f}x",
-            f"    CPU per message: sender {r['sender_cpu_us_per_message']:,.0f} us, receiver "
-            f"{r['receiver_cpu_us_per_message']:,.0f} us; local delivery (both sides) "
+            f"    CPU per message: sender {r['sender_cpu_us_per_message']:,.0f} us"
+            f"{_by_thread(r, 'sender')}, receiver {r['receiver_cpu_us_per_message']:,.0f} us"
+            f"{_by_thread(r, 'receiver')}; local delivery (both sides) "
             f"{lr['cpu_us_per_message']:,.0f} us",
         ]
     lines += [
@@ -459,8 +460,20 @@ def _stages(sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:
 def _cpu(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:
     if "cpu_seconds" not in sent:  # the local comparison: both sides in one process
         return {"cpu_us_per_message": sent["process_cpu_seconds"] / total * 1e6}
-    return {"sender_cpu_us_per_message": sent["cpu_seconds"] / total * 1e6,
-            "receiver_cpu_us_per_message": got["cpu_seconds"] / total * 1e6}
+    out = {"sender_cpu_us_per_message": sent["cpu_seconds"] / total * 1e6,
+           "receiver_cpu_us_per_message": got["cpu_seconds"] / total * 1e6}
+    for side, reply in (("sender", sent), ("receiver", got)):
+        for part, seconds in reply.get("thread_cpu_seconds", {}).items():
+            out[f"{side}_cpu_us_{part}"] = seconds / total * 1e6
+    return out
+
+
+def _by_thread(r: dict[str, Any], side: str) -> str:
+    """``side``'s CPU per message by wire_child.THREAD_PARTS, if the process said."""
+    parts = [*wire_child.THREAD_PARTS.values(), "other"]
+    if f"{side}_cpu_us_{parts[0]}" not in r:
+        return ""
+    return " (" + ", ".join(f"{p} {r[f'{side}_cpu_us_{p}']:,.0f}" for p in parts) + ")"
 
 
 # -- the comparison inside one instance -----------------------------------------------------
