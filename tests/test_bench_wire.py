@@ -144,9 +144,10 @@ def test_each_sides_cpu_is_split_by_the_thread_that_spent_it(report):
         for side in ("sender", "receiver"):
             split = [r[f"{side}_cpu_us_{part}"] for part in parts]
             assert all(us >= 0 for us in split)
-            # clock ticks (10 ms) against process_time(): within a tick a thread
+            # /proc counts whole clock ticks (10 ms), process_time() nanoseconds: a thread's
+            # share may be read up to a tick over (the worker, DuckDB's: a few threads)
             tick_us = 1e6 / os.sysconf("SC_CLK_TCK") / r["messages"]
-            assert sum(split) <= r[f"{side}_cpu_us_per_message"] + len(parts) * tick_us
+            assert sum(split) <= r[f"{side}_cpu_us_per_message"] + 8 * tick_us
     assert "sender " in wire.format_report(report) and " (api " in wire.format_report(report)
 
 
