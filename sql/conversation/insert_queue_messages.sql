@@ -34,5 +34,5 @@ FROM (
         r[12] AS validation,
         r[13] AS message_body,
         r[14] AS message_enqueue_time
-    FROM (SELECT string_split(UNNEST(string_split($rows, ';')), ',') AS r)
+    FROM {% include 'conversation/_packed_rows.sql' %}
 ) AS m

@@ -44,5 +44,5 @@ FROM (
         r[14] AS enqueue_time,
         r[15] AS message_body,
         r[16] AS transmission_status
-    FROM (SELECT string_split(UNNEST(string_split($rows, ';')), ',') AS r)
+    FROM {% include 'conversation/_packed_rows.sql' %}
 ) AS t
