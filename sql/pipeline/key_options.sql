@@ -47,6 +47,8 @@ keyed_option AS (
 -- The ranks and counts of the picks are numbered on narrow rows (one per pick group, one
 -- per route of a group) and joined back: a window over the options' own wide rows
 -- copies every column, and one per rank cost most of this stage (DuckDB at 10M x 100k).
+-- The joins back are equalities on pick_group, which is never NULL (_route_steps.sql: the
+-- route's broker identifier or '').
 ranked_group AS (
     -- R2.3: the pick groups of each key, numbered from 0.
     SELECT

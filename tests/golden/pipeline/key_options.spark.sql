@@ -564,7 +564,7 @@ WITH decided_key AS (
     AND k.service_name = o.service_name
     AND COALESCE(k.broker_instance, '') = o.broker_key
     AND k.routed_at = o.routed_at
-), ranked_group /* The ranks and counts of the picks are numbered on narrow rows (one per pick group, one */ /* per route of a group) and joined back: a window over the options' own wide rows */ /* copies every column, and one per rank cost most of this stage (DuckDB at 10M x 100k). */ AS (
+), ranked_group /* The ranks and counts of the picks are numbered on narrow rows (one per pick group, one */ /* per route of a group) and joined back: a window over the options' own wide rows */ /* copies every column, and one per rank cost most of this stage (DuckDB at 10M x 100k). */ /* The joins back are equalities on pick_group, which is never NULL (_route_steps.sql: the */ /* route's broker identifier or ''). */ AS (
   /* R2.3: the pick groups of each key, numbered from 0. */
   SELECT
     g.key_id,
