@@ -71,21 +71,47 @@ def parse(name: str, **variables: Any) -> sqlglot.Expression:
 
 
 def to_spark(name: str, **variables: Any) -> str:
-    """The template in Spark SQL. Unsupported constructs raise; nothing is patched after."""
+    """The template in Spark SQL. Unsupported constructs raise; nothing is patched after
+    (a hint comment becomes the hint, see :func:`_spark_hints`)."""
     text = render(name, **variables)
     try:
-        statements = sqlglot.transpile(
-            text,
-            read="duckdb",
-            write="spark",
-            unsupported_level=ErrorLevel.RAISE,
-            pretty=True,
-        )
+        statements = sqlglot.parse(text, read="duckdb")
     except SqlglotError as exc:
         raise TemplateError(f"SQL template {name} does not transpile to Spark: {exc}") from exc
-    if len(statements) != 1:
+    if len(statements) != 1 or statements[0] is None:
         raise TemplateError(f"SQL template {name} must hold one statement, not {len(statements)}")
-    return statements[0]
+    return _spark_sql(name, _spark_hints(name, statements[0]))
+
+
+def _spark_sql(name: str, expression: sqlglot.Expression) -> str:
+    try:
+        return expression.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE, pretty=True)
+    except SqlglotError as exc:
+        raise TemplateError(f"SQL template {name} does not transpile to Spark: {exc}") from exc
+
+
+def _spark_hints(name: str, tree: sqlglot.Expression) -> sqlglot.Expression:
+    """A comment ``/*+ ... */`` right after a SELECT is a Spark hint (``BROADCAST(k)``, a
+    join strategy): DuckDB reads it as the comment it is, and sqlglot keeps it as one; here
+    it becomes that SELECT's hint again, so Spark reads it as a hint."""
+    for select in tree.find_all(sqlglot.exp.Select):
+        comments = select.comments or []
+        hints = [c for c in comments if c.lstrip().startswith("+")]
+        if not hints:
+            continue
+        select.comments = [c for c in comments if c not in hints] or None
+        parsed = []
+        for text in hints:
+            try:
+                hint = sqlglot.parse_one(f"SELECT /*{text}*/ 1", read="spark").args.get("hint")
+            except SqlglotError as exc:
+                raise TemplateError(
+                    f"SQL template {name}: the hint /*{text}*/ is not Spark's: {exc}") from exc
+            if hint is None:
+                raise TemplateError(f"SQL template {name}: the hint /*{text}*/ is not Spark's")
+            parsed += hint.expressions
+        select.set("hint", sqlglot.exp.Hint(expressions=parsed))
+    return tree
 
 
 def to_spark_stages(name: str, **variables: Any) -> list[tuple[str | None, str, int]]:
@@ -117,13 +143,5 @@ def to_spark_stages(name: str, **variables: Any) -> list[tuple[str | None, str, 
                 references += sum(
                     1 for t in later.find_all(sqlglot.exp.Table) if t.name == cte_name
                 )
-        try:
-            spark_sql = expression.sql(
-                dialect="spark", unsupported_level=ErrorLevel.RAISE, pretty=True
-            )
-        except SqlglotError as exc:
-            raise TemplateError(
-                f"SQL template {name} does not transpile to Spark: {exc}"
-            ) from exc
-        out.append((cte_name, spark_sql, references))
+        out.append((cte_name, _spark_sql(name, _spark_hints(name, expression)), references))
     return out

@@ -21,6 +21,7 @@ import pytest
 
 from pybroker.chaos.ports import free_ports
 from pybroker.examples import check_case
+from pybroker.pipeline import engine as engine_module
 from pybroker.pipeline.engine import LOCAL_DRIVER_JAVA_OPTIONS, DuckDBEngine, SparkEngine
 from pybroker.pipeline.generate import TEMPLATES, run_generate
 from pybroker.pipeline.impact import run_impact
@@ -61,6 +62,13 @@ def test_a_local_driver_jvm_waits_out_the_gclocker_instead_of_failing_a_broadcas
     assert "-Xmx2g" in arguments
 
 
+def _broadcast_lookups(engine: SparkEngine) -> int:
+    """How many joins of the staged decisions copy the keys or options to each task."""
+    plan = engine.spark.table("resolve_decisions")._jdf.queryExecution().executedPlan()
+    return sum(1 for line in plan.toString().splitlines()
+               if "BroadcastHashJoin" in line and "LeftOuter" in line)
+
+
 # one test per routing state, so that a parallel run (pytest -n) spreads them
 @pytest.mark.parametrize("name", seed_state_names())
 def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path, name):
@@ -70,10 +78,33 @@ def test_seed_examples_as_a_batch_give_identical_rows(spark_engine, tmp_path, na
     on_spark = resolve_to_rows(spark_engine, state.conversations, state.file,
                                tmp_path / "spark")
     assert on_spark == expected
+    # the four joins of the conversations with keys and options copy those to each task
+    # instead of shuffling the conversations (Engine.broadcastable: few keys here)
+    assert _broadcast_lookups(spark_engine) == 4
     assert len(on_spark) == len(state.expect)
     for row in on_spark:
         d = decision(row)
         assert check_case(state.expect[d.conversation_id], d) == []
+
+
+def test_keys_and_options_are_broadcast_unless_too_many_or_broadcasts_are_off(
+        spark_engine, monkeypatch):
+    # Engine.broadcastable decides whether decide_conversations.sql's joins carry the hint
+    spark = spark_engine.spark
+    spark.range(5).createOrReplaceTempView("few_keys")
+    spark.range(3).createOrReplaceTempView("few_options")
+    assert spark_engine.broadcastable("few_keys", "few_options")
+    with monkeypatch.context() as m:
+        m.setattr(engine_module, "BROADCAST_MAX_ROWS", 4)
+        assert not spark_engine.broadcastable("few_keys", "few_options")
+        assert spark_engine.broadcastable("few_options")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        assert not spark_engine.broadcastable("few_options")
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    with DuckDBEngine() as duck:
+        assert not duck.broadcastable("anything")
 
 
 def test_duplicate_conversation_ids_are_named_as_on_duckdb(spark_engine):

@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+import sqlglot
 
 import pybroker
 from pybroker import sql_templates
@@ -121,6 +122,26 @@ def test_an_unsupported_construct_raises_instead_of_transpiling(monkeypatch):
                         lambda name, **v: "SELECT arg_max(a, b, 2) FROM t")
     with pytest.raises(TemplateError, match="does not transpile to Spark"):
         sql_templates.to_spark("routing/anything.sql")
+
+
+@pytest.mark.parametrize("duckdb_sql, spark_sql", [
+    ("SELECT /*+ BROADCAST(k) */ c.a FROM c LEFT JOIN k ON k.a = c.a",
+     "SELECT /*+ BROADCAST(k) */ c.a FROM c LEFT JOIN k ON k.a = c.a"),
+    ("WITH x AS (SELECT /*+ BROADCAST(k) */ k.a FROM c JOIN k ON k.a = c.a) SELECT a FROM x",
+     "WITH x AS (SELECT /*+ BROADCAST(k) */ k.a FROM c JOIN k ON k.a = c.a) SELECT a FROM x"),
+    ("SELECT /* a plain comment */ 1", "/* a plain comment */ SELECT 1"),
+])
+def test_a_hint_comment_becomes_sparks_hint_and_a_plain_comment_stays(duckdb_sql, spark_sql):
+    # DuckDB reads /*+ ... */ as a comment; sqlglot keeps it as one (written "/* + ... */",
+    # which Spark would ignore), so the templates' hints are made hints again for Spark
+    tree = sqlglot.parse_one(duckdb_sql, read="duckdb")
+    assert "/* +" in tree.sql(dialect="spark") or "+" not in duckdb_sql
+    assert sql_templates._spark_hints("t", tree).sql(dialect="spark") == spark_sql
+
+
+def test_an_empty_hint_is_refused_by_name():
+    with pytest.raises(TemplateError, match=r"the hint /\*\+ \*/ is not Spark's"):
+        sql_templates._spark_hints("t", sqlglot.parse_one("SELECT /*+ */ 1", read="duckdb"))
 
 
 # -- parity on a local SparkSession -------------------------------------------------------------
@@ -295,3 +316,4 @@ def test_resolve_route_options_gives_identical_rows_on_spark_and_duckdb(spark, t
     assert seen["decided_by"] == {"R2.4", "R2.7", *(f"R3.{i}" for i in range(1, 7))}
     weights = {round(float(r[columns.index("weight")]), 9) for r in duck_rows}
     assert {1.0, 0.5, 0.25} <= weights  # R2.3, R3 and R4.2 picks split the probability
+

@@ -36,6 +36,10 @@ DEFAULT_MEMORY_LIMIT = "2GB"
 # GCLocker) and throws OutOfMemoryError with most of the heap free; Spark reports it as "Not
 # enough memory to build and broadcast the table" (JDK-8192647). A local driver's JVM waits
 # longer instead; a user's own spark.driver.extraJavaOptions replaces this.
+# The most rows of a relation of keys or options that Spark joins are told to broadcast
+# (Engine.broadcastable): at ~250 bytes a row, ~250 MB copied to each executor at most. At
+# 10,000,000 conversations x 100,000 routes the keys are ~516,000 rows.
+BROADCAST_MAX_ROWS = 1_000_000
 LOCAL_DRIVER_JAVA_OPTIONS = "-XX:+UnlockDiagnosticVMOptions -XX:GCLockerRetryAllocationCount=100"
 _MEMORY_LIMIT = re.compile(r"^\s*[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
                            re.IGNORECASE)
@@ -142,6 +146,12 @@ class Engine(ABC):
     @abstractmethod
     def fetch(self, relation: str) -> tuple[list[str], list[tuple]]:
         """All rows of a (small) relation."""
+
+    def broadcastable(self, *relations: str) -> bool:
+        """Whether joins may copy these staged relations whole to every task instead of
+        shuffling the other side (Spark's broadcast join). DuckDB's hash joins build on
+        the smaller side by themselves: no."""
+        return False
 
     @abstractmethod
     def close(self) -> None: ...
@@ -473,6 +483,17 @@ class SparkEngine(Engine):
         with self._running(f"collecting {relation}"):
             rows = [tuple(r) for r in df.collect()]
         return list(df.columns), rows
+
+    def broadcastable(self, *relations: str) -> bool:
+        """Yes when each relation holds at most BROADCAST_MAX_ROWS rows, unless the session
+        turned broadcast joins off (spark.sql.autoBroadcastJoinThreshold=-1). Spark cannot
+        size a staged relation that came from joins (it estimates a join as the product of
+        its inputs), so it would not broadcast them itself; a count of a staged relation is
+        one small job."""
+        threshold = self.spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10MB")
+        if threshold.strip() == "-1":
+            return False
+        return all(self.spark.table(r).count() <= BROADCAST_MAX_ROWS for r in relations)
 
     def close(self) -> None:
         for df in self._persisted:

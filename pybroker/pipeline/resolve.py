@@ -105,7 +105,8 @@ def resolve(
                  keys=f"{p}_keys", **catalog)
     engine.stage(f"{p}_decisions", "pipeline/decide_conversations.sql", small=small,
                  conversations=conversations, keys=f"{p}_keys",
-                 key_options=f"{p}_key_options", engine=engine.name)
+                 key_options=f"{p}_key_options", engine=engine.name,
+                 broadcast=engine.broadcastable(f"{p}_keys", f"{p}_key_options"))
     return f"{p}_decisions"
 
 

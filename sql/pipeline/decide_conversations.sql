@@ -17,11 +17,18 @@
   A key of a wildcard class was decided through the class's least key: its decision names
   the conversation's own broker identifier (R2.1-R2.7 carry it into the decision).
   Inputs: {{ conversations }}, {{ keys }} (decision_keys.sql), {{ key_options }};
-  engine: {{ engine }} (the draw's cast).
+  engine: {{ engine }} (the draw's cast). broadcast: {{ broadcast }}; when true, each join
+  of the conversations with a relation of keys or options carries Spark's BROADCAST hint,
+  so the conversations are not shuffled at each of the four joins (Spark cannot size
+  these relations: it takes a join's size as the product of its inputs', so it never
+  broadcasts them itself). DuckDB reads the hint as a comment.
 -#}
 {% from 'pipeline/_draw.sql' import draw48 %}
+{%- macro broadcast_hint(alias) -%}
+{%- if broadcast %} /*+ BROADCAST({{ alias }}) */{% endif -%}
+{%- endmacro %}
 WITH keyed AS (
-    SELECT
+    SELECT{{ broadcast_hint('k') }}
         c.conversation_id,
         k.key_id,
         k.in_class,
@@ -59,7 +66,7 @@ WITH keyed AS (
 ),
 grouped AS (
     -- The route count of the picked group, looked up only for keys whose groups differ.
-    SELECT
+    SELECT{{ broadcast_hint('g') }}
         d.conversation_id, d.key_id, d.in_class, d.broker_key, d.draw, d.group_count,
         d.db_count,
         d.draw % d.group_count AS group_rank,
@@ -76,7 +83,7 @@ grouped AS (
 ),
 routed AS (
     -- The database count of the picked route, looked up only for keys whose routes differ.
-    SELECT
+    SELECT{{ broadcast_hint('r') }}
         d.conversation_id, d.key_id, d.in_class, d.broker_key, d.group_rank,
         (d.draw // d.group_count) % d.route_count AS route_rank,
         (d.draw // (d.group_count * d.route_count)) % COALESCE(d.db_count, r.db_count)
@@ -92,7 +99,7 @@ routed AS (
         ON r.key_id = d.key_id AND r.group_rank = d.group_rank
         AND r.route_rank = (d.draw // d.group_count) % d.route_count
 )
-SELECT
+SELECT{{ broadcast_hint('o') }}
     d.conversation_id,
     o.outcome,
     o.route,

@@ -1,6 +1,6 @@
 -- as one query
 WITH keyed AS (
-  SELECT
+  SELECT /*+ BROADCAST(k) */
     c.conversation_id,
     k.key_id,
     k.in_class,
@@ -47,7 +47,7 @@ WITH keyed AS (
     AND c.begin_time <= k.epoch_last
 ), grouped AS (
   /* The route count of the picked group, looked up only for keys whose groups differ. */
-  SELECT
+  SELECT /*+ BROADCAST(g) */
     d.conversation_id,
     d.key_id,
     d.in_class,
@@ -78,7 +78,7 @@ WITH keyed AS (
     ON g.key_id = d.key_id AND g.group_rank = d.draw % d.group_count
 ), routed AS (
   /* The database count of the picked route, looked up only for keys whose routes differ. */
-  SELECT
+  SELECT /*+ BROADCAST(r) */
     d.conversation_id,
     d.key_id,
     d.in_class,
@@ -117,7 +117,7 @@ WITH keyed AS (
       d.draw DIV d.group_count
     ) % d.route_count
 )
-SELECT
+SELECT /*+ BROADCAST(o) */
   d.conversation_id,
   o.outcome,
   o.route,
@@ -141,7 +141,7 @@ LEFT JOIN key_options AS o
   AND o.db_rank = d.db_rank
 
 -- stage keyed (read 1x)
-SELECT
+SELECT /*+ BROADCAST(k) */
   c.conversation_id,
   k.key_id,
   k.in_class,
@@ -189,7 +189,7 @@ LEFT JOIN (
 
 -- stage grouped (read 1x)
 /* The route count of the picked group, looked up only for keys whose groups differ. */
-SELECT
+SELECT /*+ BROADCAST(g) */
   d.conversation_id,
   d.key_id,
   d.in_class,
@@ -221,7 +221,7 @@ LEFT JOIN (
 
 -- stage routed (read 1x)
 /* The database count of the picked route, looked up only for keys whose routes differ. */
-SELECT
+SELECT /*+ BROADCAST(r) */
   d.conversation_id,
   d.key_id,
   d.in_class,
@@ -261,7 +261,7 @@ LEFT JOIN (
   ) % d.route_count
 
 -- final query
-SELECT
+SELECT /*+ BROADCAST(o) */
   d.conversation_id,
   o.outcome,
   o.route,
