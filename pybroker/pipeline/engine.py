@@ -32,14 +32,14 @@ MASTER_CONNECT_TIMEOUT_S = 5.0
 # 16 GB. The pipeline bounds it instead and lets DuckDB spill to a temporary directory;
 # the process peaks somewhat above the limit (Parquet reading and writing buffers, Python).
 DEFAULT_MEMORY_LIMIT = "2GB"
-# JDK 17's G1 gives up on an allocation after two waits for a JNI critical section (the
-# GCLocker) and throws OutOfMemoryError with most of the heap free; Spark reports it as "Not
-# enough memory to build and broadcast the table" (JDK-8192647). A local driver's JVM waits
-# longer instead; a user's own spark.driver.extraJavaOptions replaces this.
 # The most rows of a relation of keys or options that Spark joins are told to broadcast
 # (Engine.broadcastable): at ~250 bytes a row, ~250 MB copied to each executor at most. At
 # 10,000,000 conversations x 100,000 routes the keys are ~516,000 rows.
 BROADCAST_MAX_ROWS = 1_000_000
+# JDK 17's G1 gives up on an allocation after two waits for a JNI critical section (the
+# GCLocker) and throws OutOfMemoryError with most of the heap free; Spark reports it as "Not
+# enough memory to build and broadcast the table" (JDK-8192647). A local driver's JVM waits
+# longer instead; a user's own spark.driver.extraJavaOptions replaces this.
 LOCAL_DRIVER_JAVA_OPTIONS = "-XX:+UnlockDiagnosticVMOptions -XX:GCLockerRetryAllocationCount=100"
 _MEMORY_LIMIT = re.compile(r"^\s*[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
                            re.IGNORECASE)
