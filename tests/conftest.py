@@ -28,15 +28,37 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items) -> None:
+    """The tests of the one local SparkSession run on one worker, and first.
+
+    Under ``pytest -n 2`` each worker that runs a test of the ``spark`` fixture starts a JVM
+    of its own and warms it up (~15 s to start, ~20 s more for its first resolve): one
+    group (``--dist loadgroup``, pyproject.toml) starts one. Sent first, the group's few
+    minutes run beside the other worker's many short tests rather than at the end."""
+    spark_items = [item for item in items if "spark" in getattr(item, "fixturenames", ())]
+    for item in spark_items:
+        item.add_marker(pytest.mark.xdist_group("spark"))
+    chosen = set(map(id, spark_items))
+    items[:] = spark_items + [item for item in items if id(item) not in chosen]
+
+
 @pytest.fixture(scope="session")
 def spark():
     # The pipeline's own builder: 127.0.0.1 only, UTC, no UI, and the local driver's JVM
     # options (engine.LOCAL_DRIVER_JAVA_OPTIONS) that keep a broadcast from failing spuriously.
+    # The tests' relations have a few thousand rows at most, where compiling each query's
+    # generated Java costs more than running it: here Spark evaluates its expressions
+    # interpreted (factoryMode NO_CODEGEN, wholeStage off), the same results (Spark's own
+    # suites run both paths). The standalone-cluster test (test_pipeline_spark) runs the
+    # CLI's session with Spark's defaults, so the generated-code path is tested end to end.
     from pybroker.pipeline.engine import spark_session
 
     session = spark_session(
         "local[2]",
-        {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g"},
+        {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g",
+         "spark.sql.codegen.wholeStage": "false",
+         "spark.sql.codegen.factoryMode": "NO_CODEGEN"},
         app_name="pybroker-tests",
     )
     yield session
