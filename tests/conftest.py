@@ -36,11 +36,12 @@ def pytest_collection_modifyitems(config, items) -> None:
     of its own and warms it up (~15 s to start, ~20 s more for its first resolve): one
     group (``--dist loadgroup``, pyproject.toml) starts one. Sent first, the group's few
     minutes run beside the other worker's many short tests rather than at the end."""
-    spark_items = [item for item in items if "spark" in getattr(item, "fixturenames", ())]
-    for item in spark_items:
+    def on_spark(item) -> bool:
+        return "spark" in getattr(item, "fixturenames", ())
+
+    for item in filter(on_spark, items):
         item.add_marker(pytest.mark.xdist_group("spark"))
-    chosen = set(map(id, spark_items))
-    items[:] = spark_items + [item for item in items if id(item) not in chosen]
+    items.sort(key=lambda item: not on_spark(item))  # stable: each part keeps its order
 
 
 @pytest.fixture(scope="session")
