@@ -564,6 +564,28 @@ def test_cli_impact_between_two_exports_and_traffic(tmp_path, capsys):
     assert "volume (4 rows), delayed (2 rows), stuck (2 rows), endpoints (2 rows)" in out
 
 
+def test_duckdb_writes_parquet_version_2_that_other_readers_read_back(tmp_path):
+    # DuckDBEngine.write (duckdb__write_parquet.sql): version 2 encodings, the same rows
+    # through DuckDB and pyarrow (Spark reads them in test_pipeline_spark.py)
+    t0 = datetime(2030, 1, 1)
+    rows = [(f"{i:08d}-0000-4000-8000-000000000000", "Shop", f"svc{i % 7}",
+             None if i % 3 else f"ABC{i}", t0 + timedelta(microseconds=37 * i))
+            for i in range(3000)]
+    with DuckDBEngine() as duck:
+        duck.register_rows("conversations", CONVERSATIONS, rows)
+        duck.write("conversations", tmp_path / "out")
+    [part] = sorted((tmp_path / "out").glob("*.parquet"))
+    con = duckdb.connect()
+    encodings = {e for (e,) in con.execute(
+        "SELECT encodings FROM parquet_metadata($p)", {"p": str(part)}).fetchall()}
+    assert any("DELTA" in e for e in encodings), encodings
+    assert con.execute("SELECT * FROM read_parquet($p) ORDER BY 1",
+                       {"p": str(part)}).fetchall() == rows
+    table = pq.read_table(part)
+    assert table.column("conversation_id").to_pylist() == [r[0] for r in rows]
+    assert table.column("begin_time").to_pylist() == [r[4] for r in rows]
+
+
 def test_duckdb_runs_under_a_memory_limit_and_spills_to_its_own_directory(tmp_path):
     # DuckDB's default limit is 80 % of RAM (a 10M-conversation resolve peaked at 16 GB)
     with DuckDBEngine() as engine:

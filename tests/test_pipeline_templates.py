@@ -55,6 +55,7 @@ DUCKDB_ONLY = {
     "export_table": "reads the instance file, which only DuckDB opens",
     "export_transmission_queue": "reads the instance file's view, which only DuckDB opens",
     "duckdb__numbers": "Spark builds the numbers with spark.range()",
+    "duckdb__write_parquet": "Spark writes with its DataFrameWriter",
 }
 MACROS = {"_draw": "jinja macros imported by other templates",
           "_id_hash": "a jinja macro imported by other templates"}
@@ -111,9 +112,11 @@ def test_key_options_stages_materialize_the_ctes_read_several_times():
 def test_duckdb_only_templates_parse(stem):
     from pybroker.pipeline.schema import ROUTING_TABLES as tables
 
-    variables = ({"table": "routes", "columns": tables[4].columns,
-                  "present": frozenset(tables[4].column_names)}
-                 if stem == "export_table" else {})
+    variables = {
+        "export_table": {"table": "routes", "columns": tables[4].columns,
+                         "present": frozenset(tables[4].column_names)},
+        "duckdb__write_parquet": {"relation": "decisions"},
+    }.get(stem, {})
     sql_templates.parse(f"pipeline/{stem}.sql", **variables)
 
 

@@ -265,7 +265,9 @@ class DuckDBEngine(Engine):
         target = prepare_output(path) / "part-00000.parquet"
         with self._running(f"writing {path}"):
             try:
-                self.con.table(relation).write_parquet(str(target))
+                sql = sql_templates.render("pipeline/duckdb__write_parquet.sql",
+                                           relation=relation)
+                self.con.execute(sql, {"path": str(target)})
             except self._duckdb.Error as exc:
                 raise PipelineError(f"DuckDB failed writing {path}: {_first_line(exc)}") from exc
 
