@@ -6,8 +6,9 @@
   the duplicates (or to find that two ids only share a hash). One pass over 8 bytes a row,
   without the join the exact query needs.
   DuckDB sorts the hashes and counts those equal to the one before (the distinct ones are
-  the others): at 10M rows 1.2 s against 1.8-1.9 s for COUNT(DISTINCT), whose hash table
-  of 10M entries misses the cache at nearly every row. Spark keeps COUNT(DISTINCT): a
+  the others): at 10M rows 1.28 s against 1.80 s for COUNT(DISTINCT) (medians of six runs
+  alternated in one process), whose hash table of 10M entries misses the cache at nearly
+  every row. Spark keeps COUNT(DISTINCT): a
   window ordered over the whole table would run in one task.
   Input: {{ conversations }}; engine: {{ engine }}.
 -#}
