@@ -29,7 +29,8 @@ TEMPLATES = {
     "decision_keys": {"conversations": "conversations", "epochs": "epochs", **CATALOG},
     "key_options": {"keys": "decision_keys", **CATALOG},
     "decide_conversations": {"conversations": "conversations", "keys": "decision_keys",
-                             "key_options": "key_options", "engine": "spark",
+                             "key_options": "key_options",
+                             "option_values": "key_options", "engine": "spark",
                              "broadcast": True},
     "decision_outcomes": {"decisions": "decisions"},
     "duplicate_conversations": {"conversations": "conversations", "engine": "spark"},
@@ -56,6 +57,9 @@ DUCKDB_ONLY = {
     "export_transmission_queue": "reads the instance file's view, which only DuckDB opens",
     "duckdb__numbers": "Spark builds the numbers with spark.range()",
     "duckdb__write_parquet": "Spark writes with its DataFrameWriter",
+    "duckdb__text_value_counts": "for DuckDB's ENUM (Engine.categorical); Spark has none",
+    "duckdb__create_enum": "DuckDB's ENUM (Engine.categorical); Spark has none",
+    "duckdb__categorical": "DuckDB's ENUM (Engine.categorical); Spark has none",
 }
 MACROS = {"_draw": "jinja macros imported by other templates",
           "_id_hash": "a jinja macro imported by other templates"}
@@ -116,6 +120,11 @@ def test_duckdb_only_templates_parse(stem):
         "export_table": {"table": "routes", "columns": tables[4].columns,
                          "present": frozenset(tables[4].column_names)},
         "duckdb__write_parquet": {"relation": "decisions"},
+        "duckdb__text_value_counts": {"relation": "options", "columns": ("outcome", "route")},
+        "duckdb__create_enum": {"type_name": "options_outcome", "column": "outcome",
+                                "relation": "options"},
+        "duckdb__categorical": {"relation": "options",
+                                "categories": (("outcome", "options_outcome"),)},
     }.get(stem, {})
     sql_templates.parse(f"pipeline/{stem}.sql", **variables)
 

@@ -36,6 +36,10 @@ DEFAULT_MEMORY_LIMIT = "2GB"
 # (Engine.broadcastable): at ~250 bytes a row, ~250 MB copied to each executor at most. At
 # 10,000,000 conversations x 100,000 routes the keys are ~516,000 rows.
 BROADCAST_MAX_ROWS = 1_000_000
+# The most distinct values of a text column that Engine.categorical makes a category (on
+# DuckDB an ENUM). DuckDB's Parquet writer writes an ENUM's whole dictionary in every row
+# group (122,880 rows): at 4,096 values of ~30 bytes, about a byte a row at most.
+CATEGORY_MAX_VALUES = 4096
 # JDK 17's G1 gives up on an allocation after two waits for a JNI critical section (the
 # GCLocker) and throws OutOfMemoryError with most of the heap free; Spark reports it as "Not
 # enough memory to build and broadcast the table" (JDK-8192647). A local driver's JVM waits
@@ -147,6 +151,13 @@ class Engine(ABC):
     def fetch(self, relation: str) -> tuple[list[str], list[tuple]]:
         """All rows of a (small) relation."""
 
+    def categorical(self, name: str, relation: str, columns: Sequence[str]) -> str:
+        """A relation of ``relation``'s rows in which each text column of ``columns`` with
+        at most CATEGORY_MAX_VALUES distinct values is held as a category, for rows that are
+        joined to many and written; returns its name. Values, and the Parquet written from
+        it, are the same. Only DuckDB has categories (ENUM): elsewhere ``relation``."""
+        return relation
+
     def broadcastable(self, *relations: str) -> bool:
         """Whether joins may copy these staged relations whole to every task instead of
         shuffling the other side (Spark's broadcast join). DuckDB's hash joins build on
@@ -249,17 +260,42 @@ class DuckDBEngine(Engine):
         with self._running(name):
             self._execute_ddl_of(name, sql)
 
-    def _define_view_of(self, name: str, sql: str) -> None:
+    def categorical(self, name: str, relation: str, columns: Sequence[str]) -> str:
+        """Each few-valued column becomes an ENUM type of its values (``{name}_{column}``),
+        and ``name`` a table of the rows with those columns cast: a join then carries one
+        small integer per row for each, and the Parquet writer writes the type's values
+        as the column's dictionary instead of hashing each row's text."""
+        counts = sql_templates.render("pipeline/duckdb__text_value_counts.sql",
+                                      relation=relation, columns=tuple(columns))
+        with self._running(f"{name} (distinct values)"), self._failing_at(name):
+            row = self.con.sql(counts).fetchone()
+        categories = {
+            column: f"{name}_{column}" for column, count in zip(columns, row, strict=True)
+            if count is not None and 0 < count <= CATEGORY_MAX_VALUES
+        }
+        for column, type_name in categories.items():
+            sql = sql_templates.render("pipeline/duckdb__create_enum.sql",
+                                       type_name=type_name, column=column, relation=relation)
+            with self._failing_at(name):
+                self.con.execute(sql)
+        self.stage(name, "pipeline/duckdb__categorical.sql", small=True, relation=relation,
+                   categories=tuple(categories.items()))
+        return name
+
+    @contextlib.contextmanager
+    def _failing_at(self, name: str) -> Iterator[None]:
         try:
-            self.con.sql(sql).create_view(name, replace=True)
+            yield
         except self._duckdb.Error as exc:
             raise PipelineError(f"DuckDB failed at stage {name}: {_first_line(exc)}") from exc
 
+    def _define_view_of(self, name: str, sql: str) -> None:
+        with self._failing_at(name):
+            self.con.sql(sql).create_view(name, replace=True)
+
     def _execute_ddl_of(self, name: str, sql: str) -> None:
-        try:
+        with self._failing_at(name):
             self.con.sql(sql).to_table(name)
-        except self._duckdb.Error as exc:
-            raise PipelineError(f"DuckDB failed at stage {name}: {_first_line(exc)}") from exc
 
     def write(self, relation: str, path: Path) -> None:
         target = prepare_output(path) / "part-00000.parquet"

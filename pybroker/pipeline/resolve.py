@@ -27,6 +27,11 @@ from pybroker.pipeline.engine import Engine
 from pybroker.pipeline.export import export_instance
 from pybroker.pipeline.schema import CONVERSATIONS, ROUTING_TABLES
 
+# The text columns a decision takes from its option as they are. broker_instance is not
+# one: a wildcard class's decision names the conversation's own identifier instead.
+OPTION_TEXT_COLUMNS = ("outcome", "route", "address", "mirror_address", "database",
+                       "match_step", "choose_step", "locate_step", "decided_by")
+
 
 @contextmanager
 def routing_state_dir(source: Path) -> Iterator[Path]:
@@ -92,10 +97,14 @@ def resolve(
     prefix: str,
     *,
     small: bool = False,
+    categorical: bool = False,
 ) -> str:
     """Stage the decisions of ``conversations`` against the catalog relations; returns the
     name of the decisions relation (columns of schema.DECISIONS). ``small``: the decisions
-    are read again (impact), so Spark computes them once."""
+    are read again (impact), so Spark computes them once. ``categorical``: the decisions
+    are only written, so their few-valued text columns may come as categories
+    (Engine.categorical; DuckDB's ENUM), which join and write faster and are written as
+    the same text."""
     p = prefix
     engine.stage(f"{p}_epochs", "pipeline/route_epochs.sql", small=True,
                  routes=catalog["routes"], databases=catalog["databases"])
@@ -103,9 +112,14 @@ def resolve(
                  conversations=conversations, epochs=f"{p}_epochs", **catalog)
     engine.stage(f"{p}_key_options", "pipeline/key_options.sql", small=True,
                  keys=f"{p}_keys", **catalog)
+    option_values = f"{p}_key_options"
+    if categorical:
+        option_values = engine.categorical(f"{p}_option_values", option_values,
+                                           OPTION_TEXT_COLUMNS)
     engine.stage(f"{p}_decisions", "pipeline/decide_conversations.sql", small=small,
                  conversations=conversations, keys=f"{p}_keys",
-                 key_options=f"{p}_key_options", engine=engine.name,
+                 key_options=f"{p}_key_options", option_values=option_values,
+                 engine=engine.name,
                  broadcast=engine.broadcastable(f"{p}_keys", f"{p}_key_options"))
     return f"{p}_decisions"
 
@@ -115,5 +129,5 @@ def run_resolve(engine: Engine, conversations: Path, routing: Path, output: Path
     with routing_state_dir(routing) as state:
         catalog = load_routing_state(engine, state, "state")
         relation = load_conversations(engine, conversations)
-        decisions = resolve(engine, relation, catalog, "resolve")
+        decisions = resolve(engine, relation, catalog, "resolve", categorical=True)
         engine.write(decisions, output)

@@ -16,7 +16,9 @@
   database of the instance, or with no begin_time, keeps a row with NULL decision columns.
   A key of a wildcard class was decided through the class's least key: its decision names
   the conversation's own broker identifier (R2.1-R2.7 carry it into the decision).
-  Inputs: {{ conversations }}, {{ keys }} (decision_keys.sql), {{ key_options }};
+  Inputs: {{ conversations }}, {{ keys }} (decision_keys.sql), {{ key_options }}, and
+  {{ option_values }}: the decisions' columns are read from it, the same rows as
+  key_options or, on DuckDB, those rows with few-valued text as ENUMs (Engine.categorical);
   engine: {{ engine }} (the draw's cast). broadcast: {{ broadcast }}; when true, each join
   of the conversations with a relation of keys or options carries Spark's BROADCAST hint,
   so the conversations are not shuffled at each of the four joins (Spark cannot size
@@ -113,6 +115,6 @@ SELECT{{ broadcast_hint('o') }}
     o.locate_step,
     o.decided_by
 FROM routed AS d
-LEFT JOIN {{ key_options }} AS o
+LEFT JOIN {{ option_values }} AS o
     ON o.key_id = d.key_id AND o.group_rank = d.group_rank
     AND o.route_rank = d.route_rank AND o.db_rank = d.db_rank
