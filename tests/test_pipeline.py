@@ -223,6 +223,40 @@ def test_generate_is_seeded_and_covers_the_routing_steps(tmp_path):
     assert popular > 20_000 / 500 * 3  # skewed service popularity
 
 
+def test_one_engine_runs_job_after_job(tmp_path):
+    """An engine is not spent by a job: each stage makes its tables (and resolve its ENUM
+    types) anew, so jobs on other inputs, and the same job again, write what a fresh
+    engine writes."""
+    with DuckDBEngine() as engine:
+        run_generate(engine, tmp_path / "a", conversations=3_000, routes=60, seed="3")
+        run_generate(engine, tmp_path / "b", conversations=1_000, routes=12, seed="4")
+        runs = [resolve_to_rows(engine, tmp_path / w / "conversations.parquet",
+                                tmp_path / w, tmp_path / f"again_{i}")
+                for i, w in enumerate("aba")]
+        state = tmp_path / "traffic"
+        traffic_instance(state)
+        traffic = [run_traffic(engine, state, tmp_path / f"t{i}", as_of=AS_OF)
+                   for i in range(2)]
+    fresh = {}
+    for w in "ab":
+        with DuckDBEngine() as engine:
+            run_generate(engine, tmp_path / f"fresh_{w}", conversations=3_000 if w == "a"
+                         else 1_000, routes=60 if w == "a" else 12,
+                         seed="3" if w == "a" else "4")
+        assert read_rows(tmp_path / f"fresh_{w}" / "conversations.parquet") == read_rows(
+            tmp_path / w / "conversations.parquet")
+        with DuckDBEngine() as engine:
+            fresh[w] = resolve_to_rows(engine, tmp_path / w / "conversations.parquet",
+                                       tmp_path / w, tmp_path / f"fresh_out_{w}")
+    assert len(fresh["a"]) == 3_000 and len(fresh["b"]) == 1_000
+    assert [sorted(r) for r in runs] == [sorted(fresh[w]) for w in "aba"]
+    first, second = ({k: v for k, v in t.items() if k != "output"} for t in traffic)
+    assert first == second
+    for report in ("volume", "delayed", "stuck"):
+        assert read_rows(tmp_path / "t0" / report) == read_rows(tmp_path / "t1" / report)
+    assert traffic[0]["rows"] == {"volume": 4, "delayed": 2, "stuck": 2, "endpoints": 2}
+
+
 # -- impact --------------------------------------------------------------------------------
 
 

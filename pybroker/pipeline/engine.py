@@ -246,6 +246,7 @@ class DuckDBEngine(Engine):
 
     def register_numbers(self, name: str, count: int) -> None:
         sql = sql_templates.render("pipeline/duckdb__numbers.sql")
+        self._drop_table(name)
         self.con.sql(sql, params={"count": count}).to_table(name)
 
     def stage(
@@ -273,6 +274,9 @@ class DuckDBEngine(Engine):
             column: f"{name}_{column}" for column, count in zip(columns, row, strict=True)
             if count is not None and 0 < count <= CATEGORY_MAX_VALUES
         }
+        # the table of an earlier job on this engine uses the types about to be replaced
+        with self._failing_at(name):
+            self._drop_table(name)
         for column, type_name in categories.items():
             sql = sql_templates.render("pipeline/duckdb__create_enum.sql",
                                        type_name=type_name, column=column, relation=relation)
@@ -295,7 +299,11 @@ class DuckDBEngine(Engine):
 
     def _execute_ddl_of(self, name: str, sql: str) -> None:
         with self._failing_at(name):
+            self._drop_table(name)
             self.con.sql(sql).to_table(name)
+
+    def _drop_table(self, name: str) -> None:
+        self.con.execute(sql_templates.render("pipeline/duckdb__drop_table.sql", table=name))
 
     def write(self, relation: str, path: Path) -> None:
         target = prepare_output(path) / "part-00000.parquet"
