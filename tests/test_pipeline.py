@@ -227,9 +227,11 @@ def test_one_engine_runs_job_after_job(tmp_path):
     """An engine is not spent by a job: each stage makes its tables (and resolve its ENUM
     types) anew, so jobs on other inputs, and the same job again, write what a fresh
     engine writes."""
+    sizes = {"a": {"conversations": 3_000, "routes": 60, "seed": "3"},
+             "b": {"conversations": 1_000, "routes": 12, "seed": "4"}}
     with DuckDBEngine() as engine:
-        run_generate(engine, tmp_path / "a", conversations=3_000, routes=60, seed="3")
-        run_generate(engine, tmp_path / "b", conversations=1_000, routes=12, seed="4")
+        for w, size in sizes.items():
+            run_generate(engine, tmp_path / w, **size)
         runs = [resolve_to_rows(engine, tmp_path / w / "conversations.parquet",
                                 tmp_path / w, tmp_path / f"again_{i}")
                 for i, w in enumerate("aba")]
@@ -238,11 +240,9 @@ def test_one_engine_runs_job_after_job(tmp_path):
         traffic = [run_traffic(engine, state, tmp_path / f"t{i}", as_of=AS_OF)
                    for i in range(2)]
     fresh = {}
-    for w in "ab":
+    for w, size in sizes.items():
         with DuckDBEngine() as engine:
-            run_generate(engine, tmp_path / f"fresh_{w}", conversations=3_000 if w == "a"
-                         else 1_000, routes=60 if w == "a" else 12,
-                         seed="3" if w == "a" else "4")
+            run_generate(engine, tmp_path / f"fresh_{w}", **size)
         assert read_rows(tmp_path / f"fresh_{w}" / "conversations.parquet") == read_rows(
             tmp_path / w / "conversations.parquet")
         with DuckDBEngine() as engine:
