@@ -128,6 +128,21 @@ def test_resolve_the_seed_examples_as_a_batch_as_the_seeds_require(tmp_path):
     assert balanced == {"BalancedRouteOne", "BalancedRouteTwo"}
 
 
+def test_an_engine_keeps_each_step_of_a_resolve_and_its_seconds(tmp_path):
+    # `pybroker bench pipeline` prints these as where the time goes
+    [state] = seed_states(tmp_path, {"ex5_fwd0"})
+    out = tmp_path / "out"
+    with DuckDBEngine() as engine:
+        rows = resolve_to_rows(engine, state.conversations, state.file, out)
+        steps = list(engine.steps)
+    assert len(rows) == len(state.expect)
+    assert [what for what, _ in steps] == [
+        "conversations_id_counts", "resolve_epochs", "resolve_keys", "resolve_key_options",
+        "resolve_option_values (distinct values)", "resolve_option_values",
+        f"writing {out}"]
+    assert all(seconds > 0 for _, seconds in steps)
+
+
 def _expiry_instance(tmp_path) -> Path:
     now = datetime(2026, 1, 1)
     file = tmp_path / "expiry.duckdb"
@@ -507,7 +522,8 @@ def test_bench_pipeline_report_format():
     from pybroker.bench.pipeline import format_report
 
     engine = {"seconds": 2.0, "conversations_per_s": 500_000.0, "peak_rss_mb": 300.0,
-              "jvm_peak_rss_mb": 0.0, "startup_seconds": 0.0, "runs": [2.0]}
+              "jvm_peak_rss_mb": 0.0, "startup_seconds": 0.0, "runs": [2.0],
+              "steps": {"resolve_keys": 0.5, "writing": 1.25}}
     report = {
         "machine": {"cpus": 2, "platform": "p", "python": "3", "duckdb": "1.5.6",
                     "pyspark": "4", "java": "17"},
@@ -534,9 +550,24 @@ def test_bench_pipeline_report_format():
     assert "1,000,000 rows, checksum 0000000000000abc on DuckDB; Spark's identical" in text
     assert "DuckDB >= 1,000,000/s NOT met" in text and "Spark <= 3x DuckDB NOT met" in text
     assert "this is a smaller workload" in text
+    assert "  where duckdb's time goes (median s): resolve_keys 0.50, writing 1.25, the rest " \
+        "(reading, planning) 0.25" in text
+    report["spark"]["steps"] = {}  # a run that kept none prints no line
+    assert "where spark's" not in format_report(report)
     report["identical"] = False
     report["checksums"]["spark"] = (999_999, 0xDEF)
     assert "Spark's DIFFERENT: 999,999 rows" in format_report(report)
+
+
+def test_bench_pipeline_steps_are_medians_over_the_runs_a_repeated_step_summed():
+    from pybroker.bench.pipeline import _median_steps
+
+    runs = [{"steps": [["keys", 1.0], ["writing", 4.0]]},
+            {"steps": [["keys", 3.0], ["writing", 2.0], ["writing", 1.0]]},
+            {"steps": [["keys", 2.0]]}]
+    assert _median_steps(runs) == {"keys": 2.0, "writing": 3.0}
+    assert list(_median_steps(runs)) == ["keys", "writing"]
+    assert _median_steps([{"seconds": 1.0}]) == {}
 
 
 def test_bench_pipeline_checksum_ignores_row_order(tmp_path):

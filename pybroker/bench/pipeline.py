@@ -17,6 +17,12 @@ and as many rows of the decisions' eleven columns written as Parquet, nothing de
 resolve). Resolve over its own engine's floor is what deciding costs there; Spark's floor
 over DuckDB's resolve says how much of the Spark/DuckDB ratio is Spark reading and writing
 the rows at all.
+
+Each child also reports the steps its engine ran (``Engine.steps``: each relation staged,
+by its name, and the write, which on both engines also runs the decisions' joins, staged as
+a view that the writer reads), and the report prints their medians as where each engine's
+time goes; what no step covers (reading the Parquet footers, exporting, planning) is
+printed as the rest.
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ def run(
                          routes=sizes["routes"], seed="1")
         generate_s = time.perf_counter() - start
         keys = _distinct_keys(work)
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in ENGINES}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in ENGINES}
         for engine_name in ENGINES:
             for i in range(repeat):
                 runs[engine_name].append(
@@ -93,6 +99,7 @@ def run(
             "startup_seconds": statistics.median(r.get("startup_seconds", 0.0)
                                                  for r in results),
             "runs": [r["seconds"] for r in results],
+            "steps": _median_steps(results),
         }
     report["ratio_spark_to_duckdb"] = report["spark"]["seconds"] / report["duckdb"]["seconds"]
     report["ratio_duckdb_to_floor"] = report["duckdb"]["seconds"] / report["floor"]["seconds"]
@@ -136,12 +143,37 @@ def format_report(report: dict[str, Any]) -> str:
            f"{report['checksums']['spark'][0]:,} rows, checksum "
            f"{report['checksums']['spark'][1]:016x}"),
     ]
+    for name in ENGINES:
+        if report[name].get("steps"):
+            lines.append(f"  where {name}'s time goes (median s): "
+                         + _steps_text(report[name]))
     scale = "" if full else " (targets are set for 10M x 100k; this is a smaller workload)"
     lines.append(
         f"targets{scale}: DuckDB >= {TARGET_PER_S:,}/s {_met(rate_met)}, peak RSS <= "
         f"{TARGET_PEAK_MB:,} MB {_met(rss_met)}, Spark <= {TARGET_SPARK_RATIO:.0f}x DuckDB "
         f"{_met(ratio <= TARGET_SPARK_RATIO)}, identical rows {_met(report['identical'])}")
     return "\n".join(lines)
+
+
+def _median_steps(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Each step's median seconds over the runs (a step run twice in one run counts
+    as their sum), in the order of the first run."""
+    per_run: list[dict[str, float]] = []
+    for r in results:
+        steps: dict[str, float] = {}
+        for what, seconds in r.get("steps", []):
+            steps[what] = steps.get(what, 0.0) + seconds
+        per_run.append(steps)
+    names = list(dict.fromkeys(name for steps in per_run for name in steps))
+    return {name: statistics.median(steps.get(name, 0.0) for steps in per_run)
+            for name in names}
+
+
+def _steps_text(r: dict[str, Any]) -> str:
+    steps = r["steps"]
+    rest = r["seconds"] - sum(steps.values())
+    return ", ".join([*(f"{name} {seconds:.2f}" for name, seconds in steps.items()),
+                      f"the rest (reading, planning) {max(rest, 0.0):.2f}"])
 
 
 def _met(ok: bool) -> str:
@@ -176,7 +208,7 @@ def _distinct_keys(work: Path) -> int:
         con.close()
 
 
-def _child(engine: str, work: Path, out: Path) -> dict[str, float]:
+def _child(engine: str, work: Path, out: Path) -> dict[str, Any]:
     args = [sys.executable, "-m", "pybroker.bench.pipeline", engine, str(work), str(out)]
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -184,19 +216,20 @@ def _child(engine: str, work: Path, out: Path) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
+def _measure(engine_name: str, work: Path, out: Path) -> dict[str, Any]:
     """One resolve run in this (child) process; ``floor`` and ``spark_floor``: the
     conversations read and the decisions' columns written with nothing decided
     (``run_floor``), on DuckDB and on Spark."""
     from pybroker.pipeline.engine import DuckDBEngine, SparkEngine
     from pybroker.pipeline.resolve import run_resolve
 
-    result: dict[str, float] = {}
+    result: dict[str, Any] = {}
     if engine_name == "floor":
         with DuckDBEngine() as floor:
             start = time.perf_counter()
             run_floor(floor, work, out)
             result["seconds"] = time.perf_counter() - start
+            result["steps"] = _step_names(floor, out)
         result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         return result
     start = time.perf_counter()
@@ -210,6 +243,7 @@ def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
         else:
             run_resolve(engine, work / "conversations.parquet", work, out)
         result["seconds"] = time.perf_counter() - start
+        result["steps"] = _step_names(engine, out)
         if isinstance(engine, SparkEngine):
             pid = engine.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
             result["jvm_peak_rss_mb"] = _vm_hwm_mb(int(pid))
@@ -217,6 +251,12 @@ def _measure(engine_name: str, work: Path, out: Path) -> dict[str, float]:
         engine.close()
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
+
+
+def _step_names(engine: Engine, out: Path) -> list[tuple[str, float]]:
+    """The engine's steps with the output's path left out of "writing <path>", so that
+    the runs' steps (each run writes a directory of its own) share their names."""
+    return [(what.replace(f" {out}", ""), seconds) for what, seconds in engine.steps]
 
 
 def run_floor(engine: Engine, work: Path, out: Path) -> None:

@@ -122,6 +122,10 @@ class Engine(ABC):
 
     def __init__(self, progress: Progress | None = None) -> None:
         self.progress = progress or Progress(enabled=False)
+        # each step this engine ran, in order: what its progress line names (a relation
+        # staged, "writing <path>", ...) and its seconds; `pybroker bench pipeline` prints
+        # them as where the time goes
+        self.steps: list[tuple[str, float]] = []
 
     @abstractmethod
     def read_parquet(self, name: str, path: Path, table: Table) -> None:
@@ -335,6 +339,7 @@ class DuckDBEngine(Engine):
 
         with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
             yield
+        self.steps.append((what, time.perf_counter() - start))
         self.progress.done(f"[duckdb] {what}: done in {elapsed(start)}")
 
 
@@ -573,6 +578,7 @@ class SparkEngine(Engine):
 
         with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
             yield
+        self.steps.append((what, time.perf_counter() - start))
         self.progress.done(f"[spark] {what}: done in {elapsed(start)}")
 
 
