@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest_conversations import make_broker
@@ -33,14 +34,25 @@ def instance_file(tmp_path_factory):
 
 
 def fingerprint(inst: pybroker.Instance) -> tuple:
-    """What a write would change: the rows of the tables and that the views still work."""
+    """What a write would change: the rows of the tables, the views' definitions, and the
+    size of the file's write-ahead log, which every committed write changes (a macro
+    replaced or dropped, a checkpoint). Cheap enough to take after each generated write:
+    running route_decision() costs ~45 ms, so the fixture runs it once before and once
+    after them all."""
+    wal = Path(f"{inst.path}.wal")
     return (
         inst.sql("SELECT count(*), max(route_id) FROM sys.routes").fetchone(),
         inst.sql("SELECT count(*) FROM sys.queue_messages").fetchone(),
         inst.sql("SELECT count(*) FROM sys.conversation_endpoints").fetchone(),
-        inst.sql("SELECT outcome, route FROM route_decision('A', 'FarService')").fetchone(),
         inst.sql("SELECT max(version) FROM schema_migrations").fetchone(),
+        inst.sql("SELECT list(view_name || ': ' || sql ORDER BY schema_name, view_name) "
+                 "FROM duckdb_views() WHERE NOT internal").fetchone(),
+        wal.stat().st_size if wal.exists() else 0,
     )
+
+
+def far_decision(inst: pybroker.Instance) -> tuple | None:
+    return inst.sql("SELECT outcome, route FROM route_decision('A', 'FarService')").fetchone()
 
 
 def test_a_table_with_aligned_columns(instance_file, capsys):
@@ -169,7 +181,28 @@ def writable(instance_file, tmp_path_factory):
     path = tmp_path_factory.mktemp("writable") / "w.duckdb"
     shutil.copy(instance_file, path)
     with pybroker.connect(path, worker=False) as inst:
+        decided = far_decision(inst)
+        assert decided == ("send", "FarRoute")
         yield inst, fingerprint(inst)  # taken once: no refused write may change it
+        assert far_decision(inst) == decided  # the macro still decides as it did
+
+
+@pytest.mark.parametrize("write", [
+    "UPDATE routes SET address = 'TCP://elsewhere:4022' WHERE name = 'FarRoute'",
+    "DELETE FROM queue_messages WHERE message_sequence_number = 0",
+    "CREATE OR REPLACE MACRO route_decision(origin, service_name, broker_instance := NULL) "
+    "AS TABLE SELECT 'drop' AS outcome, NULL AS route",
+    "CREATE OR REPLACE VIEW sys.routes AS SELECT 1 AS route_id",
+])
+def test_the_fingerprint_sees_each_kind_of_write(instance_file, tmp_path, write):
+    # what test_writes_are_refused_by_the_api relies on: a write that got past the check
+    # (here, straight to the store) would show
+    path = tmp_path / "w.duckdb"
+    shutil.copy(instance_file, path)
+    with pybroker.connect(path, worker=False) as inst:
+        before = fingerprint(inst)
+        inst._store.execute(write)
+        assert fingerprint(inst) != before
 
 
 @settings(max_examples=200, deadline=None)
