@@ -127,6 +127,11 @@ class Engine(ABC):
         # them as where the time goes
         self.steps: list[tuple[str, float]] = []
 
+    def _step_done(self, what: str, start: float) -> None:
+        """A step of ``_running`` ended: kept in ``steps`` and shown as done."""
+        self.steps.append((what, time.perf_counter() - start))
+        self.progress.done(f"[{self.name}] {what}: done in {elapsed(start)}")
+
     @abstractmethod
     def read_parquet(self, name: str, path: Path, table: Table) -> None:
         """Register Parquet at ``path`` as relation ``name``, checked against ``table``."""
@@ -339,8 +344,7 @@ class DuckDBEngine(Engine):
 
         with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
             yield
-        self.steps.append((what, time.perf_counter() - start))
-        self.progress.done(f"[duckdb] {what}: done in {elapsed(start)}")
+        self._step_done(what, start)
 
 
 def check_memory_limit(value: str) -> str:
@@ -578,8 +582,7 @@ class SparkEngine(Engine):
 
         with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
             yield
-        self.steps.append((what, time.perf_counter() - start))
-        self.progress.done(f"[spark] {what}: done in {elapsed(start)}")
+        self._step_done(what, start)
 
 
 def open_engine(
