@@ -28,20 +28,54 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items) -> None:
-    """The tests of the one local SparkSession run on one worker, and first.
+# Under ``pytest -n 2`` (README), tests that share an expensive fixture run on one worker,
+# so that the fixture is made once: the local SparkSession's tests (each worker that runs one
+# starts a JVM of its own and warms it up: ~17 s to start, ~35 s more for its first
+# resolves), and the modules whose module-scoped fixture starts instance processes or runs a
+# whole bench (8-19 s each time). pytest-xdist's own way, an xdist_group mark with
+# --dist loadgroup, groups nothing on pytest 9: xdist 3.8 rewrites a test's node id to carry
+# the group, and pytest 9 no longer reads node ids from where xdist writes them
+# (pytest-dev/pytest-xdist#1386). So the scheduler below groups by module instead.
+SPARK_SESSION_MODULES = ("tests/test_pipeline_spark.py", "tests/test_spark_templates.py")
+SHARED_FIXTURE_MODULES = ("tests/test_cli.py", "tests/test_bench_serve.py",
+                          "tests/test_bench_wire.py", "tests/test_demo_processes.py")
 
-    Under ``pytest -n 2`` each worker that runs a test of the ``spark`` fixture starts a JVM
-    of its own and warms it up (~15 s to start, ~20 s more for its first resolve): one
-    group (``--dist loadgroup``, pyproject.toml) starts one. Sent first, the group's few
-    minutes run beside the other worker's many short tests rather than at the end."""
-    def on_spark(item) -> bool:
-        return "spark" in getattr(item, "fixturenames", ())
 
-    for item in filter(on_spark, items):
-        item.add_marker(pytest.mark.xdist_group("spark"))
-    items.sort(key=lambda item: not on_spark(item))  # stable: each part keeps its order
+def work_unit(nodeid: str) -> str | None:
+    """The unit a test is scheduled in with others (None: on its own): "spark" for the
+    modules of the local SparkSession, its module for a module of SHARED_FIXTURE_MODULES."""
+    module = nodeid.split("::", 1)[0]
+    if module in SPARK_SESSION_MODULES:
+        return "spark"
+    if module in SHARED_FIXTURE_MODULES:
+        return module
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown without it
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup (pyproject.toml's default) schedules by work_unit; xdist_group marks
+    still group as xdist's own loadgroup does where xdist can see them."""
+    if config.getvalue("dist") != "loadgroup":
+        return None  # another --dist given: xdist's own scheduler
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ByWorkUnit(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            unit = work_unit(nodeid)
+            return unit if unit is not None else super()._split_scope(nodeid)
+
+    return ByWorkUnit(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures: no JVM is started for it
+def pytest_runtest_setup(item) -> None:
+    """A test of the local SparkSession must live in one of SPARK_SESSION_MODULES, or it
+    would start a JVM of its own on the other worker."""
+    if "spark" in getattr(item, "fixturenames", ()) and work_unit(item.nodeid) != "spark":
+        pytest.fail(
+            "a test of the local SparkSession (the spark fixture) belongs in "
+            f"{' or '.join(SPARK_SESSION_MODULES)} (tests/conftest.py)", pytrace=False)
 
 
 @pytest.fixture(scope="session")
