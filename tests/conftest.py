@@ -52,20 +52,16 @@ def work_unit(nodeid: str) -> str | None:
     return None
 
 
-@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown without it
+@pytest.hookimpl(wrapper=True, optionalhook=True)  # pytest-xdist's hook: unknown without it
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadgroup (pyproject.toml's default) schedules by work_unit; xdist_group marks
-    still group as xdist's own loadgroup does where xdist can see them."""
-    if config.getvalue("dist") != "loadgroup":
-        return None  # another --dist given: xdist's own scheduler
-    from xdist.scheduler import LoadGroupScheduling
-
-    class ByWorkUnit(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            unit = work_unit(nodeid)
-            return unit if unit is not None else super()._split_scope(nodeid)
-
-    return ByWorkUnit(config, log)
+    """With --dist loadgroup (pyproject.toml's default), xdist's own scheduler, which keeps
+    a work unit's tests on one worker, takes its units from work_unit first; xdist_group
+    marks still make units where xdist can see them."""
+    scheduler = yield
+    if config.getvalue("dist") == "loadgroup":
+        by_mark = scheduler._split_scope
+        scheduler._split_scope = lambda nodeid: work_unit(nodeid) or by_mark(nodeid)
+    return scheduler
 
 
 @pytest.hookimpl(tryfirst=True)  # before the fixtures: no JVM is started for it
