@@ -35,7 +35,7 @@ def clock() -> FakeClock:
 # whole bench (8-19 s each time). pytest-xdist's own way, an xdist_group mark with
 # --dist loadgroup, groups nothing on pytest 9: xdist 3.8 rewrites a test's node id to carry
 # the group, and pytest 9 no longer reads node ids from where xdist writes them
-# (pytest-dev/pytest-xdist#1386). So the scheduler below groups by module instead.
+# (pytest-dev/pytest-xdist#1386). So the hook below gives xdist's scheduler units by module.
 SPARK_SESSION_MODULES = ("tests/test_pipeline_spark.py", "tests/test_spark_templates.py")
 SHARED_FIXTURE_MODULES = ("tests/test_cli.py", "tests/test_bench_serve.py",
                           "tests/test_bench_wire.py", "tests/test_demo_processes.py")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,15 +24,24 @@ def run(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[
                           capture_output=True, text=True, input=stdin, timeout=120, env=env)
 
 
-@pytest.fixture
-def shop_file(tmp_path):
-    path = tmp_path / "shop.duckdb"
+@pytest.fixture(scope="module")
+def built_shop_file(tmp_path_factory):
+    """Built once per module (a `pybroker demo` process): each test gets its own copy."""
+    path = tmp_path_factory.mktemp("shop") / "shop.duckdb"
     done = run("demo", path, "--example", "1")
     assert done.returncode == 0, done.stderr
     with pybroker.connect(path, worker=False) as inst:
         from pybroker.examples import run_conversation
 
         run_conversation(inst, out=lambda line: None)  # Shop and Warehouse, as demo builds
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # closed: no log beside it
+    return path
+
+
+@pytest.fixture
+def shop_file(built_shop_file, tmp_path):
+    path = tmp_path / "shop.duckdb"
+    shutil.copyfile(built_shop_file, path)
     return path
 
 
