@@ -139,7 +139,7 @@ def test_an_engine_keeps_each_step_of_a_resolve_and_its_seconds(tmp_path):
     assert [what for what, _ in steps] == [
         "conversations_id_counts", "resolve_epochs", "resolve_keys", "resolve_key_options",
         "resolve_option_values (distinct values)", "resolve_option_values",
-        f"writing {out}"]
+        "writing"]  # the step's name; its progress line names the path
     assert all(seconds > 0 for _, seconds in steps)
 
 

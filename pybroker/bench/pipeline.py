@@ -229,7 +229,7 @@ def _measure(engine_name: str, work: Path, out: Path) -> dict[str, Any]:
             start = time.perf_counter()
             run_floor(floor, work, out)
             result["seconds"] = time.perf_counter() - start
-            result["steps"] = _step_names(floor, out)
+            result["steps"] = floor.steps
         result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         return result
     start = time.perf_counter()
@@ -243,7 +243,7 @@ def _measure(engine_name: str, work: Path, out: Path) -> dict[str, Any]:
         else:
             run_resolve(engine, work / "conversations.parquet", work, out)
         result["seconds"] = time.perf_counter() - start
-        result["steps"] = _step_names(engine, out)
+        result["steps"] = engine.steps
         if isinstance(engine, SparkEngine):
             pid = engine.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
             result["jvm_peak_rss_mb"] = _vm_hwm_mb(int(pid))
@@ -251,12 +251,6 @@ def _measure(engine_name: str, work: Path, out: Path) -> dict[str, Any]:
         engine.close()
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
-
-
-def _step_names(engine: Engine, out: Path) -> list[tuple[str, float]]:
-    """The engine's steps with the output's path left out of "writing <path>", so that
-    the runs' steps (each run writes a directory of its own) share their names."""
-    return [(what.replace(f" {out}", ""), seconds) for what, seconds in engine.steps]
 
 
 def run_floor(engine: Engine, work: Path, out: Path) -> None:

@@ -122,14 +122,14 @@ class Engine(ABC):
 
     def __init__(self, progress: Progress | None = None) -> None:
         self.progress = progress or Progress(enabled=False)
-        # each step this engine ran, in order: what its progress line names (a relation
-        # staged, "writing <path>", ...) and its seconds; `pybroker bench pipeline` prints
-        # them as where the time goes
+        # each step this engine ran, in order: its name (a relation staged, "writing", ...)
+        # and its seconds; `pybroker bench pipeline` prints them as where the time goes
         self.steps: list[tuple[str, float]] = []
 
-    def _step_done(self, what: str, start: float) -> None:
-        """A step of ``_running`` ended: kept in ``steps`` and shown as done."""
-        self.steps.append((what, time.perf_counter() - start))
+    def _step_done(self, what: str, start: float, step: str | None) -> None:
+        """A step of ``_running`` ended: kept in ``steps`` (as ``step``, else as ``what``)
+        and shown as done."""
+        self.steps.append((step or what, time.perf_counter() - start))
         self.progress.done(f"[{self.name}] {what}: done in {elapsed(start)}")
 
     @abstractmethod
@@ -316,7 +316,7 @@ class DuckDBEngine(Engine):
 
     def write(self, relation: str, path: Path) -> None:
         target = prepare_output(path) / "part-00000.parquet"
-        with self._running(f"writing {path}"):
+        with self._running(f"writing {path}", step="writing"):
             try:
                 sql = sql_templates.render("pipeline/duckdb__write_parquet.sql",
                                            relation=relation)
@@ -334,7 +334,7 @@ class DuckDBEngine(Engine):
             shutil.rmtree(self.temp_directory, ignore_errors=True)
 
     @contextlib.contextmanager
-    def _running(self, what: str) -> Iterator[None]:
+    def _running(self, what: str, step: str | None = None) -> Iterator[None]:
         start = time.perf_counter()
 
         def poll() -> None:
@@ -344,7 +344,7 @@ class DuckDBEngine(Engine):
 
         with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
             yield
-        self._step_done(what, start)
+        self._step_done(what, start, step)
 
 
 def check_memory_limit(value: str) -> str:
@@ -527,7 +527,7 @@ class SparkEngine(Engine):
     def write(self, relation: str, path: Path) -> None:
         path = Path(path)
         prepare_output(path)
-        with self._running(f"writing {path}"):
+        with self._running(f"writing {path}", step="writing"):
             try:
                 self.spark.table(relation).write.mode("overwrite").parquet(str(path.resolve()))
             except Exception as exc:
@@ -565,7 +565,7 @@ class SparkEngine(Engine):
         self._views.append(name)
 
     @contextlib.contextmanager
-    def _running(self, what: str) -> Iterator[None]:
+    def _running(self, what: str, step: str | None = None) -> Iterator[None]:
         start = time.perf_counter()
         tracker = self.spark.sparkContext.statusTracker()
 
@@ -582,7 +582,7 @@ class SparkEngine(Engine):
 
         with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
             yield
-        self._step_done(what, start)
+        self._step_done(what, start, step)
 
 
 def open_engine(
