@@ -54,6 +54,18 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert 0 < paced_floor["p50_ms"] <= paced_floor["p99_ms"]
     assert paced_floor["messages_per_transaction"] >= 1
     assert p["ratio_paced_floor_p50"] == p["p50_ms"] / paced_floor["p50_ms"]
+    # the same floor with the RECEIVEs on a connection of their own (concurrent
+    # transactions): every message through, its own latency and ratio
+    apart = report["paced_floor_two_connections"]
+    assert 0 < apart["p50_ms"] <= apart["p99_ms"]
+    assert apart["messages_per_transaction"] >= 1
+    assert p["ratio_paced_floor_two_connections_p50"] == p["p50_ms"] / apart["p50_ms"]
+    # the CPUs each paced run kept busy: CPU time over wall time, so above 0 and at most
+    # the machine's CPUs (with a margin for the clocks' granularity)
+    cpus = report["machine"]["cpus"]
+    for figures in (p, paced_floor, apart):
+        assert 0 < figures["cpus_busy"] <= cpus * 1.1
+    assert "cpus_busy" not in report["local_paced"]
     # where the time goes: every step of the way, each measured (the frame leaves during
     # the SEND's commit, so that step may be below 0; the others follow one another)
     assert {f"stage_{name}_p50_ms" for name, _ in wire.STAGES} <= set(p)
@@ -80,6 +92,8 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert "(e) (b)'s workload through a forwarder (A -> F -> B, three processes)" in text
     assert "where the time goes, p50 of each step from the SEND: SEND committed " in text
     assert "the same commits at the same pace (1,000/s; the receiver's arrival and " in text
+    assert "RECEIVE on two connections (concurrent transactions): p50 " in text
+    assert f"CPUs kept busy at this pace (of {cpus}): the two instance processes " in text
 
 
 def test_the_forwarded_case_reports_its_ratio_and_the_forwarders_memory(report):

@@ -38,7 +38,11 @@ durably on DuckDB gets under it. And the same three commits at (c)'s pace
 what it was handed, a RECEIVE thread takes and commits what arrived; the receiver's two
 share one connection, as an instance's arrivals and RECEIVEs do. At a pace where one
 message's commits in a row take longer than the gap between messages, each step must
-batch, and this floor shows what that costs before anything of pybroker's is added.
+batch, and this floor shows what that costs before anything of pybroker's is added. It
+runs a second time with the RECEIVE thread on a connection of its own to the receiver's
+file (``connections=2``: arrival and RECEIVE in concurrent transactions, which an
+instance does not do), to show what that design would take off. For (c) and these
+floors, the CPUs they keep busy: CPU time of their processes over their wall time.
 
 Each figure is the median of ``repeat`` runs. A warm-up round (the connection's TLS
 handshake, first routing decisions) comes before the first run and is not counted.
@@ -125,6 +129,8 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
                     add("commit_floor", _commit_floor(folder, min(sizes["paced"],
                                                                   FLOOR_SAMPLES)))
                     add("paced_floor", _paced_floor(folder, sizes["paced"], sizes["rate"]))
+                    add("paced_floor_two_connections", _paced_floor(
+                        folder, sizes["paced"], sizes["rate"], connections=2))
             forwarder_peak = _rss_mb(pair.pids["forwarder"], "VmHWM")
             forwarding_size_mb = pair.forwarding_size_mb
     report: dict[str, Any] = {
@@ -152,6 +158,8 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
     p["ratio_floor_p99"] = p["p99_ms"] / report["commit_floor"]["p99_ms"]
     p["ratio_paced_floor_p50"] = p["p50_ms"] / report["paced_floor"]["p50_ms"]
     p["ratio_paced_floor_p99"] = p["p99_ms"] / report["paced_floor"]["p99_ms"]
+    p["ratio_paced_floor_two_connections_p50"] = (
+        p["p50_ms"] / report["paced_floor_two_connections"]["p50_ms"])
     p["floor_met"] = (p["ratio_floor_p50"] <= TARGETS["floor_p50_ratio"]
                       and p["ratio_floor_p99"] <= TARGETS["floor_p99_ratio"])
     g = report["large"]
@@ -176,6 +184,7 @@ def format_report(report: dict[str, Any]) -> str:
     la, lb, lc, ld = (report[f"local_{n}"] for n in CASES)
     rs, rp, rl = report["raw_stream"], report["raw_paced"], report["raw_large"]
     cf, e, pf = report["commit_floor"], report["forwarded"], report["paced_floor"]
+    pf2 = report["paced_floor_two_connections"]
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "MISSED"
@@ -223,7 +232,13 @@ def format_report(report: dict[str, Any]) -> str:
         f"RECEIVE on one connection, each step batching what is due): p50 "
         f"{pf['p50_ms']:.2f} ms, p99 {pf['p99_ms']:.2f} ms, {pf['messages_per_transaction']:.2f} "
         f"messages per RECEIVE transaction; wire/paced floor p50 "
-        f"{c['ratio_paced_floor_p50']:.1f}x, p99 {c['ratio_paced_floor_p99']:.1f}x",
+        f"{c['ratio_paced_floor_p50']:.1f}x, p99 {c['ratio_paced_floor_p99']:.1f}x; the "
+        f"receiver's arrival and RECEIVE on two connections (concurrent transactions): p50 "
+        f"{pf2['p50_ms']:.2f} ms, p99 {pf2['p99_ms']:.2f} ms",
+        f"    CPUs kept busy at this pace (of {m['cpus']}): the two instance processes "
+        f"{c['cpus_busy']:.2f} (a message: sender {c['sender_cpu_us_per_message']:,.0f} us, "
+        f"receiver {c['receiver_cpu_us_per_message']:,.0f} us); the paced floor's one process "
+        f"{pf['cpus_busy']:.2f}, on two connections {pf2['cpus_busy']:.2f}",
         "    where the time goes, p50 of each step from the SEND: " + ", ".join(
             f"{title} {c[f'stage_{name}_p50_ms']:+.2f} ms" for name, title in STAGES
             if f"stage_{name}_p50_ms" in c),
@@ -421,7 +436,17 @@ def _paced_figures(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dic
         "end_to_end_per_s": total / (max(acked, got["done"]) - sent["start"]),
         **_cpu(total, sent, got),
         **_stages(sent, got),
+        **_cpus_busy(sent, got, max(acked, got["done"])),
     }
+
+
+def _cpus_busy(sent: dict[str, Any], got: dict[str, Any], end: float) -> dict[str, float]:
+    """The CPUs a paced case kept busy: its processes' CPU time over its wall time, from
+    the first SEND to the end (the local comparison, one process, says nothing apart)."""
+    if "cpu_seconds" not in sent:
+        return {}
+    return {"cpus_busy": (sent["cpu_seconds"] + got["cpu_seconds"])
+            / max(1e-9, end - sent["start"])}
 
 
 STAGES = (  # where a paced message's time goes, in order
@@ -560,19 +585,30 @@ def _commit_floor(folder: Path, total: int) -> dict[str, float]:
     return _percentiles_ms(samples)
 
 
-def _paced_floor(folder: Path, total: int, rate: float) -> dict[str, float]:
+def _paced_floor(folder: Path, total: int, rate: float, *,
+                 connections: int = 1) -> dict[str, float]:
     """(c)'s storage floor at (c)'s pace: the SEND's, the arrival's and the RECEIVE's bare
     commits, each step in its own thread taking everything due or waiting (see the module's
-    docstring). Latency: the RECEIVE's commit - the time the message was due."""
+    docstring). Latency: the RECEIVE's commit - the time the message was due.
+    ``connections``: 1, the RECEIVE thread shares the receiver's connection with the
+    arrival thread, one transaction at a time (as in an instance); 2, it has a connection
+    of its own to the same file, so a RECEIVE's transaction runs beside an arrival's.
+    ``cpus_busy``: this process's CPU time over the wall time of the paced run."""
     import queue
 
     from pybroker.storage import Store, utc_now
 
-    stores = [Store(folder / f"paced-floor-{side}.duckdb") for side in ("sender", "receiver")]
+    if connections not in (1, 2):
+        raise ValueError(f"the paced floor has 1 or 2 connections, not {connections!r}")
+    suffix = "" if connections == 1 else f"-{connections}"
+    close_take = None
+    stores = [Store(folder / f"paced-floor{suffix}-{side}.duckdb")
+              for side in ("sender", "receiver")]
     try:
         for store in stores:
             store.run("bench/create_messaging_floor.sql")
         sender, receiver = stores
+        take_rows, close_take = _take_floor_rows(receiver, connections)
         body, now = os.urandom(BODY_BYTES), utc_now()
         handed: queue.Queue[tuple[int, int] | None] = queue.Queue()
         arrived = threading.Condition()
@@ -617,9 +653,7 @@ def _paced_floor(folder: Path, total: int, rate: float) -> dict[str, float]:
                         waiting = state["arrived"] - state["taken"]
                     if failures:
                         return
-                    with receiver.transaction():
-                        got = receiver.run("bench/delete_messaging_floor_group.sql",
-                                           {"rows": waiting})
+                    got = take_rows(waiting)
                     committed = time.time()
                     if len(got) != waiting:
                         raise RuntimeError("the paced storage floor lost a row")
@@ -630,6 +664,7 @@ def _paced_floor(folder: Path, total: int, rate: float) -> dict[str, float]:
                 failures.append(exc)
 
         threads = [threading.Thread(target=arrive), threading.Thread(target=take)]
+        cpu_before = time.process_time()
         for thread in threads:
             thread.start()
         try:
@@ -650,14 +685,45 @@ def _paced_floor(folder: Path, total: int, rate: float) -> dict[str, float]:
             handed.put(None)
             for thread in threads:
                 thread.join(timeout=60)
+        cpus_busy = (time.process_time() - cpu_before) / max(1e-9, time.time() - start)
         if failures:
             raise failures[0]
     finally:
+        if close_take is not None:
+            close_take()
         for store in stores:
             store.close()
     figures = _percentiles_ms(latencies)
     figures["messages_per_transaction"] = total / max(1, state["transactions"])
+    figures["cpus_busy"] = cpus_busy
     return figures
+
+
+def _take_floor_rows(receiver: Any, connections: int) -> tuple[Any, Any]:
+    """The paced floor's RECEIVE: the first ``rows`` rows out and committed, through the
+    receiver's Store (one connection, its lock shared with the arrivals) or through a
+    connection of its own to the same file (a cursor: its own transactions); and what
+    closes that connection (None: nothing to close)."""
+    if connections == 1:
+        def take(rows: int) -> list[tuple[Any, ...]]:
+            with receiver.transaction():
+                return receiver.run("bench/delete_messaging_floor_group.sql", {"rows": rows})
+        return take, None
+    from pybroker import sql_templates
+
+    cursor = receiver.connection.cursor()
+    sql = sql_templates.render("bench/delete_messaging_floor_group.sql")
+
+    def take_apart(rows: int) -> list[tuple[Any, ...]]:
+        cursor.execute("BEGIN TRANSACTION")
+        try:
+            got = cursor.execute(sql, {"rows": rows}).fetchall()
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+        cursor.execute("COMMIT")
+        return got
+    return take_apart, cursor.close
 
 
 def _rss_mb(pid: int, field: str = "VmRSS") -> float | None:
