@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+import duckdb
 import pytest
 
 from pybroker.bench import wire, wire_child
@@ -33,6 +34,17 @@ def test_every_case_delivered_every_message(report):
     for name in ("large", "local_large", "raw_large"):
         assert report[name]["messages"] == report[name]["delivered"] == 3, name
     assert report["raw_stream"]["messages"] == report["raw_stream"]["delivered"] == 500
+
+
+def test_the_storage_floor_of_the_streams_takes_every_row_through(tmp_path):
+    """(b)'s storage floor: both shapes put every row in and take it out again (a lost or
+    doubled row raises), each file left empty."""
+    floor = wire._stream_floor(tmp_path, TINY)
+    assert floor["wire_per_s"] > 0 and floor["local_per_s"] > 0
+    assert floor["wire_cpu_us_per_message"] > 0 and floor["local_cpu_us_per_message"] > 0
+    for name in ("sender", "receiver", "local"):
+        with duckdb.connect(str(tmp_path / f"stream-floor-{name}.duckdb")) as con:
+            assert con.execute("SELECT COUNT(*) FROM bench_queue_floor").fetchone() == (0,)
 
 
 def test_the_report_has_every_figure_and_verdict(report):
@@ -60,6 +72,9 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert 0 < apart["p50_ms"] <= apart["p99_ms"]
     assert apart["messages_per_transaction"] >= 1
     assert p["ratio_paced_floor_two_connections_p50"] == p["p50_ms"] / apart["p50_ms"]
+    stream_floor = report["stream_floor"]  # (b)'s rows through bare tables
+    assert stream_floor["local_share"] == (stream_floor["wire_per_s"]
+                                           / stream_floor["local_per_s"])
     # the CPUs each paced run kept busy: CPU time over wall time, so above 0 and at most
     # the machine's CPUs (with a margin for the clocks' granularity)
     cpus = report["machine"]["cpus"]
@@ -93,6 +108,7 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert "where the time goes, p50 of each step from the SEND: SEND committed " in text
     assert "the same commits at the same pace (1,000/s; the receiver's arrival and " in text
     assert "RECEIVE on two connections (concurrent transactions): p50 " in text
+    assert "storage floor of (b)'s rows (bare tables, nothing of pybroker's): the wire's " in text
     assert f"CPUs kept busy at this pace (of {cpus}): the two instance processes " in text
 
 

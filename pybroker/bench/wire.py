@@ -44,6 +44,16 @@ file (``connections=2``: arrival and RECEIVE in concurrent transactions, which a
 instance does not do), to show what that design would take off. For (c) and these
 floors, the CPUs they keep busy: CPU time of their processes over their wall time.
 
+For (a) and (b) also the storage floor of their row work (``_stream_floor``), in bare tables
+in this process: the wire's (two files; a sender thread commits each batch of the SEND's
+rows and hands it over, an arrival thread commits the batches handed over meanwhile, a
+RECEIVE thread takes and commits what arrived, and an acknowledgement thread deletes and
+commits each batch that arrived from the sender's file, each file's two threads sharing
+its connection as an instance's do) against local delivery's (one file, the same batches
+in, then out), alternated in the same run. No frame, no endpoint, no Python of pybroker's:
+if the wire's floor were below 0.70 of local delivery's, no design on these files could
+meet (b)'s target.
+
 Each figure is the median of ``repeat`` runs. A warm-up round (the connection's TLS
 handshake, first routing decisions) comes before the first run and is not counted.
 """
@@ -128,6 +138,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
                     add("raw_large", pair.raw(sizes["large"], LARGE_BYTES))
                     add("commit_floor", _commit_floor(folder, min(sizes["paced"],
                                                                   FLOOR_SAMPLES)))
+                    add("stream_floor", _stream_floor(folder, sizes))
                     add("paced_floor", _paced_floor(folder, sizes["paced"], sizes["rate"]))
                     add("paced_floor_two_connections", _paced_floor(
                         folder, sizes["paced"], sizes["rate"], connections=2))
@@ -150,6 +161,8 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
         r["met"] = r["end_to_end_per_s"] >= TARGETS["messages_per_s"]
         r["local_share"] = 1 / r["ratio_local"]
         r["local_share_met"] = r["local_share"] >= TARGETS["local_share"]
+    f = report["stream_floor"]
+    f["local_share"] = f["wire_per_s"] / f["local_per_s"]
     p = report["paced"]
     p["ratio_local_p50"] = p["p50_ms"] / report["local_paced"]["p50_ms"]
     p["ratio_raw_p50"] = p["p50_ms"] / report["raw_paced"]["p50_ms"]
@@ -185,6 +198,7 @@ def format_report(report: dict[str, Any]) -> str:
     rs, rp, rl = report["raw_stream"], report["raw_paced"], report["raw_large"]
     cf, e, pf = report["commit_floor"], report["forwarded"], report["paced_floor"]
     pf2 = report["paced_floor_two_connections"]
+    sf = report["stream_floor"]
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "MISSED"
@@ -216,6 +230,13 @@ def format_report(report: dict[str, Any]) -> str:
             f"{_by_thread(r, 'receiver')}; local delivery (both sides) "
             f"{lr['cpu_us_per_message']:,.0f} us",
         ]
+    lines += [
+        f"    storage floor of (b)'s rows (bare tables, nothing of pybroker's): the wire's "
+        f"(two files, pipelined) {sf['wire_per_s']:,.0f}/s, {sf['wire_cpu_us_per_message']:,.0f} "
+        f"us a message; local delivery's (one file) {sf['local_per_s']:,.0f}/s, "
+        f"{sf['local_cpu_us_per_message']:,.0f} us: the wire's floor at {sf['local_share']:.2f} "
+        f"of local's",
+    ]
     lines += [
         f"(c) paced at {s['rate']:,}/s, {s['paced']:,} messages on 1 conversation: SEND -> "
         f"RECEIVE committed p50 {c['p50_ms']:.2f} ms, p99 {c['p99_ms']:.2f} ms (target <= "
@@ -583,6 +604,146 @@ def _commit_floor(folder: Path, total: int) -> dict[str, float]:
         for store in stores:
             store.close()
     return _percentiles_ms(samples)
+
+
+def _stream_floor(folder: Path, sizes: dict[str, int]) -> dict[str, float]:
+    """(b)'s storage floor (see the module's docstring): the wire's row work pipelined on
+    two files, then local delivery's on one; rate and CPU a message of each."""
+    from pybroker.storage import Store, utc_now
+
+    total, per_tx = sizes["messages"], sizes["sends_per_transaction"]
+    body, now = os.urandom(BODY_BYTES), utc_now()
+
+    def rows(first: int, last: int) -> dict[str, Any]:
+        return {"first": first, "last": last, "conversations": sizes["conversations"],
+                "body": body, "now": now}
+
+    def measured(run: Any, *names: str) -> tuple[float, float]:
+        stores = [Store(folder / f"stream-floor-{name}.duckdb") for name in names]
+        try:
+            for store in stores:
+                store.run("bench/create_messaging_floor.sql")
+            cpu, start = time.process_time(), time.perf_counter()
+            run(*stores)
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        finally:
+            for store in stores:
+                store.close()
+        return total / wall, cpu / total * 1e6
+
+    def local(store: Any) -> None:
+        for first in range(0, total, per_tx):
+            with store.transaction():
+                store.run("bench/insert_messaging_floor.sql",
+                          rows(first, min(total, first + per_tx)))
+        _take_floor(store, total, per_tx)
+
+    def wire(sender: Any, receiver: Any) -> None:
+        _wire_floor(sender, receiver, total, per_tx, rows)
+
+    wire_rate, wire_cpu = measured(wire, "sender", "receiver")
+    local_rate, local_cpu = measured(local, "local")
+    return {"wire_per_s": wire_rate, "wire_cpu_us_per_message": wire_cpu,
+            "local_per_s": local_rate, "local_cpu_us_per_message": local_cpu}
+
+
+def _take_floor(store: Any, total: int, per_tx: int,
+                arrived: Any = None) -> None:
+    """RECEIVE in the storage floor: the first rows out, at most ``per_tx`` a transaction,
+    until ``total`` are out; ``arrived`` (a callable) waits until rows beyond those taken
+    are in and returns how many are (None: all are in already)."""
+    taken = 0
+    while taken < total:
+        waiting = total - taken if arrived is None else arrived(taken) - taken
+        with store.transaction():
+            got = store.run("bench/delete_messaging_floor.sql", {"rows": min(waiting, per_tx)})
+        if not got:
+            raise RuntimeError(f"the storage floor gave back {taken} of {total} rows")
+        taken += len(got)
+
+
+def _wire_floor(sender: Any, receiver: Any, total: int, per_tx: int, rows: Any) -> None:
+    """The wire's row work in (b)'s storage floor: the SEND's batches into the sender's
+    file, each handed to an arrival thread that commits what was handed over meanwhile
+    into the receiver's file and hands the batch back to an acknowledgement thread, which
+    deletes it from the sender's file; a RECEIVE thread takes what arrived."""
+    import queue
+
+    handed: queue.Queue[tuple[int, int] | None] = queue.Queue()
+    acked: queue.Queue[tuple[int, int] | None] = queue.Queue()
+    in_queue = threading.Condition()
+    state = {"arrived": 0}
+    failures: list[BaseException] = []
+
+    def arrive() -> None:
+        try:
+            while (item := handed.get()) is not None:
+                first, last = item
+                while True:  # everything handed over meanwhile, in one transaction
+                    try:
+                        nxt = handed.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        handed.put(None)
+                        break
+                    last = nxt[1]
+                with receiver.transaction():
+                    receiver.run("bench/insert_messaging_floor.sql", rows(first, last))
+                acked.put((first, last))
+                with in_queue:
+                    state["arrived"] = last
+                    in_queue.notify()
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            acked.put(None)
+            with in_queue:
+                in_queue.notify()
+
+    def acknowledge() -> None:
+        try:
+            while (item := acked.get()) is not None:
+                first, last = item
+                with sender.transaction():
+                    gone = sender.run("bench/delete_messaging_floor_range.sql",
+                                      {"first": first, "last": last})
+                if len(gone) != last - first:
+                    raise RuntimeError("the storage floor lost an acknowledged row")
+        except BaseException as exc:
+            failures.append(exc)
+
+    def arrived(taken: int) -> int:
+        with in_queue:
+            while state["arrived"] == taken and not failures:
+                in_queue.wait(1.0)
+            if failures:
+                raise RuntimeError("the storage floor's arrivals failed")
+            return state["arrived"]
+
+    def take() -> None:
+        try:
+            _take_floor(receiver, total, per_tx, arrived)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=t) for t in (arrive, acknowledge, take)]
+    for thread in threads:
+        thread.start()
+    try:
+        for first in range(0, total, per_tx):
+            if failures:
+                break
+            last = min(total, first + per_tx)
+            with sender.transaction():
+                sender.run("bench/insert_messaging_floor.sql", rows(first, last))
+            handed.put((first, last))
+    finally:
+        handed.put(None)
+        for thread in threads:
+            thread.join(timeout=60)
+    if failures:
+        raise failures[0]
 
 
 def _paced_floor(folder: Path, total: int, rate: float, *,
