@@ -662,6 +662,26 @@ def _take_floor(store: Any, total: int, per_tx: int,
         taken += len(got)
 
 
+def _handed_over(handed: Any) -> Any:
+    """The batches a storage floor's arrival thread commits: the range of queuing orders
+    handed over first and everything handed over meanwhile (consecutive ranges, merged),
+    until None is handed over."""
+    import queue
+
+    while (item := handed.get()) is not None:
+        first, last = item
+        while True:
+            try:
+                nxt = handed.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is None:
+                handed.put(None)  # seen by the next get: the last batch goes first
+                break
+            last = nxt[1]
+        yield first, last
+
+
 def _wire_floor(sender: Any, receiver: Any, total: int, per_tx: int, rows: Any) -> None:
     """The wire's row work in (b)'s storage floor: the SEND's batches into the sender's
     file, each handed to an arrival thread that commits what was handed over meanwhile
@@ -677,17 +697,7 @@ def _wire_floor(sender: Any, receiver: Any, total: int, per_tx: int, rows: Any) 
 
     def arrive() -> None:
         try:
-            while (item := handed.get()) is not None:
-                first, last = item
-                while True:  # everything handed over meanwhile, in one transaction
-                    try:
-                        nxt = handed.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is None:
-                        handed.put(None)
-                        break
-                    last = nxt[1]
+            for first, last in _handed_over(handed):
                 with receiver.transaction():
                     receiver.run("bench/insert_messaging_floor.sql", rows(first, last))
                 acked.put((first, last))
@@ -784,17 +794,7 @@ def _paced_floor(folder: Path, total: int, rate: float, *,
 
         def arrive() -> None:
             try:
-                while (item := handed.get()) is not None:
-                    first, last = item
-                    while True:  # everything handed over meanwhile, in one transaction
-                        try:
-                            nxt = handed.get_nowait()
-                        except queue.Empty:
-                            break
-                        if nxt is None:
-                            handed.put(None)
-                            break
-                        last = nxt[1]
+                for first, last in _handed_over(handed):
                     with receiver.transaction():
                         receiver.run("bench/insert_messaging_floor.sql", rows(first, last))
                     with arrived:
