@@ -50,7 +50,7 @@ rows and hands it over, an arrival thread commits the batches handed over meanwh
 RECEIVE thread takes and commits what arrived, and an acknowledgement thread deletes and
 commits each batch that arrived from the sender's file, each file's two threads sharing
 its connection as an instance's do) against local delivery's (one file, the same batches
-in, then out), alternated in the same run. No frame, no endpoint, no Python of pybroker's:
+in, then out), one after the other in each run. No frame, no endpoint, no Python of pybroker's:
 if the wire's floor were below 0.70 of local delivery's, no design on these files could
 meet (b)'s target.
 
