@@ -50,9 +50,10 @@ rows and hands it over, an arrival thread commits the batches handed over meanwh
 RECEIVE thread takes and commits what arrived, and an acknowledgement thread deletes and
 commits each batch that arrived from the sender's file, each file's two threads sharing
 its connection as an instance's do) against local delivery's (one file, the same batches
-in, then out), one after the other in each run. No frame, no endpoint, no Python of pybroker's:
-if the wire's floor were below 0.70 of local delivery's, no design on these files could
-meet (b)'s target.
+in, then out), one after the other in each run. No frame, no endpoint, no Python of
+pybroker's: the floors' ratio is what the files alone allow (b). Were the wire's floor below
+0.70 of local delivery's, the wire could meet (b)'s target only by adding less above its
+floor than local delivery adds above its own.
 
 Each figure is the median of ``repeat`` runs. A warm-up round (the connection's TLS
 handshake, first routing decisions) comes before the first run and is not counted.
