@@ -13,7 +13,7 @@ import time
 import duckdb
 import pytest
 
-from pybroker.bench import wire, wire_child
+from pybroker.bench import wire, wire_child, wire_floors
 
 TINY = {"messages": 200, "conversations": 10, "sends_per_transaction": 50, "paced": 100,
         "rate": 1_000, "large": 3, "large_per_transaction": 2, "raw_frames": 500}
@@ -39,7 +39,7 @@ def test_every_case_delivered_every_message(report):
 def test_the_storage_floor_of_the_streams_takes_every_row_through(tmp_path):
     """(b)'s storage floor: both shapes put every row in and take it out again (a lost or
     doubled row raises), each file left empty."""
-    floor = wire._stream_floor(tmp_path, TINY)
+    floor = wire_floors.stream_floor(tmp_path, TINY, wire.BODY_BYTES)
     assert floor["wire_per_s"] > 0 and floor["local_per_s"] > 0
     assert floor["wire_cpu_us_per_message"] > 0 and floor["local_cpu_us_per_message"] > 0
     for name in ("sender", "receiver", "local"):

@@ -30,30 +30,31 @@ framed bytes: ``pybroker.wire.frames`` MESSAGE frames of the same bodies over a 
 1.3 loopback connection between the same two processes, with the same certificates,
 decoded by ``FrameDecoder`` at the far end (no MAC, no DuckDB, no acknowledgement).
 
-For (c) also the storage floor: the three durable commits a message's path needs in a
-row (the SEND's, the arrival's, the RECEIVE's), each one bare-table statement and a COMMIT
-on two instance files in one thread (``_commit_floor``): no design that commits each step
-durably on DuckDB gets under it. And the same three commits at (c)'s pace
-(``_paced_floor``): a sender thread commits the messages due, an arrival thread commits
-what it was handed, a RECEIVE thread takes and commits what arrived; the receiver's two
-share one connection, as an instance's arrivals and RECEIVEs do. At a pace where one
-message's commits in a row take longer than the gap between messages, each step must
-batch, and this floor shows what that costs before anything of pybroker's is added. It
-runs a second time with the RECEIVE thread on a connection of its own to the receiver's
-file (``connections=2``: arrival and RECEIVE in concurrent transactions, which an
-instance does not do), to show what that design would take off. For (c) and these
-floors, the CPUs they keep busy: CPU time of their processes over their wall time.
+For (c) also the storage floor (pybroker/bench/wire_floors.py): the three durable commits
+a message's path needs in a row (the SEND's, the arrival's, the RECEIVE's), each one
+bare-table statement and a COMMIT on two instance files in one thread (``commit_floor``):
+no design that commits each step durably on DuckDB gets under it. And the same three
+commits at (c)'s pace (``paced_floor``): a sender thread commits the messages due, an
+arrival thread commits what it was handed, a RECEIVE thread takes and commits what
+arrived; the receiver's two share one connection, as an instance's arrivals and RECEIVEs
+do. At a pace where one message's commits in a row take longer than the gap between
+messages, each step must batch, and this floor shows what that costs before anything of
+pybroker's is added. It runs a second time with the RECEIVE thread on a connection of its
+own to the receiver's file (``connections=2``: arrival and RECEIVE in concurrent
+transactions, which an instance does not do), to show what that design would take off.
+For (c) and these floors, the CPUs they keep busy: CPU time of their processes over their
+wall time.
 
-For (a) and (b) also the storage floor of their row work (``_stream_floor``), in bare tables
-in this process: the wire's (two files; a sender thread commits each batch of the SEND's
-rows and hands it over, an arrival thread commits the batches handed over meanwhile, a
-RECEIVE thread takes and commits what arrived, and an acknowledgement thread deletes and
-commits each batch that arrived from the sender's file, each file's two threads sharing
-its connection as an instance's do) against local delivery's (one file, the same batches
-in, then out), one after the other in each run. No frame, no endpoint, no Python of
-pybroker's: the floors' ratio is what the files alone allow (b). Were the wire's floor below
-0.70 of local delivery's, the wire could meet (b)'s target only by adding less above its
-floor than local delivery adds above its own.
+For (a) and (b) also the storage floor of their row work (``stream_floor``), in bare
+tables in this process: the wire's (two files; a sender thread commits each batch of the
+SEND's rows and hands it over, an arrival thread commits the batches handed over
+meanwhile, a RECEIVE thread takes and commits what arrived, and an acknowledgement thread
+deletes and commits each batch that arrived from the sender's file, each file's two
+threads sharing its connection as an instance's do) against local delivery's (one file,
+the same batches in, then out), one after the other in each run. No frame, no endpoint, no
+Python of pybroker's: the floors' ratio is what the files alone allow (b). Were the wire's
+floor below 0.70 of local delivery's, the wire could meet (b)'s target only by adding less
+above its floor than local delivery adds above its own.
 
 Each figure is the median of ``repeat`` runs. A warm-up round (the connection's TLS
 handshake, first routing decisions) comes before the first run and is not counted.
@@ -70,9 +71,10 @@ from pathlib import Path
 from typing import Any
 
 import pybroker
-from pybroker.bench import wire_child
+from pybroker.bench import wire_child, wire_floors
 from pybroker.bench.child import JsonLinesChild
 from pybroker.bench.routing import _machine, _median_of
+from pybroker.bench.wire_floors import percentiles_ms
 from pybroker.instance import connect
 
 BODY_BYTES = 256
@@ -137,12 +139,13 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
                     add("raw_paced", pair.raw(sizes["paced"], BODY_BYTES,
                                               rate=sizes["rate"]))
                     add("raw_large", pair.raw(sizes["large"], LARGE_BYTES))
-                    add("commit_floor", _commit_floor(folder, min(sizes["paced"],
-                                                                  FLOOR_SAMPLES)))
-                    add("stream_floor", _stream_floor(folder, sizes))
-                    add("paced_floor", _paced_floor(folder, sizes["paced"], sizes["rate"]))
-                    add("paced_floor_two_connections", _paced_floor(
-                        folder, sizes["paced"], sizes["rate"], connections=2))
+                    add("commit_floor", wire_floors.commit_floor(
+                        folder, min(sizes["paced"], FLOOR_SAMPLES), BODY_BYTES))
+                    add("stream_floor", wire_floors.stream_floor(folder, sizes, BODY_BYTES))
+                    add("paced_floor", wire_floors.paced_floor(
+                        folder, sizes["paced"], sizes["rate"], BODY_BYTES))
+                    add("paced_floor_two_connections", wire_floors.paced_floor(
+                        folder, sizes["paced"], sizes["rate"], BODY_BYTES, connections=2))
             forwarder_peak = _rss_mb(pair.pids["forwarder"], "VmHWM")
             forwarding_size_mb = pair.forwarding_size_mb
     report: dict[str, Any] = {
@@ -407,17 +410,11 @@ class _Pair:
                "frames_per_s": total / seconds,
                "mb_per_s": total * body_bytes / seconds / 1e6}
         if rate is not None:
-            out.update(_percentiles_ms(got["latencies"]))
+            out.update(percentiles_ms(got["latencies"]))
         return out
 
 
 # -- figures ----------------------------------------------------------------------------------
-
-
-def _percentiles_ms(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {"p50_ms": ordered[len(ordered) // 2] * 1e3,
-            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3}
 
 
 def _stream_figures(total: int, body_bytes: int, sent: dict[str, Any],
@@ -452,7 +449,7 @@ def _paced_figures(total: int, sent: dict[str, Any], got: dict[str, Any]) -> dic
     return {
         "messages": total,
         "delivered": got["received"],
-        **_percentiles_ms(got["latencies"]),
+        **percentiles_ms(got["latencies"]),
         "sent_per_s": sent["sent_per_s"],
         "messages_per_transaction": total / sent["transactions"],
         "end_to_end_per_s": total / (max(acked, got["done"]) - sent["start"]),
@@ -500,7 +497,7 @@ def _stages(sent: dict[str, Any], got: dict[str, Any]) -> dict[str, float]:
             continue
         for (name, _), before, after in zip(STAGES, times, times[1:], strict=False):
             steps[name].append(after - before)  # type: ignore[operator]
-    return {f"stage_{name}_p50_ms": _percentiles_ms(values)["p50_ms"]
+    return {f"stage_{name}_p50_ms": percentiles_ms(values)["p50_ms"]
             for name, values in steps.items() if values}
 
 
@@ -574,318 +571,6 @@ def _local_paced(db: Any, target_db: Any, sizes: dict[str, int]) -> dict[str, fl
     got = _joined(thread, got)
     sent["process_cpu_seconds"] = time.process_time() - cpu
     return _paced_figures(total, sent, got)
-
-
-def _commit_floor(folder: Path, total: int) -> dict[str, float]:
-    """(c)'s storage floor: per message, one row in and committed on a sender's file, one
-    row in and committed on a receiver's file, that row out (DELETE ... RETURNING) and
-    committed: the three durable commits of SEND, arrival and RECEIVE, nothing else."""
-    from pybroker.storage import Store, utc_now
-
-    stores = [Store(folder / f"floor-{side}.duckdb") for side in ("sender", "receiver")]
-    try:
-        for store in stores:
-            store.run("bench/create_messaging_floor.sql")
-        sender, receiver = stores
-        body, now = os.urandom(BODY_BYTES), utc_now()
-        samples = []
-        for i in range(total):
-            row = {"first": i, "last": i + 1, "conversations": 1, "body": body, "now": now}
-            start = time.perf_counter()
-            with sender.transaction():
-                sender.run("bench/insert_messaging_floor.sql", row)
-            with receiver.transaction():
-                receiver.run("bench/insert_messaging_floor.sql", row)
-            with receiver.transaction():
-                if len(receiver.run("bench/delete_messaging_floor_group.sql",
-                                    {"rows": 1})) != 1:
-                    raise RuntimeError("the storage floor lost a row")
-            samples.append(time.perf_counter() - start)
-    finally:
-        for store in stores:
-            store.close()
-    return _percentiles_ms(samples)
-
-
-def _stream_floor(folder: Path, sizes: dict[str, int]) -> dict[str, float]:
-    """(b)'s storage floor (see the module's docstring): the wire's row work pipelined on
-    two files, then local delivery's on one; rate and CPU a message of each."""
-    from pybroker.storage import Store, utc_now
-
-    total, per_tx = sizes["messages"], sizes["sends_per_transaction"]
-    body, now = os.urandom(BODY_BYTES), utc_now()
-
-    def rows(first: int, last: int) -> dict[str, Any]:
-        return {"first": first, "last": last, "conversations": sizes["conversations"],
-                "body": body, "now": now}
-
-    def measured(run: Any, *names: str) -> tuple[float, float]:
-        stores = [Store(folder / f"stream-floor-{name}.duckdb") for name in names]
-        try:
-            for store in stores:
-                store.run("bench/create_messaging_floor.sql")
-            cpu, start = time.process_time(), time.perf_counter()
-            run(*stores)
-            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        finally:
-            for store in stores:
-                store.close()
-        return total / wall, cpu / total * 1e6
-
-    def local(store: Any) -> None:
-        for first in range(0, total, per_tx):
-            with store.transaction():
-                store.run("bench/insert_messaging_floor.sql",
-                          rows(first, min(total, first + per_tx)))
-        _take_floor(store, total, per_tx)
-
-    def wire(sender: Any, receiver: Any) -> None:
-        _wire_floor(sender, receiver, total, per_tx, rows)
-
-    wire_rate, wire_cpu = measured(wire, "sender", "receiver")
-    local_rate, local_cpu = measured(local, "local")
-    return {"wire_per_s": wire_rate, "wire_cpu_us_per_message": wire_cpu,
-            "local_per_s": local_rate, "local_cpu_us_per_message": local_cpu}
-
-
-def _take_floor(store: Any, total: int, per_tx: int,
-                arrived: Any = None) -> None:
-    """RECEIVE in the storage floor: the first rows out, at most ``per_tx`` a transaction,
-    until ``total`` are out; ``arrived`` (a callable) waits until rows beyond those taken
-    are in and returns how many are (None: all are in already)."""
-    taken = 0
-    while taken < total:
-        waiting = total - taken if arrived is None else arrived(taken) - taken
-        with store.transaction():
-            got = store.run("bench/delete_messaging_floor.sql", {"rows": min(waiting, per_tx)})
-        if not got:
-            raise RuntimeError(f"the storage floor gave back {taken} of {total} rows")
-        taken += len(got)
-
-
-def _handed_over(handed: Any) -> Any:
-    """The batches a storage floor's arrival thread commits: the range of queuing orders
-    handed over first and everything handed over meanwhile (consecutive ranges, merged),
-    until None is handed over."""
-    import queue
-
-    while (item := handed.get()) is not None:
-        first, last = item
-        while True:
-            try:
-                nxt = handed.get_nowait()
-            except queue.Empty:
-                break
-            if nxt is None:
-                handed.put(None)  # seen by the next get: the last batch goes first
-                break
-            last = nxt[1]
-        yield first, last
-
-
-def _wire_floor(sender: Any, receiver: Any, total: int, per_tx: int, rows: Any) -> None:
-    """The wire's row work in (b)'s storage floor: the SEND's batches into the sender's
-    file, each handed to an arrival thread that commits what was handed over meanwhile
-    into the receiver's file and hands the batch back to an acknowledgement thread, which
-    deletes it from the sender's file; a RECEIVE thread takes what arrived."""
-    import queue
-
-    handed: queue.Queue[tuple[int, int] | None] = queue.Queue()
-    acked: queue.Queue[tuple[int, int] | None] = queue.Queue()
-    in_queue = threading.Condition()
-    state = {"arrived": 0}
-    failures: list[BaseException] = []
-
-    def arrive() -> None:
-        try:
-            for first, last in _handed_over(handed):
-                with receiver.transaction():
-                    receiver.run("bench/insert_messaging_floor.sql", rows(first, last))
-                acked.put((first, last))
-                with in_queue:
-                    state["arrived"] = last
-                    in_queue.notify()
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            acked.put(None)
-            with in_queue:
-                in_queue.notify()
-
-    def acknowledge() -> None:
-        try:
-            while (item := acked.get()) is not None:
-                first, last = item
-                with sender.transaction():
-                    gone = sender.run("bench/delete_messaging_floor_range.sql",
-                                      {"first": first, "last": last})
-                if len(gone) != last - first:
-                    raise RuntimeError("the storage floor lost an acknowledged row")
-        except BaseException as exc:
-            failures.append(exc)
-
-    def arrived(taken: int) -> int:
-        with in_queue:
-            while state["arrived"] == taken and not failures:
-                in_queue.wait(1.0)
-            if failures:
-                raise RuntimeError("the storage floor's arrivals failed")
-            return state["arrived"]
-
-    def take() -> None:
-        try:
-            _take_floor(receiver, total, per_tx, arrived)
-        except BaseException as exc:
-            failures.append(exc)
-
-    threads = [threading.Thread(target=t) for t in (arrive, acknowledge, take)]
-    for thread in threads:
-        thread.start()
-    try:
-        for first in range(0, total, per_tx):
-            if failures:
-                break
-            last = min(total, first + per_tx)
-            with sender.transaction():
-                sender.run("bench/insert_messaging_floor.sql", rows(first, last))
-            handed.put((first, last))
-    finally:
-        handed.put(None)
-        for thread in threads:
-            thread.join(timeout=60)
-    if failures:
-        raise failures[0]
-
-
-def _paced_floor(folder: Path, total: int, rate: float, *,
-                 connections: int = 1) -> dict[str, float]:
-    """(c)'s storage floor at (c)'s pace: the SEND's, the arrival's and the RECEIVE's bare
-    commits, each step in its own thread taking everything due or waiting (see the module's
-    docstring). Latency: the RECEIVE's commit - the time the message was due.
-    ``connections``: 1, the RECEIVE thread shares the receiver's connection with the
-    arrival thread, one transaction at a time (as in an instance); 2, it has a connection
-    of its own to the same file, so a RECEIVE's transaction runs beside an arrival's.
-    ``cpus_busy``: this process's CPU time over the wall time of the paced run."""
-    import queue
-
-    from pybroker.storage import Store, utc_now
-
-    if connections not in (1, 2):
-        raise ValueError(f"the paced floor has 1 or 2 connections, not {connections!r}")
-    suffix = "" if connections == 1 else f"-{connections}"
-    close_take = None
-    stores = [Store(folder / f"paced-floor{suffix}-{side}.duckdb")
-              for side in ("sender", "receiver")]
-    try:
-        for store in stores:
-            store.run("bench/create_messaging_floor.sql")
-        sender, receiver = stores
-        take_rows, close_take = _take_floor_rows(receiver, connections)
-        body, now = os.urandom(BODY_BYTES), utc_now()
-        handed: queue.Queue[tuple[int, int] | None] = queue.Queue()
-        arrived = threading.Condition()
-        state = {"arrived": 0, "taken": 0, "transactions": 0}
-        due_at = [0.0] * total
-        latencies: list[float] = []
-        failures: list[BaseException] = []
-
-        def rows(first: int, last: int) -> dict[str, Any]:
-            return {"first": first, "last": last, "conversations": 1, "body": body,
-                    "now": now}
-
-        def arrive() -> None:
-            try:
-                for first, last in _handed_over(handed):
-                    with receiver.transaction():
-                        receiver.run("bench/insert_messaging_floor.sql", rows(first, last))
-                    with arrived:
-                        state["arrived"] = last
-                        arrived.notify()
-            except BaseException as exc:
-                failures.append(exc)
-                with arrived:
-                    arrived.notify()
-
-        def take() -> None:
-            try:
-                while state["taken"] < total and not failures:
-                    with arrived:
-                        while state["arrived"] == state["taken"] and not failures:
-                            arrived.wait(1.0)
-                        waiting = state["arrived"] - state["taken"]
-                    if failures:
-                        return
-                    got = take_rows(waiting)
-                    committed = time.time()
-                    if len(got) != waiting:
-                        raise RuntimeError("the paced storage floor lost a row")
-                    latencies.extend(committed - due_at[r[0]] for r in got)
-                    state["taken"] += waiting
-                    state["transactions"] += 1
-            except BaseException as exc:
-                failures.append(exc)
-
-        threads = [threading.Thread(target=arrive), threading.Thread(target=take)]
-        cpu_before = time.process_time()
-        for thread in threads:
-            thread.start()
-        try:
-            start, sent = time.time(), 0
-            while sent < total and not failures:
-                due = min(total, int((time.time() - start) * rate) + 1)
-                if due <= sent:
-                    time.sleep(max(0.0, start + sent / rate - time.time()))
-                    continue
-                stamp = time.time()
-                for i in range(sent, due):
-                    due_at[i] = stamp
-                with sender.transaction():
-                    sender.run("bench/insert_messaging_floor.sql", rows(sent, due))
-                handed.put((sent, due))
-                sent = due
-        finally:
-            handed.put(None)
-            for thread in threads:
-                thread.join(timeout=60)
-        cpus_busy = (time.process_time() - cpu_before) / max(1e-9, time.time() - start)
-        if failures:
-            raise failures[0]
-    finally:
-        if close_take is not None:
-            close_take()
-        for store in stores:
-            store.close()
-    figures = _percentiles_ms(latencies)
-    figures["messages_per_transaction"] = total / max(1, state["transactions"])
-    figures["cpus_busy"] = cpus_busy
-    return figures
-
-
-def _take_floor_rows(receiver: Any, connections: int) -> tuple[Any, Any]:
-    """The paced floor's RECEIVE: the first ``rows`` rows out and committed, through the
-    receiver's Store (one connection, its lock shared with the arrivals) or through a
-    connection of its own to the same file (a cursor: its own transactions); and what
-    closes that connection (None: nothing to close)."""
-    if connections == 1:
-        def take(rows: int) -> list[tuple[Any, ...]]:
-            with receiver.transaction():
-                return receiver.run("bench/delete_messaging_floor_group.sql", {"rows": rows})
-        return take, None
-    from pybroker import sql_templates
-
-    cursor = receiver.connection.cursor()
-    sql = sql_templates.render("bench/delete_messaging_floor_group.sql")
-
-    def take_apart(rows: int) -> list[tuple[Any, ...]]:
-        cursor.execute("BEGIN TRANSACTION")
-        try:
-            got = cursor.execute(sql, {"rows": rows}).fetchall()
-        except BaseException:
-            cursor.execute("ROLLBACK")
-            raise
-        cursor.execute("COMMIT")
-        return got
-    return take_apart, cursor.close
 
 
 def _rss_mb(pid: int, field: str = "VmRSS") -> float | None:
