@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.bench import big_body_floor, wire
-from pybroker.bench.routing import _machine, _median_of
+from pybroker.bench.figures import machine, median_of
 from pybroker.conversation.message_parts import PIECE_SIZE
 
 TARGET_RATIO = 2.0  # peak RSS growth of each side, in bodies
@@ -92,12 +92,12 @@ def run(*, body_mb: float, repeat: int = 3, retry_scale: float = 1.0) -> dict[st
             runs.append(pair.big(size))
         floor = big_body_floor.run_children(Path(tmp), size)
     report: dict[str, Any] = {
-        "machine": _machine(),
+        "machine": machine(),
         "load": {"before": load_before, "after": wire._load()},
         "body_bytes": size,
         "repeat": repeat,
         "target_ratio": TARGET_RATIO,
-        "big_body": _median_of(runs),
+        "big_body": median_of(runs),
     }
     r = report["big_body"]
     r["met"] = max(r["sender_ratio"], r["receiver_ratio"]) <= TARGET_RATIO

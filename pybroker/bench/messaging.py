@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.bench import activation, idle
+from pybroker.bench.figures import machine, median_of, percentiles_ms
 from pybroker.bench.objects import initiator_and_target
-from pybroker.bench.routing import _machine, _median_of
 from pybroker.instance import Database, Instance, connect
 
 BODY_BYTES = 256
@@ -90,18 +90,18 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
             floor_drain.append(_floor_drain(inst, sizes, body))
     activated = [activation.run_case(sizes, body, readers) for readers in (1, 4)]
     report = {
-        "machine": _machine(),
+        "machine": machine(),
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
         "sizes": sizes,
         "body_bytes": BODY_BYTES,
         "repeat": repeat,
-        "one_conversation": _median_of(one),
-        "many_conversations": _median_of(many),
-        "one_per_transaction": _median_of(single),
-        "receive_own_transaction": _median_of(drain),
-        "floor_one_conversation": _median_of(floor_one),
-        "floor_many_conversations": _median_of(floor_many),
-        "floor_receive_own_transaction": _median_of(floor_drain),
+        "one_conversation": median_of(one),
+        "many_conversations": median_of(many),
+        "one_per_transaction": median_of(single),
+        "receive_own_transaction": median_of(drain),
+        "floor_one_conversation": median_of(floor_one),
+        "floor_many_conversations": median_of(floor_many),
+        "floor_receive_own_transaction": median_of(floor_drain),
         "idle_conversations": idled,
         "activation": activated,
         "targets": TARGETS,
@@ -176,13 +176,6 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 
-def _percentiles_ms(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    p50 = ordered[len(ordered) // 2]
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return p50 * 1e3, p99 * 1e3
-
-
 def _stream(initiator: Database, target: Database, conversations: int,
             sizes: dict[str, int], body: bytes) -> dict[str, float]:
     """Send every message (round robin over the conversations), then receive them all."""
@@ -221,7 +214,7 @@ def _stream(initiator: Database, target: Database, conversations: int,
     done = clock()
     if received != total:
         raise RuntimeError(f"received {received} messages, sent {total}")
-    p50, p99 = _percentiles_ms(samples)
+    p50, p99 = percentiles_ms(samples).values()
     return {
         "messages": total,
         "send_seconds": sent_at - start,
@@ -254,8 +247,8 @@ def _single(initiator: Database, target: Database, count: int,
         if len(got) != 1:
             raise RuntimeError(f"receive() returned {len(got)} messages, expected 1")
     cpu_received = cpu()
-    send_p50, _ = _percentiles_ms(sends)
-    p50, p99 = _percentiles_ms(receives)
+    send_p50 = percentiles_ms(sends)["p50_ms"]
+    p50, p99 = percentiles_ms(receives).values()
     return {
         "send_per_s": count / sum(sends),
         "receive_per_s": count / sum(receives),
@@ -300,7 +293,7 @@ def _drain(initiator: Database, target: Database, sizes: dict[str, int],
     done = clock()
     if received != total:
         raise RuntimeError(f"received {received} messages, sent {total}")
-    p50, p99 = _percentiles_ms(samples)
+    p50, p99 = percentiles_ms(samples).values()
     return {
         "messages": total,
         "sent_per_s": total / (sent_at - start),

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -42,6 +40,7 @@ from typing import Any
 
 import duckdb
 
+from pybroker.bench.figures import machine
 from pybroker.pipeline.engine import DEFAULT_MEMORY_LIMIT, Engine
 from pybroker.pipeline.schema import CONVERSATIONS
 
@@ -274,8 +273,7 @@ def _machine() -> dict[str, Any]:
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
     return {
-        "cpus": os.cpu_count(), "platform": platform.platform(),
-        "python": platform.python_version(), "duckdb": duckdb.__version__,
+        **machine(),
         "pyspark": pyspark.__version__,
         "java": (java.stderr.splitlines() or ["?"])[0].split('"')[1 if '"' in java.stderr
                                                                  else 0],

@@ -17,8 +17,6 @@ temporary directory. The workload comes from the templates of sql/bench/.
 
 from __future__ import annotations
 
-import os
-import platform
 import random
 import statistics
 import tempfile
@@ -28,8 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
+from pybroker.bench.figures import machine, median_of
 from pybroker.instance import Instance, connect
 from pybroker.routing.cache import CatalogChange
 
@@ -59,11 +56,11 @@ def run(*, repeat: int = 5, quick: bool = False) -> dict[str, Any]:
         cold = [_cold(inst, keys, sizes["cold_calls"]) for _ in range(repeat)]
         batch = _batch(inst, db.database_id, sizes, repeat)
     return {
-        "machine": _machine(),
+        "machine": machine(),
         "sizes": sizes,
         "repeat": repeat,
-        "warm": _median_of(warm),
-        "cold": _median_of(cold),
+        "warm": median_of(warm),
+        "cold": median_of(cold),
         "batch": batch,
         "targets": TARGETS,
     }
@@ -265,16 +262,3 @@ def _run_template(store, template: str, params: dict[str, Any], **variables: Any
     from pybroker.sql_templates import render
 
     store.execute(render(template, **variables), params or None)
-
-
-def _median_of(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-
-
-def _machine() -> dict[str, Any]:
-    return {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "duckdb": duckdb.__version__,
-    }

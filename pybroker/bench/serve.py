@@ -43,7 +43,7 @@ from typing import Any
 import pybroker
 from pybroker.bench import serve_child
 from pybroker.bench.child import JsonLinesChild
-from pybroker.bench.routing import _machine, _median_of
+from pybroker.bench.figures import machine, median_of, percentiles_ms
 from pybroker.instance import Instance, connect
 
 FULL = {"clients": 8, "messages": 2_000, "sends_per_transaction": 100, "conversations": 10,
@@ -103,7 +103,7 @@ def run(*, repeat: int = 3, quick: bool = False,
             if server is not None:
                 server.stop()
     report: dict[str, Any] = {
-        "machine": _machine(),
+        "machine": machine(),
         "load": {"before": load_before, "after": _load()},
         "sizes": sizes,
         "body_bytes": serve_child.BODY_BYTES,
@@ -111,7 +111,7 @@ def run(*, repeat: int = 3, quick: bool = False,
         "targets": TARGETS,
         "idle": idle,
     }
-    report.update({name: _median_of(r) for name, r in runs.items()})
+    report.update({name: median_of(r) for name, r in runs.items()})
     base = report["embedded"]["per_s"]
     for name in ("one_client", "clients"):
         report[name]["ratio_embedded"] = report[name]["per_s"] / base
@@ -223,8 +223,8 @@ def _clients(server: _Server, clients: list[_Child], sizes: dict[str, int], *,
     latencies = query["latencies"]
     if not latencies:
         raise RuntimeError("the query client ran no query while the clients ran")
-    return figures, {"queries": len(latencies), **_percentiles_ms(latencies),
-                     "idle_p50_ms": _percentiles_ms(idle_latencies)["p50_ms"],
+    return figures, {"queries": len(latencies), **percentiles_ms(latencies),
+                     "idle_p50_ms": percentiles_ms(idle_latencies)["p50_ms"],
                      "rows_max": query["rows_max"]}
 
 
@@ -242,12 +242,6 @@ def _idle_case(server: _Server, child: _Child, count: int) -> dict[str, Any]:
     return {"connections": opened, "threads_added": added,
             "rss_before_mb": before / 2**20, "rss_after_mb": after / 2**20,
             "kb_per_connection": (after - before) / opened / 1024}
-
-
-def _percentiles_ms(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {"p50_ms": ordered[len(ordered) // 2] * 1e3,
-            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3}
 
 
 # -- the processes ---------------------------------------------------------------------------

@@ -73,8 +73,7 @@ from typing import Any
 import pybroker
 from pybroker.bench import wire_child, wire_floors
 from pybroker.bench.child import JsonLinesChild
-from pybroker.bench.routing import _machine, _median_of
-from pybroker.bench.wire_floors import percentiles_ms
+from pybroker.bench.figures import machine, median_of, percentiles_ms
 from pybroker.instance import connect
 
 BODY_BYTES = 256
@@ -149,7 +148,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
             forwarder_peak = _rss_mb(pair.pids["forwarder"], "VmHWM")
             forwarding_size_mb = pair.forwarding_size_mb
     report: dict[str, Any] = {
-        "machine": _machine(),
+        "machine": machine(),
         "load": {"before": load_before, "after": _load()},
         "sizes": sizes,
         "body_bytes": BODY_BYTES,
@@ -157,7 +156,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
         "repeat": repeat,
         "targets": TARGETS,
     }
-    report.update({name: _median_of(r) for name, r in runs.items()})
+    report.update({name: median_of(r) for name, r in runs.items()})
     for name in ("one_conversation", "many_conversations"):
         r = report[name]
         r["ratio_local"] = report[f"local_{name}"]["end_to_end_per_s"] / r["end_to_end_per_s"]

@@ -16,12 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-
-def percentiles_ms(samples: list[float]) -> dict[str, float]:
-    """p50 and p99 of latencies in seconds, in ms (the wire bench's cases use it too)."""
-    ordered = sorted(samples)
-    return {"p50_ms": ordered[len(ordered) // 2] * 1e3,
-            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3}
+from pybroker.bench.figures import percentiles_ms
 
 
 def commit_floor(folder: Path, total: int, body_bytes: int) -> dict[str, float]:
