@@ -97,6 +97,17 @@ def test_the_report_has_every_figure_and_verdict(report):
         assert r["local_share"] == pytest.approx(
             r["end_to_end_per_s"] / report[f"local_{name}"]["end_to_end_per_s"])
         assert r["local_share_met"] == (r["local_share"] >= 0.70)
+        # the CPUs each process keeps busy, and both would at the target share's rate
+        for side in ("sender", "receiver"):
+            assert r[f"{side}_cpus_busy"] == pytest.approx(
+                r[f"{side}_cpu_us_per_message"] * r["end_to_end_per_s"] / 1e6)
+            assert 0 < r[f"{side}_cpus_busy"] <= cpus * 1.1
+        local = report[f"local_{name}"]["end_to_end_per_s"]
+        assert r["target_per_s"] == pytest.approx(0.70 * local)
+        assert r["cpus_at_target"] == pytest.approx(
+            (r["sender_cpu_us_per_message"] + r["receiver_cpu_us_per_message"])
+            * 0.70 * local / 1e6)
+        assert r["cpus_at_target"] > 0
     assert p["floor_met"] == (p["ratio_floor_p50"] <= 1.5 and p["ratio_floor_p99"] <= 4.0)
     assert set(report["load"]) == {"before", "after"}
     text = wire.format_report(report)
@@ -110,6 +121,11 @@ def test_the_report_has_every_figure_and_verdict(report):
     assert "RECEIVE on two connections (concurrent transactions): p50 " in text
     assert "storage floor of (b)'s rows (bare tables, nothing of pybroker's): the wire's " in text
     assert f"CPUs kept busy at this pace (of {cpus}): the two instance processes " in text
+    b = report["many_conversations"]
+    assert (f"CPUs kept busy (of {cpus}): sender {b['sender_cpus_busy']:.2f}, receiver "
+            f"{b['receiver_cpus_busy']:.2f}; at the target share's rate "
+            f"({b['target_per_s']:,.0f}/s) this CPU a message would keep "
+            f"{b['cpus_at_target']:.2f} busy") in text
 
 
 def test_the_forwarded_case_reports_its_ratio_and_the_forwarders_memory(report):

@@ -56,6 +56,12 @@ Python of pybroker's: the floors' ratio is what the files alone allow (b). Were 
 floor below 0.70 of local delivery's, the wire could meet (b)'s target only by adding less
 above its floor than local delivery adds above its own.
 
+For (a) and (b) also the CPUs each process keeps busy (its median CPU a message times the
+median rate), and the CPUs both would keep busy at the target share's rate (0.70 of local
+delivery's) spending the CPU a message they spend now: an instance's Python runs one
+thread at a time, so a process cannot keep much more than one CPU busy, and the two
+together no more than the machine has.
+
 Each figure is the median of ``repeat`` runs. A warm-up round (the connection's TLS
 handshake, first routing decisions) comes before the first run and is not counted.
 """
@@ -164,6 +170,14 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
         r["met"] = r["end_to_end_per_s"] >= TARGETS["messages_per_s"]
         r["local_share"] = 1 / r["ratio_local"]
         r["local_share_met"] = r["local_share"] >= TARGETS["local_share"]
+        # the CPUs the two processes keep busy (the medians' CPU a message times their
+        # rate), and would at the target share's rate with the CPU a message they spend now
+        both = r["sender_cpu_us_per_message"] + r["receiver_cpu_us_per_message"]
+        r["sender_cpus_busy"] = r["sender_cpu_us_per_message"] * r["end_to_end_per_s"] / 1e6
+        r["receiver_cpus_busy"] = (r["receiver_cpu_us_per_message"] * r["end_to_end_per_s"]
+                                   / 1e6)
+        r["target_per_s"] = TARGETS["local_share"] * r["end_to_end_per_s"] * r["ratio_local"]
+        r["cpus_at_target"] = both * r["target_per_s"] / 1e6
     f = report["stream_floor"]
     f["local_share"] = f["wire_per_s"] / f["local_per_s"]
     p = report["paced"]
@@ -232,6 +246,10 @@ def format_report(report: dict[str, Any]) -> str:
             f"{_by_thread(r, 'sender')}, receiver {r['receiver_cpu_us_per_message']:,.0f} us"
             f"{_by_thread(r, 'receiver')}; local delivery (both sides) "
             f"{lr['cpu_us_per_message']:,.0f} us",
+            f"    CPUs kept busy (of {m['cpus']}): sender {r['sender_cpus_busy']:.2f}, receiver "
+            f"{r['receiver_cpus_busy']:.2f}; at the target share's rate "
+            f"({r['target_per_s']:,.0f}/s) this CPU a message would keep "
+            f"{r['cpus_at_target']:.2f} busy",
         ]
     lines += [
         f"    storage floor of (b)'s rows (bare tables, nothing of pybroker's): the wire's "
