@@ -137,7 +137,8 @@ def test_an_engine_keeps_each_step_of_a_resolve_and_its_seconds(tmp_path):
         steps = list(engine.steps)
     assert len(rows) == len(state.expect)
     assert [what for what, _ in steps] == [
-        "conversations_id_counts", "resolve_epochs", "resolve_keys", "resolve_key_options",
+        "conversations_id_counts", "resolve_epochs", "resolve_keys", "resolve_shared_keys",
+        "resolve_key_options",
         "resolve_option_values (distinct values)", "resolve_option_values",
         "writing"]  # the step's name; its progress line names the path
     assert all(seconds > 0 for _, seconds in steps)
@@ -203,6 +204,43 @@ def test_resolve_picks_depend_on_the_conversation_id_only(tmp_path):
     assert 2700 < counts["tcp://c:1"] < 3300
     assert 1200 < counts["tcp://d:1"] < 1800 and 1200 < counts["tcp://e:1"] < 1800
     assert sum(counts.values()) == 6000
+
+
+@pytest.mark.parametrize("bits", [1, 4])
+def test_keys_whose_texts_share_a_hash_are_found_by_their_texts(tmp_path, monkeypatch, bits):
+    # The key join compares each conversation's key hash (decision_keys.sql) unless two
+    # texts of the conversations share one; with the hash cut to a few bits they do, and
+    # the join must compare the texts instead: the same decisions either way, and every
+    # seed example (unknown origins, no begin_time, broker identifiers in any case) as its
+    # expected rows.
+    from pybroker.pipeline import resolve as resolve_module
+
+    work = tmp_path / "work"
+    with DuckDBEngine() as engine:
+        run_generate(engine, work, conversations=5_000, routes=200, seed="3")
+    conversations = work / "conversations.parquet"
+
+    def run(out: Path) -> tuple[list, int]:
+        with DuckDBEngine() as engine:
+            rows = resolve_to_rows(engine, conversations, work, out)
+            _, [(shared,)] = engine.fetch("resolve_shared_keys")
+        return rows, shared
+
+    by_hash, shared = run(tmp_path / "by_hash")
+    assert shared == 0 and len(by_hash) == 5_000
+    monkeypatch.setattr(resolve_module, "KEY_HASH_BITS", bits)
+    by_text, shared = run(tmp_path / "by_text")
+    assert shared > 0  # every key's row says so: the texts were compared
+    assert by_text == by_hash
+    (tmp_path / "seeds").mkdir()
+    for state in seed_states(tmp_path / "seeds"):
+        with DuckDBEngine() as engine:
+            rows = resolve_to_rows(engine, state.conversations, state.file,
+                                   tmp_path / "seeds" / f"{state.name}.out")
+        assert len(rows) == len(state.expect)
+        for row in rows:
+            d = decision(row)
+            assert check_case(state.expect[d.conversation_id], d) == [], state.name
 
 
 # -- generate ------------------------------------------------------------------------------

@@ -153,6 +153,25 @@ def test_generate_workload_of_30000_conversations_gives_identical_rows(spark_eng
     assert {"R3.1", "R3.2", "R3.3", "R3.5"} <= decided_by
 
 
+def test_keys_whose_texts_share_a_hash_give_identical_rows(spark_engine, tmp_path,
+                                                          monkeypatch):
+    # Spark's key hash (xxhash64) cut to 2 bits: texts share hashes, the key join compares
+    # the texts on both engines, and the rows are those of DuckDB's join by the hash
+    from pybroker.pipeline import resolve as resolve_module
+
+    work = tmp_path / "work"
+    with DuckDBEngine() as duck:
+        run_generate(duck, work, conversations=3_000, routes=200, seed="5")
+        by_hash = resolve_to_rows(duck, work / "conversations.parquet", work,
+                                  tmp_path / "d_hash")
+    monkeypatch.setattr(resolve_module, "KEY_HASH_BITS", 2)
+    on_spark = resolve_to_rows(spark_engine, work / "conversations.parquet", work,
+                               tmp_path / "d_spark")
+    _, [(shared,)] = spark_engine.fetch("resolve_shared_keys")
+    assert shared > 0
+    assert len(by_hash) == 3_000 and on_spark == by_hash
+
+
 def test_impact_gives_identical_rows(spark_engine, tmp_path):
     from datetime import datetime
 

@@ -26,12 +26,14 @@ GENERATE = {"params": "params", "numbers": "numbers"}
 # Each pipeline template that runs on both engines, with the variables it gets.
 TEMPLATES = {
     "route_epochs": {"routes": "state_routes", "databases": "state_databases"},
-    "decision_keys": {"conversations": "conversations", "epochs": "epochs", **CATALOG},
+    "decision_keys": {"conversations": "conversations", "epochs": "epochs",
+                      "engine": "spark", **CATALOG},
+    "key_hash_shared": {"keys": "decision_keys"},
     "key_options": {"keys": "decision_keys", **CATALOG},
     "decide_conversations": {"conversations": "conversations", "keys": "decision_keys",
                              "key_options": "key_options",
                              "option_values": "key_options", "engine": "spark",
-                             "broadcast": True},
+                             "broadcast": True, "by_hash": True},
     "decision_outcomes": {"decisions": "decisions"},
     "duplicate_conversations": {"conversations": "conversations", "engine": "spark"},
     "conversation_id_counts": {"conversations": "conversations", "engine": "spark"},
@@ -63,7 +65,7 @@ DUCKDB_ONLY = {
     "duckdb__drop_table": "Spark's stages are views, replaced as they are made again",
 }
 MACROS = {"_draw": "jinja macros imported by other templates",
-          "_id_hash": "a jinja macro imported by other templates"}
+          "_id_hash": "jinja macros imported by other templates"}
 
 
 def _spark_text(stem: str) -> str:
@@ -134,4 +136,4 @@ def test_duckdb_only_templates_parse(stem):
 def test_pipeline_templates_render_strictly():
     with pytest.raises(TemplateError, match="'epochs' is undefined"):
         sql_templates.render("pipeline/decision_keys.sql", conversations="c",
-                             databases="d")
+                             databases="d", engine="duckdb")

@@ -8,8 +8,9 @@ The stages (templates of sql/pipeline/, the routing steps of sql/routing/_route_
    broker identifier, epoch), numbered once; keys of a wildcard class share one decision;
 3. ``key_options``: the routing process R1-R4 on the keys: every possible decision, ranked;
 4. ``decide_conversations``: one decision per conversation, found by equality joins on the
-   key's number and the ranks of the arbitrary picks (R2.3, R3, R4.2), taken from
-   md5(conversation_id), so DuckDB and Spark give the same rows.
+   key's hash (its text's where two texts share a hash) and epoch, then the key's number
+   and the ranks of the arbitrary picks (R2.3, R3, R4.2), taken from md5(conversation_id),
+   so DuckDB and Spark give the same rows.
 
 Only the last stage reads each conversation's row; the keys are read from the
 conversations once, in one aggregation.
@@ -29,6 +30,10 @@ from pybroker.pipeline.schema import CONVERSATIONS, ROUTING_TABLES
 
 # The text columns a decision takes from its option as they are. broker_instance is not
 # one: a wildcard class's decision names the conversation's own identifier instead.
+# The bits of a routing key's hash that the key join compares (decision_keys.sql). Tests
+# set fewer, so that keys share hashes and the join compares the texts instead.
+KEY_HASH_BITS = 64
+
 OPTION_TEXT_COLUMNS = ("outcome", "route", "address", "mirror_address", "database",
                        "match_step", "choose_step", "locate_step", "decided_by")
 
@@ -109,7 +114,11 @@ def resolve(
     engine.stage(f"{p}_epochs", "pipeline/route_epochs.sql", small=True,
                  routes=catalog["routes"], databases=catalog["databases"])
     engine.stage(f"{p}_keys", "pipeline/decision_keys.sql", small=True,
-                 conversations=conversations, epochs=f"{p}_epochs", **catalog)
+                 conversations=conversations, epochs=f"{p}_epochs", engine=engine.name,
+                 key_hash_bits=KEY_HASH_BITS, **catalog)
+    engine.stage(f"{p}_shared_keys", "pipeline/key_hash_shared.sql", small=True,
+                 keys=f"{p}_keys")
+    _, [(shared_keys,)] = engine.fetch(f"{p}_shared_keys")
     engine.stage(f"{p}_key_options", "pipeline/key_options.sql", small=True,
                  keys=f"{p}_keys", **catalog)
     option_values = f"{p}_key_options"
@@ -119,7 +128,7 @@ def resolve(
     engine.stage(f"{p}_decisions", "pipeline/decide_conversations.sql", small=small,
                  conversations=conversations, keys=f"{p}_keys",
                  key_options=f"{p}_key_options", option_values=option_values,
-                 engine=engine.name,
+                 engine=engine.name, by_hash=not shared_keys, key_hash_bits=KEY_HASH_BITS,
                  broadcast=engine.broadcastable(f"{p}_keys", f"{p}_key_options"))
     return f"{p}_decisions"
 

@@ -13,3 +13,24 @@ hash({{ column }})
 {{ raise_unknown_engine(engine) }}
 {%- endif -%}
 {%- endmacro %}
+
+{#-
+  A 64-bit hash of a routing key's text (origin, service name, broker key): the key join
+  of decide_conversations.sql compares it, one integer a row, instead of the three texts,
+  where decision_keys.sql found no two keys of the conversations sharing one. ``bits``
+  below 64 keep only the low bits, so that keys share hashes (tests of the texts' join).
+-#}
+{% macro key_hash(origin, service_name, broker_key, engine, bits=64) -%}
+{%- if engine == 'spark' -%}
+{%- set h = 'xxhash64(' ~ origin ~ ', ' ~ service_name ~ ', ' ~ broker_key ~ ')' -%}
+{%- elif engine == 'duckdb' -%}
+{%- set h = 'hash(' ~ origin ~ ', ' ~ service_name ~ ', ' ~ broker_key ~ ')' -%}
+{%- else -%}
+{{ raise_unknown_engine(engine) }}
+{%- endif -%}
+{%- if bits < 64 -%}
+({{ h }} & {{ 2 ** bits - 1 }})
+{%- else -%}
+{{ h }}
+{%- endif -%}
+{%- endmacro %}

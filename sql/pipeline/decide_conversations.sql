@@ -4,7 +4,9 @@
 
   Each conversation finds its key (decision_keys.sql) by its (origin, service_name,
   broker_key) and the epoch its begin_time falls in, and its option by the key's number and
-  the three ranks, with equality only. The ranks need the counts of the picked group and
+  the three ranks, with equality only. by_hash ({{ by_hash }}): the three texts are compared
+  as the key's key_hash, one integer a row, which decision_keys.sql found to name one text
+  of these conversations; otherwise (two texts share a hash) as the texts themselves. The ranks need the counts of the picked group and
   route; the key carries them when they are the same throughout the key, else they are
   looked up (in relations that hold only such keys).
   The arbitrary picks (R2.3 broker identifier, R3 route, R4.2 database) come from one
@@ -26,6 +28,7 @@
   broadcasts them itself). DuckDB reads the hint as a comment.
 -#}
 {% from 'pipeline/_draw.sql' import draw48 %}
+{% from 'pipeline/_id_hash.sql' import key_hash %}
 {%- macro broadcast_hint(alias) -%}
 {%- if broadcast %} /*+ BROADCAST({{ alias }}) */{% endif -%}
 {%- endmacro %}
@@ -60,9 +63,15 @@ WITH keyed AS (
         ) AS n
             ON n.key_id = km.key_id
     ) AS k
+{%- if by_hash %}
+        ON k.key_hash = {{ key_hash('c.origin', 'c.service_name',
+                                    "COALESCE(lower(c.broker_instance), '')", engine,
+                                    key_hash_bits | default(64)) }}
+{%- else %}
         ON k.origin = c.origin
         AND k.service_name = c.service_name
         AND k.broker_key = COALESCE(lower(c.broker_instance), '')
+{%- endif %}
         AND c.begin_time >= k.routed_at
         AND c.begin_time <= k.epoch_last
 ),

@@ -23,9 +23,15 @@
   (decided_service_name, decided_broker_key); any other key is decided for itself. The
   live engine shares decisions among unknown services the same way (routing/cache.py,
   is_class_member).
+  Each key also carries key_hash, a 64-bit hash of its text (_id_hash.sql), and
+  key_hash_shared: whether two texts of these conversations (routed or not) share a hash.
+  When none do, a conversation's hash names its own text's keys and no other, and
+  decide_conversations.sql finds its key by the hash (one integer a row); otherwise by
+  the texts (pybroker/pipeline/resolve.py reads the flag).
   Inputs: {{ conversations }}, {{ epochs }} (small), {{ databases }}, {{ routes }},
-  {{ route_requests }}, {{ services }}.
+  {{ route_requests }}, {{ services }}; engine: {{ engine }}.
 -#}
+{% from 'pipeline/_id_hash.sql' import key_hash %}
 WITH conversation_group AS (
     SELECT
         c.origin,
@@ -37,9 +43,21 @@ WITH conversation_group AS (
     WHERE c.begin_time IS NOT NULL
     GROUP BY c.origin, c.service_name, COALESCE(lower(c.broker_instance), '')
 ),
+hashed_group AS (
+    SELECT g.*,
+        {{ key_hash('g.origin', 'g.service_name', 'g.broker_key', engine,
+                    key_hash_bits | default(64)) }} AS key_hash
+    FROM conversation_group AS g
+),
+hash_sharing AS (
+    -- one row: whether two texts share a hash (a conversation without a begin_time finds
+    -- no key by either join: its time is in no epoch)
+    SELECT COUNT(DISTINCT h.key_hash) < COUNT(*) AS key_hash_shared
+    FROM hashed_group AS h
+),
 routed_group AS (
     SELECT g.*, d.database_id AS routing_database_id
-    FROM conversation_group AS g
+    FROM hashed_group AS g
     JOIN {{ databases }} AS d
         ON d.name = CASE WHEN g.origin = 'outside' THEN 'msdb' ELSE g.origin END
 ),
@@ -52,7 +70,7 @@ group_epoch AS (
     -- A service with expiring routes of its own has its own epochs, any other the
     -- database-wide ones (two plain joins: an outer join with range conditions becomes a
     -- nested-loop join in DuckDB).
-    SELECT g.origin, g.service_name, g.broker_key, g.routing_database_id,
+    SELECT g.key_hash, g.origin, g.service_name, g.broker_key, g.routing_database_id,
         e.routed_at, e.epoch_end
     FROM routed_group AS g
     JOIN {{ epochs }} AS e
@@ -60,7 +78,7 @@ group_epoch AS (
     WHERE e.routed_at <= g.last_begin
         AND (e.epoch_end IS NULL OR e.epoch_end > g.first_begin)
     UNION ALL
-    SELECT g.origin, g.service_name, g.broker_key, g.routing_database_id,
+    SELECT g.key_hash, g.origin, g.service_name, g.broker_key, g.routing_database_id,
         e.routed_at, e.epoch_end
     FROM routed_group AS g
     LEFT JOIN own_expiry AS o
@@ -121,7 +139,8 @@ classified AS (
 decided AS (
     -- A class is decided through its least key (service name, then broker identifier).
     SELECT
-        k.origin, k.service_name, k.broker_key, k.routed_at, k.epoch_end, k.in_class,
+        k.key_hash, k.origin, k.service_name, k.broker_key, k.routed_at, k.epoch_end,
+        k.in_class,
         CASE WHEN k.in_class THEN FIRST_VALUE(k.service_name) OVER w
             ELSE k.service_name END AS decided_service_name,
         CASE WHEN k.in_class THEN FIRST_VALUE(k.broker_key) OVER w
@@ -145,5 +164,8 @@ SELECT
     d.decided_broker_key,
     DENSE_RANK() OVER (
         ORDER BY d.origin, d.decided_service_name, d.decided_broker_key, d.routed_at
-    ) AS key_id
+    ) AS key_id,
+    d.key_hash,
+    s.key_hash_shared
 FROM decided AS d
+CROSS JOIN hash_sharing AS s

@@ -40,9 +40,7 @@ WITH keyed AS (
     ) AS n
       ON n.key_id = km.key_id
   ) AS k
-    ON k.origin = c.origin
-    AND k.service_name = c.service_name
-    AND k.broker_key = COALESCE(LOWER(c.broker_instance), '')
+    ON k.key_hash = XXHASH64(c.origin, c.service_name, COALESCE(LOWER(c.broker_instance), ''))
     AND c.begin_time >= k.routed_at
     AND c.begin_time <= k.epoch_last
 ), grouped AS (
@@ -181,9 +179,7 @@ LEFT JOIN (
   ) AS n
     ON n.key_id = km.key_id
 ) AS k
-  ON k.origin = c.origin
-  AND k.service_name = c.service_name
-  AND k.broker_key = COALESCE(LOWER(c.broker_instance), '')
+  ON k.key_hash = XXHASH64(c.origin, c.service_name, COALESCE(LOWER(c.broker_instance), ''))
   AND c.begin_time >= k.routed_at
   AND c.begin_time <= k.epoch_last
 

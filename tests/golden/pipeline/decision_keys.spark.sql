@@ -13,11 +13,22 @@ WITH conversation_group AS (
     c.origin,
     c.service_name,
     COALESCE(LOWER(c.broker_instance), '')
+), hashed_group AS (
+  SELECT
+    g.*,
+    XXHASH64(g.origin, g.service_name, g.broker_key) AS key_hash
+  FROM conversation_group AS g
+), hash_sharing AS (
+  /* one row: whether two texts share a hash (a conversation without a begin_time finds */
+  /* no key by either join: its time is in no epoch) */
+  SELECT
+    COUNT(DISTINCT h.key_hash) < COUNT(*) AS key_hash_shared
+  FROM hashed_group AS h
 ), routed_group AS (
   SELECT
     g.*,
     d.database_id AS routing_database_id
-  FROM conversation_group AS g
+  FROM hashed_group AS g
   JOIN state_databases AS d
     ON d.name = CASE WHEN g.origin = 'outside' THEN 'msdb' ELSE g.origin END
 ), own_expiry AS (
@@ -32,6 +43,7 @@ WITH conversation_group AS (
   /* database-wide ones (two plain joins: an outer join with range conditions becomes a */
   /* nested-loop join in DuckDB). */
   SELECT
+    g.key_hash,
     g.origin,
     g.service_name,
     g.broker_key,
@@ -48,6 +60,7 @@ WITH conversation_group AS (
     )
   UNION ALL
   SELECT
+    g.key_hash,
     g.origin,
     g.service_name,
     g.broker_key,
@@ -130,6 +143,7 @@ WITH conversation_group AS (
 ), decided AS (
   /* A class is decided through its least key (service name, then broker identifier). */
   SELECT
+    k.key_hash,
     k.origin,
     k.service_name,
     k.broker_key,
@@ -159,8 +173,11 @@ SELECT
   d.decided_broker_key,
   DENSE_RANK() OVER (
     ORDER BY d.origin NULLS LAST, d.decided_service_name NULLS LAST, d.decided_broker_key NULLS LAST, d.routed_at NULLS LAST
-  ) AS key_id
+  ) AS key_id,
+  d.key_hash,
+  s.key_hash_shared
 FROM decided AS d
+CROSS JOIN hash_sharing AS s
 
 -- stage conversation_group (read 1x)
 SELECT
@@ -177,11 +194,24 @@ GROUP BY
   c.service_name,
   COALESCE(LOWER(c.broker_instance), '')
 
+-- stage hashed_group (read 2x)
+SELECT
+  g.*,
+  XXHASH64(g.origin, g.service_name, g.broker_key) AS key_hash
+FROM conversation_group AS g
+
+-- stage hash_sharing (read 1x)
+/* one row: whether two texts share a hash (a conversation without a begin_time finds */
+/* no key by either join: its time is in no epoch) */
+SELECT
+  COUNT(DISTINCT h.key_hash) < COUNT(*) AS key_hash_shared
+FROM hashed_group AS h
+
 -- stage routed_group (read 2x)
 SELECT
   g.*,
   d.database_id AS routing_database_id
-FROM conversation_group AS g
+FROM hashed_group AS g
 JOIN state_databases AS d
   ON d.name = CASE WHEN g.origin = 'outside' THEN 'msdb' ELSE g.origin END
 
@@ -198,6 +228,7 @@ WHERE
 /* database-wide ones (two plain joins: an outer join with range conditions becomes a */
 /* nested-loop join in DuckDB). */
 SELECT
+  g.key_hash,
   g.origin,
   g.service_name,
   g.broker_key,
@@ -214,6 +245,7 @@ WHERE
   )
 UNION ALL
 SELECT
+  g.key_hash,
   g.origin,
   g.service_name,
   g.broker_key,
@@ -302,6 +334,7 @@ LEFT JOIN existing_service AS x
 -- stage decided (read 1x)
 /* A class is decided through its least key (service name, then broker identifier). */
 SELECT
+  k.key_hash,
   k.origin,
   k.service_name,
   k.broker_key,
@@ -332,5 +365,8 @@ SELECT
   d.decided_broker_key,
   DENSE_RANK() OVER (
     ORDER BY d.origin NULLS LAST, d.decided_service_name NULLS LAST, d.decided_broker_key NULLS LAST, d.routed_at NULLS LAST
-  ) AS key_id
+  ) AS key_id,
+  d.key_hash,
+  s.key_hash_shared
 FROM decided AS d
+CROSS JOIN hash_sharing AS s
