@@ -218,7 +218,13 @@ def test_keys_whose_texts_share_a_hash_are_found_by_their_texts(tmp_path, monkey
     work = tmp_path / "work"
     with DuckDBEngine() as engine:
         run_generate(engine, work, conversations=5_000, routes=200, seed="3")
-    conversations = work / "conversations.parquet"
+    # and conversations whose texts hold NULLs (no key matches a NULL, by either join)
+    rows = [dict(zip(CONVERSATIONS.column_names, r, strict=True))
+            for r in read_rows(work / "conversations.parquet")]
+    for i, row in enumerate(rows[:40]):
+        rows.append({**row, "conversation_id": f"null-{i}",
+                     ["origin", "service_name", "broker_instance"][i % 3]: None})
+    conversations = write_rows(tmp_path / "conversations.parquet", CONVERSATIONS, rows)
 
     def run(out: Path) -> tuple[list, int]:
         with DuckDBEngine() as engine:
@@ -227,7 +233,7 @@ def test_keys_whose_texts_share_a_hash_are_found_by_their_texts(tmp_path, monkey
         return rows, shared
 
     by_hash, shared = run(tmp_path / "by_hash")
-    assert shared == 0 and len(by_hash) == 5_000
+    assert shared == 0 and len(by_hash) == 5_040
     monkeypatch.setattr(resolve_module, "KEY_HASH_BITS", bits)
     by_text, shared = run(tmp_path / "by_text")
     assert shared > 0  # every key's row says so: the texts were compared

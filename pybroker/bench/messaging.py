@@ -176,6 +176,11 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 
+def _p50_p99(samples: list[float]) -> tuple[float, float]:
+    figures = percentiles_ms(samples)
+    return figures["p50_ms"], figures["p99_ms"]
+
+
 def _stream(initiator: Database, target: Database, conversations: int,
             sizes: dict[str, int], body: bytes) -> dict[str, float]:
     """Send every message (round robin over the conversations), then receive them all."""
@@ -214,7 +219,7 @@ def _stream(initiator: Database, target: Database, conversations: int,
     done = clock()
     if received != total:
         raise RuntimeError(f"received {received} messages, sent {total}")
-    p50, p99 = percentiles_ms(samples).values()
+    p50, p99 = _p50_p99(samples)
     return {
         "messages": total,
         "send_seconds": sent_at - start,
@@ -248,7 +253,7 @@ def _single(initiator: Database, target: Database, count: int,
             raise RuntimeError(f"receive() returned {len(got)} messages, expected 1")
     cpu_received = cpu()
     send_p50 = percentiles_ms(sends)["p50_ms"]
-    p50, p99 = percentiles_ms(receives).values()
+    p50, p99 = _p50_p99(receives)
     return {
         "send_per_s": count / sum(sends),
         "receive_per_s": count / sum(receives),
@@ -293,7 +298,7 @@ def _drain(initiator: Database, target: Database, sizes: dict[str, int],
     done = clock()
     if received != total:
         raise RuntimeError(f"received {received} messages, sent {total}")
-    p50, p99 = percentiles_ms(samples).values()
+    p50, p99 = _p50_p99(samples)
     return {
         "messages": total,
         "sent_per_s": total / (sent_at - start),

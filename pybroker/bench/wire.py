@@ -176,7 +176,8 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
         r["sender_cpus_busy"] = r["sender_cpu_us_per_message"] * r["end_to_end_per_s"] / 1e6
         r["receiver_cpus_busy"] = (r["receiver_cpu_us_per_message"] * r["end_to_end_per_s"]
                                    / 1e6)
-        r["target_per_s"] = TARGETS["local_share"] * r["end_to_end_per_s"] * r["ratio_local"]
+        r["target_per_s"] = (TARGETS["local_share"]
+                             * report[f"local_{name}"]["end_to_end_per_s"])
         r["cpus_at_target"] = both * r["target_per_s"] / 1e6
     f = report["stream_floor"]
     f["local_share"] = f["wire_per_s"] / f["local_per_s"]

@@ -28,12 +28,12 @@ from pybroker.pipeline.engine import Engine
 from pybroker.pipeline.export import export_instance
 from pybroker.pipeline.schema import CONVERSATIONS, ROUTING_TABLES
 
-# The text columns a decision takes from its option as they are. broker_instance is not
-# one: a wildcard class's decision names the conversation's own identifier instead.
 # The bits of a routing key's hash that the key join compares (decision_keys.sql). Tests
 # set fewer, so that keys share hashes and the join compares the texts instead.
 KEY_HASH_BITS = 64
 
+# The text columns a decision takes from its option as they are. broker_instance is not
+# one: a wildcard class's decision names the conversation's own identifier instead.
 OPTION_TEXT_COLUMNS = ("outcome", "route", "address", "mirror_address", "database",
                        "match_step", "choose_step", "locate_step", "decided_by")
 

@@ -6,9 +6,10 @@
   broker_key) and the epoch its begin_time falls in, and its option by the key's number and
   the three ranks, with equality only. by_hash ({{ by_hash }}): the three texts are compared
   as the key's key_hash, one integer a row, which decision_keys.sql found to name one text
-  of these conversations; otherwise (two texts share a hash) as the texts themselves. The ranks need the counts of the picked group and
-  route; the key carries them when they are the same throughout the key, else they are
-  looked up (in relations that hold only such keys).
+  of these conversations (a key without a service name matches nothing, as NULL = NULL
+  does not); otherwise (two texts share a hash) as the texts themselves. The ranks need
+  the counts of the picked group and route; the key carries them when they are the same
+  throughout the key, else they are looked up (in relations that hold only such keys).
   The arbitrary picks (R2.3 broker identifier, R3 route, R4.2 database) come from one
   48-bit integer per conversation, the first 12 hex digits of md5(conversation_id) (both
   engines compute md5 as lowercase hex; hash() differs between them): draw mod group_count
@@ -67,6 +68,7 @@ WITH keyed AS (
         ON k.key_hash = {{ key_hash('c.origin', 'c.service_name',
                                     "COALESCE(lower(c.broker_instance), '')", engine,
                                     key_hash_bits | default(64)) }}
+        AND k.service_name IS NOT NULL
 {%- else %}
         ON k.origin = c.origin
         AND k.service_name = c.service_name

@@ -41,6 +41,7 @@ WITH keyed AS (
       ON n.key_id = km.key_id
   ) AS k
     ON k.key_hash = XXHASH64(c.origin, c.service_name, COALESCE(LOWER(c.broker_instance), ''))
+    AND NOT k.service_name IS NULL
     AND c.begin_time >= k.routed_at
     AND c.begin_time <= k.epoch_last
 ), grouped AS (
@@ -180,6 +181,7 @@ LEFT JOIN (
     ON n.key_id = km.key_id
 ) AS k
   ON k.key_hash = XXHASH64(c.origin, c.service_name, COALESCE(LOWER(c.broker_instance), ''))
+  AND NOT k.service_name IS NULL
   AND c.begin_time >= k.routed_at
   AND c.begin_time <= k.epoch_last
 
