@@ -10,30 +10,51 @@ tables, with nothing of pybroker's (the wire module's docstring says what each s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pybroker.bench.figures import percentiles_ms
 
 
+@contextlib.contextmanager
+def _floor_stores(folder: Path, *names: str) -> Iterator[list[Any]]:
+    """Bare instance files ``folder/<name>.duckdb``, each with the floor's table, closed
+    when the floor is done."""
+    from pybroker.storage import Store
+
+    stores = [Store(folder / f"{name}.duckdb") for name in names]
+    try:
+        for store in stores:
+            store.run("bench/create_messaging_floor.sql")
+        yield stores
+    finally:
+        for store in stores:
+            store.close()
+
+
+def _rows(first: int, last: int, conversations: int, body: bytes,
+          now: Any) -> dict[str, Any]:
+    """The parameters of insert_messaging_floor.sql: queuing orders first..last-1."""
+    return {"first": first, "last": last, "conversations": conversations, "body": body,
+            "now": now}
+
+
 def commit_floor(folder: Path, total: int, body_bytes: int) -> dict[str, float]:
     """(c)'s storage floor: per message, one row in and committed on a sender's file, one
     row in and committed on a receiver's file, that row out (DELETE ... RETURNING) and
     committed: the three durable commits of SEND, arrival and RECEIVE, nothing else."""
-    from pybroker.storage import Store, utc_now
+    from pybroker.storage import utc_now
 
-    stores = [Store(folder / f"floor-{side}.duckdb") for side in ("sender", "receiver")]
-    try:
-        for store in stores:
-            store.run("bench/create_messaging_floor.sql")
-        sender, receiver = stores
+    with _floor_stores(folder, "floor-sender", "floor-receiver") as (sender, receiver):
         body, now = os.urandom(body_bytes), utc_now()
         samples = []
         for i in range(total):
-            row = {"first": i, "last": i + 1, "conversations": 1, "body": body, "now": now}
+            row = _rows(i, i + 1, 1, body, now)
             start = time.perf_counter()
             with sender.transaction():
                 sender.run("bench/insert_messaging_floor.sql", row)
@@ -44,35 +65,25 @@ def commit_floor(folder: Path, total: int, body_bytes: int) -> dict[str, float]:
                                     {"rows": 1})) != 1:
                     raise RuntimeError("the storage floor lost a row")
             samples.append(time.perf_counter() - start)
-    finally:
-        for store in stores:
-            store.close()
     return percentiles_ms(samples)
 
 
 def stream_floor(folder: Path, sizes: dict[str, int], body_bytes: int) -> dict[str, float]:
     """(b)'s storage floor (see the module's docstring): the wire's row work pipelined on
     two files, then local delivery's on one; rate and CPU a message of each."""
-    from pybroker.storage import Store, utc_now
+    from pybroker.storage import utc_now
 
     total, per_tx = sizes["messages"], sizes["sends_per_transaction"]
     body, now = os.urandom(body_bytes), utc_now()
 
     def rows(first: int, last: int) -> dict[str, Any]:
-        return {"first": first, "last": last, "conversations": sizes["conversations"],
-                "body": body, "now": now}
+        return _rows(first, last, sizes["conversations"], body, now)
 
     def measured(run: Any, *names: str) -> tuple[float, float]:
-        stores = [Store(folder / f"stream-floor-{name}.duckdb") for name in names]
-        try:
-            for store in stores:
-                store.run("bench/create_messaging_floor.sql")
+        with _floor_stores(folder, *(f"stream-floor-{name}" for name in names)) as stores:
             cpu, start = time.process_time(), time.perf_counter()
             run(*stores)
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        finally:
-            for store in stores:
-                store.close()
         return total / wall, cpu / total * 1e6
 
     def local(store: Any) -> None:
@@ -211,19 +222,14 @@ def paced_floor(folder: Path, total: int, rate: float, body_bytes: int, *,
     ``cpus_busy``: this process's CPU time over the wall time of the paced run."""
     import queue
 
-    from pybroker.storage import Store, utc_now
+    from pybroker.storage import utc_now
 
     if connections not in (1, 2):
         raise ValueError(f"the paced floor has 1 or 2 connections, not {connections!r}")
     suffix = "" if connections == 1 else f"-{connections}"
-    close_take = None
-    stores = [Store(folder / f"paced-floor{suffix}-{side}.duckdb")
-              for side in ("sender", "receiver")]
-    try:
-        for store in stores:
-            store.run("bench/create_messaging_floor.sql")
-        sender, receiver = stores
-        take_rows, close_take = _take_floor_rows(receiver, connections)
+    with _floor_stores(folder, f"paced-floor{suffix}-sender",
+                       f"paced-floor{suffix}-receiver") as (sender, receiver), \
+            _take_floor_rows(receiver, connections) as take_rows:
         body, now = os.urandom(body_bytes), utc_now()
         handed: queue.Queue[tuple[int, int] | None] = queue.Queue()
         arrived = threading.Condition()
@@ -233,8 +239,7 @@ def paced_floor(folder: Path, total: int, rate: float, body_bytes: int, *,
         failures: list[BaseException] = []
 
         def rows(first: int, last: int) -> dict[str, Any]:
-            return {"first": first, "last": last, "conversations": 1, "body": body,
-                    "now": now}
+            return _rows(first, last, 1, body, now)
 
         def arrive() -> None:
             try:
@@ -293,27 +298,24 @@ def paced_floor(folder: Path, total: int, rate: float, body_bytes: int, *,
         cpus_busy = (time.process_time() - cpu_before) / max(1e-9, time.time() - start)
         if failures:
             raise failures[0]
-    finally:
-        if close_take is not None:
-            close_take()
-        for store in stores:
-            store.close()
     figures = percentiles_ms(latencies)
     figures["messages_per_transaction"] = total / max(1, state["transactions"])
     figures["cpus_busy"] = cpus_busy
     return figures
 
 
-def _take_floor_rows(receiver: Any, connections: int) -> tuple[Any, Any]:
+@contextlib.contextmanager
+def _take_floor_rows(receiver: Any, connections: int) -> Iterator[Any]:
     """The paced floor's RECEIVE: the first ``rows`` rows out and committed, through the
     receiver's Store (one connection, its lock shared with the arrivals) or through a
-    connection of its own to the same file (a cursor: its own transactions); and what
-    closes that connection (None: nothing to close)."""
+    connection of its own to the same file (a cursor: its own transactions, closed when
+    the floor is done, before the files)."""
     if connections == 1:
         def take(rows: int) -> list[tuple[Any, ...]]:
             with receiver.transaction():
                 return receiver.run("bench/delete_messaging_floor_group.sql", {"rows": rows})
-        return take, None
+        yield take
+        return
     from pybroker import sql_templates
 
     cursor = receiver.connection.cursor()
@@ -328,4 +330,7 @@ def _take_floor_rows(receiver: Any, connections: int) -> tuple[Any, Any]:
             raise
         cursor.execute("COMMIT")
         return got
-    return take_apart, cursor.close
+    try:
+        yield take_apart
+    finally:
+        cursor.close()
