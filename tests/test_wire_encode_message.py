@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_wire_frames import KEY, ack_entries, fragments
 
 from pybroker.errors import FrameError
-from pybroker.wire import frames
+from pybroker.wire import frame_fields, frames
 from pybroker.wire.adjacent import _check_peer_accepts
 
 FAST = settings(max_examples=40, derandomize=True, deadline=None,
@@ -82,3 +82,94 @@ def test_a_riding_acknowledgement_the_peer_would_refuse_is_refused(f, ack, bad) 
     else:
         raise AssertionError("an acknowledgement the peer refuses was encoded")
     frames.encode_message(f, KEY)  # the fragment alone goes
+
+
+# -- acknowledgement entries: checked without a round trip, read a struct at a time ------
+
+# one field at a time set to a value the encoder may refuse, or write and the decoder refuse
+_BAD_ACK = st.sampled_from([
+    ("through_sequence", -1), ("through_sequence", 2**63), ("ranges", ((3, 5, 4),)),
+    ("ranges", ((-1, 0, 0),)), ("ranges", ((2**63, 0, 0),)), ("ranges", ((1, 0, 2**32),)),
+    ("ranges", ((1, -1, 0),)), ("ranges", ((1, 0, 0),) * (frames.MAX_ACK_RANGES + 1)),
+    ("key_id", b"short"), ("mac", b"\x01" * 15), ("conversation_id", ZERO),
+    ("broker_instance", ZERO), ("conversation_id", "not a guid"), ("broker_instance", None),
+    ("conversation_id", None), ("key_id", None),
+])
+
+
+def _round_trip_refuses(entry: frames.AckEntry) -> bool:
+    """What queue_acks checked before: the entry alone in an ACK frame, encoded and
+    decoded."""
+    try:
+        _check_peer_accepts(frames.encode(frames.Ack((entry,))))
+    except FrameError:
+        return True
+    return False
+
+
+@FAST
+@given(ack_entries, st.none() | _BAD_ACK)
+def test_check_ack_entry_refuses_what_an_ack_frame_round_trip_refuses(
+        entry: frames.AckEntry, bad) -> None:
+    if bad is not None:
+        entry = replace(entry, **{bad[0]: bad[1]})
+    try:
+        frames.check_ack_entry(entry)
+    except FrameError:
+        refused = True
+    else:
+        refused = False
+    assert refused == _round_trip_refuses(entry)
+    assert refused == (bad is not None)  # every value in _BAD_ACK is refused
+
+
+# an entry's checked fields made wrong where they lie: the conversation id or broker
+# identifier zeroed, the direction byte over 1, the through sequence or the first range's
+# sequence negative, the first range's first fragment after its last
+_CORRUPT = st.sampled_from([
+    (0, bytes(16)), (16, b"\x02"), (17, bytes(16)), (41, b"\xff"), (51, b"\x80"),
+    (59, b"\xff\xff\xff\xff"),
+])
+_AT = st.sampled_from([0, 15, 16, 17, 32, 49, 51, 59]) | st.integers(0, 400)
+
+
+def _read(reader, data: bytes):  # type: ignore[no-untyped-def]
+    r = frame_fields._Reader(data)
+    try:
+        return reader(r), r.pos
+    except FrameError as exc:
+        return str(exc), None
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(ack_entries, st.lists(_CORRUPT | st.tuples(_AT, st.binary(min_size=1, max_size=2)),
+                             max_size=3), st.integers(0, 400), st.booleans())
+def test_an_ack_entry_is_read_by_struct_as_field_by_field(
+        entry: frames.AckEntry, edits, cut: int, cut_it: bool) -> None:
+    """The struct reader gives the field reader's entry, or its error, for an entry's bytes
+    with some bytes changed and maybe cut short (a zeroed GUID, a direction byte over 1, a
+    range count over the limit, a negative sequence, a truncated MAC, ...)."""
+    w = frame_fields._Writer()
+    frame_fields._write_ack_entry(w, entry)
+    data = bytearray(w.value() + b"tail")
+    for at, value in edits:
+        data[at:at + len(value)] = value[:max(0, len(data) - at)]
+    if cut_it:
+        data = data[:cut]
+    fast = _read(frame_fields._read_ack_entry, bytes(data))
+    assert fast == _read(frame_fields._read_ack_entry_fields, bytes(data))
+    if not edits and not cut_it:
+        assert fast == (entry, len(data) - 4)
+
+
+def test_an_ack_entry_with_too_many_ranges_is_refused_whole() -> None:
+    """Over MAX_ACK_RANGES ranges, every one of them present: refused, not read."""
+    entry = frames.AckEntry(str(uuid.uuid4()), True, str(uuid.uuid4()), bytes(8), 1)
+    w = frame_fields._Writer()
+    frame_fields._write_ack_entry(w, entry, with_mac=False)
+    count = frames.MAX_ACK_RANGES + 1
+    data = w.value()[:-2] + struct.pack("!H", count) + struct.pack("!qII", 5, 0, 0) * count
+    data += bytes(frames.MAC_SIZE)
+    fast = _read(frame_fields._read_ack_entry, data)
+    assert fast == _read(frame_fields._read_ack_entry_fields, data)
+    assert "1025 ranges" in fast[0]

@@ -116,12 +116,17 @@ Event = (PeerHello | FragmentReceived | AcksReceived | NoticeReceived | ProbeRec
 # -- acknowledgement merging (P5.1) -----------------------------------------------------
 
 
+_NO_MAC = bytes(frames.MAC_SIZE)
+
+
 def merge_ack(old: frames.AckEntry | None, new: frames.AckEntry) -> frames.AckEntry:
     """One pending acknowledgement out of two for the same conversation direction: the
     larger ``through_sequence``, the union of the ranges not below it (overlapping or
     adjacent ranges of one sequence joined; at most MAX_ACK_RANGES, lowest first: a range
     left out only means a retransmission that is acknowledged again, P5.4), the newer
     broker_instance and key_id, and no MAC (it is signed when it leaves)."""
+    if old is None and not new.ranges and new.mac == _NO_MAC:
+        return new  # most entries (nothing held beyond the next sequence): already merged
     through = new.through_sequence if old is None else max(old.through_sequence,
                                                            new.through_sequence)
     ranges = sorted(r for r in (*(old.ranges if old else ()), *new.ranges) if r[0] >= through)
@@ -378,7 +383,7 @@ class AdjacentConnection:
             return
         for entry in entries:
             entry = merge_ack(None, entry)
-            _check_peer_accepts(frames.encode(frames.Ack((entry,))))
+            frames.check_ack_entry(entry)  # what the peer's decoder would refuse
             key = (entry.conversation_id.lower(), entry.acks_initiator)
             old = self._pending_acks.get(key)
             if old is None:

@@ -121,6 +121,9 @@ def _mac(item: MessageFragment | AckEntry | Notice | Probe, key: bytes) -> bytes
 
 def sign(item, key: bytes):  # type: ignore[no-untyped-def]
     """``item`` with its MAC set under ``key``."""
+    if type(item) is AckEntry:  # every entry that leaves: built directly, not by replace
+        return AckEntry(item.conversation_id, item.acks_initiator, item.broker_instance,
+                        item.key_id, item.through_sequence, item.ranges, _mac(item, key))
     return replace(item, mac=_mac(item, key))
 
 
@@ -204,16 +207,39 @@ def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) 
 
 
 def check_ack_entry(e: AckEntry) -> None:
-    """FrameError if the peer's decoder would refuse this acknowledgement entry."""
-    if e.through_sequence < 0:
-        raise FrameError(f"not sent, the peer would refuse it: an acknowledgement through "
-                         f"sequence {e.through_sequence} is negative")
-    if len(e.ranges) > MAX_ACK_RANGES:
-        raise FrameError(f"an acknowledgement carries at most {MAX_ACK_RANGES} ranges")
-    for seq, first, last in e.ranges:
-        if first > last or seq < 0:
-            raise FrameError(f"not sent, the peer would refuse it: an acknowledged range "
-                             f"({seq}, {first}-{last}) is not valid")
-    _required_guid_field(e.conversation_id, "conversation id")
-    _required_guid_field(e.broker_instance, "acknowledging broker instance")
+    """FrameError if this acknowledgement entry could not be written or the peer's decoder
+    would refuse it: exactly what encoding it in an ACK frame and decoding that refuses
+    (tests/test_wire_encode_message.py holds the two against each other), without either."""
+    try:
+        if e.through_sequence < 0:
+            raise FrameError(f"not sent, the peer would refuse it: an acknowledgement through "
+                             f"sequence {e.through_sequence} is negative")
+        if len(e.ranges) > MAX_ACK_RANGES:
+            raise FrameError(f"an acknowledgement carries at most {MAX_ACK_RANGES} ranges")
+        for seq, first, last in e.ranges:
+            if first > last or seq < 0:
+                raise FrameError(f"not sent, the peer would refuse it: an acknowledged range "
+                                 f"({seq}, {first}-{last}) is not valid")
+            if seq > _I64_MAX or first < 0 or last > _U32_MAX:
+                raise FrameError(f"an acknowledged range ({seq}, {first}-{last}) does not fit "
+                                 "its fields")
+        if e.through_sequence > _I64_MAX:
+            raise FrameError(f"an acknowledgement through sequence {e.through_sequence} does "
+                             "not fit its field")
+        if len(e.key_id) != KEY_ID_SIZE or len(e.mac) != MAC_SIZE:
+            raise FrameError(f"an acknowledgement's key id ({len(e.key_id)} bytes) or MAC "
+                             f"({len(e.mac)} bytes) is not {KEY_ID_SIZE} or {MAC_SIZE} bytes")
+        if e.conversation_id is None or e.broker_instance is None:
+            raise FrameError("not sent, the peer would refuse it: an acknowledgement names no "
+                             "conversation or no acknowledging broker instance")
+        _required_guid_field(e.conversation_id, "conversation id")
+        _required_guid_field(e.broker_instance, "acknowledging broker instance")
+    except (ValueError, TypeError, AttributeError) as exc:
+        if isinstance(exc, FrameError):
+            raise
+        raise FrameError(f"cannot encode AckEntry: {exc}") from None
+
+
+_I64_MAX = 2**63 - 1
+_U32_MAX = 2**32 - 1
 
