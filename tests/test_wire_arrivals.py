@@ -235,3 +235,39 @@ def test_R9_the_sender_ends_a_conversation_its_principal_lost_and_waits_for_one_
         assert inst.sql("SELECT subclass, peer_address, message_sequence_number FROM "
                         "sys.broker_events WHERE event_class = 'Broker:Conversation'"
                         ).fetchall() == [("Broker Initiated Error", "127.0.0.1:4022", 1)]
+
+
+def test_R4_2_a_conversations_messages_in_one_batch_go_to_one_database(tmp_path):
+    """The service in two databases (R4.2: the pick is arbitrary): each conversation side's
+    messages in one batch are routed once, so all of them reach one database and one
+    endpoint there, in order; the batch's messages share one arrival time."""
+    with pybroker.connect(tmp_path / "b.duckdb") as inst:
+        databases = []
+        for name in ("StockA", "StockB"):
+            db = inst.create_database(name)
+            db.create_queue("StockQueue")
+            db.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
+            databases.append(db)
+        cids = [str(uuid.uuid4()) for _ in range(20)]
+        inst._messaging.remote.arrive(
+            [Arrival(1, "test", _fragment(c, s)) for s in range(5) for c in cids])
+        (times,) = inst.sql("SELECT count(DISTINCT message_enqueue_time) FROM "
+                            "queue_messages").fetchone()
+        assert times == 1
+        conversation_of = dict(inst.sql(
+            "SELECT conversation_handle::VARCHAR, conversation_id::VARCHAR "
+            "FROM sys.conversation_endpoints").fetchall())
+        assert sorted(conversation_of.values()) == sorted(cids)  # one endpoint each
+        where: dict[str, set[str]] = {}
+        for db in databases:
+            seqs: dict[str, list[int]] = {}
+            while got := db.receive("StockQueue", max_messages=1000):  # a group at a time
+                m = got[0]
+                cid = conversation_of[str(m.conversation_handle)]
+                assert {str(x.conversation_handle) for x in got} == {str(m.conversation_handle)}
+                seqs.setdefault(cid, []).extend(x.message_sequence_number for x in got)
+                where.setdefault(cid, set()).add(db.name)
+            assert all(got == list(range(5)) for got in seqs.values())
+        assert sorted(where) == sorted(cids)
+        assert all(len(names) == 1 for names in where.values())
+        assert {name for names in where.values() for name in names} == {"StockA", "StockB"}

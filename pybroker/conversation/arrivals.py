@@ -200,6 +200,8 @@ class Arrivals:
         # during a batch of arrivals: the conversations whose first message (sequence 0)
         # from the initiator is in it
         self._batch_starts: set[str] = set()
+        # during a batch of arrivals: the time its messages arrive (message_enqueue_time)
+        self._batch_now: datetime | None = None
 
     @property
     def mirroring_roles(self) -> dict[int, str]:
@@ -261,9 +263,18 @@ class Arrivals:
         # Where each arrival goes is decided first, on the routing engine's memory (R1.2):
         # what is forwarded never enters a unit of work, so a batch that only passes
         # through (a forwarder's) takes no lock of the store and touches no DuckDB (R7.3)
+        # A conversation side's messages in one batch go to one database: routed once (its
+        # first message's decision; R4.2's arbitrary pick is not drawn again per message)
         here: list[tuple[Arrival, int | str | _AskRoute]] = []
+        routed: dict[tuple[str, bool, str, str | None], int] = {}
         for arrival in arrivals:
-            destination = self._destination(arrival.fragment)
+            f = arrival.fragment
+            side = (f.conversation_id, f.from_initiator, f.to_service, f.to_broker_instance)
+            destination = routed.get(side)
+            if destination is None:
+                destination = self._destination(f)
+                if type(destination) is int:
+                    routed[side] = destination
             if isinstance(destination, _Forward):
                 replies.forwards.append((arrival.connection, arrival.peer, arrival.fragment,
                                          destination.address))
@@ -274,6 +285,7 @@ class Arrivals:
                 uow.activate()
                 uow.arrivals = True
                 self._prefetched = self._prefetch(uow, [a for a, _ in here])
+                self._batch_now = m._now()  # the batch's arrival time: one commit
                 self._batch_starts = {
                     f.conversation_id for f in (a.fragment for a, _ in here)
                     if f.from_initiator and f.sequence == 0}
@@ -283,6 +295,7 @@ class Arrivals:
                 finally:
                     self._prefetched = None
                     self._batch_starts = set()
+                    self._batch_now = None
             if self.fragment_bytes >= RELEASE_BYTES:
                 self.fragment_bytes = 0
                 m._store.release_memory()
@@ -423,7 +436,7 @@ class Arrivals:
             ep, catalog.broker_instance)
         if kind == dialog.DUPLICATE:
             return  # P3.2, P5.4: acknowledged again, not queued again
-        now = m._now()
+        now = self._batch_now or m._now()
         if kind == dialog.FRAGMENT:
             self._keep_fragment(uow, database_id, handle, f, now)
             self._fragments.setdefault(handle, {}).setdefault(f.sequence, {})[
