@@ -170,6 +170,15 @@ class _AskRoute:
     service: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Picked:
+    """R4.2: no broker identifier named, the service is in ``database_id``, one of its
+    databases picked arbitrarily; a database that holds the conversation and has the service
+    comes first (``_holder``)."""
+
+    database_id: int
+
+
 class Arrivals:
     """RemoteDelivery's state, what both of its sides use, and the inbound side: arrivals
     applied to DuckDB (remote.py's RemoteDelivery adds the outbound side)."""
@@ -265,15 +274,15 @@ class Arrivals:
         # through (a forwarder's) takes no lock of the store and touches no DuckDB (R7.3)
         # A conversation side's messages in one batch go to one database: routed once (its
         # first message's decision; R4.2's arbitrary pick is not drawn again per message)
-        here: list[tuple[Arrival, int | str | _AskRoute]] = []
-        routed: dict[tuple[str, bool, str, str | None], int] = {}
+        here: list[tuple[Arrival, int | str | _AskRoute | _Picked]] = []
+        routed: dict[tuple[str, bool, str, str | None], int | _Picked] = {}
         for arrival in arrivals:
             f = arrival.fragment
             side = (f.conversation_id, f.from_initiator, f.to_service, f.to_broker_instance)
             destination = routed.get(side)
             if destination is None:
                 destination = self._destination(f)
-                if type(destination) is int:
+                if type(destination) is int or type(destination) is _Picked:
                     routed[side] = destination
             if isinstance(destination, _Forward):
                 replies.forwards.append((arrival.connection, arrival.peer, arrival.fragment,
@@ -379,7 +388,7 @@ class Arrivals:
         return None
 
     def _arrive(self, uow: UnitOfWork, arrival: Arrival,
-                database_id: int | str | _AskRoute, replies: _Replies) -> None:
+                database_id: int | str | _AskRoute | _Picked, replies: _Replies) -> None:
         """One arrival for this instance: ``database_id`` is its database (``_destination``)
         or why it cannot be delivered."""
         m = self.m
@@ -398,8 +407,12 @@ class Arrivals:
             self._refuse(arrival, replies, database_id, fatal=False, code=(
                 NOT_PRINCIPAL_CODE if database_id == STATUS_NOT_PRINCIPAL else 0))
             return
+        ep = None
+        if isinstance(database_id, _Picked):
+            database_id, ep = self._holder(uow, f, database_id.database_id)
         catalog = m.catalog(database_id)
-        ep = self._find(uow, f.conversation_id, not f.from_initiator, database_id)
+        if ep is None:
+            ep = self._find(uow, f.conversation_id, not f.from_initiator, database_id)
         if ep is None:
             if not f.from_initiator:
                 self._refuse(arrival, replies, _ENDPOINT_CLOSED_TEXT, fatal=True,
@@ -508,7 +521,19 @@ class Arrivals:
         return (self.mirroring_roles.get(database_id) == "PRINCIPAL"
                 and f.conversation_id not in self._batch_starts)
 
-    def _destination(self, f: MessageFragment) -> int | str | _Forward | _AskRoute:
+    def _holder(self, uow: UnitOfWork, f: MessageFragment, picked: int
+                ) -> tuple[int, Endpoint | None]:
+        """R4.2: the database that holds the conversation (its endpoint for this side of
+        it), with that endpoint, if it has the service and takes messages (not a mirror);
+        else ``picked`` (and no endpoint: _find looks there). So every message of a
+        conversation reaches the database its first one did."""
+        ep = self._find(uow, f.conversation_id, not f.from_initiator, None)
+        if (ep is None or self.mirroring_roles.get(ep.database_id) == "MIRROR"
+                or f.to_service not in self.m.catalog(ep.database_id).services):
+            return picked, None
+        return ep.database_id, ep
+
+    def _destination(self, f: MessageFragment) -> int | str | _Forward | _AskRoute | _Picked:
         """The database the fragment goes to (an id), the next hop it is forwarded to, or
         why it cannot be delivered."""
         m = self.m
@@ -521,8 +546,9 @@ class Arrivals:
                                      origin=OUTSIDE)  # R1.2: msdb's table
         if decision.outcome == "deliver":
             found = m.catalog_named(decision.database).database_id
-            return (STATUS_NOT_PRINCIPAL if self.mirroring_roles.get(found) == "MIRROR"
-                    else found)
+            if self.mirroring_roles.get(found) == "MIRROR":
+                return STATUS_NOT_PRINCIPAL
+            return _Picked(found) if decision.locate_step == "R4.2" else found
         if decision.route_request_due:
             return _AskRoute(f.to_service)
         if decision.outcome == "send":  # R3.6 let it through: forwarding is on
