@@ -101,3 +101,32 @@ def test_the_other_columns_encode_each_value_as_one_at_a_time(texts, times, guid
     assert columns.texts(iter(texts)) == ",".join(map(columns.text_field, texts))
     assert columns.blobs(iter(bodies)) == ",".join(
         "~" if b is None else base64.b64encode(b).decode("ascii") for b in bodies)
+
+
+POOL = [str(uuid.UUID(int=i)) for i in (1, 2, 3)]
+PAIRS = st.sets(st.tuples(st.sampled_from(POOL), st.integers(0, 40)), max_size=40)
+
+
+@settings(max_examples=100, deadline=None)
+@given(sent=PAIRS, acked=PAIRS, inbound=st.booleans())
+def test_acknowledged_messages_leave_as_runs_exactly_those(store, sent, acked, inbound):
+    """P5.2: columns.runs makes runs of consecutive sequence numbers per endpoint of the
+    acknowledged pairs (each pair once, whatever their order); the DELETE of
+    wire/delete_acknowledged.sql takes exactly those messages, not an inbound one."""
+    pairs = sorted(acked) + sorted(acked)[:3]  # repeated pairs count once
+    runs = columns.runs(reversed(pairs))
+    firsts = [int(x) for x in runs["first_sequence"].split(",")] if acked else []
+    lasts = [int(x) for x in runs["last_sequence"].split(",")] if acked else []
+    assert sum(b - a + 1 for a, b in zip(firsts, lasts, strict=True)) == len(acked)
+    rows = [(1, h, s, 3, "T", None, "F", "C", "M", "N", False, False, 5,
+             datetime(2026, 1, 1), b"abc", "") for h, s in sorted(sent)]
+    with store.transaction():
+        if rows:
+            store.run("conversation/insert_transmission_queue.sql",
+                      {**_tx_columns(rows), "is_inbound": inbound})
+        if acked:
+            store.run("wire/delete_acknowledged.sql", runs)
+        left = set(store.fetchall("SELECT conversation_handle::VARCHAR, "
+                                  "message_sequence_number FROM transmission_queue"))
+        store.execute("DELETE FROM transmission_queue")
+    assert left == (sent if inbound else sent - acked)

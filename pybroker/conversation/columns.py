@@ -124,6 +124,24 @@ def times(values: Iterable[datetime | None]) -> str:
     return ",".join(time_fields(tuple(values)))
 
 
+def runs(pairs: Iterable[tuple[str, int]]) -> dict[str, str]:
+    """(endpoint handle, sequence number) pairs as runs of consecutive sequence numbers of
+    one endpoint, the three columns of sql/conversation/_message_runs.sql (a run's handle,
+    its first and its last sequence number). Duplicates count once."""
+    handles: list[str] = []
+    firsts: list[int] = []
+    lasts: list[int] = []
+    for handle, seq in sorted(set(pairs)):
+        if handles and handles[-1] == handle and lasts[-1] + 1 == seq:
+            lasts[-1] = seq
+        else:
+            handles.append(handle)
+            firsts.append(seq)
+            lasts.append(seq)
+    return {"conversation_handle": guids(handles), "first_sequence": ints(firsts),
+            "last_sequence": ints(lasts)}
+
+
 def packed(*fields: Iterable[str]) -> str:
     """Rows as one bound string: ``fields`` are the columns, each value already encoded as
     above (``int_field``, ``text_field``, ...; a GUID or a validation code as it is); each

@@ -220,8 +220,7 @@ class RemoteDelivery(Arrivals):
                     cleared.append(ack.handle)
                 uow.touch(ep)
             if handles:
-                acked = {"conversation_handle": columns.guids(handles),
-                         "message_sequence_number": columns.ints(seqs)}
+                acked = columns.runs(zip(handles, seqs, strict=True))
                 uow.sql("wire/delete_acknowledged.sql", acked)
                 transmission_pieces.delete_acknowledged(uow, acked)
             if cleared:

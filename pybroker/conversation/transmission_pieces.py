@@ -103,7 +103,7 @@ def with_bodies(uow: UnitOfWork, rows: list[tuple[Any, ...]]) -> list[tuple[Any,
 
 
 def delete_acknowledged(uow: UnitOfWork, params: dict[str, str]) -> None:
-    """The pieces of acknowledged messages (the pairs of wire/delete_acknowledged.sql)."""
+    """The pieces of acknowledged messages (the runs of wire/delete_acknowledged.sql)."""
     if uow.m.transmission_pieces:
         uow.delete_pieces("transmission/delete_acknowledged_pieces.sql", params, COUNT_PIECES)
 
