@@ -344,8 +344,12 @@ class AdjacentConnection:
         if len(fragment.body) > limit:
             raise WireError(f"a fragment of {len(fragment.body)} bytes is over the peer's "
                             f"limit of {limit} bytes; fragment messages to fit it")
-        key = (fragment.conversation_id.lower(), not fragment.from_initiator)
-        pending = self._pending_acks.get(key) if fragment.ack is None else None
+        pending_acks = self._pending_acks
+        key = None
+        pending = None
+        if pending_acks and fragment.ack is None:  # none, at a sender that only sends
+            key = (fragment.conversation_id.lower(), not fragment.from_initiator)
+            pending = pending_acks.get(key)
         data = None
         if mac_key is not None:
             ack = None if pending is None else self._sign_ack(pending[0])
