@@ -81,7 +81,7 @@ def test_an_arrival_is_applied_at_once_with_the_acknowledgements_waiting():
         bridge.acknowledged(["a1"])
         _wait_for(remote, 1)
         bridge.acknowledged(["a2"])  # would wait ACK_INTERVAL alone
-        bridge.arrived(1, "peer", _Fragment("f1"))  # type: ignore[arg-type]
+        bridge.arrived(1, "peer", [_Fragment("f1")])  # type: ignore[list-item]
         _wait_for(remote, 3)
     finally:
         bridge.stop()

@@ -171,8 +171,8 @@ class _Bridge:
         self.last_error: BaseException | None = None
 
     # the Sink of transport.py: called on the event loop thread, never blocks
-    def arrived(self, connection: int, peer: str, fragment: MessageFragment) -> None:
-        self._put("arrival", (connection, peer, fragment))
+    def arrived(self, connection: int, peer: str, fragments: list[MessageFragment]) -> None:
+        self._put("arrivals", (connection, peer, fragments))
 
     def acknowledged(self, acks: list[Acknowledged]) -> None:
         self._put("acks", acks)
@@ -271,12 +271,13 @@ class _Bridge:
                 batch, size = [], 0
 
         for kind, item in items:
-            if kind == "arrival":
-                connection, peer, fragment = item
-                batch.append(arrival_type(connection, peer, fragment))
-                size += len(fragment.body)
-                if len(batch) >= MAX_BATCH or size >= MAX_BATCH_BYTES:
-                    flush()
+            if kind == "arrivals":
+                connection, peer, fragments = item
+                for fragment in fragments:
+                    batch.append(arrival_type(connection, peer, fragment))
+                    size += len(fragment.body)
+                    if len(batch) >= MAX_BATCH or size >= MAX_BATCH_BYTES:
+                        flush()
             elif kind == "acks":
                 acks += item
             else:

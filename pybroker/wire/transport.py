@@ -475,10 +475,15 @@ class Transport(ForwardingIO, MirroringIO):
     def _process(self, conn: _Conn) -> None:
         core = conn.core
         assert core is not None
+        arrived: list[frames.MessageFragment] = []  # handed to the sink together
         while (event := core.next_event()) is not None:
             if isinstance(event, FragmentReceived):
-                self._fragment(conn, event.fragment)
-            elif isinstance(event, AcksReceived):
+                self._fragment(conn, event.fragment, arrived)
+                continue
+            if arrived:  # what came before this event is handed on before it
+                self.sink.arrived(conn.conn_id, conn.peer_address, arrived)
+                arrived = []
+            if isinstance(event, AcksReceived):
                 self._acks(conn, event.entries)
             elif isinstance(event, NoticeReceived):
                 n = event.notice
@@ -529,9 +534,13 @@ class Transport(ForwardingIO, MirroringIO):
                     self.sink.event("Broker:Connection", "Closing", conn.peer_address, None,
                                     None, event.reason)
                 self._close(conn, event.reason, error=event.error)
+        if arrived:
+            self.sink.arrived(conn.conn_id, conn.peer_address, arrived)
         self._flush(conn)
 
-    def _fragment(self, conn: _Conn, f: frames.MessageFragment) -> None:
+    def _fragment(self, conn: _Conn, f: frames.MessageFragment,
+                  arrived: list[frames.MessageFragment]) -> None:
+        """A MESSAGE frame received: into ``arrived`` (for the sink) if it checks out."""
         if f.key_id != conn.peer_key_id:
             self.sink.event("Broker:Message Undeliverable", "not forwarded", conn.peer_address,
                             f.conversation_id, f.sequence,
@@ -542,7 +551,7 @@ class Transport(ForwardingIO, MirroringIO):
             self._corrupted(conn, f.conversation_id, f.sequence, "message fragment")
             return
         conn.core.outstanding += 1  # type: ignore[union-attr]
-        self.sink.arrived(conn.conn_id, conn.peer_address, f)
+        arrived.append(f)
 
     def _acks(self, conn: _Conn, entries: tuple[frames.AckEntry, ...]) -> None:
         done: list[Acknowledged] = []

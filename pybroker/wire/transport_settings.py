@@ -16,7 +16,9 @@ class Sink(Protocol):
     """Where the transport hands what arrives (called from the event loop thread; must
     not block)."""
 
-    def arrived(self, connection: int, peer: str, fragment: frames.MessageFragment) -> None: ...
+    def arrived(self, connection: int, peer: str,
+                fragments: list[frames.MessageFragment]) -> None:
+        """Fragments received on one connection, in order (those of one read together)."""
 
     def acknowledged(self, acks: list[Acknowledged]) -> None: ...
 
