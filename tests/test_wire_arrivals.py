@@ -19,6 +19,7 @@ from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL
 from pybroker.conversation.remote import Arrival
 from pybroker.wire.dialog import Acknowledged
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
+from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE
 
 FAR_BROKER = str(uuid.UUID(int=0xFA5))
 ERROR = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"
@@ -281,3 +282,37 @@ def test_R4_2_a_conversations_messages_go_to_the_database_that_holds_it(tmp_path
         assert sorted(where) == sorted(cids)
         assert all(len(names) == 1 for names in where.values())
         assert {name for names in where.values() for name in names} == {"StockA", "StockB"}
+
+
+def test_R4_2_a_conversation_held_by_a_principal_is_not_refused_for_a_mirror_picked(tmp_path):
+    """The service in two databases, one of them a mirror (R9): a first message whose
+    arbitrary pick is the mirror is refused (not principal; its sender tries again), but a
+    later message of a conversation the principal's database holds goes there, whatever
+    the pick."""
+    with pybroker.connect(tmp_path / "b.duckdb") as inst:
+        for name in ("StockA", "StockB"):
+            db = inst.create_database(name)
+            db.create_queue("StockQueue")
+            db.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
+        remote = inst._messaging.remote
+        wire = remote.wire = FakeWire()
+        mirror = inst._messaging.catalog_named("StockB").database_id
+        remote._mirroring_roles = {mirror: "MIRROR"}
+        cids = [str(uuid.uuid4()) for _ in range(40)]
+        remote.arrive([Arrival(1, "test", _fragment(c, 0)) for c in cids])
+        refused = {n.conversation_id for n in wire.notices}
+        assert {n.code for n in wire.notices} == {NOT_PRINCIPAL_CODE}
+        began = [c for c in cids if c not in refused]
+        assert refused and began  # both picks happened
+        assert {_endpoints(inst, c) for c in began} == {1}
+        assert {_endpoints(inst, c) for c in refused} == {0}
+        wire.notices.clear()
+        for seq in (1, 2, 3):
+            remote.arrive([Arrival(1, "test", _fragment(c, seq)) for c in began])
+        assert wire.notices == []
+        stock_a = inst.database("StockA")
+        got = 0
+        while batch := stock_a.receive("StockQueue", max_messages=1000):
+            assert [m.message_sequence_number for m in batch] == [0, 1, 2, 3]
+            got += 1
+        assert got == len(began)

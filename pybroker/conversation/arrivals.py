@@ -174,7 +174,7 @@ class _AskRoute:
 class _Picked:
     """R4.2: no broker identifier named, the service is in ``database_id``, one of its
     databases picked arbitrarily; a database that holds the conversation and has the service
-    comes first (``_holder``)."""
+    comes first (``_holder``). A pick that is a mirror (R9) is refused after that."""
 
     database_id: int
 
@@ -410,6 +410,10 @@ class Arrivals:
         ep = None
         if isinstance(database_id, _Picked):
             database_id, ep = self._holder(uow, f, database_id.database_id)
+            if ep is None and self.mirroring_roles.get(database_id) == "MIRROR":
+                self._refuse(arrival, replies, STATUS_NOT_PRINCIPAL, fatal=False,
+                             code=NOT_PRINCIPAL_CODE)
+                return
         catalog = m.catalog(database_id)
         if ep is None:
             ep = self._find(uow, f.conversation_id, not f.from_initiator, database_id)
@@ -546,9 +550,10 @@ class Arrivals:
                                      origin=OUTSIDE)  # R1.2: msdb's table
         if decision.outcome == "deliver":
             found = m.catalog_named(decision.database).database_id
-            if self.mirroring_roles.get(found) == "MIRROR":
-                return STATUS_NOT_PRINCIPAL
-            return _Picked(found) if decision.locate_step == "R4.2" else found
+            if decision.locate_step == "R4.2":  # a mirror is refused once _holder has looked
+                return _Picked(found)
+            return (STATUS_NOT_PRINCIPAL if self.mirroring_roles.get(found) == "MIRROR"
+                    else found)
         if decision.route_request_due:
             return _AskRoute(f.to_service)
         if decision.outcome == "send":  # R3.6 let it through: forwarding is on
