@@ -49,11 +49,8 @@ MAX_BATCH_BYTES = 8 * 2**20
 SNAPSHOT_INTERVAL = 1.0  # seconds: sys.dm_broker_connections is at most this old
 # seconds: acknowledgements alone (nothing else waiting) are applied at most this often, so
 # that a sender acknowledged message by message does not spend a DuckDB transaction on each
-# acknowledgement (deleting transmission-queue rows is never on the way of a delivery). A
-# receiver acknowledges each of its arrival batches at once; at 0.1 s rather than 0.02 s
-# a sender's transaction deletes the rows of several such batches (its four statements cost
-# ~7 ms whatever their rows): in `bench wire` (b) 8.5/10.0 against 10.0/13.5 us a message
-ACK_INTERVAL = 0.1
+# acknowledgement (deleting transmission-queue rows is never on the way of a delivery)
+ACK_INTERVAL = 0.02
 
 
 class _Database(Protocol):
