@@ -31,6 +31,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation import columns, message_parts
+from pybroker.conversation.arrival_destinations import (
+    STATUS_FORWARDING_OFF,
+    STATUS_NOT_PRINCIPAL,
+    STATUS_ROUTE_REQUESTED,
+    AskRoute,
+    Forward,
+    Picked,
+    destination_of,
+)
 from pybroker.conversation.endpoint import Endpoint
 from pybroker.conversation.handles import new_handle
 from pybroker.conversation.model import STATUS_QUEUE_DISABLED, Router
@@ -41,10 +50,9 @@ from pybroker.conversation.system_messages import (
     REMOTE_ENDPOINT_CLOSED,
     _parse_error,
 )
-from pybroker.routing.cache import OUTSIDE
 from pybroker.wire import dialog
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
-from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE, pair_key
+from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.catalog import DatabaseCatalog
@@ -63,21 +71,6 @@ INDEX_SIZE = 65_536  # conversations whose endpoint handle is remembered for arr
 ALREADY_ACKNOWLEDGED = -8495
 _ALREADY_ACKNOWLEDGED_TEXT = (
     "The conversation has already been acknowledged by another instance.")
-STATUS_FORWARDING_OFF = (
-    "The target instance could not deliver the message: no service of that name is in the "
-    "instance and message forwarding is off there.")
-STATUS_BROKER_NOT_HERE = (
-    "The target instance could not deliver the message: the service is there, but no "
-    "database there has broker identifier '{}' and message forwarding is off there.")
-STATUS_ROUTE_TO_ITSELF = (
-    "The target instance could not forward the message: msdb's route for the service leads "
-    "back to the instance itself.")
-STATUS_ROUTE_REQUESTED = (  # R2.4 in msdb's table: the sender's retry finds the route
-    "The target instance has no route to the service yet: it asked its dynamic routing "
-    "service for one (a route request); the message is sent again later.")
-STATUS_NOT_PRINCIPAL = (  # R9.3: the sender asks the partner whether it is principal now
-    "The target database is the mirror of a mirrored pair, not its principal: it takes no "
-    "message; send to its partner.")
 # R9: a principal's refusal of a later message (sequence > 0) of a conversation it has no
 # endpoint for: the conversation began at the pair's former principal, and nothing is
 # replicated. Not fatal on the wire: the sender decides (remote.py), ending the conversation
@@ -154,29 +147,6 @@ class _Replies:
     acks: dict[tuple[int, str, bool], tuple[Endpoint, str]] = field(default_factory=dict)
     notices: list[tuple[int, Notice]] = field(default_factory=list)
     forwards: list[tuple[int, str, MessageFragment, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class _Forward:
-    """R7: the arrival goes on to another instance, at ``address``."""
-
-    address: str
-
-
-@dataclass(frozen=True, slots=True)
-class _AskRoute:
-    """R2.4 in msdb's table: msdb asks the dynamic routing service for ``service``."""
-
-    service: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Picked:
-    """R4.2: no broker identifier named, the service is in ``database_id``, one of its
-    databases picked arbitrarily; a database that holds the conversation and has the service
-    comes first (``_holder``). A pick that is a mirror (R9) is refused after that."""
-
-    database_id: int
 
 
 class Arrivals:
@@ -274,17 +244,17 @@ class Arrivals:
         # through (a forwarder's) takes no lock of the store and touches no DuckDB (R7.3)
         # A conversation side's messages in one batch go to one database: routed once (its
         # first message's decision; R4.2's arbitrary pick is not drawn again per message)
-        here: list[tuple[Arrival, int | str | _AskRoute | _Picked]] = []
-        routed: dict[tuple[str, bool, str, str | None], int | _Picked] = {}
+        here: list[tuple[Arrival, int | str | AskRoute | Picked]] = []
+        routed: dict[tuple[str, bool, str, str | None], int | Picked] = {}
         for arrival in arrivals:
             f = arrival.fragment
             side = (f.conversation_id, f.from_initiator, f.to_service, f.to_broker_instance)
             destination = routed.get(side)
             if destination is None:
-                destination = self._destination(f)
-                if type(destination) is int or type(destination) is _Picked:
+                destination = destination_of(m, self.wire, self.mirroring_roles, f)
+                if type(destination) is int or type(destination) is Picked:
                     routed[side] = destination
-            if isinstance(destination, _Forward):
+            if isinstance(destination, Forward):
                 replies.forwards.append((arrival.connection, arrival.peer, arrival.fragment,
                                          destination.address))
             else:
@@ -388,13 +358,13 @@ class Arrivals:
         return None
 
     def _arrive(self, uow: UnitOfWork, arrival: Arrival,
-                database_id: int | str | _AskRoute | _Picked, replies: _Replies) -> None:
+                database_id: int | str | AskRoute | Picked, replies: _Replies) -> None:
         """One arrival for this instance: ``database_id`` is its database (``_destination``)
         or why it cannot be delivered."""
         m = self.m
         f = arrival.fragment
         conn = arrival.connection
-        if isinstance(database_id, _AskRoute):
+        if isinstance(database_id, AskRoute):
             # R2.4, R8 for a message of remote origin: msdb (whose table routed it, R1.2)
             # sends the route request, as a database does for its own conversations, and
             # the message is dropped like any of remote origin without a route (R3.5): its
@@ -408,7 +378,7 @@ class Arrivals:
                 NOT_PRINCIPAL_CODE if database_id == STATUS_NOT_PRINCIPAL else 0))
             return
         ep = None
-        if isinstance(database_id, _Picked):
+        if isinstance(database_id, Picked):
             database_id, ep = self._holder(uow, f, database_id.database_id)
             if ep is None and self.mirroring_roles.get(database_id) == "MIRROR":
                 self._refuse(arrival, replies, STATUS_NOT_PRINCIPAL, fatal=False,
@@ -536,54 +506,6 @@ class Arrivals:
                 or f.to_service not in self.m.catalog(ep.database_id).services):
             return picked, None
         return ep.database_id, ep
-
-    def _destination(self, f: MessageFragment) -> int | str | _Forward | _AskRoute | _Picked:
-        """The database the fragment goes to (an id), the next hop it is forwarded to, or
-        why it cannot be delivered."""
-        m = self.m
-        if not f.from_initiator and f.to_broker_instance is not None:
-            found = self._database_of(f.to_broker_instance)
-            if found is not None:  # R6: a reply to a conversation begun here
-                return (STATUS_NOT_PRINCIPAL if self.mirroring_roles.get(found) == "MIRROR"
-                        else found)
-        decision = m._route(f.to_service, broker_instance=f.to_broker_instance,
-                                     origin=OUTSIDE)  # R1.2: msdb's table
-        if decision.outcome == "deliver":
-            found = m.catalog_named(decision.database).database_id
-            if decision.locate_step == "R4.2":  # a mirror is refused once _holder has looked
-                return _Picked(found)
-            return (STATUS_NOT_PRINCIPAL if self.mirroring_roles.get(found) == "MIRROR"
-                    else found)
-        if decision.route_request_due:
-            return _AskRoute(f.to_service)
-        if decision.outcome == "send":  # R3.6 let it through: forwarding is on
-            address = decision.address or ""
-            if self.wire is not None and self.wire.is_own_address(address):
-                return STATUS_ROUTE_TO_ITSELF
-            if decision.mirror_address:  # R9: the pair's principal, as a sender's would
-                return _Forward(pair_key(address, decision.mirror_address))
-            return _Forward(address)
-        if f.to_broker_instance is not None and any(
-                f.to_service in m.catalog(i).services for i in self._database_ids()):
-            return STATUS_BROKER_NOT_HERE.format(f.to_broker_instance)
-        return STATUS_FORWARDING_OFF
-
-    def _database_ids(self) -> list[int]:
-        m = self.m
-        if m._database_ids is None:
-            with contextlib.suppress(Exception):
-                m.catalog_named("master")
-        return list((m._database_ids or {}).values())
-
-    def _database_of(self, broker_instance: str) -> int | None:
-        m = self.m
-        if m._database_ids is None:
-            with contextlib.suppress(Exception):
-                m.catalog_named("master")
-        for database_id in (m._database_ids or {}).values():
-            if m.catalog(database_id).broker_instance == broker_instance:
-                return database_id
-        return None
 
     def _new_target(self, uow: UnitOfWork, f: MessageFragment, catalog: Any) -> Endpoint:
         now = self.m._now()

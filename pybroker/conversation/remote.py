@@ -11,7 +11,8 @@ EndDialog was acknowledged (DO -> CD). An endpoint with rows in flight has no
 C5 retry loop, which hands its rows to the wire once the route appears.
 
 Inbound (arrivals applied in one unit of work, acknowledged after the commit) and forwarding
-(R7) are the base class's, in arrivals.py; every name of it is importable from here.
+(R7) are the base class's, in arrivals.py (where each arrival goes: arrival_destinations.py);
+every name of it is importable from here.
 """
 
 from __future__ import annotations
@@ -23,14 +24,22 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pybroker.conversation import columns, transmission_pieces
+from pybroker.conversation.arrival_destinations import (
+    STATUS_BROKER_NOT_HERE as STATUS_BROKER_NOT_HERE,
+)
+from pybroker.conversation.arrival_destinations import (
+    STATUS_FORWARDING_OFF as STATUS_FORWARDING_OFF,
+)
+from pybroker.conversation.arrival_destinations import (
+    STATUS_NOT_PRINCIPAL as STATUS_NOT_PRINCIPAL,
+)
+from pybroker.conversation.arrival_destinations import (
+    STATUS_ROUTE_TO_ITSELF as STATUS_ROUTE_TO_ITSELF,
+)
 from pybroker.conversation.arrivals import ALL_FRAGMENTS as ALL_FRAGMENTS
 from pybroker.conversation.arrivals import ALREADY_ACKNOWLEDGED as ALREADY_ACKNOWLEDGED
 from pybroker.conversation.arrivals import INDEX_SIZE as INDEX_SIZE
 from pybroker.conversation.arrivals import MAX_EVENTS as MAX_EVENTS
-from pybroker.conversation.arrivals import STATUS_BROKER_NOT_HERE as STATUS_BROKER_NOT_HERE
-from pybroker.conversation.arrivals import STATUS_FORWARDING_OFF as STATUS_FORWARDING_OFF
-from pybroker.conversation.arrivals import STATUS_NOT_PRINCIPAL as STATUS_NOT_PRINCIPAL
-from pybroker.conversation.arrivals import STATUS_ROUTE_TO_ITSELF as STATUS_ROUTE_TO_ITSELF
 from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL, Arrivals
 from pybroker.conversation.arrivals import Arrival as Arrival
 from pybroker.conversation.arrivals import Wire as Wire
