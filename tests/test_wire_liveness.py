@@ -22,7 +22,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from wire_helpers import wait_for
 
-from pybroker.wire import certificates, dialog, transport
+from pybroker.wire import adjacent, certificates, dialog, frames, transport
 from pybroker.wire.dialog import Transmitter
 from pybroker.wire.frames import AckEntry, MessageFragment
 
@@ -283,3 +283,53 @@ def test_the_transport_records_and_repairs_a_breach_within_a_second():
         assert len(sink.repaired()) == 2  # repaired: nothing more to say
     finally:
         tr.close()
+
+
+class _Recorder(_Sink):
+    """The sink, keeping what it is handed, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, object]] = []
+
+    def arrived(self, connection, peer, fragments) -> None:
+        self.calls.append(("arrived", [f.sequence for f in fragments]))
+
+    def notice(self, notice, peer) -> None:
+        self.calls.append(("notice", notice.sequence))
+
+
+def test_a_reads_fragments_go_to_the_sink_together_in_order_with_what_comes_between():
+    """The fragments of one read are handed on in one call, those before another event
+    (a notice here) before it, and one that fails its MAC (P6) is left out, recorded."""
+    cert, key = certificates.make_certificate("together", datetime.now(UTC).replace(
+        tzinfo=None))
+    sink = _Recorder()
+    tr = transport.Transport(sink, transport.Identity(str(uuid.uuid4()), cert, key, (BROKER,)),
+                             {}, transport.Settings(port=0))
+    peer_key_id, secret = b"peer-key", b"s" * 32
+    events: list[object] = []
+    core = types.SimpleNamespace(outstanding=0, next_event=lambda: (
+        events.pop(0) if events else None))
+    conn = types.SimpleNamespace(conn_id=7, peer_address="127.0.0.1:1", peer_key_id=peer_key_id,
+                                 secret=secret, keys={}, core=core)
+
+    def signed(seq: int, good: bool = True) -> MessageFragment:
+        f = message(0, seq, 10)
+        f.key_id = peer_key_id
+        k = certificates.dialog_key(secret, f.conversation_id, f.from_initiator)
+        return frames.sign(f, k if good else b"x" * 32)
+
+    notice = frames.Notice(CONVS[0], True, None, 3, 0, "later", False, peer_key_id)
+    notice = frames.sign(notice, certificates.dialog_key(secret, CONVS[0], True))
+    events += [adjacent.FragmentReceived(signed(0)), adjacent.FragmentReceived(signed(1)),
+               adjacent.NoticeReceived(notice), adjacent.FragmentReceived(signed(2, False)),
+               adjacent.FragmentReceived(signed(3)), adjacent.FragmentReceived(signed(4))]
+    tr._flush = lambda conn: None  # no socket here
+    try:
+        tr._process(conn)
+    finally:
+        tr._loop.close()  # never started
+    assert sink.calls == [("arrived", [0, 1]), ("notice", 3), ("arrived", [3, 4])]
+    assert core.outstanding == 4
+    assert [e[1] for e in sink.events] == ["MAC mismatch"]
