@@ -69,27 +69,49 @@ def _signed_header(f: MessageFragment) -> bytes:
         raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
     code = _VALIDATIONS.index(f.validation) if f.validation in _VALIDATIONS else 255
     return bytes((_message_flags(f) & ~_HAS_ACK,)) + _message_core(
-        f, _text_raw, _guid_or_zero, code)
+        f, _names_unchecked, _guid_or_zero, code)
 
 
-def _message_core(f: MessageFragment, text: Callable[[str, str], bytes],
+def _message_core(f: MessageFragment, names: Callable[..., bytes],
                   guid: Callable[[Any, str], bytes], validation: int) -> bytes:
     """A MESSAGE header's fields from the conversation id to the key id, in order: the part
-    the MAC covers. ``text`` and ``guid`` write the named fields (checked on the sending
-    path, as they are; unchecked to verify a decoded fragment)."""
+    the MAC covers. ``guid`` writes the conversation id, ``names`` the fields after the
+    fixed ones (``_names_checked`` on the sending path, ``_names_unchecked`` to sign or
+    verify a fragment as it is)."""
     return b"".join((
         guid(f.conversation_id, "conversation id"),
         _FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
-        text(f.from_service, "sending service"),
-        text(f.to_service, "target service"),
-        guid(f.from_broker_instance, "sending broker instance"),
-        NO_GUID if f.to_broker_instance is None else _guid_bytes(f.to_broker_instance),
-        text(f.contract, "contract"),
-        text(f.message_type, "message type"),
-        _STATIC.pack(validation, f.priority, f.lifetime_ms, f.hops_remaining,
-                     f.time_to_live_ms, f.time_consumed_ms),
-        bytes(f.key_id),
+        names(f.from_service, f.to_service, f.from_broker_instance, f.to_broker_instance,
+              f.contract, f.message_type, validation, f.priority, f.lifetime_ms,
+              f.hops_remaining, f.time_to_live_ms, f.time_consumed_ms, bytes(f.key_id)),
     ))
+
+
+def _names(text: Callable[[str, str], bytes], guid: Callable[[Any, str], bytes],
+           from_service: str, to_service: str, from_broker: str, to_broker: str | None,
+           contract: str, message_type: str, validation: int, priority: int,
+           lifetime_ms: int, hops: int, time_to_live_ms: int, time_consumed_ms: int,
+           key_id: bytes) -> bytes:
+    """A MESSAGE header's fields after its fixed ones, to the key id: the same for every
+    message of a conversation direction, so the two callers below are cached. ``text`` and
+    ``guid`` write the named fields (checked as the peer's decoder checks them on the
+    sending path; as they are otherwise)."""
+    return b"".join((
+        text(from_service, "sending service"),
+        text(to_service, "target service"),
+        guid(from_broker, "sending broker instance"),
+        NO_GUID if to_broker is None else _guid_bytes(to_broker),
+        text(contract, "contract"),
+        text(message_type, "message type"),
+        _STATIC.pack(validation, priority, lifetime_ms, hops, time_to_live_ms,
+                     time_consumed_ms),
+        key_id,
+    ))
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_unchecked(*fields: Any) -> bytes:
+    return _names(_text_raw, _guid_or_zero, *fields)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -176,24 +198,8 @@ def _required_guid_field(value: str, what: str) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _names_and_static(from_service: str, to_service: str, from_broker: str,
-                      to_broker: str | None, contract: str, message_type: str,
-                      validation: int, priority: int, lifetime_ms: int, hops: int,
-                      time_to_live_ms: int, time_consumed_ms: int, key_id: bytes) -> bytes:
-    """A MESSAGE header's fields after its fixed ones, to the key id (``_message_core``'s
-    from the sending service on), checked as the peer's decoder checks them: the same for
-    every message of a conversation direction, so built once (cached)."""
-    return b"".join((
-        _text_field(from_service, "sending service"),
-        _text_field(to_service, "target service"),
-        _required_guid_field(from_broker, "sending broker instance"),
-        NO_GUID if to_broker is None else _guid_bytes(to_broker),
-        _text_field(contract, "contract"),
-        _text_field(message_type, "message type"),
-        _STATIC.pack(validation, priority, lifetime_ms, hops, time_to_live_ms,
-                     time_consumed_ms),
-        key_id,
-    ))
+def _names_checked(*fields: Any) -> bytes:
+    return _names(_text_field, _required_guid_field, *fields)
 
 
 def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) -> bytes:
@@ -221,14 +227,8 @@ def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) 
                              "not from 0 to 10")
         if len(f.key_id) != KEY_ID_SIZE:
             raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
-        core = b"".join((
-            _required_guid_field(f.conversation_id, "conversation id"),
-            _FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
-            _names_and_static(f.from_service, f.to_service, f.from_broker_instance,
-                              f.to_broker_instance, f.contract, f.message_type,
-                              _VALIDATIONS.index(f.validation), f.priority, f.lifetime_ms,
-                              f.hops_remaining, f.time_to_live_ms, f.time_consumed_ms,
-                              bytes(f.key_id))))
+        core = _message_core(f, _names_checked, _required_guid_field,
+                             _VALIDATIONS.index(f.validation))
         flags = _message_flags(f) & ~_HAS_ACK
         h = _hasher(key)
         h.update(bytes((flags,)))
