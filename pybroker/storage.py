@@ -14,6 +14,7 @@ cannot hold.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 import threading
 import time
@@ -24,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from pybroker import no_pandas, sql_templates
+from pybroker import no_pandas, sql_templates, storage_recovery
 from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError, StorageError
 from pybroker.resources import migrations_dir, sql_dir
 from pybroker.storage_errors import explain_open_error, translate_error
@@ -32,6 +33,7 @@ from pybroker.storage_errors import explain_open_error, translate_error
 no_pandas.install()  # every bound statement costs half as much (see no_pandas.py)
 
 _MIGRATION_NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+_SUPERSEDES = re.compile(r"^--\s*supersedes:\s*(\d{3}(?:\s*,\s*\d{3})*)\s*$")
 
 
 def utc_now() -> datetime:
@@ -197,8 +199,17 @@ class Store:
             raise StorageError(f"no instance file at {target} to open read-only")
         wal_left = not read_only and Path(f"{target}.wal").exists()
         try:
-            self._con = duckdb.connect(target, read_only=read_only)
+            if self.path is not None and not read_only:
+                self._con = storage_recovery.connect_for_writing(self.path)
+            else:
+                self._con = duckdb.connect(target, read_only=read_only)
         except duckdb.Error as exc:
+            if read_only and storage_recovery.is_replay_failure(exc):
+                raise StorageError(
+                    f"cannot open instance file {target} read-only: its write-ahead log "
+                    "holds changes DuckDB replays only in an open for writing; open it once "
+                    "for writing (pybroker.connect(path), or a command that changes it), "
+                    "then read-only") from exc
             raise StorageError(explain_open_error(target, exc)) from exc
         # no progress bar on stdout (a long query would write one into `--json` output)
         self._con.execute("SET enable_progress_bar = false")
@@ -227,8 +238,7 @@ class Store:
             if limit is not None and wal_left:
                 self._con.execute("CHECKPOINT")  # what the log replayed goes to the file
             if not read_only:
-                self._migrate()
-                self._install_definitions()
+                self._prepare_schema()
             if limit is not None:
                 self._limit_now = 0
                 self._room_for(self._con, self._longest_body())
@@ -694,28 +704,92 @@ class Store:
             "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
         return int(row[0]) if row else 0
 
-    def _migrate(self) -> None:
-        has_table = self._con.execute(
-            "SELECT COUNT(*) FROM duckdb_tables() "
-            "WHERE table_name = 'schema_migrations' AND schema_name = 'main'"
-        ).fetchone()
-        current = 0
-        if has_table and has_table[0]:
-            current = self._schema_version()
-        for version, name, path in available_migrations():
-            if version <= current:
-                continue
+    def _prepare_schema(self) -> None:
+        """Run the migrations this file lacks and replace the catalog's definitions if they
+        are not this pybroker's. In a file, under the migration marker and between two
+        checkpoints (storage_recovery.py), so that a kill at any instant leaves a file that
+        opens: the schema work is done whole or done again, and the log never holds it
+        beside an application's commits."""
+        current = self._schema_version() if self._has_table("schema_migrations") else 0
+        pending = [(version, name, path) for version, name, path in available_migrations()
+                   if version > current and version not in superseded_migrations()]
+        digest = catalog_digest()
+        if self.path is None:
+            self._migrate(pending)
+            self._install_definitions(digest)
+            return
+        marker = storage_recovery.marker_path(self.path).exists()
+        if not pending and not marker and self._installed_digest() == digest:
+            return  # an open that changes nothing writes nothing
+        self._con.execute("CHECKPOINT")  # the log is empty: what follows in it is ours
+        with storage_recovery.migrating(self.path, current):
+            self._migrate(pending, checkpoint=True)
+            if self._installed_digest() != digest:
+                self._install_definitions(digest)
+                self._con.execute("CHECKPOINT")
+
+    def _has_table(self, name: str) -> bool:
+        row = self._con.execute(
+            "SELECT COUNT(*) FROM duckdb_tables() WHERE table_name = $name "
+            "AND schema_name = 'main'", {"name": name}).fetchone()
+        return bool(row and row[0])
+
+    def _migrate(self, pending: list[tuple[int, str, Path]], *,
+                 checkpoint: bool = False) -> None:
+        """Each migration in a transaction of its own, checkpointed after it in a file: a
+        kill leaves at most one in the log."""
+        for version, name, path in pending:
             with self.transaction():
                 self._con.execute(path.read_text(encoding="utf-8"))
                 self._con.execute(
                     "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, utc_now()]
                 )
+            if checkpoint:
+                self._con.execute("CHECKPOINT")
 
-    def _install_definitions(self) -> None:
+    def _installed_digest(self) -> str | None:
+        if not self._has_table("catalog_definitions"):
+            return None
+        row = self._con.execute(sql_templates.render(
+            "instance/select_catalog_digest.sql")).fetchone()
+        return None if row is None else str(row[0])
+
+    def _install_definitions(self, digest: str) -> None:
         with self.transaction():
-            self._con.execute("CREATE SCHEMA IF NOT EXISTS sys")
-            for path in sorted((sql_dir() / "catalog").glob("*.sql")):
-                self._con.execute(sql_templates.render(f"catalog/{path.name}"))
+            for statement in catalog_definitions():
+                self._con.execute(statement)
+            if self._has_table("catalog_definitions"):  # not before migration 016
+                self._con.execute(sql_templates.render("instance/upsert_catalog_digest.sql"),
+                                  {"digest": digest, "installed_at": utc_now()})
+
+
+def catalog_definitions() -> list[str]:
+    """The DDL that gives a file this pybroker's views and macros (sql/catalog/), in order."""
+    return ["CREATE SCHEMA IF NOT EXISTS sys"] + [
+        sql_templates.render(f"catalog/{path.name}")
+        for path in sorted((sql_dir() / "catalog").glob("*.sql"))]
+
+
+def catalog_digest() -> str:
+    """SHA-256 of catalog_definitions(): whether a file holds this pybroker's definitions."""
+    digest = hashlib.sha256()
+    for statement in catalog_definitions():
+        digest.update(statement.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def superseded_migrations() -> frozenset[int]:
+    """The migrations a later one supersedes (its first line ``-- supersedes: NNN``;
+    migrations/README.md): never run on a file that has not run them."""
+    found = set()
+    for _version, _name, path in available_migrations():
+        with open(path, encoding="utf-8") as source:
+            first = source.readline()
+        match = _SUPERSEDES.match(first)
+        if match:
+            found.update(int(n) for n in match.group(1).split(","))
+    return frozenset(found)
 
 
 def available_migrations() -> list[tuple[int, str, Path]]:

@@ -341,7 +341,7 @@ def test_a_piece_is_read_back_through_the_index_of_its_number(tmp_path):
 
 def test_fragments_kept_before_their_pieces_were_numbered_are_received(tmp_path, monkeypatch):
     # a file at migration 011 holds a message kept as its fragments; opened by this
-    # version, migration 012 numbers its pieces and RECEIVE reads them back by number
+    # version, migration 014 numbers its pieces and RECEIVE reads them back by number
     body = random.Random(9).randbytes(5_000)
     cid = str(uuid.uuid4())
     older = tmp_path / "migrations"
@@ -350,6 +350,16 @@ def test_fragments_kept_before_their_pieces_were_numbered_are_received(tmp_path,
         if version <= 11:
             (older / source.name).write_text(source.read_text())
     monkeypatch.setattr("pybroker.storage.migrations_dir", lambda: older)
+    render = sql_templates.render
+
+    def render_as_at_011(name: str, **variables):  # the INSERT of before piece_id
+        text = render(name, **variables)
+        if name == "wire/insert_message_fragment_pieces.sql":
+            text = text.replace(", piece_id)", ")").replace(
+                ",\n    nextval('message_fragment_piece_ids')", "")
+        return text
+
+    monkeypatch.setattr(sql_templates, "render", render_as_at_011)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         _stock(inst)
         _arrive(inst, _fragments(cid, 0, body, 1_000), seed=3)
