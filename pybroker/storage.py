@@ -723,10 +723,10 @@ class Store:
             return  # an open that changes nothing writes nothing
         self._con.execute("CHECKPOINT")  # the log is empty: what follows in it is ours
         with storage_recovery.migrating(self.path, current):
-            self._migrate(pending, checkpoint=True)
+            self._migrate(pending)
             if self._installed_digest() != digest:
                 self._install_definitions(digest)
-                self._con.execute("CHECKPOINT")
+            self._con.execute("CHECKPOINT")  # before the marker goes
 
     def _has_table(self, name: str) -> bool:
         row = self._con.execute(
@@ -734,18 +734,14 @@ class Store:
             "AND schema_name = 'main'", {"name": name}).fetchone()
         return bool(row and row[0])
 
-    def _migrate(self, pending: list[tuple[int, str, Path]], *,
-                 checkpoint: bool = False) -> None:
-        """Each migration in a transaction of its own, checkpointed after it in a file: a
-        kill leaves at most one in the log."""
+    def _migrate(self, pending: list[tuple[int, str, Path]]) -> None:
+        """Each migration in a transaction of its own, with its row in schema_migrations."""
         for version, name, path in pending:
             with self.transaction():
                 self._con.execute(path.read_text(encoding="utf-8"))
                 self._con.execute(
                     "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, utc_now()]
                 )
-            if checkpoint:
-                self._con.execute("CHECKPOINT")
 
     def _installed_digest(self) -> str | None:
         if not self._has_table("catalog_definitions"):

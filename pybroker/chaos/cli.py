@@ -1,5 +1,5 @@
-"""``pybroker chaos run`` (the chaos soak) and ``pybroker chaos fuzz`` (the wire decoders'
-fuzz runs)."""
+"""``pybroker chaos run`` (the chaos soak), ``pybroker chaos crash`` (kills of a process
+working on an instance file) and ``pybroker chaos fuzz`` (the wire decoders' fuzz runs)."""
 
 from __future__ import annotations
 
@@ -170,6 +170,19 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                     "are stopped (an interrupted run, say)", cmd_check)
     q.add_argument("dir", help="the run directory of an earlier 'chaos run' (its --dir)")
 
+    q = sub_command("crash", "SIGKILL a process working on an instance file at random "
+                    "instants from its first statement on (inside connect() of a new file, "
+                    "inside an upgrade from each earlier schema version, among routes, "
+                    "databases, sends and receives), and check after each kill that the file "
+                    "opens and holds exactly what the process said it committed. Exit 1 on "
+                    "any violation.", cmd_crash)
+    q.add_argument("--rounds", type=int, default=300, help="kills (default 300)")
+    q.add_argument("--seed", type=int, default=1,
+                   help="seed of the starts, the kills' instants and the work (default 1)")
+    q.add_argument("--dir", default=None, help="directory of the files (default: a new "
+                   "temporary one, removed after a valid run)")
+    q.add_argument("--json", action="store_true", help="print the report as JSON")
+
     q = sub_command("fuzz", "feed the wire decoders arbitrary and mutated valid inputs: only "
                     "FrameError may come out (0 crashes, 0 hangs)", cmd_fuzz)
     q.add_argument("--target", default="all",
@@ -227,6 +240,34 @@ def cmd_check(args: argparse.Namespace) -> int:
     verdict = topology.check_directory(args.dir)
     print(json.dumps(verdict, indent=1))
     return 0 if verdict["valid"] else 1
+
+
+def cmd_crash(args: argparse.Namespace) -> int:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from pybroker.chaos import crash
+
+    if args.rounds < 1:
+        raise args.usage_error("--rounds must be at least 1")
+    directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="pybroker-crash-"))
+    log = None if args.json else (lambda text: print(text, flush=True))
+    report = crash.run(args.rounds, args.seed, directory, log=log).as_dict()
+    report["directory"] = str(directory)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(f"{report['rounds']} kills ({report['killed_in_open']} inside connect()), "
+              f"{report['operations_done']} operations committed, "
+              f"{report['recovered_logs']} logs DuckDB would not replay directly, "
+              f"{len(report['violations'])} violations in {report['seconds']} s: "
+              + ("VALID" if report["valid"] else "INVALID"))
+        for violation in report["violations"]:
+            print(f"  ! {violation}")
+    if report["valid"] and not args.dir:
+        shutil.rmtree(directory, ignore_errors=True)
+    return 0 if report["valid"] else 1
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
