@@ -200,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_chaos_commands(sub, command, UsageError)
 
+    from pybroker.explain_cli import add_commands as add_explain_commands
+
+    add_explain_commands(sub, command, UsageError)
+
     p = command("bench", "measure how fast this machine routes, sends and receives, runs "
                 "the pipeline, crosses the wire between two instances or serves client "
                 "processes", cmd_bench)
@@ -406,6 +410,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if args.example is None:
             print(f"  duckdb -readonly {args.file} \"SELECT database_name, service_name, "
                   "state_desc, far_service FROM sys.conversation_endpoints\"")
+    print(f"Step codes such as R2.3 are explained by: {PROG} explain R2.3 (a group: "
+          f"{PROG} explain R2)")
     if failures:
         print(f"{PROG}: error: {failures} case(s) differ from the seeds", file=sys.stderr)
         return 1

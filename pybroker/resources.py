@@ -1,5 +1,6 @@
 """Where the SQL templates and migrations are: beside the package in a checkout, inside it
-in an installed wheel (pyproject.toml force-includes them)."""
+in an installed wheel (pyproject.toml force-includes them). The documents the package ships
+(pybroker/docs/) are inside it either way."""
 
 from __future__ import annotations
 
@@ -21,3 +22,8 @@ def sql_dir() -> Path:
 
 def migrations_dir() -> Path:
     return _find("migrations")
+
+
+def step_codes_document() -> Path:
+    """pybroker/docs/codes.md: what each step code (R2.3, P5.2, C3) means."""
+    return _PACKAGE / "docs" / "codes.md"

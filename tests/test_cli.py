@@ -35,6 +35,8 @@ def test_demo_routes_every_seed_case_as_required(demo):
     assert "MISMATCH" not in done.stdout
     assert done.stdout.count("why: ") == 33
     assert "send via ForwardingRoute to tcp://elsewhere.Adventure-Works.com:4022/" in done.stdout
+    # once, where the codes of the why: lines are explained (pybroker explain)
+    assert done.stdout.count("Step codes such as R2.3 are explained by: pybroker explain") == 1
 
 
 def test_pybroker_demo_ends_with_the_two_instances_and_the_cases_across_processes(demo):

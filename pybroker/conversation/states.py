@@ -138,7 +138,8 @@ def transition(role: Role, state: State | None, event: str) -> Transition:
     """The table lookup; anything not in the table raises ConversationStateError."""
     found = TRANSITIONS.get((role, state, event))
     if found is None:
-        why = _REFUSALS.get((state, event), "not a transition of SPEC C1")
+        why = _REFUSALS.get((state, event),
+                            "not a transition of the state table (C1: pybroker explain C1)")
         shown = "no endpoint" if state is None else f"{state} ({STATE_DESC[state]})"
         raise ConversationStateError(
             f"cannot {event.replace('_', ' ')} on a conversation endpoint in state {shown} "
