@@ -57,7 +57,7 @@ from pybroker.errors import (
     StorageError,
 )
 from pybroker.instance_endpoint import EndpointMixin
-from pybroker.live_views import LiveRows, LiveViews, names_live_view
+from pybroker.live_views import LiveRows, LiveViews, names_broker_events, names_live_view
 from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
@@ -218,6 +218,20 @@ class Instance(EndpointMixin):
             self._worker.stop()
         self._live.clear()  # what this process held is gone with it
         self._messaging.close()
+
+    def _write_events(self) -> None:
+        """The broker events recorded and not yet written, written now if the instance's
+        connection is free (a read never waits behind another thread's transaction, nor
+        writes into this thread's own; then they come with the next unit of work)."""
+        store = self._store
+        if store.read_only or store.in_transaction or not store._lock.acquire(True, 0.05):
+            return
+        try:
+            self._messaging.remote.write_events()
+        except BrokerError:
+            pass  # the read goes on with what the file holds
+        finally:
+            store._lock.release()
 
     def _live_rows(self) -> LiveRows:
         """What the broker endpoint and activation hold now (live_views.py)."""
@@ -475,6 +489,8 @@ class Instance(EndpointMixin):
                 f"params must be a list, a tuple or a dict, not {type(params).__name__}")
         if names_live_view(query):  # what the process holds, as of now (live_views.py)
             self._live.refresh()
+        if names_broker_events(query):
+            self._write_events()
         try:
             return self._store.connection.cursor().sql(query, params=params)
         except duckdb.Error as exc:

@@ -79,9 +79,18 @@ class LiveRows:
                           or self.mirrored or self.monitors or self.tasks)
 
 
+_EVENTS = re.compile(r"broker_events", re.IGNORECASE)
+
+
 def names_live_view(query: str) -> bool:
     """Whether ``query`` names one of the views of in-memory state."""
     return _NAMED.search(query) is not None
+
+
+def names_broker_events(query: str) -> bool:
+    """Whether ``query`` names sys.broker_events, whose newest events wait in memory for
+    the next unit of work (at most a second)."""
+    return _EVENTS.search(query) is not None
 
 
 class LiveViews:
