@@ -306,7 +306,7 @@ def _two_instances(a: Instance, b: Instance, out: Callable[[str], None],
         ).fetchone()[0] == 0, timeout, "both sides to close")
     _show(a, "show_conversation_endpoints", out, "A")
     _show(b, "show_conversation_endpoints", out, "B")
-    # sys.dm_broker_connections is written once a second: wait for the last fragment
+    # the last fragments (acknowledgements) may still be on their way: wait for their counts
     counted = ("SELECT coalesce(sum(total_fragments_sent), 0), "
                "coalesce(sum(total_fragments_received), 0) "
                "FROM sys.dm_broker_connections")

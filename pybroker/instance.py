@@ -57,6 +57,7 @@ from pybroker.errors import (
     StorageError,
 )
 from pybroker.instance_endpoint import EndpointMixin
+from pybroker.live_views import LiveRows, LiveViews, names_broker_events, names_live_view
 from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
@@ -159,6 +160,7 @@ class Instance(EndpointMixin):
         # the running endpoint that is the one the file defines (CREATE ENDPOINT on master,
         # pybroker.broker_endpoint.ddl): ALTER and DROP ENDPOINT stop, move or keep it
         self._defined_endpoint: Endpoint | None = None
+        self._live = LiveViews(self._store, self._live_rows)
         if not read_only:
             try:  # what a process that ended without closing showed of its activation
                 ActivationRunner.clear(self._store)
@@ -214,7 +216,32 @@ class Instance(EndpointMixin):
             self._endpoint.close()
         if self._worker is not None:
             self._worker.stop()
+        self._live.clear()  # what this process held is gone with it
         self._messaging.close()
+
+    def _write_events(self) -> None:
+        """The broker events recorded and not yet written, written now if the instance's
+        connection is free (a read never waits behind another thread's transaction, nor
+        writes into this thread's own; then they come with the next unit of work)."""
+        store = self._store
+        if store.read_only or store.in_transaction or not store._lock.acquire(True, 0.05):
+            return
+        try:
+            self._messaging.remote.write_events()
+        except BrokerError:
+            pass  # the read goes on with what the file holds
+        finally:
+            store._lock.release()
+
+    def _live_rows(self) -> LiveRows:
+        """What the broker endpoint and activation hold now (live_views.py)."""
+        endpoint, activation = self._endpoint, self._activation
+        monitors, tasks = ((), ()) if activation is None else activation.rows()
+        if endpoint is None or endpoint.is_closed:
+            return LiveRows(monitors=monitors, tasks=tasks)
+        return LiveRows((endpoint.address, endpoint.encryption, endpoint.started),
+                        endpoint.connections(), endpoint.forwarded(),
+                        endpoint.mirrored_routes(), monitors, tasks)
 
     def __enter__(self) -> Instance:
         return self
@@ -460,6 +487,10 @@ class Instance(EndpointMixin):
         if params is not None and not isinstance(params, (list, tuple, dict)):
             raise InvalidArgumentError(
                 f"params must be a list, a tuple or a dict, not {type(params).__name__}")
+        if names_live_view(query):  # what the process holds, as of now (live_views.py)
+            self._live.refresh()
+        if names_broker_events(query):
+            self._write_events()
         try:
             return self._store.connection.cursor().sql(query, params=params)
         except duckdb.Error as exc:
@@ -485,6 +516,7 @@ class Instance(EndpointMixin):
         if self._closed:
             raise BrokerError("the instance is closed")
         arguments.flag("overwrite", overwrite)
+        self._live.refresh()
         return write_snapshot(self._store, path, overwrite=overwrite)
 
 

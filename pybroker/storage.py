@@ -222,12 +222,14 @@ class Store:
         # may still be used, and on who closes it (Store.close)
         self._state = threading.Lock()
         self._closed = False
-        self._running = 0  # statements on the connection now (at most one, under _lock)
+        # statements running now: one at most under _lock, and replace_apart's (live views)
+        self._running = 0
         self._close_pending = False  # the last running statement closes the connection
         self._depth = 0
         self._owner: int | None = None  # the thread whose transaction is open (in_transaction)
         self._end_callbacks: list[Callable[[bool], None]] = []
         self._apart: duckdb.DuckDBPyConnection | None = None  # commit_apart's connection
+        self._live: duckdb.DuckDBPyConnection | None = None  # replace_apart's connection
         # pieces deleted by the open transaction, and since their table was last found
         # empty, per table (its count template): pieces_deleted, _tidy_pieces
         self._pieces_deleting: dict[str, int] = {}
@@ -437,6 +439,32 @@ class Store:
             finally:
                 self._end_statement()
 
+    def replace_apart(self, statements: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Run statements of sql/ in one transaction on a connection of their own, without
+        the store's lock: a transaction another thread holds open on the main connection
+        neither delays them nor sees them before it ends. Only for tables no statement
+        of the main connection writes while threads run (live_views.py, the one caller,
+        keeps them so); the caller serializes its calls."""
+        rendered = [(sql_templates.render(t), params) for t, params in statements]
+        con = self._begin_statement()
+        try:
+            if self._live is None:
+                self._live = con.cursor()
+            live = self._live
+            live.execute("BEGIN TRANSACTION")
+            try:
+                for sql, params in rendered:
+                    live.execute(sql, params)
+                live.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):
+                    live.execute("ROLLBACK")
+                raise
+        except duckdb.Error as exc:
+            raise self._translate(exc) from exc
+        finally:
+            self._end_statement()
+
     @contextlib.contextmanager
     def streaming(self, limit: int) -> Iterator[None]:
         """A large read that passes each block once (a body read back from its pieces):
@@ -645,6 +673,8 @@ class Store:
                 self._con.interrupt()  # DuckDB's way to stop a statement from another thread
                 if self._apart is not None:  # pieces being committed apart (commit_apart)
                     self._apart.interrupt()
+                if self._live is not None:  # live_views.py's rows (replace_apart)
+                    self._live.interrupt()
                 time.sleep(0.01)
                 with self._state:
                     running = self._running

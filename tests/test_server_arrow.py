@@ -1,5 +1,6 @@
-"""``Rows.arrow()`` through a client gives the Arrow table an embedded caller gets from
-DuckDB for the same query: the same columns, types and values. The server runs in this
+"""``sql(...).arrow()`` through a client gives the Arrow data an embedded caller gets from
+DuckDB for the same query: the same columns, types and values (both are DuckDB relations,
+pybroker.server.rows). The server runs in this
 process (``serve_clients`` on a file in tmp_path); the embedded side is the very instance
 it serves, so both read the same rows."""
 
@@ -13,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.errors import BrokerError
 from pybroker.server.server import serve_clients
 
 pa = pytest.importorskip("pyarrow")
@@ -51,32 +51,34 @@ def embedded_table(inst, query, params=None):
     return result.read_all() if hasattr(result, "read_all") else result
 
 
+client_table = embedded_table  # the same call on a client
+
+
 def test_the_catalog_views_come_as_the_embedded_arrow_table(pair):
     client, owner = pair
     for query, rows in ((ENDPOINTS, 5), (TRANSMISSION, 3)):
-        got, want = client.sql(query).arrow(), embedded_table(owner, query)
+        got, want = client_table(client, query), embedded_table(owner, query)
         assert isinstance(got, pa.Table)
         assert got.num_rows == rows, query  # the fixture's conversations and messages
         assert got.schema == want.schema, query
         assert got.to_pylist() == want.to_pylist(), query
-    body = client.sql(TRANSMISSION).arrow().column("message_body").to_pylist()
+    body = client_table(client, TRANSMISSION).column("message_body").to_pylist()
     assert sorted(body) == [bytes([i]) * 40 for i in range(3)]
 
 
 def test_no_rows_still_have_their_column_types(pair):
     client, owner = pair
     query = "SELECT * FROM sys.transmission_queue WHERE false"
-    got, want = client.sql(query).arrow(), embedded_table(owner, query)
+    got, want = client_table(client, query), embedded_table(owner, query)
     assert got.num_rows == 0
     assert got.schema == want.schema
 
 
-def test_arrow_takes_every_row_whatever_was_fetched(pair):
-    client, _ = pair
-    rows = client.sql(ENDPOINTS)
-    rows.fetchone()
-    assert rows.arrow().num_rows == 5
-    assert rows.to_arrow_table().equals(rows.arrow())
+def test_arrow_after_a_fetch_is_as_embedded(pair):
+    client, owner = pair
+    got, want = client.sql(ENDPOINTS), owner.sql(ENDPOINTS)
+    assert got.fetchone() == want.fetchone()
+    assert got.to_arrow_table().num_rows == want.to_arrow_table().num_rows
 
 
 SCALARS = """SELECT 1::TINYINT a, 2::SMALLINT b, 3::INTEGER c, 4::BIGINT d,
@@ -90,7 +92,7 @@ SCALARS = """SELECT 1::TINYINT a, 2::SMALLINT b, 3::INTEGER c, 4::BIGINT d,
 
 def test_scalar_types_and_lists_of_them_match_the_embedded_export(pair):
     client, owner = pair
-    got, want = client.sql(SCALARS).arrow(), embedded_table(owner, SCALARS)
+    got, want = client_table(client, SCALARS), embedded_table(owner, SCALARS)
     assert got.schema == want.schema
     assert got.to_pylist() == want.to_pylist()
 
@@ -98,7 +100,7 @@ def test_scalar_types_and_lists_of_them_match_the_embedded_export(pair):
 def test_a_time_zone_column_holds_the_same_instants(pair):
     client, owner = pair
     query = "SELECT TIMESTAMPTZ '2020-01-02 03:04:05.5+02' AS at"
-    got, want = client.sql(query).arrow(), embedded_table(owner, query)
+    got, want = client_table(client, query), embedded_table(owner, query)
     assert pa.types.is_timestamp(got.schema.field("at").type)
     assert got.schema.field("at").type.tz is not None
     assert got.to_pylist() == want.to_pylist()
@@ -126,15 +128,19 @@ def test_any_values_come_as_embedded(pair, rows):
         params = [v for row in rows for v in row]
     else:
         query, params = "SELECT 1::BIGINT AS i WHERE false", None
-    got, want = client.sql(query, params).arrow(), embedded_table(owner, query, params)
+    got, want = client_table(client, query, params), embedded_table(owner, query, params)
     assert got.schema == want.schema
     assert got.to_pylist() == want.to_pylist()
 
 
-def test_without_pyarrow_the_error_says_how_to_install_it(pair, monkeypatch):
-    client, _ = pair
-    rows = client.sql(ENDPOINTS)
+def test_without_pyarrow_the_error_is_the_embedded_one(pair, monkeypatch):
+    client, owner = pair
+    got, want = client.sql(ENDPOINTS), owner.sql(ENDPOINTS)
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # what an import of it finds: none
-    with pytest.raises(BrokerError, match=r"pip install pyarrow"):
-        rows.arrow()
-    assert len(rows.fetchall()) == 5  # the rows are still there
+    errors = []
+    for rows in (got, want):
+        with pytest.raises(Exception) as raised:
+            rows.arrow()
+        errors.append((type(raised.value), str(raised.value)))
+    assert errors[0] == errors[1]
+    assert len(got.fetchall()) == 5  # the rows are still there

@@ -366,8 +366,10 @@ def test_tcp_needs_the_token_and_a_refusal_is_a_broker_event(served):
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert token_file.read_text().strip() == token
     for wrong in (None, "not-the-token", token[:-1]):
-        with pytest.raises(ServerError, match="the server refused: no token or a wrong token"):
+        with pytest.raises(ServerError, match="the server refused: no token or a wrong token"
+                           ) as refused:
             pybroker.connect(address, token=wrong)
+        assert f"keeps its token in {token_file}" in str(refused.value)  # where to look
     with pybroker.connect(address, token=token) as inst:
         assert f"through {address}" in repr(inst)
         rows = inst.sql("SELECT event_class, subclass FROM sys.broker_events "

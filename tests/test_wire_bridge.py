@@ -22,7 +22,7 @@ class _Remote:
     def arrive(self, batch: list[Any]) -> None:
         self.calls.append(("arrive", time.monotonic(), [a.fragment.name for a in batch]))
 
-    def write_connections(self, rows: list[Any]) -> None:
+    def write_events(self) -> None:
         pass
 
     def event(self, *args: Any) -> None:

@@ -22,12 +22,10 @@ to return, then abandons them: they are daemon threads, so they never keep the p
 alive, and whatever they do afterwards fails on the closed instance. A reader that never
 returns while holding an open transaction holds the instance as any transaction does.
 
-The tables behind the two views are a snapshot of this process's memory, rewritten when
-a monitor or the set of running readers changes (at most ``POLL`` seconds late), emptied
-when activation stops and when the instance file is opened for writing. Keeping them in
-the file rather than in a view over Python objects makes them plain SQL: every cursor of
-the instance (``Instance.sql()``) and whatever opens the file later reads them, joined with
-the other sys views, and a file left by a process that died shows nothing stale.
+The two views show the monitors and tasks as they are when read: pybroker/live_views.py
+writes ``rows()`` to their tables right before a query that names them (the module says
+why tables, written then). Events of activation (a reader that raised) are written at the
+next round of the driver.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.storage import Store
 
 DEFAULT_CLOSE_TIMEOUT = 5.0  # seconds stop() waits for running readers
-POLL = 1.0  # seconds: the longest the driver sleeps; the snapshot is at most this late
+POLL = 1.0  # seconds: the longest the driver sleeps
 EVENT_CLASS = "Broker:Activation"  # SQL Server's trace event for activation
 
 Key = tuple[int, str]  # (database_id, queue name)
@@ -111,7 +109,6 @@ class ActivationRunner:
         self._next_check = 0.0
         self._spids = itertools.count(1)
         self._import_failures: dict[Key, str] = {}
-        self._written: object = None  # the snapshot last written
         self._events = False  # events recorded and not yet written
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -127,7 +124,7 @@ class ActivationRunner:
 
     def stop(self) -> int:
         """Stop starting readers, wait up to ``close_timeout`` seconds for the running ones,
-        empty the snapshot. Returns how many readers were abandoned still running."""
+        write the events left. Returns how many readers were abandoned still running."""
         self._stopping.set()
         self._wake.set()
         deadline = time.monotonic() + self._close_timeout
@@ -144,8 +141,8 @@ class ActivationRunner:
         lock = self._store._lock
         if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             try:
-                self._write_snapshot(((), ()))
-            except Exception as exc:  # closing goes on; the next open empties it
+                self._write_events()
+            except Exception as exc:  # closing goes on
                 self.last_error = exc
             finally:
                 lock.release()
@@ -153,7 +150,8 @@ class ActivationRunner:
 
     @staticmethod
     def clear(store: Store) -> None:
-        """Empty the snapshot a process that ended without stopping left behind."""
+        """Empty the tables a process that ended without stopping left behind (at open,
+        before any thread runs; live_views.py writes them afterwards)."""
         with store.transaction():
             store.run("activation/delete_queue_monitors.sql")
             store.run("activation/delete_activated_tasks.sql")
@@ -226,16 +224,15 @@ class ActivationRunner:
             for key in [k for k, m in self._monitors.items()
                         if k not in self._queues and m.readers == 0]:
                 del self._monitors[key]  # no longer activated, and no reader left
-            snapshot = self._snapshot()
             events, self._events = self._events, False
         for task in starts:
             task.thread = threading.Thread(
                 target=self._read, args=(task,), daemon=True,
                 name=f"pybroker-reader-{task.spid}-{task.key[1]}")
             task.thread.start()
-        if snapshot != self._written or events:
+        if events:
             with self._store._lock:
-                self._write_snapshot(snapshot)
+                self._write_events()
 
     def _load_queues(self) -> None:
         with self._store._lock:
@@ -244,35 +241,26 @@ class ActivationRunner:
         with self._lock:
             self._queues = queues
 
-    def _snapshot(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        """The rows of the two tables, as the monitors and tasks are now (under the lock)."""
+    def rows(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """The rows of sys.dm_broker_queue_monitors and sys.dm_broker_activated_tasks as
+        the monitors and readers are now (live_views.py writes them when they are read)."""
         def when(t: float | None) -> datetime | None:
             return None if t is None else to_utc_datetime(t)
 
-        monitors = tuple(
-            (key[0], key[1], m.state, when(m.last_empty_rowset_time),
-             when(m.last_activated_time), m.tasks_waiting)
-            for key, m in sorted(self._monitors.items()))
-        tasks = tuple((t.spid, t.key[0], t.key[1], t.procedure, t.execute_as, t.start_time)
-                      for t in sorted(self._tasks.values(), key=lambda t: t.spid))
+        with self._lock:
+            monitors = tuple(
+                (key[0], key[1], m.state, when(m.last_empty_rowset_time),
+                 when(m.last_activated_time), m.tasks_waiting)
+                for key, m in sorted(self._monitors.items()))
+            tasks = tuple((t.spid, t.key[0], t.key[1], t.procedure, t.execute_as,
+                           t.start_time)
+                          for t in sorted(self._tasks.values(), key=lambda t: t.spid))
         return monitors, tasks
 
-    def _write_snapshot(self, snapshot: tuple[tuple[Any, ...], tuple[Any, ...]]) -> None:
-        monitors, tasks = snapshot
+    def _write_events(self) -> None:
         with self._messaging.unit_of_work() as uow:
             uow.activate()
             self._messaging.remote.flush_events(uow)
-            uow.sql("activation/delete_queue_monitors.sql", {})
-            for row in monitors:
-                uow.sql("activation/insert_queue_monitor.sql", dict(zip(
-                    ("database_id", "queue_name", "state", "last_empty_rowset_time",
-                     "last_activated_time", "tasks_waiting"), row, strict=True)))
-            uow.sql("activation/delete_activated_tasks.sql", {})
-            for row in tasks:
-                uow.sql("activation/insert_activated_task.sql", dict(zip(
-                    ("spid", "database_id", "queue_name", "procedure_name", "execute_as",
-                     "start_time"), row, strict=True)))
-        self._written = snapshot
 
     # -- a reader ------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pybroker import arguments
 from pybroker.cli_support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.errors import BrokerError
 from pybroker.server.pg import PgServer, password_from
@@ -79,26 +80,67 @@ def _read_pem(path: Path) -> str:
         raise BrokerError(f"cannot read certificate file {path}: {exc}") from None
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Every option of ``serve`` checked, before the file is opened (or made) and anything
+    listens: a bad one is refused with nothing started or written. Returns the peers of
+    --trust, their certificates read and checked."""
+    from pybroker.broker_endpoint.runtime import settings_for
     from pybroker.storage import check_memory_limit, check_threads
+    from pybroker.wire import certificates
 
-    if not args.create:
-        require_instance_file(args.file)
+    def port(option: str, value: int | None) -> None:
+        if value is not None:
+            arguments.whole_number(option, value, minimum=0, maximum=65535)
+
+    port("--port", args.port)
+    port("--client-port", args.client_port)
+    port("--pg-port", args.pg_port)
+    for option, host in (("--host", args.host), ("--client-host", args.client_host),
+                         ("--pg-host", args.pg_host)):
+        if host is not None:
+            arguments.text(option, host.strip(), limit=255)
+    arguments.real_number("--retry-scale", args.retry_scale, minimum=1e-9, maximum=1e9)
+    for option, value in (("--idle-timeout", args.idle_timeout),
+                          ("--probe-timeout", args.probe_timeout)):
+        if value is not None:
+            arguments.real_number(option, value, minimum=1e-3, maximum=arguments.MAX_SECONDS)
+    settings_for(0 if args.port is None else args.port, args.host or "127.0.0.1",
+                 args.retry_scale, idle_timeout=args.idle_timeout,
+                 probe_timeout=args.probe_timeout)
+    arguments.real_number("--client-timeout", args.client_timeout, minimum=1e-3,
+                          maximum=86_400)
+    arguments.whole_number("--max-clients", args.max_clients, minimum=1,
+                           maximum=arguments.INT32_MAX)
+    arguments.real_number("--summary-interval", args.summary_interval, minimum=1e-3,
+                          maximum=arguments.MAX_SECONDS)
+    if args.memory_limit is not None:
+        check_memory_limit(args.memory_limit)
+    if args.threads is not None:
+        check_threads(args.threads)
     peers = []
     for item in args.trust:
         name, sep, pem_file = item.partition("=")
         if not sep or not name or not pem_file:
             raise args.usage_error(f"--trust takes NAME=PEM_FILE, not {item!r}")
-        peers.append((name, _read_pem(Path(pem_file))))
+        pem = _read_pem(Path(pem_file))
+        try:
+            certificates.certificate_info(pem)
+        except BrokerError as exc:
+            raise BrokerError(f"--trust {name}={pem_file}: {exc}") from None
+        peers.append((name, pem))
+    return peers
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pybroker.instance import connect
+
+    if not args.create:
+        require_instance_file(args.file)
+    peers = _check_serve_arguments(args)
     pg_password = password_from(args)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    if args.memory_limit is not None:  # refused before the file is opened (or made)
-        check_memory_limit(args.memory_limit)
-    if args.threads is not None:
-        check_threads(args.threads)
     with connect(args.file, retry_scale=args.retry_scale,
                  memory_limit=args.memory_limit, threads=args.threads) as inst:
         for name, pem in peers:

@@ -4,8 +4,9 @@ It owns the transport (the event loop thread that does all network I/O) and the 
 writer for the wire: a thread that takes what arrives from the transport and applies it
 through the messaging engine, the only code that writes DuckDB. Arrivals of many
 conversations that are waiting together are applied in one transaction and acknowledged
-together after it commits (P5.2, group commit). Once a second it writes the connection
-table behind sys.dm_broker_connections and the broker events gathered meanwhile.
+together after it commits (P5.2, group commit). Once a second it writes the broker events
+gathered meanwhile; the views of what the transport holds (connections, forwarded
+messages, mirrored routes) are written when they are read (pybroker/live_views.py).
 
 Also here: the instance's endpoint certificate and the peers it trusts, kept in the file.
 """
@@ -23,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pybroker.broker_endpoint.mirroring import probe_role, write_mirrored_routes
+from pybroker.broker_endpoint.mirroring import probe_role
 from pybroker.conversation.remote import Arrival
 from pybroker.errors import (
     AlreadyExistsError,
@@ -46,7 +47,7 @@ MAX_BATCH = 4096  # arrivals applied in one transaction at most
 # commits, so a batch of 27 fragments of 1 MiB (36 MB) grew the receiver of a 100 MB body by
 # ~90 MB for the moment; at 8 MiB a batch still commits 8 fragments of 1 MiB at once
 MAX_BATCH_BYTES = 8 * 2**20
-SNAPSHOT_INTERVAL = 1.0  # seconds: sys.dm_broker_connections is at most this old
+EVENTS_INTERVAL = 1.0  # seconds: sys.broker_events is at most this late
 # seconds: acknowledgements alone (nothing else waiting) are applied at most this often, so
 # that a sender acknowledged message by message does not spend a DuckDB transaction on each
 # acknowledgement (deleting transmission-queue rows is never on the way of a delivery)
@@ -93,6 +94,7 @@ class Endpoint:
         self._transport = Transport(self._bridge, identity, trusted_certificates(instance),
                                     settings, clock=instance._clock)
         self._closed = False
+        self.started = instance._now()  # since when it listens (sys.service_broker_endpoints)
         self._transport.start()
         self._remote.wire = self._transport
         self._bridge.start()
@@ -114,6 +116,11 @@ class Endpoint:
     @property
     def is_closed(self) -> bool:
         return self._closed
+
+    @property
+    def encryption(self) -> bool:
+        """Whether connections speak TLS (ENCRYPTION = REQUIRED) or not (DISABLED)."""
+        return self._transport.settings.encryption
 
     def connections(self) -> list[tuple[Any, ...]]:
         return self._transport.snapshot()
@@ -143,8 +150,7 @@ class Endpoint:
         self._transport.close()
         self._bridge.stop()
         with contextlib.suppress(BrokerError):
-            self._remote.write_connections([], [])
-            write_mirrored_routes(self._instance._messaging, [])
+            self._remote.write_events()
         if self._instance._endpoint is self:
             self._instance._endpoint = None
 
@@ -165,9 +171,6 @@ class _Bridge:
         self._acks_applied = 0.0  # time.monotonic() when acknowledgements were last applied
         self._thread = threading.Thread(target=self._run, name="pybroker-wire-engine",
                                         daemon=True)
-        self._last_snapshot: list[tuple[Any, ...]] | None = None
-        self._forwarded_written = False  # the forwarded-messages snapshot holds rows
-        self._mirrored_written = False  # the mirrored-routes snapshot holds rows
         self.last_error: BaseException | None = None
 
     # the Sink of transport.py: called on the event loop thread, never blocks
@@ -239,19 +242,10 @@ class _Bridge:
                 self._remote.event("Broker:Message Undeliverable", "engine error", None, None,
                                    None, f"arrivals were not applied: {exc}")
             if time.monotonic() >= next_snapshot:
-                next_snapshot = time.monotonic() + SNAPSHOT_INTERVAL
+                next_snapshot = time.monotonic() + EVENTS_INTERVAL
                 try:
-                    rows = self._endpoint.connections()
-                    forwarded = self._endpoint.forwarded()
-                    # written while the forwarder holds anything, and once more when empty
-                    written = bool(forwarded) or self._forwarded_written
-                    self._remote.write_connections(rows, forwarded if written else None)
-                    self._forwarded_written = bool(forwarded)
+                    self._remote.write_events()
                     self._endpoint.refresh_forwarding_limit()
-                    mirrored = self._endpoint.mirrored_routes()
-                    if mirrored or self._mirrored_written:  # and once more when empty
-                        write_mirrored_routes(self._endpoint._instance._messaging, mirrored)
-                    self._mirrored_written = bool(mirrored)
                 except Exception as exc:
                     self.last_error = exc
 

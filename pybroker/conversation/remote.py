@@ -287,42 +287,11 @@ class RemoteDelivery(Arrivals):
             uow.sql("conversation/update_transmission_status.sql", {
                 "conversation_handle": columns.guids(handles), "transmission_status": status})
 
-    # -- connections ---------------------------------------------------------------------
+    # -- events --------------------------------------------------------------------------
 
-    def write_connections(self, rows: list[tuple[Any, ...]],
-                          forwarded: list[tuple[Any, ...]] | None = None) -> None:
-        """The snapshot behind sys.dm_broker_connections, and the events so far; with
-        ``forwarded``, the one behind sys.dm_broker_forwarded_messages too (R7)."""
+    def write_events(self) -> None:
+        """The broker events recorded since the last unit of work."""
         with self.m.unit_of_work() as uow:
             uow.activate()
             self.flush_events(uow)
-            uow.sql("wire/delete_connections.sql", {})
-            for row in rows:
-                uow.sql("wire/insert_connection.sql", dict(zip(_CONNECTION_COLUMNS, row,
-                                                               strict=True)))
-            if forwarded is not None:
-                uow.sql("wire/delete_forwarded_messages.sql", {})
-                if forwarded:
-                    uow.sql("wire/insert_forwarded_messages.sql", _forwarded_columns(forwarded))
 
-
-_CONNECTION_COLUMNS = (
-    "connection_id", "peer_address", "state_desc", "is_accept", "connect_time", "login_time",
-    "last_activity_time", "authentication_method", "principal_name", "login_state_desc",
-    "encryption_algorithm_desc", "total_bytes_sent", "total_bytes_received",
-    "total_fragments_sent", "total_fragments_received", "total_sends", "total_receives",
-    "is_send_flow_controlled")
-
-
-def _forwarded_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
-    """Transport.forwarded()'s rows as the bound columns of insert_forwarded_messages.sql."""
-    c = list(zip(*rows, strict=True))
-    return {
-        "conversation_id": columns.guids(c[0]), "is_initiator": columns.flags(c[1]),
-        "to_service_name": columns.texts(c[2]), "to_broker_instance": columns.guids(c[3]),
-        "from_service_name": columns.texts(c[4]), "from_broker_instance": columns.guids(c[5]),
-        "adjacent_broker_address": columns.texts(c[6]),
-        "message_sequence_number": columns.ints(c[7]),
-        "message_fragment_number": columns.ints(c[8]), "hops_remaining": columns.ints(c[9]),
-        "time_to_live": columns.ints(c[10]), "time_consumed": columns.ints(c[11]),
-        "message_id": columns.guids(c[12])}

@@ -82,6 +82,11 @@ CALLS: dict[tuple[str, str, str], bool] = {
 PIPELINED = frozenset({(CONVERSATION, CALL_METHOD, "send")})
 
 
+# What returns a path (a file the server wrote): it travels as text, and the client makes
+# it the Path the embedded call returns.
+PATH_RESULTS = frozenset({(INSTANCE, CALL_METHOD, "snapshot")})
+
+
 def names(target: str, kind: str) -> list[str]:
     return [name for (t, k, name) in CALLS if t == target and k == kind]
 

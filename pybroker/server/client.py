@@ -8,8 +8,9 @@ subclasses of the embedded classes, so ``isinstance(x, pybroker.Database)`` hold
 each method is built from the whitelist (calls.CALLS) with the embedded method's
 signature and docstring: a call the embedded API would refuse for its arguments' shape
 raises the same TypeError here, before anything is sent. Received Messages, Routes,
-decisions and the rest are the embedded dataclasses; errors are the same BrokerError
-subclasses with the same messages.
+decisions and the rest are the embedded dataclasses, and ``sql()`` gives a DuckDB relation
+as embedded (pybroker.server.rows); errors are the same BrokerError subclasses with the
+same messages.
 
 Each thread of the client has its own connection, so its own session and transaction,
 as each thread of an embedded application has its own transaction. When the server goes
@@ -36,12 +37,14 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import duckdb
 
 from pybroker.conversation.api import Conversation
 from pybroker.errors import BrokerError, InvalidArgumentError, ServerError, ServerGoneError
 from pybroker.instance import Database, Instance
-from pybroker.server import arrow, calls, protocol
+from pybroker.server import calls, protocol, rows
 from pybroker.server.calls import CONVERSATION, DATABASE, INSTANCE, TRANSACTION
 from pybroker.server.paths import socket_path_for, unix_address
 from pybroker.server.protocol import (
@@ -55,9 +58,6 @@ from pybroker.server.protocol import (
     Result,
     Welcome,
 )
-
-if TYPE_CHECKING:
-    import pyarrow
 
 URL_SCHEME = "pybroker://"
 AHEAD_BYTES = 256 * 1024  # pipelined frames buffered before they are written anyway
@@ -320,6 +320,15 @@ class ClientInstance(Instance):
         self._closed = False
         self._on_close: list[Callable[[], None]] = []
         self._client = self
+        self._duckdb: duckdb.DuckDBPyConnection | None = None  # holds sql()'s results
+
+    def _results(self) -> duckdb.DuckDBPyConnection:
+        """The in-memory DuckDB that holds this client's query results (rows.py), made on
+        first need, closed with the client (as an embedded result ends with its instance)."""
+        with self._links_lock:
+            if self._duckdb is None:
+                self._duckdb = duckdb.connect(":memory:")
+            return self._duckdb
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -356,6 +365,8 @@ class ClientInstance(Instance):
         link.forget()  # any other call may SEND or END, so change what the numbers are
         if kind != TRANSACTION:
             value = link.call(target, kind, method, args, kwargs)
+            if (target[0], kind, method) in calls.PATH_RESULTS and isinstance(value, str):
+                return Path(value)
             return calls.from_wire(value, self._from_record)
         try:
             link.call(target, kind, method, args, kwargs)
@@ -415,7 +426,7 @@ class ClientInstance(Instance):
         if record.name == calls.CONVERSATION_RECORD and len(fields) == 2:
             return ClientConversation(ClientDatabase(self, None, fields[0], None), fields[1])
         if record.name == calls.ROWS_RECORD and len(fields) == 3:
-            return Rows(*fields)
+            return rows.relation(self._results(), *fields)
         raise ServerError(f"the server sent a {record.name!r} this client does not know; "
                           "use the same pybroker on both sides")
 
@@ -448,6 +459,8 @@ class ClientInstance(Instance):
             links, self._links = self._links, []
         for link in links:
             link.close()
+        if self._duckdb is not None:
+            self._duckdb.close()
 
     start_endpoint = _not_here(  # type: ignore[assignment]
         "start_endpoint()", "the serving process runs the broker endpoint "
@@ -529,52 +542,3 @@ class ClientConversation(Conversation):
 _build(ClientInstance, Instance, INSTANCE)
 _build(ClientDatabase, Database, DATABASE)
 _build(ClientConversation, Conversation, CONVERSATION)
-
-
-class Rows:
-    """What ``sql()`` returns through a client: the rows of a read-only query, already
-    fetched, with ``columns`` (names) and ``types`` (DuckDB's type names); ``arrow()``
-    makes them a pyarrow Table."""
-
-    def __init__(self, columns: list[str], types: list[str],
-                 rows: list[tuple[Any, ...]]) -> None:
-        self.columns = list(columns)
-        self.types = list(types)
-        self._rows = [tuple(r) for r in rows]
-        self._at = 0
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        out, self._at = self._rows[self._at:], len(self._rows)
-        return out
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        if self._at >= len(self._rows):
-            return None
-        self._at += 1
-        return self._rows[self._at - 1]
-
-    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
-        out = self._rows[self._at:self._at + size]
-        self._at += len(out)
-        return out
-
-    def arrow(self) -> pyarrow.Table:
-        """All the rows (whatever was fetched already) as a ``pyarrow.Table``, with the
-        column types DuckDB's own Arrow export gives an embedded caller for the common
-        types (pybroker.server.arrow). Needs pyarrow (``pip install pyarrow``). Embedded,
-        DuckDB 1.5's ``relation.arrow()`` is a RecordBatchReader (``.read_all()`` makes it
-        a Table); ``to_arrow_table()`` is a Table on both."""
-        return arrow.table(self.columns, self.types, self._rows)
-
-    def to_arrow_table(self) -> pyarrow.Table:
-        """The same as ``arrow()``, under the name of DuckDB's relation method."""
-        return self.arrow()
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self.fetchall())
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __repr__(self) -> str:
-        return f"<Rows {len(self._rows)} x {self.columns}>"

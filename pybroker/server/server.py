@@ -408,7 +408,10 @@ class _Connection:
         elif self.kind == "tcp" and not (
                 isinstance(event.token, str) and server.token is not None
                 and hmac.compare_digest(event.token.encode(), server.token.encode())):
-            problem = "no token or a wrong token"
+            problem = "no token or a wrong token" + (
+                f" (the server keeps its token in {server.token_path}: pass what it holds "
+                "as connect(..., token=...))" if server.token_path is not None else
+                " (the token was printed when the server started)")
         elif self.kind == "unix" and (uid := _peer_uid(self.sock)) is not None and (
                 uid != os.getuid()):
             problem = f"uid {uid} is not the server's"

@@ -1,9 +1,11 @@
 -- sys.service_broker_endpoints: the broker endpoint the instance file defines (P2), in SQL
 -- Server's columns and codes (protocol 2 TCP, type 3 SERVICE_BROKER, state 0 STARTED,
 -- 1 STOPPED, 2 DISABLED, connection_auth 4 CERTIFICATE, encryption_algorithm 0 NONE or
--- 2 AES). state_desc is the defined state: whether a process has it listening now is not
--- something a view of the file can know (Instance.endpoint, or `pybroker serve`'s output,
--- says). Forwarding is the instance's setting (R7.3), which MESSAGE_FORWARD_SIZE writes.
+-- 2 AES). state_desc is the defined state. When the file defines none, the endpoint a
+-- process runs with the defaults (`pybroker serve` on 127.0.0.1:4022, or its --port and
+-- --host; Instance.start_endpoint()) is the row, named DefaultBrokerEndpoint with no
+-- endpoint_id, as long as it listens (the LISTENING row pybroker/live_views.py writes to
+-- broker_connections when this view is read). Forwarding is the instance's setting (R7.3), which MESSAGE_FORWARD_SIZE writes.
 -- certificate_name stands in for SQL Server's certificate_id (NULL: this instance's own
 -- certificate, unnamed).
 CREATE OR REPLACE VIEW sys.service_broker_endpoints AS
@@ -21,3 +23,12 @@ SELECT e.name, e.endpoint_id,
     CASE WHEN e.is_encryption_enabled THEN 'AES' ELSE 'NONE' END AS encryption_algorithm_desc
 FROM main.broker_endpoints AS e
 CROSS JOIN main.instance_settings AS s
+UNION ALL
+SELECT 'DefaultBrokerEndpoint' AS name, NULL::INTEGER AS endpoint_id,
+    2, 'TCP', 3, 'SERVICE_BROKER', 0, 'STARTED', FALSE,
+    s.is_forwarding_enabled, s.forwarding_size_mb, 4, 'CERTIFICATE', NULL::VARCHAR,
+    CASE WHEN l.encryption_algorithm_desc = 'NONE' THEN 0 ELSE 2 END,
+    CASE WHEN l.encryption_algorithm_desc = 'NONE' THEN 'NONE' ELSE 'AES' END
+FROM main.broker_connections AS l
+CROSS JOIN main.instance_settings AS s
+WHERE l.state_desc = 'LISTENING' AND NOT EXISTS (SELECT 1 FROM main.broker_endpoints)

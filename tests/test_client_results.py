@@ -1,0 +1,134 @@
+"""Every kind of result a client gets is the embedded one's: the same type (or, for the
+handles of a database and a conversation, a subclass with the same public attributes),
+and the main ones behave alike, errors included. The server runs in this process
+(``serve_clients`` on a file in tmp_path), and the embedded side is the very instance it
+serves, so both read the same state."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import pybroker
+from pybroker.server.server import serve_clients
+
+
+def public(value: object) -> set[str]:
+    return {name for name in dir(value) if not name.startswith("_")}
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    path = tmp_path_factory.mktemp("served") / "broker.duckdb"
+    owner = pybroker.connect(path, worker=False)
+    db = owner.create_database("A")
+    db.create_queue("q")
+    db.create_service("s", "q", ["DEFAULT"])
+    db.create_route("r", service_name="far", address="tcp://127.0.0.1:9")
+    server = serve_clients(owner)
+    client = pybroker.connect(path)
+    try:
+        yield client, owner
+    finally:
+        client.close()
+        server.close()
+        owner.close()
+
+
+def results(inst: pybroker.Instance, tmp: Path) -> dict[str, object]:
+    """One result of each call that returns something, on ``inst``."""
+    db = inst.database("A")
+    conv = db.begin_dialog("s", "s")
+    conv.send(b"hello")
+    return {
+        "sql": inst.sql("SELECT 1 AS one"),
+        "database": db,
+        "databases": inst.databases()[0],
+        "route": inst.route("s", origin="A"),
+        "route_many": inst.route_many([("A", "s", None)])[0],
+        "explain": inst.explain("s", origin="A")[0],
+        "routes": db.routes()[0],
+        "queues": db.queues()[0],
+        "services": db.services()[0],
+        "message_types": db.message_types()[0],
+        "contracts": db.contracts()[0],
+        "begin_dialog": conv,
+        "receive": db.receive("q", timeout=5)[0],
+        "execute": db.execute("DECLARE @x INT = 1; SELECT @x AS x")[0],
+        "snapshot": inst.snapshot(tmp / f"{type(inst).__name__}.duckdb", overwrite=True),
+        "forwarding": inst.forwarding,
+        "max_message_size": inst.max_message_size,
+    }
+
+
+def test_every_result_has_the_embedded_type_and_attributes(pair, tmp_path):
+    client, owner = pair
+    got, want = results(client, tmp_path), results(owner, tmp_path)
+    assert got.keys() == want.keys()
+    for call, embedded in want.items():
+        through = got[call]
+        assert isinstance(through, type(embedded)), call
+        if call not in ("database", "databases", "begin_dialog"):  # handles: subclasses
+            assert type(through) is type(embedded), call
+        assert public(through) == public(embedded), call
+    assert type(got["sql"]) is duckdb.DuckDBPyRelation
+
+
+QUERY = ("SELECT name, database_id, is_broker_enabled, service_broker_guid::UUID AS guid "
+         "FROM sys.databases ORDER BY database_id")
+
+
+def shown(relation: duckdb.DuckDBPyRelation) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        relation.show()
+    return out.getvalue()
+
+
+def test_a_query_result_behaves_as_embedded(pair):
+    client, owner = pair
+    got, want = client.sql(QUERY), owner.sql(QUERY)
+    assert got.columns == want.columns and got.types == want.types
+    assert got.fetchone() == want.fetchone()
+    assert got.fetchall() == want.fetchall()
+    assert got.fetchall() == want.fetchall()  # run again, as embedded runs it again
+    assert len(got) == len(want) == 3
+    assert shown(got) == shown(want)
+    assert shown(client.sql("SELECT 1")) == shown(owner.sql("SELECT 1"))
+    assert got.filter("database_id > 1").order("name").fetchall() == want.filter(
+        "database_id > 1").order("name").fetchall()
+    assert got.aggregate("count(*)").fetchall() == want.aggregate("count(*)").fetchall()
+    assert str(got.limit(1)) == str(want.limit(1))  # repr: the table as DuckDB prints it
+
+
+def test_a_query_result_fails_as_embedded(pair):
+    client, owner = pair
+    errors = []
+    for inst in (client, owner):
+        with pytest.raises(duckdb.Error) as raised:
+            inst.sql(QUERY).filter("no_such_column > 1").fetchall()
+        errors.append((type(raised.value), str(raised.value).splitlines()[0]))
+    assert errors[0] == errors[1]
+    for inst in (client, owner):  # what Instance.sql refuses, refused alike
+        with pytest.raises(pybroker.InvalidArgumentError, match="the query failed"):
+            inst.sql("SELECT no_such_column FROM sys.databases")
+
+
+def test_a_result_ends_with_its_instance_as_embedded(tmp_path):
+    path = tmp_path / "ends.duckdb"
+    owner = pybroker.connect(path, worker=False)
+    server = serve_clients(owner)
+    client = pybroker.connect(path)
+    got = client.sql("SELECT 1")
+    client.close()
+    with pytest.raises(duckdb.ConnectionException):
+        got.fetchall()
+    server.close()
+    want = owner.sql("SELECT 1")
+    owner.close()
+    with pytest.raises(duckdb.ConnectionException):
+        want.fetchall()
