@@ -141,6 +141,11 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    help="seconds of nemesis; sending is paced over 70%% of it (default 60)")
     q.add_argument("--conversations", type=int, default=10, help="per sender->target link")
     q.add_argument("--kills", type=int, default=2, help="SIGKILLs of each instance")
+    q.add_argument("--early-kills", type=int, default=0,
+                   help="the nemesis kills from the first second: each instance's file is "
+                   "first made by a process SIGKILLed inside its connect(), and each "
+                   "instance is SIGKILLed this many times more in its first 2.5 s (its "
+                   "start: connect(), the endpoint) (default 0)")
     q.add_argument("--pauses", type=int, default=1, help="SIGSTOP/SIGCONT of each instance")
     q.add_argument("--faults", default="all",
                    help=f"comma-separated, 'all' or 'none': {','.join(FAULTS)}. A frame fault "
@@ -209,6 +214,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    f"{', '.join(FAULTS)}")
     if args.messages < 0 or args.duration <= 0 or args.conversations < 1:
         raise args.usage_error("--messages >= 0, --duration > 0 and --conversations >= 1")
+    if args.early_kills < 0 or args.kills < 0:
+        raise args.usage_error("--kills and --early-kills are counts: 0 or more")
     if args.instances is not None and args.topology != "point-to-point":
         raise args.usage_error(f"--instances is for the point-to-point topology; the "
                                f"{args.topology} topology has its own instances (see --help)")
@@ -218,6 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed, instances=args.instances or 2, messages=args.messages,
         topology=args.topology, forwarders=args.forwarders,
         duration=args.duration, conversations=args.conversations, kills=args.kills,
+        early_kills=args.early_kills,
         pauses=args.pauses, faults=faults, fault_rate=args.fault_rate,
         fault_direction=args.fault_direction,
         max_body=args.max_body, big_every=args.big_every, fragment_size=args.fragment_size,

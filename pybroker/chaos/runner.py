@@ -64,6 +64,9 @@ class Options:
     frame_faults_in_clear: bool = True  # encryption=False when a frame fault is asked
     topology: str = "point-to-point"  # | forwarder | mirror (pybroker/chaos/topology.py)
     forwarders: int = 1  # the forwarder topology's chain: A -> F1 [-> F2] -> B
+    # each instance's file is first made by a process SIGKILLed inside connect(), and
+    # each instance is SIGKILLed this many times more in its first seconds (its start)
+    early_kills: int = 0
 
     @property
     def encryption(self) -> bool:
@@ -111,6 +114,7 @@ class ChaosRun:
         self.proxies: proxy.ProxyGroup | None = None
         self.timeline: list[str] = []
         self.started = 0.0
+        self.early_creations: dict[str, int] = {}  # creating processes killed inside/after
 
     # -- 1. set-up ----------------------------------------------------------------------
 
@@ -118,6 +122,9 @@ class ChaosRun:
         from pybroker.instance import connect
 
         o = self.o
+        if o.early_kills:
+            for node in self.nodes.values():
+                self.create_killed(node)
         insts = {n: connect(node.file, worker=False) for n, node in self.nodes.items()}
         try:
             pems = {n: inst.certificate for n, inst in insts.items()}
@@ -141,6 +148,29 @@ class ChaosRun:
                       for n, node in self.nodes.items()}}
         (self.dir / "config.json").write_text(json.dumps(config, indent=1))
         return config
+
+    def create_killed(self, node: Node) -> None:
+        """A process that creates ``node``'s file, SIGKILLed at a random instant of its
+        connect() (the migrations of a new file): the set-up then opens what it left."""
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys, pybroker; print('start', flush=True); "
+             "pybroker.connect(sys.argv[1], worker=False); print('opened', flush=True); "
+             "sys.stdin.read()", str(node.file)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_child_env())
+        try:
+            assert proc.stdout is not None
+            proc.stdout.readline()  # "start": its first statement comes next
+            # the kill's instant is the experiment: a timed pause, not a wait for an event
+            time.sleep(self.rng.uniform(0.0, 0.6))
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        where = "after" if proc.stdout.read().startswith(b"opened") else "inside"
+        self.early_creations[where] = self.early_creations.get(where, 0) + 1
+        self._note(f"SIGKILL {node.name}'s creating process (pid {proc.pid}) {where} its "
+                   "connect()")
 
     def create_objects(self, name: str, inst: Any, broker_instance: str | None = None) -> Any:
         """The database, message type, contract, queue and service of an end instance."""
@@ -304,6 +334,7 @@ class ChaosRun:
                           "starts": node.starts, "unexpected_exits": node.unexpected_exits}
                       for n, node in self.nodes.items()},
             "faults_injected": fault_counts,
+            "creations_killed": self.early_creations,
             **self.report_extra(),
         }
         (self.dir / "report.json").write_text(json.dumps(report, indent=1))
@@ -360,6 +391,8 @@ class ChaosRun:
         for n in self.nodes:
             for _ in range(o.kills):
                 events.append((self.rng.uniform(0.05, 0.9) * o.duration, "kill", n))
+            for _ in range(o.early_kills):  # inside the start: connect(), the endpoint
+                events.append((self.rng.uniform(0.3, 2.5), "kill", n))
             for _ in range(o.pauses):
                 events.append((self.rng.uniform(0.05, 0.9) * o.duration, "pause", n))
         return events
