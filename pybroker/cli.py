@@ -135,10 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="off: RECEIVE from the queue is refused and messages for it wait "
                    "in the sender's transmission queue (default on)")
 
-    p = command("create-service", "create a service bound to a queue", cmd_create_service)
+    p = command("create-service", "create a service bound to a queue; without --contract "
+                "it accepts the DEFAULT contract, so that `send` to it works as it is (T-SQL's "
+                "CREATE SERVICE and the Python API's create_service accept only the contracts "
+                "they list, none: it only begins dialogs, as --initiator-only makes it here)",
+                cmd_create_service)
     _file_and_database(p)
     p.add_argument("name", help="the new service's name")
     p.add_argument("--queue", required=True, help="the queue the service's messages go to")
+    accepts = p.add_mutually_exclusive_group()
+    accepts.add_argument("--contract", action="append", metavar="NAME", dest="contracts",
+                         help="a contract the service accepts dialogs on, as their target "
+                         "(repeatable; it must exist, DEFAULT always does)")
+    accepts.add_argument("--initiator-only", action="store_true",
+                         help="accept no contract: the service only begins dialogs")
 
     from pybroker.route_cli import add_commands as add_route_commands
 
@@ -269,9 +279,14 @@ def cmd_create_queue(args: argparse.Namespace) -> int:
 
 
 def cmd_create_service(args: argparse.Namespace) -> int:
+    contracts = [] if args.initiator_only else args.contracts or ["DEFAULT"]
     with open_existing(args.file) as inst:
-        inst.database(args.database).create_service(args.name, queue=args.queue)
-        print(f"created service {args.name} on queue {args.queue} in {args.database}")
+        service = inst.database(args.database).create_service(
+            args.name, queue=args.queue, contracts=contracts)
+        accepts = (f"accepts {', '.join(service.contracts)}" if service.contracts
+                   else "only begins dialogs")
+        print(f"created service {args.name} on queue {args.queue} in {args.database} "
+              f"({accepts})")
     return 0
 
 
