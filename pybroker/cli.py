@@ -18,17 +18,16 @@ from typing import Any
 
 from pybroker.cli_support import (
     INSTANCE_FILE_HELP,
+    JSON_HELP,
     PROG,
     UsageError,
+    open_existing,
+    print_rows,
     read_tsql,
-    require_instance_file,
 )
 from pybroker.connecting import connect  # a served file: through its server
 from pybroker.errors import BrokerError, MasterOnlyError
-from pybroker.instance import Instance
 from pybroker.routing.decision import STEP_TEXT, RouteDecision
-
-JSON_HELP = "print the result as JSON"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -136,10 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="off: RECEIVE from the queue is refused and messages for it wait "
                    "in the sender's transmission queue (default on)")
 
-    p = command("create-service", "create a service bound to a queue", cmd_create_service)
+    p = command("create-service", "create a service bound to a queue; without --contract "
+                "it accepts the DEFAULT contract, so that `send` to it works as it is (T-SQL's "
+                "CREATE SERVICE and the Python API's create_service accept only the contracts "
+                "they list, none: it only begins dialogs, as --initiator-only makes it here)",
+                cmd_create_service)
     _file_and_database(p)
     p.add_argument("name", help="the new service's name")
     p.add_argument("--queue", required=True, help="the queue the service's messages go to")
+    accepts = p.add_mutually_exclusive_group()
+    accepts.add_argument("--contract", action="append", metavar="NAME", dest="contracts",
+                         help="a contract the service accepts dialogs on, as their target "
+                         "(repeatable; it must exist, DEFAULT always does)")
+    accepts.add_argument("--initiator-only", action="store_true",
+                         help="accept no contract: the service only begins dialogs")
+
+    from pybroker.route_cli import add_commands as add_route_commands
+
+    add_route_commands(sub, command, UsageError)
 
     p = command("sql", "run a T-SQL batch in a database: DDL as one all-or-nothing batch "
                 "(CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, CREATE/DROP "
@@ -166,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
     p.add_argument("-d", "--database", help="only this database's routing table")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+    from pybroker.listing_cli import add_commands as add_listing_commands
+
+    add_listing_commands(sub, command, UsageError)
 
     p = command("route", "decide where a conversation goes", cmd_route)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
@@ -248,12 +265,6 @@ def _file_and_database(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--database", required=True, help="the database to act in")
 
 
-def _open_existing(path: Path, *, read_only: bool = False) -> Instance:
-    """An instance file that exists; ``read_only`` for the commands that only look (they
-    then work on a read-only file and beside other readers, and never write)."""
-    return connect(require_instance_file(path), read_only=read_only, worker=not read_only)
-
-
 # -- commands ----------------------------------------------------------------------------
 
 
@@ -265,16 +276,21 @@ def cmd_create_database(args: argparse.Namespace) -> int:
 
 
 def cmd_create_queue(args: argparse.Namespace) -> int:
-    with _open_existing(args.file) as inst:
+    with open_existing(args.file) as inst:
         inst.database(args.database).create_queue(args.name, status=args.status == "on")
         print(f"created queue {args.name} in {args.database} (STATUS = {args.status.upper()})")
     return 0
 
 
 def cmd_create_service(args: argparse.Namespace) -> int:
-    with _open_existing(args.file) as inst:
-        inst.database(args.database).create_service(args.name, queue=args.queue)
-        print(f"created service {args.name} on queue {args.queue} in {args.database}")
+    contracts = [] if args.initiator_only else args.contracts or ["DEFAULT"]
+    with open_existing(args.file) as inst:
+        service = inst.database(args.database).create_service(
+            args.name, queue=args.queue, contracts=contracts)
+        accepts = (f"accepts {', '.join(service.contracts)}" if service.contracts
+                   else "only begins dialogs")
+        print(f"created service {args.name} on queue {args.queue} in {args.database} "
+              f"({accepts})")
     return 0
 
 
@@ -282,7 +298,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     text = read_tsql(args.tsql)
     from pybroker.messaging_cli import print_result_sets
 
-    with _open_existing(args.file) as inst:
+    with open_existing(args.file) as inst:
         try:
             results = inst.database(args.database).execute(text)
         except MasterOnlyError as exc:  # the command line's way to run it in master
@@ -300,15 +316,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_databases(args: argparse.Namespace) -> int:
-    with _open_existing(args.file, read_only=True) as inst:
+    with open_existing(args.file, read_only=True) as inst:
         rows = [{"name": d.name, "database_id": d.database_id,
                  "broker_instance": d.broker_instance} for d in inst.databases()]
-    _print_rows(rows, args.json)
+    print_rows(rows, args.json)
     return 0
 
 
 def cmd_routes(args: argparse.Namespace) -> int:
-    with _open_existing(args.file, read_only=True) as inst:
+    with open_existing(args.file, read_only=True) as inst:
         databases = [inst.database(args.database)] if args.database else inst.databases()
         rows = []
         for db in databases:
@@ -316,12 +332,12 @@ def cmd_routes(args: argparse.Namespace) -> int:
                 row = {"database": db.name, **asdict(r)}
                 row["lifetime"] = None if r.lifetime is None else r.lifetime.isoformat() + "Z"
                 rows.append(row)
-    _print_rows(rows, args.json)
+    print_rows(rows, args.json)
     return 0
 
 
 def cmd_route(args: argparse.Namespace) -> int:
-    with _open_existing(args.file, read_only=True) as inst:
+    with open_existing(args.file, read_only=True) as inst:
         decision = inst.route(
             args.service, broker_instance=args.broker_instance, origin=args.origin
         )
@@ -346,7 +362,7 @@ def cmd_route(args: argparse.Namespace) -> int:
 
 def cmd_forwarding(args: argparse.Namespace) -> int:
     changing = args.state is not None or args.size_mb is not None
-    with _open_existing(args.file, read_only=not changing) as inst:
+    with open_existing(args.file, read_only=not changing) as inst:
         if args.state is not None:
             inst.forwarding = args.state == "on"
         if args.size_mb is not None:
@@ -509,21 +525,6 @@ def why(decision: RouteDecision) -> str:
                                                                "no candidate fits")]
     parts = [f"{s.step} {STEP_TEXT.get(s.step, '')} -> {s.result}" for s in decisive]
     return "; ".join(parts)
-
-
-def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(rows, indent=2, default=str))
-        return
-    if not rows:
-        print("(none)")
-        return
-    columns = list(rows[0])
-    cells = [[("NULL" if row[c] is None else str(row[c])) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
 if __name__ == "__main__":  # pragma: no cover

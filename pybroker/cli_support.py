@@ -1,5 +1,6 @@
 """What the ``pybroker`` command's modules share: the usage error, the check that an
-instance file exists, and reading a T-SQL batch from an argument or stdin.
+instance file exists and opening it, reading a T-SQL batch from an argument or stdin, how a
+listing prints its rows, and the hint that names a close known name.
 
 It sits below ``pybroker.cli`` and the modules that add subcommands to it
 (``pybroker.pipeline.cli``, the endpoint's and the chaos commands), so that they import it
@@ -9,15 +10,22 @@ and never ``pybroker.cli`` itself.
 from __future__ import annotations
 
 import codecs
+import difflib
+import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from pybroker.connecting import connect  # a served file: through its server
 from pybroker.errors import BrokerError
+from pybroker.instance import Instance
 
 PROG = "pybroker"
 
 # How the help describes an instance FILE argument, the same for every command.
 INSTANCE_FILE_HELP = f"the instance file (a DuckDB database made by `{PROG} create-database`)"
+JSON_HELP = "print the result as JSON"
 
 
 class UsageError(Exception):
@@ -33,6 +41,46 @@ def require_instance_file(path: Path) -> Path:
             f"no instance file at {path}; create one with: {PROG} create-database {path} NAME"
         )
     return path
+
+
+def open_existing(path: Path, *, read_only: bool = False) -> Instance:
+    """An instance file that exists; ``read_only`` for the commands that only look (they
+    then work on a read-only file and beside other readers, and never write)."""
+    return connect(require_instance_file(path), read_only=read_only, worker=not read_only)
+
+
+def print_rows(rows: list[dict[str, Any]], as_json: bool) -> None:
+    """A listing: a JSON list of objects, or an aligned table (NULL for None, a list as its
+    items joined by commas), "(none)" when there are no rows."""
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        print("(none)")
+        return
+    columns = list(rows[0])
+    cells = [[_cell(row[c]) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for r in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "-"
+    return " ".join(str(value).split())  # one table line, whatever the value holds
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" (did you mean 'X'?)" for the known name nearest to ``name`` (the same but for case
+    first: names are compared as they were created), or "" when none is near."""
+    known = [k for k in known if k != name]
+    nearest = [k for k in known if k.casefold() == name.casefold()] or \
+        difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return f" (did you mean {nearest[0]!r}?)" if nearest else ""
 
 
 def read_tsql(source: str) -> str:

@@ -1,6 +1,7 @@
 """The ``pybroker`` commands of a messaging user: ``send``, ``receive`` and ``end`` (a
 conversation from the command line, without writing T-SQL), and how ``pybroker sql``
-prints the result sets of a batch (a table, ``--json`` or ``--csv``).
+prints the result sets of a batch (a table, ``--json`` or ``--csv``). What became of a
+message ``send`` sent is pybroker.sent_message's.
 
 Each command opens the instance file with ``pybroker.connect``, the way a program does.
 """
@@ -15,8 +16,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pybroker.cli_support import INSTANCE_FILE_HELP, UsageError, require_instance_file
+from pybroker.cli_support import INSTANCE_FILE_HELP, PROG, UsageError, require_instance_file
+from pybroker.errors import ConversationError
 from pybroker.tsql.script import ResultSet
+
+# How long `send` watches the message it sent, in seconds: a message for this instance is
+# delivered or refused as it commits; one for another instance goes through the process that
+# serves the file (pybroker serve), whose acknowledgement takes the wire's round trip.
+BRIEF_WAIT, DELIVERED_WAIT, MAX_WAIT = 2.0, 30.0, 3600
 
 
 def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser],
@@ -25,8 +32,9 @@ def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser],
     cli_support.UsageError, which they raise; the parameter keeps the shape of the other
     modules' add_commands)."""
 
-    p = command("send", "send one message: begin a dialog (or continue one with --on) and "
-                "print its conversation handle", cmd_send)
+    p = command("send", "send one message: begin a dialog (or continue one with --on), "
+                "print its conversation handle, and say if the message was refused (the "
+                "error, exit 1) or waits to leave (why, on stderr)", cmd_send)
     _file_and_database(p)
     p.add_argument("body", help="the message body (sent as UTF-8); '-' reads it from stdin "
                    "as it is")
@@ -39,6 +47,13 @@ def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser],
     p.add_argument("--on", metavar="HANDLE",
                    help="send on this conversation instead of beginning one")
     p.add_argument("--type", default="DEFAULT", help="the message type (DEFAULT)")
+    p.add_argument("--wait-delivered", action="store_true",
+                   help="wait until the message is delivered: exit 1 if it is not within "
+                   "--timeout")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help=f"how long to watch the message (default {BRIEF_WAIT:g} s, "
+                   f"{DELIVERED_WAIT:g} s with --wait-delivered; at most {MAX_WAIT} s; 0 "
+                   "looks once)")
 
     p = command("receive", "receive the next messages of one conversation group from a "
                 "queue, in one transaction, and print them", cmd_receive)
@@ -81,7 +96,14 @@ def cmd_send(args: argparse.Namespace) -> int:
     elif args.from_service is None or args.to_service is None:
         raise UsageError("give --from and --to to begin a dialog, or --on HANDLE to continue "
                           "one")
+    timeout = args.timeout
+    if timeout is None:
+        timeout = DELIVERED_WAIT if args.wait_delivered else BRIEF_WAIT
+    if not 0 <= timeout <= MAX_WAIT:
+        raise UsageError(f"--timeout must be seconds from 0 to {MAX_WAIT}, not {timeout:g}")
     body: bytes | str = sys.stdin.buffer.read() if args.body == "-" else args.body
+    from pybroker import sent_message
+
     with _open(args) as inst:
         db = inst.database(args.database)
         with db.transaction():  # the dialog begins only if the message goes
@@ -91,8 +113,16 @@ def cmd_send(args: argparse.Namespace) -> int:
                 conversation = db.begin_dialog(
                     args.from_service, args.to_service, contract=args.contract,
                     broker_instance=args.broker_instance)
-            conversation.send(body, message_type=args.type)
-        print(conversation.handle)
+            sequence = conversation.send(body, message_type=args.type)
+        print(conversation.handle, flush=True)  # whatever follows: the handle to end it
+        result = sent_message.watch(inst, db.name, conversation.handle, sequence,
+                                    timeout=timeout, until_delivered=args.wait_delivered)
+    if result.kind == "refused":
+        raise ConversationError(result.text)
+    if result.kind != "delivered" and args.wait_delivered:
+        raise ConversationError(f"not delivered within {timeout:g} s: {result.text}")
+    if result.text:  # waiting, on its way, or delivered and then ended by the far side
+        print(f"{PROG}: {result.kind}: {' '.join(result.text.split())}", file=sys.stderr)
     return 0
 
 
