@@ -17,8 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from pybroker.cli_support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.connecting import connect  # a served file: through its server
+from pybroker.errors import InvalidArgumentError
 from pybroker.instance import Instance
 
 
@@ -60,7 +63,11 @@ def cmd_query(args: argparse.Namespace) -> int:
         relation = inst.sql(query, args.param or None)
         columns = list(relation.columns)
         numeric = [_is_numeric(str(t)) for t in relation.types]
-        rows = relation.fetchall()
+        try:
+            rows = relation.fetchall()
+        except duckdb.Error as exc:
+            # a query fails as it runs too (a cast, a macro's unknown name): DuckDB's words
+            raise InvalidArgumentError(f"the query failed: {exc}") from exc
     if args.json:
         write_json(sys.stdout, columns, rows)
     elif args.csv:

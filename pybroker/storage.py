@@ -715,6 +715,8 @@ class Store:
         with self.transaction():
             self._con.execute("CREATE SCHEMA IF NOT EXISTS sys")
             for path in sorted((sql_dir() / "catalog").glob("*.sql")):
+                if path.name.startswith("_"):  # jinja macros the others import
+                    continue
                 self._con.execute(sql_templates.render(f"catalog/{path.name}"))
 
 
