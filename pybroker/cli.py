@@ -277,13 +277,22 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     text = read_tsql(args.tsql)
     from pybroker.messaging_cli import print_result_sets
+    from pybroker.tsql.conversation_parser import parse_batches
 
+    def run_in_master(exc: MasterOnlyError) -> MasterOnlyError:
+        return exc.with_hint(f"run it with -d master: {PROG} sql {args.file} -d master ...")
+
+    try:
+        # parsed before the file is opened for writing (which rewrites its views and
+        # macros): a batch that is not understood leaves the file's bytes as they were
+        parse_batches(text, master=args.database == "master")
+    except MasterOnlyError as exc:
+        raise run_in_master(exc) from None
     with _open_existing(args.file) as inst:
         try:
             results = inst.database(args.database).execute(text)
         except MasterOnlyError as exc:  # the command line's way to run it in master
-            raise exc.with_hint(
-                f"run it with -d master: {PROG} sql {args.file} -d master ...") from None
+            raise run_in_master(exc) from None
         except BrokerError as exc:  # what the batch returned before it stopped is shown
             if getattr(exc, "results", None):
                 print_result_sets(exc.results, as_json=args.json, as_csv=args.csv)
