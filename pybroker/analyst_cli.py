@@ -12,14 +12,19 @@ import csv
 import datetime as dt
 import json
 import math
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pybroker.cli_support import INSTANCE_FILE_HELP, require_instance_file
+import duckdb
+
+from pybroker.cli_support import INSTANCE_FILE_HELP, PROG, require_instance_file
 from pybroker.connecting import connect  # a served file: through its server
+from pybroker.errors import InvalidArgumentError, ReadOnlyQueryError
 from pybroker.instance import Instance
+from pybroker.storage_errors import query_failed
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
@@ -57,10 +62,20 @@ def _open_read_only(path: Path) -> Instance:
 def cmd_query(args: argparse.Namespace) -> int:
     query = sys.stdin.read() if args.query == "-" else args.query
     with _open_read_only(args.file) as inst:
-        relation = inst.sql(query, args.param or None)
+        try:
+            relation = inst.sql(query, args.param or None)
+        except ReadOnlyQueryError as exc:  # in the command line's words
+            raise exc.restated(
+                f"{PROG} query", f"change the instance with {PROG} sql "
+                f"{shlex.quote(str(args.file))} -d DATABASE 'T-SQL', or the other {PROG} "
+                "commands") from None
         columns = list(relation.columns)
         numeric = [_is_numeric(str(t)) for t in relation.types]
-        rows = relation.fetchall()
+        try:
+            rows = relation.fetchall()
+        except duckdb.Error as exc:
+            # a query fails as it runs too (a cast, a macro's unknown name): DuckDB's words
+            raise InvalidArgumentError(query_failed(exc, query, list)) from exc
     if args.json:
         write_json(sys.stdout, columns, rows)
     elif args.csv:

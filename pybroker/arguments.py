@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pybroker.errors import InvalidArgumentError
+from pybroker.errors import InvalidArgumentError, ReadOnlyQueryError
 
 INT32_MAX = 2**31 - 1  # an INTEGER column: error codes, forwarding_size_mb
 INT64_MAX = 2**63 - 1  # a BIGINT column: max_message_size, sequence numbers
@@ -139,21 +139,19 @@ def check_read_only_query(query: object) -> str:
     except duckdb.Error as exc:
         raise InvalidArgumentError(f"the query is not valid DuckDB SQL: {exc}") from exc
     if len(statements) != 1:
-        raise InvalidArgumentError(
-            f"Instance.sql() runs exactly one read-only query, not {len(statements)} "
-            "statements")
+        raise ReadOnlyQueryError(
+            f"runs exactly one read-only query, not {len(statements)} statements")
     kind = statements[0].type
     if kind != duckdb.StatementType.SELECT:
-        raise InvalidArgumentError(
-            f"Instance.sql() is read-only: a {kind.name} statement is refused (it could "
-            "change the instance file or what is outside it); change the instance through "
-            "the API or Database.execute()")
+        article = "an" if kind.name[:1] in "AEIOU" else "a"
+        raise ReadOnlyQueryError(
+            f"is read-only: {article} {kind.name} statement is refused (it could change the "
+            "instance file or what is outside it)", hint=ReadOnlyQueryError.PYTHON_HINT)
     called = _SIDE_EFFECT_FUNCTIONS.search(query)
     if called:
-        raise InvalidArgumentError(
-            f"Instance.sql() is read-only: {called.group(1).lower()}() is refused, as it "
-            "changes state (a sequence, the random seed, a checkpoint of the file, logging "
-            "or profiling)")
+        raise ReadOnlyQueryError(
+            f"is read-only: {called.group(1).lower()}() is refused, as it changes state (a "
+            "sequence, the random seed, a checkpoint of the file, logging or profiling)")
     return query
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -26,7 +28,7 @@ from pybroker.cli_support import (
     read_tsql,
 )
 from pybroker.connecting import connect  # a served file: through its server
-from pybroker.errors import BrokerError, MasterOnlyError
+from pybroker.errors import BrokerError, CatalogInTsqlError, MasterOnlyError
 from pybroker.routing.decision import STEP_TEXT, RouteDecision
 
 
@@ -34,8 +36,18 @@ class _Parser(argparse.ArgumentParser):
     """argparse with a one-line usage error (the usage itself is in ``--help``)."""
 
     def error(self, message: str):  # type: ignore[override]
-        _complain(f"usage error: {message} (see: {self.prog} --help)")
+        _complain(f"usage error: {_users_words(message)} (see: {self.prog} --help)")
         sys.exit(2)
+
+
+# argparse names a value of the wrong type by its Python type: "invalid int value: 'x'"
+_INVALID_VALUE = re.compile(r"invalid (int|float) value: (.*)$")
+_KIND_OF_VALUE = {"int": "a whole number", "float": "a number"}
+
+
+def _users_words(message: str) -> str:
+    return _INVALID_VALUE.sub(
+        lambda m: f"{m.group(2)} is not {_KIND_OF_VALUE[m.group(1)]}", message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -297,13 +309,24 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     text = read_tsql(args.tsql)
     from pybroker.messaging_cli import print_result_sets
+    from pybroker.tsql.conversation_parser import parse_batches
 
+    def run_in_master(exc: MasterOnlyError) -> MasterOnlyError:
+        return exc.with_hint(f"run it with -d master: {PROG} sql {args.file} -d master ...")
+
+    try:
+        # parsed before the file is opened for writing (which rewrites its views and
+        # macros): a batch that is not understood leaves the file's bytes as they were
+        parse_batches(text, master=args.database == "master")
+    except MasterOnlyError as exc:
+        raise run_in_master(exc) from None
+    except CatalogInTsqlError as exc:
+        raise exc.with_hint(_query_instead(args.file, text)) from None
     with open_existing(args.file) as inst:
         try:
             results = inst.database(args.database).execute(text)
         except MasterOnlyError as exc:  # the command line's way to run it in master
-            raise exc.with_hint(
-                f"run it with -d master: {PROG} sql {args.file} -d master ...") from None
+            raise run_in_master(exc) from None
         except BrokerError as exc:  # what the batch returned before it stopped is shown
             if getattr(exc, "results", None):
                 print_result_sets(exc.results, as_json=args.json, as_csv=args.csv)
@@ -313,6 +336,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
         else:
             print(f"ok: the batch ran in {args.database}")
     return 0
+
+
+def _query_instead(file: Path, tsql: str) -> str:
+    """How to read the catalog from the command line: the batch itself, when it is one
+    short line, as a ``pybroker query`` of it."""
+    single = tsql.strip().rstrip(";").strip()
+    query = single if "\n" not in single and len(single) <= 120 else "SELECT ..."
+    return (f"read the catalog with {PROG} query: {PROG} query {shlex.quote(str(file))} "
+            f"{shlex.quote(query)}")
 
 
 def cmd_databases(args: argparse.Namespace) -> int:
@@ -354,10 +386,20 @@ def cmd_route(args: argparse.Namespace) -> int:
     print(describe(decision))
     print(f"  why: {why(decision)}")
     if args.explain:
-        for s in steps:
-            candidates = ", ".join(s.candidates) if s.candidates else "-"
-            print(f"  {s.step:<5} {s.result:<18} {s.description}  [{candidates}]")
+        print(explain_table(steps))
     return 0
+
+
+def explain_table(steps: Sequence[Any]) -> str:
+    """The routing steps as aligned columns (step, result, candidates, what the step looks
+    for), each as wide as its widest value, two spaces apart."""
+    rows = [("step", "result", "candidates", "what the step looks for")]
+    rows += [(s.step, s.result, ", ".join(s.candidates) if s.candidates else "-",
+              s.description) for s in steps]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return "\n".join(
+        "  " + "  ".join(v.ljust(w) for v, w in zip(row[:3], widths, strict=True))
+        + f"  {row[3]}" for row in rows)
 
 
 def cmd_forwarding(args: argparse.Namespace) -> int:

@@ -15,6 +15,26 @@ class InvalidArgumentError(BrokerError, ValueError):
     """A value given to the API is malformed: an empty or over-long name, a bad GUID, ..."""
 
 
+class ReadOnlyQueryError(InvalidArgumentError):
+    """A query given to ``Instance.sql()`` is not one read-only query. ``refusal`` says what
+    is refused and why, ``hint`` (when there is one) how to change the instance instead, and
+    ``caller`` who refused: Python's ``Instance.sql()`` by default; another surface (the
+    command line) restates the error in its own words through :meth:`restated`."""
+
+    PYTHON_CALLER = "Instance.sql()"
+    PYTHON_HINT = "change the instance through the API or Database.execute()"
+
+    def __init__(self, refusal: str, *, hint: str = "", caller: str = PYTHON_CALLER) -> None:
+        super().__init__(f"{caller} {refusal}" + (f"; {hint}" if hint else ""))
+        self.refusal = refusal
+        self.hint = hint
+        self.caller = caller
+
+    def restated(self, caller: str, hint: str) -> ReadOnlyQueryError:
+        """The same refusal by ``caller``; ``hint`` replaces this one's if it has one."""
+        return ReadOnlyQueryError(self.refusal, hint=hint if self.hint else "", caller=caller)
+
+
 class NotFoundError(BrokerError, LookupError):
     """A named object (database, queue, service, route) does not exist."""
 
@@ -59,6 +79,26 @@ class MasterOnlyError(UnsupportedStatementError):
     def with_hint(self, hint: str) -> MasterOnlyError:
         """The same refusal, with ``hint`` in place of this one's."""
         return MasterOnlyError(self.statement, self.reason, hint=hint)
+
+
+class CatalogInTsqlError(TsqlSyntaxError):
+    """A T-SQL SELECT reads a table (``SELECT name FROM sys.routes``): ``execute()``'s SELECT
+    reads values, variables and table variables only, and the catalog is read with a query.
+    ``found`` says what was found where, ``hint`` how to query the catalog instead, in the
+    caller's words: Python's by default; the command line restates the error with
+    :meth:`with_hint`."""
+
+    PYTHON_HINT = "query the catalog with Instance.sql() or the DuckDB CLI"
+
+    def __init__(self, found: str, *, hint: str = PYTHON_HINT) -> None:
+        super().__init__(f"{found} (SELECT reads values, variables and table variables here, "
+                         f"not tables; {hint})")
+        self.found = found
+        self.hint = hint
+
+    def with_hint(self, hint: str) -> CatalogInTsqlError:
+        """The same refusal, with ``hint`` in place of this one's."""
+        return CatalogInTsqlError(self.found, hint=hint)
 
 
 class UnsupportedOptionError(TsqlSyntaxError):

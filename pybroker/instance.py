@@ -64,7 +64,12 @@ from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_
 from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
 from pybroker.server.snapshot import write_snapshot
 from pybroker.storage import Store
-from pybroker.storage_errors import damage_reason, damaged_message, translate_error
+from pybroker.storage_errors import (
+    damage_reason,
+    damaged_message,
+    query_failed,
+    translate_error,
+)
 from pybroker.tsql.script import ResultSet
 
 CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions
@@ -499,10 +504,14 @@ class Instance(EndpointMixin):
             damage = damage_reason(exc)
             if damage is not None:
                 raise StorageError(damaged_message(str(self.path), damage)) from exc
-            raise InvalidArgumentError(f"the query failed: {exc}") from exc
+            raise InvalidArgumentError(query_failed(exc, query, self._sys_view_names)) \
+                from exc
         except (TypeError, ValueError, RuntimeError, UnicodeError) as exc:
             raise InvalidArgumentError(
                 f"params cannot be bound to the query: {type(exc).__name__}") from exc
+
+    def _sys_view_names(self) -> list[str]:
+        return [row[0] for row in self._store.query("instance/select_sys_view_names.sql")[1]]
 
     def snapshot(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write a point-in-time copy of the instance to the new DuckDB file ``path``.

@@ -793,7 +793,8 @@ def catalog_definitions() -> list[str]:
     """The DDL that gives a file this pybroker's views and macros (sql/catalog/), in order."""
     return ["CREATE SCHEMA IF NOT EXISTS sys"] + [
         sql_templates.render(f"catalog/{path.name}")
-        for path in sorted((sql_dir() / "catalog").glob("*.sql"))]
+        for path in sorted((sql_dir() / "catalog").glob("*.sql"))
+        if not path.name.startswith("_")]  # jinja macros the others import
 
 
 def catalog_digest() -> str:

@@ -4,7 +4,9 @@ stays in the chained exception, for a traceback, never in the message."""
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Callable, Iterable
 
 import duckdb
 
@@ -96,3 +98,29 @@ def translate_error(exc: duckdb.Error, target: str, *, read_only: bool) -> Broke
                             "the disk or the file system refused")
     return StorageError(f"the change was not made: the instance file {target} refused "
                         f"the operation (DuckDB {type(exc).__name__})")
+
+
+# DuckDB 1.5.6 on a misspelt view of the sys schema: 'Table with name rotues does not
+# exist!' and its own suggestion, a name without its schema ('Did you mean "routes"?', the
+# table under the view) or another schema's ("pg_catalog.pg_type").
+_NO_TABLE = re.compile(r'Table with name (\S+) does not exist!(\s*Did you mean "[^"]*"\?)?')
+
+
+def query_failed(exc: duckdb.Error, query: str, sys_views: Callable[[], Iterable[str]]) -> str:
+    """What a query that DuckDB refused gets: DuckDB's own explanation (the query is
+    DuckDB's SQL), except that a misspelt ``sys.`` view is answered with the sys view
+    nearest its name (``sys_views()``: the names of the schema's views)."""
+    text = str(exc)
+    missing = _NO_TABLE.search(text) if isinstance(exc, duckdb.CatalogException) else None
+    if missing is not None:
+        name = missing.group(1)
+        qualified = re.compile(rf'\bsys\s*\.\s*"?{re.escape(name)}"?(?![\w"])', re.IGNORECASE)
+        if qualified.search(query):
+            views = sorted(sys_views())
+            near = difflib.get_close_matches(name.lower(), [v.lower() for v in views], n=1)
+            hint = (f'Did you mean "sys.{views[[v.lower() for v in views].index(near[0])]}"?'
+                    if near else "SELECT view_name FROM duckdb_views() WHERE schema_name "
+                    "= 'sys' lists the views there")
+            text = (f"{text[:missing.start()]}View with name sys.{name} does not exist! "
+                    f"{hint}{text[missing.end():]}")
+    return f"the query failed: {text}"

@@ -284,3 +284,158 @@ def test_a_taken_port_is_named_as_such():
     assert str(caught.value).startswith(f"cannot start the broker endpoint on 127.0.0.1:{port}: ")
     assert str(caught.value).endswith("address already in use (is the port taken by another "
                                       "process?)")
+
+
+# -- words of the command line, not of Python -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shop_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("words") / "shop.duckdb"
+    with pybroker.connect(path, worker=False) as inst:
+        shop = inst.create_database("Shop")
+        shop.create_queue("ShopQueue")
+        shop.create_service("ShopService", queue="ShopQueue")
+    return path
+
+
+@pytest.mark.parametrize(("query", "refusal"), [
+    ("DELETE FROM routes", "is read-only: a DELETE statement is refused (it could change the "
+     "instance file or what is outside it)"),
+    ("ATTACH 'x.duckdb' AS x", "is read-only: an ATTACH statement is refused (it could change "
+     "the instance file or what is outside it)"),
+    ("SELECT 1; SELECT 2", "runs exactly one read-only query, not 2 statements"),
+    ("SELECT nextval('s')", "is read-only: nextval() is refused, as it changes state"),
+])
+def test_query_refusals_name_the_commands_not_the_api(shop_file, capsys, query, refusal):
+    code, _, err = call(["query", str(shop_file), query], capsys)
+    assert code == 1
+    assert err.startswith(f"pybroker: error: pybroker query {refusal}")
+    assert "Instance.sql()" not in err and "Database.execute()" not in err
+    if "statement is refused" in refusal:
+        assert err.endswith(f"; change the instance with pybroker sql {shop_file} -d DATABASE "
+                            "'T-SQL', or the other pybroker commands\n")
+    # the API keeps its own words
+    with (pybroker.connect(shop_file, read_only=True, worker=False) as inst,
+          pytest.raises(pybroker.errors.ReadOnlyQueryError) as caught):
+        inst.sql(query)
+    assert str(caught.value).startswith(f"Instance.sql() {refusal}")
+
+
+@pytest.mark.parametrize(("misspelt", "meant"), [
+    ("sys.rotues", "sys.routes"), ("SYS.Rotues", "sys.routes"), ('sys."servics"', "sys.services"),
+    ("sys.dm_broker_conections", "sys.dm_broker_connections"),
+])
+def test_a_misspelt_sys_view_suggests_the_sys_view(shop_file, capsys, misspelt, meant):
+    code, _, err = call(["query", str(shop_file), f"SELECT * FROM {misspelt}"], capsys)
+    assert code == 1
+    assert err.endswith(f'does not exist! Did you mean "{meant}"?\n'), err
+    with (pybroker.connect(shop_file, read_only=True, worker=False) as inst,
+          pytest.raises(pybroker.InvalidArgumentError, match=f'Did you mean "{meant}"')):
+        inst.sql(f"SELECT * FROM {misspelt}")
+
+
+def test_a_sys_view_with_no_name_near_says_where_the_names_are(shop_file, capsys):
+    code, _, err = call(["query", str(shop_file), "SELECT * FROM sys.xyzzy"], capsys)
+    assert code == 1
+    assert err.endswith("View with name sys.xyzzy does not exist! SELECT view_name FROM "
+                        "duckdb_views() WHERE schema_name = 'sys' lists the views there\n")
+    assert "pg_catalog" not in err  # DuckDB's own guess
+
+
+def test_explain_prints_each_column_apart(shop_file, capsys):
+    code, out, _ = call(["route", str(shop_file), "Elsewhere", "--origin", "Shop",
+                         "--explain"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.strip().startswith("step "))
+    table = lines[header:]
+    head = table[0]
+    starts = [head.index(name) for name in ("step", "result", "candidates",
+                                            "what the step looks for")]
+    assert starts[0] == 2
+    rows = {}
+    for line in table[1:]:
+        for start in starts[1:]:
+            assert line[start - 2:start] == "  " and line[start] != " ", line
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        rows[cells[0]] = cells[1:]
+    assert rows["R3.2"] == ["no candidate fits: the service is not in this instance",
+                            "AutoCreatedLocal",
+                            "a LOCAL route, if the service exists in this instance (R4)"]
+    assert rows["R2.5"][:2] == ["matched", "AutoCreatedLocal"]
+    assert len(rows) == 13
+
+
+def test_a_certificate_file_that_is_not_ascii_is_named_in_our_words(shop_file, tmp_path,
+                                                                    capsys):
+    pem = tmp_path / "peer.pem"
+    pem.write_bytes(b"-----BEGIN CERTIFICATE-----\nMII\x94\n-----END CERTIFICATE-----\n")
+    code, _, err = call(["trust", str(shop_file), "Peer", str(pem)], capsys)
+    assert code == 1
+    assert err == (f"pybroker: error: certificate file {pem} is not a PEM certificate: byte "
+                   "0x94 at offset 31 is not ASCII (a PEM certificate is ASCII text, as "
+                   "`pybroker cert` prints it)\n")
+    code, _, err = call(["trust", str(shop_file), "Peer", str(tmp_path / "none.pem")], capsys)
+    assert err == (f"pybroker: error: cannot read certificate file {tmp_path / 'none.pem'}: "
+                   "No such file or directory\n")
+
+
+@pytest.mark.parametrize("text", [
+    b"hello\n",  # cryptography: "Unable to load PEM file. See https://cryptography.io/...faq"
+    b"-----BEGIN CERTIFICATE-----\nabcd\n-----END CERTIFICATE-----\n",  # "ParseError {...}"
+])
+def test_a_pem_that_is_no_certificate_is_named_in_our_words(shop_file, tmp_path, capsys,
+                                                            text):
+    pem = tmp_path / "peer.pem"
+    pem.write_bytes(text)
+    code, _, err = call(["trust", str(shop_file), "Peer", str(pem)], capsys)
+    assert code == 1
+    assert err == ("pybroker: error: not a PEM certificate: expected the whole text from "
+                   "-----BEGIN CERTIFICATE----- to -----END CERTIFICATE-----, as `pybroker "
+                   "cert` (or inst.certificate) gives it\n")
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["serve", "{file}", "--port", "abc"], "argument --port: 'abc' is not a whole number"),
+    (["serve", "{file}", "--retry-scale", "x"], "argument --retry-scale: 'x' is not a number"),
+    (["forwarding", "{file}", "on", "--size-mb", "1.5"],
+     "argument --size-mb: '1.5' is not a whole number"),
+])
+def test_a_value_of_the_wrong_kind_names_no_python_type(shop_file, capsys, argv, words):
+    code, _, err = call([a.format(file=shop_file) for a in argv], capsys)
+    assert code == 2
+    assert err.startswith(f"pybroker: usage error: {words} (see: pybroker ")
+    assert " int " not in err and " float " not in err
+
+
+@pytest.mark.parametrize(("option", "value", "words"), [
+    ("--client-port", "99999", "--client-port must be from 0 to 65535, not 99999"),
+    ("--client-timeout", "-1", "--client-timeout must be seconds above 0, at most 86400, "
+     "not -1"),
+    ("--max-clients", "0", "--max-clients must be at least 1, not 0"),
+    ("--summary-interval", "0", "--summary-interval must be seconds above 0, at most 86400, "
+     "not 0 (--quiet turns the summary off)"),
+])
+def test_serve_names_its_client_options_as_options(shop_file, option, value, words):
+    done = run("serve", shop_file, "--port", "0", option, value)
+    assert done.returncode == 1
+    assert done.stdout == ""  # refused before anything started
+    assert done.stderr == f"pybroker: error: {words}\n"
+    assert "None" not in done.stderr
+
+
+def test_a_tsql_select_of_the_catalog_suggests_pybroker_query(shop_file, capsys):
+    code, _, err = call(["sql", str(shop_file), "-d", "Shop", "SELECT name FROM sys.routes"],
+                        capsys)
+    assert code == 1
+    assert err.endswith(
+        "(SELECT reads values, variables and table variables here, not tables; read the "
+        f"catalog with pybroker query: pybroker query {shop_file} "
+        "'SELECT name FROM sys.routes')\n"), err
+    assert "DuckDB CLI" not in err and "Instance.sql()" not in err
+    with (pybroker.connect(shop_file, read_only=True, worker=False) as inst,
+          pytest.raises(pybroker.errors.CatalogInTsqlError) as caught):
+        inst.database("Shop").execute("DECLARE @n int\nSELECT name FROM sys.routes")
+    assert str(caught.value).endswith("query the catalog with Instance.sql() or the DuckDB "
+                                      "CLI)")

@@ -63,6 +63,9 @@ DUCKDB_ONLY = {
     "duckdb__create_enum": "DuckDB's ENUM (Engine.categorical); Spark has none",
     "duckdb__categorical": "DuckDB's ENUM (Engine.categorical); Spark has none",
     "duckdb__drop_table": "Spark's stages are views, replaced as they are made again",
+    "duckdb__create_rows": "Spark builds given rows with createDataFrame",
+    "duckdb__insert_rows": "Spark builds given rows with createDataFrame",
+    "export_info": "written beside the instance file's tables, by DuckDB's Parquet writer",
 }
 MACROS = {"_draw": "jinja macros imported by other templates",
           "_id_hash": "jinja macros imported by other templates"}
@@ -129,6 +132,8 @@ def test_duckdb_only_templates_parse(stem):
                                 "relation": "options"},
         "duckdb__categorical": {"relation": "options",
                                 "categories": (("outcome", "options_outcome"),)},
+        "duckdb__create_rows": {"table": "params", "columns": tables[0].columns},
+        "duckdb__insert_rows": {"table": "params", "columns": tables[0].columns},
     }.get(stem, {})
     sql_templates.parse(f"pipeline/{stem}.sql", **variables)
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker.cli import main
-from pybroker.errors import InvalidArgumentError
+from pybroker.errors import BrokerError, InvalidArgumentError
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +121,78 @@ def test_usage_and_query_errors(instance_file, tmp_path, capsys):
     assert "no instance file at" in capsys.readouterr().err
 
 
+# -- macros refuse a name of nothing --------------------------------------------------------
+
+DATABASES = "the databases are A, B, master, msdb"
+UNKNOWN = [
+    ("SELECT * FROM route_decision('a', 'FarService')",
+     f"route_decision(): origin 'a' is neither a database of this instance nor 'outside'; "
+     f"{DATABASES}"),
+    ("SELECT * FROM route_explain('Aa', 'FarService')",
+     f"route_explain(): origin 'Aa' is neither a database of this instance nor 'outside'; "
+     f"{DATABASES}"),
+    ("SELECT * FROM routes_of('Shopp')",
+     f"routes_of(): database 'Shopp' is no database of this instance; {DATABASES}"),
+    ("SELECT * FROM queue_contents('C', 'QA')",
+     f"queue_contents(): database 'C' is no database of this instance; {DATABASES}"),
+    ("SELECT * FROM queue_contents('A', 'QB')",
+     "queue_contents(): database 'A' has no queue 'QB'; its queues are QA"),
+    ("SELECT * FROM route_decision(NULL, 'FarService')",
+     f"route_decision(): origin NULL is neither a database of this instance nor 'outside'; "
+     f"{DATABASES}"),
+]
+
+
+@pytest.mark.parametrize(("query", "message"), UNKNOWN)
+def test_a_macro_refuses_an_unknown_name_by_the_api(instance_file, query, message):
+    import duckdb
+
+    with pybroker.connect(instance_file, read_only=True, worker=False) as inst:
+        with pytest.raises(duckdb.Error) as failed:
+            inst.sql(query).fetchall()
+        assert message in str(failed.value)
+
+
+@pytest.mark.parametrize(("query", "message"), UNKNOWN)
+def test_a_macro_refuses_an_unknown_name_by_the_command(instance_file, capsys, query,
+                                                        message):
+    assert main(["query", str(instance_file), query]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pybroker: error: the query failed: ")
+    assert message in err and "a bug in pybroker" not in err
+
+
+def test_the_macros_still_answer_for_names_that_exist(instance_file):
+    with pybroker.connect(instance_file, read_only=True, worker=False) as inst:
+        assert far_decision(inst) == ("send", "FarRoute")
+        # 'outside' is an origin too: decided (dropped: no route of the instance's own
+        # applies to it), not refused
+        assert inst.sql("SELECT outcome FROM route_decision('outside', 'FarService')") \
+            .fetchall() == [("drop",)]
+        assert inst.sql("SELECT count(*) FROM route_explain('A', 'FarService')") \
+            .fetchone()[0] > 0
+        assert inst.sql("SELECT name FROM routes_of('A') ORDER BY route_id").fetchall() == [
+            ("AutoCreatedLocal",), ("FarRoute",)]
+        assert inst.sql("SELECT count(*) FROM queue_contents('B', 'QB')").fetchone() == (2,)
+        assert inst.sql("SELECT count(*) FROM queue_contents('A', 'QA')").fetchone() == (0,)
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.text(max_size=12).filter(lambda n: n not in {"A", "B", "master", "msdb",
+                                                               "outside"}))
+def test_every_name_that_is_no_database_is_refused(instance_file, name):
+    import duckdb
+
+    with pybroker.connect(instance_file, read_only=True, worker=False) as inst:
+        for query in ("SELECT * FROM routes_of($1)",
+                      "SELECT * FROM route_decision($1, 'FarService')"):
+            # with a parameter DuckDB runs the query at once: Instance.sql() raises
+            with pytest.raises((duckdb.Error, BrokerError),
+                               match=r"(?s)\(\): (database|origin) '.*'.* the databases are A, B, "
+                               "master, msdb"):
+                inst.sql(query, [name]).fetchall()
+
+
 # -- writes, generated --------------------------------------------------------------------
 
 TARGETS = st.sampled_from([
@@ -220,6 +292,6 @@ def test_writes_are_refused_by_the_api(writable, statement):
 def test_writes_are_refused_by_the_command(instance_file, capsys, statement):
     assert main(["query", str(instance_file), statement]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("pybroker: error: Instance.sql() "), err
+    assert err.startswith("pybroker: error: pybroker query "), err  # the command's words
     assert "is read-only" in err or "runs exactly one" in err, err
 

@@ -121,6 +121,72 @@ def test_stdin_that_is_not_utf8_gives_one_line(instance_file, capsys, monkeypatc
     assert digest(instance_file) == before
 
 
+def file_bytes(path: Path) -> tuple[str, int, bool]:
+    """The instance file's bytes as they lie: their hash, its modification time, and
+    whether a write-ahead log stands beside it (opening for writing makes these change)."""
+    return (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns,
+            Path(f"{path}.wal").exists())
+
+
+def unparsable(text: str) -> bool:
+    from pybroker.errors import BrokerError
+    from pybroker.tsql.conversation_parser import parse_batches
+
+    try:
+        parse_batches(text)
+    except BrokerError:
+        return True
+    return False
+
+
+BAD_BATCHES = st.one_of(
+    st.sampled_from(["CREATE ROUTEE R1", "SELEC 1", "CREATE ROUTE R1 WITH ADRESS = 'LOCAL'",
+                     "CREATE ROUTE R1 WITH ADDRESS = 'LOCAL' GO", "DROP ROUTE", "BEGIN DIALOG",
+                     "CREATE QUEUE Q WITH STATUS = MAYBE", "CREATE TABLE t (x int)", ";",
+                     "CREATE ROUTE R1 WITH ADDRESS = 'LOCAL'; CREATE ROUTEE R2",
+                     "CREATE ENDPOINT E AS TCP (LISTENER_PORT = 4022) FOR SERVICE_BROKER"]),
+    st.builds("{} {}".format, st.sampled_from(["CREATE ROUTE", "ALTER QUEUE", "DROP", "SEND ON",
+                                               "DECLARE", "END CONVERSATION", "WAITFOR"]),
+              st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=16)),
+).filter(unparsable)
+
+
+@settings(GENERATED, max_examples=20)
+@given(batch=BAD_BATCHES)
+def test_a_batch_that_does_not_parse_leaves_the_file_as_it_lies(tmp_path, capsys, batch):
+    """A batch is parsed before the file is opened for writing (which would rewrite the
+    catalog's views and macros): a refused one leaves the bytes of the file as they were."""
+    path = tmp_path / "parse.duckdb"
+    if not path.exists():
+        with pybroker.connect(path, worker=False) as inst:
+            inst.create_database("Shop")
+    before = file_bytes(path)
+    code, _, err = call(["sql", str(path), "-d", "Shop", batch], capsys)
+    assert code == 1
+    one_line(err)
+    assert file_bytes(path) == before
+
+
+def test_a_batch_that_parses_still_runs_after_one_that_did_not(tmp_path, capsys):
+    path = tmp_path / "parse.duckdb"
+    with pybroker.connect(path, worker=False) as inst:
+        inst.create_database("Shop")
+    before = file_bytes(path)
+    assert call(["sql", str(path), "-d", "Shop", "CREATE ROUTEE R1"], capsys)[0] == 1
+    assert file_bytes(path) == before
+    code, out, err = call(["sql", str(path), "-d", "Shop",
+                           "CREATE ROUTE R1 WITH ADDRESS = 'LOCAL'"], capsys)
+    assert (code, out, err) == (0, "ok: the batch ran in Shop\n", "")
+    assert file_bytes(path) != before
+    with pybroker.connect(path, read_only=True, worker=False) as inst:
+        assert [r.name for r in inst.database("Shop").routes()] == ["AutoCreatedLocal", "R1"]
+    # a statement of master's only, in another database: refused with the hint, unopened
+    before = file_bytes(path)
+    code, _, err = call(["sql", str(path), "-d", "Shop", "DROP ENDPOINT E"], capsys)
+    assert code == 1 and "run it with -d master" in err
+    assert file_bytes(path) == before
+
+
 def test_the_real_command_with_bytes(instance_file, tmp_path):
     before = digest(instance_file)
     done = run("create-database", str(instance_file), b"db\xff")

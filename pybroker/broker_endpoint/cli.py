@@ -72,12 +72,26 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
 
 
 def _read_pem(path: Path) -> str:
-    if str(path) == "-":
-        return sys.stdin.read()
+    """A certificate file's text (stdin for '-'); PEM is ASCII, so any other byte is
+    refused here, naming where it is."""
     try:
-        return path.read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BrokerError(f"cannot read certificate file {path}: {exc}") from None
+        if str(path) == "-":
+            stream = getattr(sys.stdin, "buffer", None)
+            data = sys.stdin.read().encode("utf-8", "surrogateescape") if stream is None \
+                else stream.read()
+        else:
+            data = path.read_bytes()
+    except OSError as exc:
+        raise BrokerError(f"cannot read certificate file {path}: "
+                          f"{exc.strerror or type(exc).__name__}") from None
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError as exc:
+        where = "stdin" if str(path) == "-" else f"certificate file {path}"
+        raise BrokerError(
+            f"{where} is not a PEM certificate: byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start} is not ASCII (a PEM certificate is ASCII text, as `pybroker cert` "
+            "prints it)") from None
 
 
 def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -138,6 +152,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         require_instance_file(args.file)
     peers = _check_serve_arguments(args)
     pg_password = password_from(args)
+    from pybroker.server.cli import check_serve_options
+
+    check_serve_options(args)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

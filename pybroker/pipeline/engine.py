@@ -243,15 +243,16 @@ class DuckDBEngine(Engine):
         rel.project(*exprs).create_view(name, replace=True)
 
     def register_rows(self, name: str, table: Table, rows: Sequence[tuple]) -> None:
-        import pyarrow as pa
-
-        arrow = pa.Table.from_pylist(
-            [dict(zip(table.column_names, r, strict=True)) for r in rows],
-            schema=_arrow_schema(table),
-        )
-        self.con.from_arrow(arrow).create_view(name, replace=True)
-        self._keep = getattr(self, "_keep", {})
-        self._keep[name] = arrow  # the view reads the Arrow table: keep it alive
+        # a table of bound values, not an Arrow table: the DuckDB engine needs no pyarrow
+        # (pyarrow comes with the spark extra only)
+        create = sql_templates.render("pipeline/duckdb__create_rows.sql", table=name,
+                                      columns=table.columns)
+        insert = sql_templates.render("pipeline/duckdb__insert_rows.sql", table=name,
+                                      columns=table.columns)
+        with self._failing_at(name):
+            self.con.execute(create)
+            if rows:
+                self.con.executemany(insert, [list(r) for r in rows])
 
     def register_numbers(self, name: str, count: int) -> None:
         sql = sql_templates.render("pipeline/duckdb__numbers.sql")
@@ -355,17 +356,6 @@ def check_memory_limit(value: str) -> str:
             "1500MB or 4GiB"
         )
     return value.strip()
-
-
-def _arrow_schema(table: Table):
-    import pyarrow as pa
-
-    to_arrow = {
-        "VARCHAR": pa.string(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
-        "BOOLEAN": pa.bool_(), "TIMESTAMP": pa.timestamp("us"), "BLOB": pa.binary(),
-        "DOUBLE": pa.float64(),
-    }
-    return pa.schema([(c.name, to_arrow[c.type]) for c in table.columns])
 
 
 # -- Spark -------------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,7 +53,76 @@ def export_instance(file: Path, directory: Path) -> list[str]:
         return _export(copy, file, directory)
 
 
+# The files an export writes: what a directory may hold to be replaced by a new export.
+_EXPORT_FILES = frozenset(f"{t.name}.parquet" for t in (*EXPORTED_TABLES, EXPORT_INFO))
+
+
 def _export(path: Path, file: Path, directory: Path) -> list[str]:
+    """Write the export into a new directory beside ``directory`` and rename it into place
+    at the end: a failure part way leaves neither the target nor the temporary one."""
+    directory = Path(directory)
+    previous = _previous_export(directory)
+    created = _make_parents(directory.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.export-",
+                                    dir=directory.parent))
+    try:
+        notes = _write_tables(path, file, staging)
+        _move_into_place(staging, directory, previous)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for parent in reversed(created):
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+        raise
+    return notes
+
+
+def _previous_export(directory: Path) -> bool:
+    """Whether ``directory`` holds files of an earlier export (which the new one replaces
+    whole); checked before anything is written. A directory holding anything else is
+    refused: its files are not the export's to remove."""
+    if not directory.exists():
+        return False
+    if not directory.is_dir():
+        raise PipelineError(f"{directory} exists and is not a directory: give a directory "
+                            "for the export")
+    entries = list(directory.iterdir())
+    for entry in entries:
+        if entry.name not in _EXPORT_FILES or not entry.is_file():
+            raise PipelineError(
+                f"{directory} holds {entry.name}, which is no file of an export; give a new "
+                "or empty directory, or one an earlier export wrote (it is replaced)")
+    return bool(entries)
+
+
+def _make_parents(parent: Path) -> list[Path]:
+    """Create the missing directories above the export's; returns them, outermost first,
+    to be removed again if the export fails."""
+    missing = []
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for each in reversed(missing):
+        each.mkdir()
+    return list(reversed(missing))
+
+
+def _move_into_place(staging: Path, directory: Path, previous: bool) -> None:
+    if not previous:
+        # onto nothing, or onto an empty directory (rename replaces an empty one)
+        os.replace(staging, directory)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.replaced-", dir=directory.parent))
+    os.replace(directory, old)
+    try:
+        os.replace(staging, directory)
+    except BaseException:
+        os.replace(old, directory)  # the earlier export stays as it was
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_tables(path: Path, file: Path, directory: Path) -> list[str]:
     con = open_instance_read_only(path)
     notes: list[str] = []
     try:
@@ -59,8 +131,6 @@ def _export(path: Path, file: Path, directory: Path) -> list[str]:
                 "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
             ).fetchall()
         }
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         for table in EXPORTED_TABLES:
             if table.name not in present_tables:
                 if table.required:
@@ -84,7 +154,7 @@ def _export(path: Path, file: Path, directory: Path) -> list[str]:
             target = directory / f"{table.name}.parquet"
             con.sql(sql).write_parquet(str(target))
         version = con.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
-        _write_export_info(directory, int(version[0]) if version else 0)
+        _write_export_info(con, directory, int(version[0]) if version else 0)
     except duckdb.Error as exc:
         from pybroker.storage_errors import damage_reason, damaged_message
 
@@ -97,14 +167,10 @@ def _export(path: Path, file: Path, directory: Path) -> list[str]:
     return notes
 
 
-def _write_export_info(directory: Path, schema_version: int) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+def _write_export_info(con: duckdb.DuckDBPyConnection, directory: Path,
+                       schema_version: int) -> None:
+    # DuckDB's own Parquet writer: export needs no pyarrow (only the spark extra brings it)
     now = datetime.now(UTC).replace(tzinfo=None)
-    names = [c.name for c in EXPORT_INFO.columns]
-    table = pa.table(
-        [pa.array([now], pa.timestamp("us")), pa.array([schema_version], pa.int32())],
-        names=names,
-    )
-    pq.write_table(table, directory / f"{EXPORT_INFO.name}.parquet")
+    con.execute(sql_templates.render("pipeline/export_info.sql"), {
+        "exported_at": now, "schema_version": schema_version,
+        "path": str(directory / f"{EXPORT_INFO.name}.parquet")})

@@ -23,13 +23,14 @@ AS_OF = Table("traffic_as_of", (Column("as_of", "TIMESTAMP"),))
 REPORTS = ("volume", "delayed", "stuck")
 
 
-def _exported_at(directory: Path) -> datetime | None:
+def _exported_at(engine: Engine, directory: Path) -> datetime | None:
     path = directory / f"{EXPORT_INFO.name}.parquet"
     if not path.exists():
         return None
-    import pyarrow.parquet as pq
-
-    values = pq.read_table(path, columns=["exported_at"]).column(0).to_pylist()
+    # read by the job's engine (Parquet of export_info is checked like every input)
+    engine.read_parquet("traffic_export_info", path, EXPORT_INFO)
+    columns, rows = engine.fetch("traffic_export_info")
+    values = [row[columns.index("exported_at")] for row in rows]
     return values[0] if values else None
 
 
@@ -50,7 +51,7 @@ def run_traffic(
         catalog = load_routing_state(engine, directory, "traffic_state")
         engine.read_parquet("traffic_transmission_queue", queue_path,
                             TABLES_BY_NAME["transmission_queue"])
-        when = as_of or _exported_at(directory)
+        when = as_of or _exported_at(engine, directory)
         if when is None:
             notes.append("no export time recorded: waits are measured to the latest "
                          "enqueue_time")

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Union
 
-from pybroker.errors import TsqlSyntaxError, UnsupportedStatementError
+from pybroker.errors import CatalogInTsqlError, TsqlSyntaxError, UnsupportedStatementError
 from pybroker.tsql.batch import Statement, ddl_parser
 from pybroker.tsql.expressions import (
     RECEIVE_COLUMNS,
@@ -152,8 +152,10 @@ CONVERSATION_STATEMENTS = (
 )
 _VERBS = ("DECLARE", "SET", "SELECT", "BEGIN", "SEND", "RECEIVE", "WAITFOR", "GET", "END",
           "MOVE", "COMMIT", "ROLLBACK")
-_NOT_TABLES = (" (SELECT reads values, variables and table variables here, not tables; "
-               "query the catalog with Instance.sql() or the DuckDB CLI)")
+
+
+def _reads_a_table(expected: TsqlSyntaxError) -> CatalogInTsqlError:
+    return CatalogInTsqlError(str(expected))
 
 
 def is_conversation_statement(statement: object) -> bool:
@@ -401,7 +403,7 @@ class _Reader:
         p.keyword("FROM", "FROM @table_variable")
         name_token = p.token
         if not is_variable(name_token):
-            raise p.expected("a table variable (SELECT ... FROM @table)", _NOT_TABLES)
+            raise _reads_a_table(p.expected("a table variable (SELECT ... FROM @table)"))
         table = self._variable("a table variable (SELECT ... FROM @table)")
         columns = self.tables.get(variable_key(table))
         if columns is None:
@@ -417,7 +419,7 @@ class _Reader:
 
     def _refuse_from(self) -> None:
         if self.p.token.is_word("FROM", "WHERE"):
-            raise self.p.expected("';' or the next statement", _NOT_TABLES)
+            raise _reads_a_table(self.p.expected("';' or the next statement"))
 
     def _alias(self, expression: Expression) -> str:
         from pybroker.tsql.expressions import column_name

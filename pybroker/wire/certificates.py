@@ -78,8 +78,12 @@ def _load(pem: str | bytes) -> x509.Certificate:
         raise WireError(f"a certificate is PEM text, not {type(pem).__name__}")
     try:
         return x509.load_pem_x509_certificate(pem)
-    except ValueError as exc:
-        raise WireError(f"not a PEM certificate: {exc}") from None
+    except ValueError:
+        # cryptography's own text points into its FAQ or names a Rust parser's error
+        raise WireError(
+            "not a PEM certificate: expected the whole text from -----BEGIN CERTIFICATE----- "
+            "to -----END CERTIFICATE-----, as `pybroker cert` (or inst.certificate) gives "
+            "it") from None
 
 
 def pem_of_file(data: bytes) -> str:
