@@ -41,11 +41,6 @@ _NAMED = re.compile(
     r"dm_broker_(connections|forwarded_messages|mirrored_routes|queue_monitors|"
     r"activated_tasks)|service_broker_endpoints|tcp_endpoints", re.IGNORECASE)
 
-# the row of broker_connections that stands for the listening endpoint itself (as netstat
-# lists a listening socket beside the connections); sys.dm_broker_connections leaves it
-# out, sys.service_broker_endpoints and sys.tcp_endpoints read it (P2)
-LISTENING = "LISTENING"
-
 _CONNECTION_COLUMNS = (
     "connection_id", "peer_address", "state_desc", "is_accept", "connect_time", "login_time",
     "last_activity_time", "authentication_method", "principal_name", "login_state_desc",
@@ -125,13 +120,12 @@ class LiveViews:
 
 
 def _statements(live: LiveRows) -> list[tuple[str, dict[str, Any]]]:
-    out: list[tuple[str, dict[str, Any]]] = [("wire/delete_connections.sql", {})]
+    out: list[tuple[str, dict[str, Any]]] = [("wire/delete_listeners.sql", {}),
+                                              ("wire/delete_connections.sql", {})]
     if live.listener is not None:
         address, encrypted, since = live.listener
-        out.append(("wire/insert_connection.sql", dict(zip(_CONNECTION_COLUMNS, (
-            LISTENING, address, LISTENING, False, since, None, None, None, None, None,
-            "AES (TLS 1.3)" if encrypted else "NONE", 0, 0, 0, 0, 0, 0, False),
-            strict=True))))
+        out.append(("wire/insert_listener.sql", {
+            "address": address, "is_encryption_enabled": encrypted, "since": since}))
     out += [("wire/insert_connection.sql", dict(zip(_CONNECTION_COLUMNS, row, strict=True)))
             for row in live.connections]
     out.append(("wire/delete_forwarded_messages.sql", {}))

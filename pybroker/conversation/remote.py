@@ -104,6 +104,7 @@ class RemoteDelivery(Arrivals):
             self.m.transmission_pieces = bool(
                 store.run("transmission/count_pieces.sql")[0][0])
             store.run("wire/delete_connections.sql")
+            store.run("wire/delete_listeners.sql")
             store.run("wire/delete_forwarded_messages.sql")
             store.run("wire/delete_mirrored_routes.sql")
 

@@ -4,8 +4,9 @@
 -- 2 AES). state_desc is the defined state. When the file defines none, the endpoint a
 -- process runs with the defaults (`pybroker serve` on 127.0.0.1:4022, or its --port and
 -- --host; Instance.start_endpoint()) is the row, named DefaultBrokerEndpoint with no
--- endpoint_id, as long as it listens (the LISTENING row pybroker/live_views.py writes to
--- broker_connections when this view is read). Forwarding is the instance's setting (R7.3), which MESSAGE_FORWARD_SIZE writes.
+-- endpoint_id, as long as it listens (broker_listeners, migrations/017, which
+-- pybroker/live_views.py writes when this view is read). Forwarding is the instance's
+-- setting (R7.3), which MESSAGE_FORWARD_SIZE writes.
 -- certificate_name stands in for SQL Server's certificate_id (NULL: this instance's own
 -- certificate, unnamed).
 CREATE OR REPLACE VIEW sys.service_broker_endpoints AS
@@ -27,8 +28,8 @@ UNION ALL
 SELECT 'DefaultBrokerEndpoint' AS name, NULL::INTEGER AS endpoint_id,
     2, 'TCP', 3, 'SERVICE_BROKER', 0, 'STARTED', FALSE,
     s.is_forwarding_enabled, s.forwarding_size_mb, 4, 'CERTIFICATE', NULL::VARCHAR,
-    CASE WHEN l.encryption_algorithm_desc = 'NONE' THEN 0 ELSE 2 END,
-    CASE WHEN l.encryption_algorithm_desc = 'NONE' THEN 'NONE' ELSE 'AES' END
-FROM main.broker_connections AS l
+    CASE WHEN l.is_encryption_enabled THEN 2 ELSE 0 END,
+    CASE WHEN l.is_encryption_enabled THEN 'AES' ELSE 'NONE' END
+FROM main.broker_listeners AS l
 CROSS JOIN main.instance_settings AS s
-WHERE l.state_desc = 'LISTENING' AND NOT EXISTS (SELECT 1 FROM main.broker_endpoints)
+WHERE NOT EXISTS (SELECT 1 FROM main.broker_endpoints)

@@ -19,7 +19,7 @@ FROM main.broker_endpoints AS e
 UNION ALL
 SELECT 'DefaultBrokerEndpoint' AS name, NULL::INTEGER AS endpoint_id,
     2, 'TCP', 3, 'SERVICE_BROKER', 0, 'STARTED', FALSE,
-    CAST(regexp_extract(l.peer_address, ':(\d+)$', 1) AS INTEGER), FALSE,
-    regexp_extract(l.peer_address, '^tcp://\[?(.*?)\]?:\d+$', 1)
-FROM main.broker_connections AS l
-WHERE l.state_desc = 'LISTENING' AND NOT EXISTS (SELECT 1 FROM main.broker_endpoints)
+    CAST(regexp_extract(l.address, ':(\d+)$', 1) AS INTEGER), FALSE,
+    regexp_extract(l.address, '^tcp://\[?(.*?)\]?:\d+$', 1)
+FROM main.broker_listeners AS l
+WHERE NOT EXISTS (SELECT 1 FROM main.broker_endpoints)

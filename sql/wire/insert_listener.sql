@@ -1,0 +1,3 @@
+-- The broker endpoint this process listens on (migrations/017; pybroker/live_views.py).
+INSERT INTO broker_listeners (address, is_encryption_enabled, since)
+VALUES ($address, $is_encryption_enabled, $since)
