@@ -11,6 +11,7 @@ with ``import X as X``, so importing them from here still works.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -770,8 +771,11 @@ def _check_key(origin: object, service_name: object, broker_instance: object) ->
 
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str:
-    """A hint when a name differs from an existing one only in case."""
+    """A hint naming the existing name nearest to ``name``: one that differs only in case
+    first (names are used as they were created), else one a slip away."""
+    names = [n for n in names if n != name]
     for candidate in names:
-        if candidate.lower() == name.lower() and candidate != name:
+        if candidate.lower() == name.lower():
             return f"; did you mean {candidate!r}? (names are used as they were created)"
-    return ""
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return f"; did you mean {near[0]!r}?" if near else ""

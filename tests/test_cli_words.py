@@ -439,3 +439,20 @@ def test_a_tsql_select_of_the_catalog_suggests_pybroker_query(shop_file, capsys)
         inst.database("Shop").execute("DECLARE @n int\nSELECT name FROM sys.routes")
     assert str(caught.value).endswith("query the catalog with Instance.sql() or the DuckDB "
                                       "CLI)")
+
+
+def test_a_database_a_slip_away_is_suggested_and_the_file_is_unchanged(tmp_path):
+    # `pybroker sql -d Shopp`: the nearest database is named, and the open that found no
+    # such database wrote nothing (an open with nothing to migrate writes nothing)
+    import hashlib
+
+    path = tmp_path / "f.duckdb"
+    with pybroker.connect(path, worker=False) as inst:
+        inst.create_database("Shop")
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    done = subprocess.run([sys.executable, "-m", "pybroker", "sql", str(path), "-d", "Shopp",
+                           "CREATE QUEUE Q"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("pybroker: error: database 'Shopp' does not exist in this "
+                                   "instance; did you mean 'Shop'?")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
