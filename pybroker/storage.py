@@ -1,8 +1,11 @@
 """The instance file: one DuckDB database, its migrations, and one transaction per write.
 
 Tables come from the numbered files of migrations/ (applied once each, recorded in
-schema_migrations). Views and macros come from sql/catalog/ and are replaced on every open
-for writing, so a file always carries the definitions of the pybroker that last wrote it.
+schema_migrations). Views and macros come from sql/catalog/ and are replaced by an open for
+writing whose pybroker's differ from those the file holds (their digest, migration 016), so
+a file always carries the definitions of the pybroker that last wrote it. That schema work
+runs under the migration marker between two checkpoints (storage_recovery.py): a process
+killed at any instant leaves a file that opens, with everything it committed.
 
 An open for reading (``read_only=True``) writes nothing: it checks that the file is an
 instance at this pybroker's schema version and leaves migrations and definitions alone.
