@@ -7,7 +7,6 @@ read-only."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import subprocess
@@ -20,8 +19,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.cli import main
 from pybroker.conversation.model import STATUS_NO_ROUTE
+from tests.cli_helpers import call, rows_digest
 
 pytestmark = pytest.mark.cli
 
@@ -38,27 +37,6 @@ def run(*args: object) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
-def call(argv: list[object], capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:  # argparse: usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def digest(path: Path) -> str:
-    """Every row of every table of the file."""
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY 1"
-        ).fetchall()]
-        rows = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables]
-    finally:
-        con.close()
-    return hashlib.sha256(repr((tables, rows)).encode()).hexdigest()
 
 
 def build(path: Path, *, waiting: bool = True) -> dict[str, str]:
@@ -182,12 +160,12 @@ def test_a_route_with_a_lifetime_shows_when_it_expires(tmp_path, capsys):
 ])
 def test_errors_are_one_line_and_change_nothing(settled, capsys, argv, code, message):
     path = settled
-    before = digest(path)
+    before = rows_digest(path)
     done = call([a.format(file=path) for a in argv], capsys)
     assert done[:2] == (code, "")
     assert done[2].startswith("pybroker: ") and done[2].count("\n") == 1, done[2]
     assert message.format(file=path) in done[2]
-    assert digest(path) == before
+    assert rows_digest(path) == before
 
 
 # Route names and addresses as a user may type them; the address mostly near a good one.
@@ -221,13 +199,13 @@ def test_create_route_checks_a_route_as_the_api_does(route_pair, capsys, name, a
         refused = None
     except pybroker.BrokerError as exc:
         refused = " ".join(str(exc).split())
-    before = digest(path)
+    before = rows_digest(path)
     options = [f"--address={address}"] + ([] if service is None else [
         f"--service-name={service}"])
     code, out, err = call(["create-route", *options, "-d", "Shop", "--", path, name], capsys)
     if refused is not None:
         assert (code, out, err) == (1, "", f"pybroker: error: {refused}\n")
-        assert digest(path) == before
+        assert rows_digest(path) == before
         return
     assert (code, err) == (0, ""), err
     assert out.startswith(f"created route {name} in Shop: ")

@@ -27,6 +27,7 @@ from pybroker.conversation.model import (
     STATUS_NO_TRANSPORT,
     STATUS_QUEUE_DISABLED,
 )
+from tests.cli_helpers import call
 from tests.process_helpers import Served, free_ports, start_all, trust_each_other
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
@@ -211,15 +212,6 @@ GENERATED = settings(max_examples=15, derandomize=True, deadline=None, database=
                      suppress_health_check=[HealthCheck.function_scoped_fixture,
                                             HealthCheck.too_slow])
 
-
-def call(argv: list[str], capsys) -> tuple[int, str, str]:
-    """The command in this process (main()), for the generated cases."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse: usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def shell_built(path: Path, *target_options: str, processes: bool = False) -> Path:

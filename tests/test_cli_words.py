@@ -20,20 +20,13 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import AlreadyExistsError, MasterOnlyError, WireError
-from pybroker.cli import build_parser, main
+from pybroker.cli import build_parser
+from tests.cli_helpers import call
 
 pytestmark = pytest.mark.cli
 
 ROOT = Path(__file__).parents[1]
 
-
-def call(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse: usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def run(*args: object) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,6 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -21,7 +20,7 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import AlreadyExistsError, RouteDefinitionError
-from pybroker.cli import main
+from tests.cli_helpers import call, rows_digest
 
 GENERATED = settings(max_examples=25, derandomize=True, deadline=None, database=None,
                      phases=[Phase.explicit, Phase.generate],  # each example runs commands
@@ -44,20 +43,6 @@ def instance_file(tmp_path_factory) -> Path:
     return path
 
 
-def digest(path: Path) -> str:
-    """What the instance holds: every row of every table (a command that opens the file for
-    writing re-creates the catalog views, so the bytes may change while nothing else does).
-    """
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY 1"
-        ).fetchall()]
-        rows = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables]
-    finally:
-        con.close()
-    return hashlib.sha256(repr((tables, rows)).encode()).hexdigest()
-
 
 def one_line(err: str) -> str:
     lines = err.splitlines()
@@ -65,14 +50,6 @@ def one_line(err: str) -> str:
     assert lines[0].startswith("pybroker: "), err
     return lines[0]
 
-
-def call(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse: --help, --version and usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def not_utf8(raw: bytes) -> bool:
@@ -89,7 +66,7 @@ def test_arguments_that_are_not_utf8_give_one_line(instance_file, capsys, raw):
     """Python hands undecodable argument bytes over as lone surrogates (surrogateescape);
     every place a name goes refuses them with one line, and nothing is written."""
     text = os.fsdecode(raw)
-    before = digest(instance_file)
+    before = rows_digest(instance_file)
     file = str(instance_file)
     for argv in (["create-database", file, text], ["create-queue", file, "-d", "Shop", text],
                  ["create-service", file, "-d", "Shop", text, "--queue", "Q"],
@@ -99,7 +76,7 @@ def test_arguments_that_are_not_utf8_give_one_line(instance_file, capsys, raw):
         code, _, err = call(argv, capsys)
         assert code == 1, (argv, err)
         one_line(err)
-    assert digest(instance_file) == before
+    assert rows_digest(instance_file) == before
 
 
 @settings(GENERATED, max_examples=10)
@@ -109,7 +86,7 @@ def test_arguments_that_are_not_utf8_give_one_line(instance_file, capsys, raw):
         lambda s: s.encode("latin-1")),
 ))
 def test_stdin_that_is_not_utf8_gives_one_line(instance_file, capsys, monkeypatch, raw):
-    before = digest(instance_file)
+    before = rows_digest(instance_file)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw)))
     code, _, err = call(["sql", str(instance_file), "-d", "Shop", "-"], capsys)
     assert code == 1  # nothing these bytes say runs cleanly: each is refused
@@ -118,7 +95,7 @@ def test_stdin_that_is_not_utf8_gives_one_line(instance_file, capsys, monkeypatc
         raw.decode("utf-8")
     except UnicodeDecodeError:
         assert "stdin is not UTF-8 text: byte 0x" in line
-    assert digest(instance_file) == before
+    assert rows_digest(instance_file) == before
 
 
 def file_bytes(path: Path) -> tuple[str, int, bool]:
@@ -188,7 +165,7 @@ def test_a_batch_that_parses_still_runs_after_one_that_did_not(tmp_path, capsys)
 
 
 def test_the_real_command_with_bytes(instance_file, tmp_path):
-    before = digest(instance_file)
+    before = rows_digest(instance_file)
     done = run("create-database", str(instance_file), b"db\xff")
     assert done.returncode == 1
     assert one_line(done.stderr.decode()) == (
@@ -201,7 +178,7 @@ def test_the_real_command_with_bytes(instance_file, tmp_path):
     assert one_line(done.stderr.decode()) == (
         "pybroker: error: stdin is not UTF-8 text: byte 0xe9 at offset 17 (line 1) cannot be "
         "decoded; save the script as UTF-8")
-    assert digest(instance_file) == before
+    assert rows_digest(instance_file) == before
     script = "CREATE QUEUE [Caf\u00e9]; DROP QUEUE [Caf\u00e9]"
     for data in (b"\xef\xbb\xbf" + script.encode(), script.encode("utf-16")):  # BOM, UTF-16
         done = run("sql", str(instance_file), "-d", "Shop", "-", stdin=data)

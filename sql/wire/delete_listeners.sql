@@ -1,2 +1,2 @@
--- The broker_listeners rows of the last read (migrations/017), before this one's.
+-- The broker_listeners rows of the last read (migrations/019), before this one's.
 DELETE FROM broker_listeners

@@ -1,4 +1,4 @@
--- 017: the broker endpoint a process listens on (P2), written with the other views of what
+-- 019: the broker endpoint a process listens on (P2), written with the other views of what
 -- a process holds (pybroker/live_views.py) right before a query reads it, emptied when the
 -- instance opens for writing and when it closes. sys.service_broker_endpoints and
 -- sys.tcp_endpoints show it when the file defines no endpoint (a process's defaults:
