@@ -28,7 +28,7 @@ from typing import Any
 
 import duckdb
 
-from pybroker import no_pandas, sql_templates, storage_recovery
+from pybroker import migration_defaults, no_pandas, sql_templates, storage_recovery
 from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError, StorageError
 from pybroker.resources import migrations_dir, sql_dir
 from pybroker.storage_errors import explain_open_error, translate_error
@@ -768,13 +768,33 @@ class Store:
         return bool(row and row[0])
 
     def _migrate(self, pending: list[tuple[int, str, Path]]) -> None:
-        """Each migration in a transaction of its own, with its row in schema_migrations."""
+        """Each migration in a transaction of its own, with its row in schema_migrations.
+        One that DuckDB refuses to commit for adding columns with defaults to a table that
+        has rows is done again in the form it commits (migration_defaults.py)."""
         for version, name, path in pending:
-            with self.transaction():
-                self._con.execute(path.read_text(encoding="utf-8"))
-                self._con.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, utc_now()]
-                )
+            text = path.read_text(encoding="utf-8")
+            try:
+                self._apply_migration(version, name, [text])
+            except BrokerError as exc:
+                split = migration_defaults.split_column_defaults(text)
+                if split is None or not migration_defaults.is_refused_alter(exc.__cause__):
+                    raise
+                try:
+                    self._apply_migration(version, name, split)
+                except BrokerError as again:
+                    raise StorageError(
+                        f"cannot upgrade instance file {self._target} from schema version "
+                        f"{self._schema_version()}: DuckDB {duckdb.__version__} refused "
+                        f"migration {path.name} on the rows the file holds ({again}). "
+                        "Nothing was changed: the file opens as it was with the pybroker "
+                        "that last wrote it") from again
+
+    def _apply_migration(self, version: int, name: str, statements: list[str]) -> None:
+        with self.transaction():
+            for statement in statements:
+                self._con.execute(statement)
+            self._con.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, utc_now()])
 
     def _installed_digest(self) -> str | None:
         if not self._has_table("catalog_definitions"):
