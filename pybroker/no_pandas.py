@@ -73,8 +73,11 @@ def _under_short_cut(function: Callable[P, T]) -> Callable[P, T]:
 
 
 @_under_short_cut
-def call(function: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+def call(_pybroker_function: Callable[P, T], /,
+         *_pybroker_args: P.args, **_pybroker_kwargs: P.kwargs) -> T:
     """``function(*args, **kwargs)``, for a DuckDB function or method that binds Python
     values (``execute``, ``sql`` with params, ``ConstantExpression``): DuckDB's asks for
     pandas are answered at once unless pandas is imported."""
-    return function(*args, **kwargs)
+    # DuckDB looks up a table name it does not know among the names of the calling frame
+    # (its replacement scans): names no query's table has keep its "does not exist"
+    return _pybroker_function(*_pybroker_args, **_pybroker_kwargs)

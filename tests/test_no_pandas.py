@@ -245,6 +245,18 @@ def test_call_is_the_call_it_is_given():
         no_pandas.call(divmod, 1, 0)
 
 
+def test_a_missing_table_is_missing_whatever_its_name():
+    """DuckDB looks for a table name it does not know among the calling frame's names:
+    ``call``'s frame offers none that a query would name."""
+    import pybroker
+
+    with pybroker.connect(None, worker=False) as inst:
+        for name in ("function", "args", "kwargs", "time", "duckdb"):
+            with pytest.raises(pybroker.InvalidArgumentError) as failed:
+                inst.sql(f"SELECT * FROM {name}")
+            assert f"Table with name {name} does not exist" in str(failed.value)
+
+
 VALUES = (st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
           | st.floats(allow_nan=False) | st.text() | st.binary(max_size=64))
 
