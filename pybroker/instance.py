@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from pybroker import arguments
+from pybroker import arguments, no_pandas
 from pybroker.activation.monitor import DEFAULT_INTERVAL
 from pybroker.activation.runner import DEFAULT_CLOSE_TIMEOUT, ActivationRunner
 from pybroker.arguments import check_read_only_query
@@ -498,7 +498,7 @@ class Instance(EndpointMixin):
         if names_broker_events(query):
             self._write_events()
         try:
-            return self._store.connection.cursor().sql(query, params=params)
+            return no_pandas.call(self._store.connection.cursor().sql, query, params=params)
         except duckdb.Error as exc:
             if self._store.closed:  # closed by another thread meanwhile
                 raise InstanceClosedError() from exc

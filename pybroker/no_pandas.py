@@ -1,86 +1,83 @@
-"""DuckDB's Python client asks for ``import pandas`` twice for every bound parameter of
-every statement (duckdb 1.5.6: it checks whether a value is a pandas object). Without
-pandas installed, each attempt is a failed import, and Python caches no failure: it walks
-every entry of sys.path again, about 0.1-0.15 ms per attempt, which doubled the cost of
-a small bound statement (measured: 917 -> 436 µs for three parameters on this machine).
+"""pybroker's calls into DuckDB that bind Python values, without a search for pandas.
 
-When pandas is not installed, :func:`install` puts a finder first on ``sys.meta_path``
-that answers an ``import pandas`` with "no module named 'pandas'" at once, while
-``importlib.util.find_spec("pandas")`` still answers None as it always did. Nothing enters
-``sys.modules`` (DuckDB and pyarrow look there; a None entry would break them), and an
-installed pandas is never hidden: the finder is installed only when the normal search
-finds none.
+DuckDB's Python client asks for ``import pandas`` twice for every Python value it binds
+(duckdb 1.5.6: it checks whether the value is pandas' NA or NaT), and it keeps no memory
+of a failed import: without pandas imported, each ask is a full import that fails, and
+Python caches no failure, so each walks every entry of sys.path again (0.1 ms or more). A
+SEND binds dozens of values. None of DuckDB's settings turns the ask off.
 
-Even answered by the finder, a failed import still runs importlib's machinery (module
-locks, the meta path, the exception): about 20 µs, 36-40 of them for a SEND of one
-message in its own transaction. :func:`builtins_refusing_pandas` gives a module whose
-functions call DuckDB a ``__builtins__`` whose ``__import__`` refuses pandas before any of
-that: DuckDB imports through ``PyImport_Import``, which takes the import hook from the
-``__builtins__`` of the calling frame's globals (Python's C API documents it so). Only
-imports made by C code under such a module's frames take the short cut: ``builtins`` itself
-is left as it is, and so is every other module (measured: a single remote SEND took 3.9
-instead of 4.5 ms of CPU, medians of 16 interleaved rounds).
+:func:`call` is the way pybroker makes such a call: ``call(con.execute, sql, params)``.
+Its globals hold a ``__builtins__`` of their own, whose ``__import__`` answers an import
+of pandas at once with "No module named 'pandas'" unless pandas is already in
+``sys.modules``, and hands every other import to ``builtins.__import__``. DuckDB imports
+through ``PyImport_Import``, which takes the import hook from the ``__builtins__`` of the
+calling frame's globals (Python's C API documents it so): only imports that DuckDB's C
+code makes directly under ``call``'s frame take the short cut. A Python function called
+from there runs in a frame of its own, with its own module's builtins.
+
+Nothing of the process changes, at ``import pybroker`` or at any later time: no finder on
+``sys.meta_path``, ``builtins`` as it is, no entry in ``sys.modules``, no module's
+``__builtins__`` replaced. The short cut is taken only where pybroker's code asks for
+it, call by call, by going through ``call``. An application that imports
+pandas, before pybroker or after, gets pandas; once it has, DuckDB's asks under ``call``
+get that same module (the short cut hands them on), so a pandas value the application
+binds through pybroker converts as it would through DuckDB alone. Before pandas is
+imported no pandas value can exist, so "not there" is the true answer to DuckDB's check
+even when pandas is installed: pybroker's own statements never make the process import
+pandas, which would cost the application the import's time and memory without its
+asking.
+
+An application's own calls into DuckDB are left as DuckDB makes them: a finder on
+``sys.meta_path`` or an entry in ``sys.modules`` would answer the application's imports
+of pandas too, and a module whose ``__builtins__`` were replaced would give the short cut
+to whatever its frames call. DuckDB has no setting for it.
+
+Measured on a shared two-core machine (medians of interleaved rounds, noisy): a statement
+binding three values took 0.5-0.9 ms through ``call`` and 1.8-2.1 ms through DuckDB alone.
 """
 
 from __future__ import annotations
 
 import builtins
-import importlib.util
+import functools
 import sys
-from collections.abc import Sequence
-from types import ModuleType
-from typing import Any
+import types
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
 
-_UTIL_FIND_SPEC = importlib.util.find_spec.__code__
-
-
-def _refusal() -> ModuleNotFoundError:
-    """The error the normal search for an absent pandas ends in."""
-    return ModuleNotFoundError("No module named 'pandas'", name="pandas")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
-class _NoPandas:
-    """A meta path finder for a package known to be absent."""
-
-    @staticmethod
-    def find_spec(name: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> Any:
-        if name != "pandas":
-            return None
-        # importlib.util.find_spec (how libraries ask whether an optional package is
-        # there) gets the finder protocol's answer, None, by the ordinary search; only an
-        # import is refused at once, with the error the search would end in
-        frame = sys._getframe(1)
-        for _ in range(8):
-            if frame is None:
-                break
-            if frame.f_code is _UTIL_FIND_SPEC:
-                return None
-            frame = frame.f_back
-        raise _refusal()
-
-
-def install() -> bool:
-    """Install the finder if pandas is absent; True if it is (now) installed."""
-    if _NoPandas in sys.meta_path:
-        return True
-    if "pandas" in sys.modules or importlib.util.find_spec("pandas") is not None:
-        return False
-    sys.meta_path.insert(0, _NoPandas)
-    return True
-
-
-def _import_refusing_pandas(name: str, globals: Any = None, locals: Any = None,
-                            fromlist: Sequence[str] | None = (), level: int = 0) -> Any:
-    if name == "pandas" and level == 0:
-        raise _refusal()
+def _import(name: str, globals: Any = None, locals: Any = None,
+            fromlist: Sequence[str] | None = (), level: int = 0) -> Any:
+    """``__import__`` for DuckDB's asks under :func:`call` (see the module's docstring)."""
+    if (level == 0 and name.partition(".")[0] == "pandas"
+            and "pandas" not in sys.modules):
+        raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
     return builtins.__import__(name, globals, locals, fromlist, level)  # as it is now
 
 
-def builtins_refusing_pandas() -> dict[str, Any] | None:
-    """A ``__builtins__`` for a module whose functions call DuckDB: the builtins, with an
-    ``__import__`` that refuses pandas at once and hands every other import to
-    ``builtins.__import__``. None unless the finder is installed (pandas is absent)."""
-    if _NoPandas not in sys.meta_path:
-        return None
-    return {**builtins.__dict__, "__import__": _import_refusing_pandas}
+# every builtin is the interpreter's own object; only __import__ differs
+_BUILTINS = {**builtins.__dict__, "__import__": _import}
+
+
+def _under_short_cut(function: Callable[P, T]) -> Callable[P, T]:
+    """``function`` remade with globals whose ``__builtins__`` is _BUILTINS: C code called
+    from its frame imports through _import. ``function`` must name no global."""
+    scoped = types.FunctionType(function.__code__,
+                                {"__builtins__": _BUILTINS, "__name__": __name__},
+                                function.__name__, function.__defaults__,
+                                function.__closure__)
+    return functools.update_wrapper(scoped, function)
+
+
+@_under_short_cut
+def call(_pybroker_function: Callable[P, T], /,
+         *_pybroker_args: P.args, **_pybroker_kwargs: P.kwargs) -> T:
+    """``function(*args, **kwargs)``, for a DuckDB function or method that binds Python
+    values (``execute``, ``sql`` with params, ``ConstantExpression``): DuckDB's asks for
+    pandas are answered at once unless pandas is imported."""
+    # DuckDB looks up a table name it does not know among the names of the calling frame
+    # (its replacement scans): names no query's table has keep its "does not exist"
+    return _pybroker_function(*_pybroker_args, **_pybroker_kwargs)

@@ -33,8 +33,6 @@ from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentErr
 from pybroker.resources import migrations_dir, sql_dir
 from pybroker.storage_errors import explain_open_error, translate_error
 
-no_pandas.install()  # every bound statement costs half as much (see no_pandas.py)
-
 _MIGRATION_NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 _SUPERSEDES = re.compile(r"^--\s*supersedes:\s*(\d{3}(?:\s*,\s*\d{3})*)\s*$")
 
@@ -217,7 +215,7 @@ class Store:
         # no progress bar on stdout (a long query would write one into `--json` output)
         self._con.execute("SET enable_progress_bar = false")
         if threads is not None:
-            self._con.execute("SET threads = $threads", {"threads": threads})
+            no_pandas.call(self._con.execute, "SET threads = $threads", {"threads": threads})
         if not read_only:
             self._con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold(limit)}'")
         self._lock = StoreLock()
@@ -268,6 +266,8 @@ class Store:
         return translate_error(exc, self._target, read_only=self.read_only)
 
     # -- queries -------------------------------------------------------------------------
+    # Statements that bind values go through no_pandas.call: DuckDB's look for pandas on
+    # every bound value is answered there without a search of sys.path (no_pandas.py).
 
     def _begin_statement(self) -> duckdb.DuckDBPyConnection:
         """The connection for one statement (under _lock), unless the store is closed."""
@@ -290,7 +290,7 @@ class Store:
             try:
                 if params and self._limit_now is not None:
                     self._fit(con, params)
-                con.execute(sql, params)
+                no_pandas.call(con.execute, sql, params)
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
             finally:
@@ -304,7 +304,7 @@ class Store:
             try:
                 if params and self._limit_now is not None:
                     self._fit(con, params)
-                return con.execute(sql, params).fetchall()
+                return no_pandas.call(con.execute, sql, params).fetchall()
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
             finally:
@@ -318,7 +318,7 @@ class Store:
             try:
                 if params and self._limit_now is not None:
                     self._fit(con, params)
-                return con.execute(sql, params).fetchone()
+                return no_pandas.call(con.execute, sql, params).fetchone()
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
             finally:
@@ -334,7 +334,7 @@ class Store:
             try:
                 if params and self._limit_now is not None:
                     self._fit(con, params)
-                cursor = con.execute(sql, params)
+                cursor = no_pandas.call(con.execute, sql, params)
                 return cursor.fetchall() if cursor.description else []
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
@@ -349,7 +349,7 @@ class Store:
         with self._lock:
             con = self._begin_statement()
             try:
-                cursor = con.execute(sql, params)
+                cursor = no_pandas.call(con.execute, sql, params)
                 while (row := cursor.fetchone()) is not None:
                     consume(row)
                     del row
@@ -366,7 +366,7 @@ class Store:
             try:
                 if params and self._limit_now is not None:
                     self._fit(con, params)
-                cursor = con.execute(sql, params)
+                cursor = no_pandas.call(con.execute, sql, params)
                 columns = [d[0] for d in cursor.description]
                 return columns, cursor.fetchall()
             except duckdb.Error as exc:
@@ -407,7 +407,7 @@ class Store:
         base = self.memory_limit or 0
         need = base + room * body if body >= base // 32 else base
         if need > (self._limit_now or 0):
-            con.execute("SET memory_limit = $limit", {"limit": f"{need}B"})
+            no_pandas.call(con.execute, "SET memory_limit = $limit", {"limit": f"{need}B"})
             self._limit_now = need
 
     def commit_apart(self, template: str, rows: Iterable[dict[str, Any]],
@@ -428,7 +428,7 @@ class Store:
                     for n, params in enumerate(rows, 1):
                         if self._closed:  # close() came meanwhile: what is not committed
                             raise InstanceClosedError()  # is not (the next open sweeps)
-                        apart.execute(sql, params)
+                        no_pandas.call(apart.execute, sql, params)
                         if n % every == 0:
                             apart.execute("COMMIT")
                             apart.execute("BEGIN TRANSACTION")
@@ -457,7 +457,7 @@ class Store:
             live.execute("BEGIN TRANSACTION")
             try:
                 for sql, params in rendered:
-                    live.execute(sql, params)
+                    no_pandas.call(live.execute, sql, params)
                 live.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(duckdb.Error):
@@ -496,15 +496,16 @@ class Store:
                 return
             lowered = True
             try:
-                side.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
+                no_pandas.call(side.execute, "SET memory_limit = $limit",
+                               {"limit": f"{limit}B"})
             except duckdb.Error:
                 lowered = False
             try:
                 yield
             finally:
                 if lowered:
-                    side.execute("SET memory_limit = $limit",
-                                 {"limit": f"{self._limit_now}B"})
+                    no_pandas.call(side.execute, "SET memory_limit = $limit",
+                                   {"limit": f"{self._limit_now}B"})
 
     def _side(self) -> duckdb.DuckDBPyConnection:
         """The second connection to the file (commit_apart, streaming), made once."""
@@ -523,7 +524,8 @@ class Store:
         with self._lock:
             con = self._begin_statement()
             try:
-                con.execute("SET memory_limit = $limit", {"limit": f"{self._limit_now}B"})
+                no_pandas.call(con.execute, "SET memory_limit = $limit",
+                               {"limit": f"{self._limit_now}B"})
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
             finally:
@@ -762,8 +764,8 @@ class Store:
             self._con.execute("CHECKPOINT")  # before the marker goes
 
     def _has_table(self, name: str) -> bool:
-        row = self._con.execute(
-            "SELECT COUNT(*) FROM duckdb_tables() WHERE table_name = $name "
+        row = no_pandas.call(
+            self._con.execute, "SELECT COUNT(*) FROM duckdb_tables() WHERE table_name = $name "
             "AND schema_name = 'main'", {"name": name}).fetchone()
         return bool(row and row[0])
 
@@ -793,8 +795,8 @@ class Store:
         with self.transaction():
             for statement in statements:
                 self._con.execute(statement)
-            self._con.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, utc_now()])
+            no_pandas.call(self._con.execute, "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                           [version, name, utc_now()])
 
     def _installed_digest(self) -> str | None:
         if not self._has_table("catalog_definitions"):
@@ -808,8 +810,9 @@ class Store:
             for statement in catalog_definitions():
                 self._con.execute(statement)
             if self._has_table("catalog_definitions"):  # not before migration 016
-                self._con.execute(sql_templates.render("instance/upsert_catalog_digest.sql"),
-                                  {"digest": digest, "installed_at": utc_now()})
+                no_pandas.call(self._con.execute,
+                               sql_templates.render("instance/upsert_catalog_digest.sql"),
+                               {"digest": digest, "installed_at": utc_now()})
 
 
 def catalog_definitions() -> list[str]:
@@ -853,10 +856,3 @@ def available_migrations() -> list[tuple[int, str, Path]]:
     if versions != list(range(1, len(versions) + 1)):
         raise StorageError(f"migrations must be numbered 001, 002, ... without gaps: {versions}")
     return found
-
-
-# Last, after every function of this module is made (each keeps the builtins it was made
-# with): DuckDB's own imports under this module's frames ask this module's __builtins__,
-# and one that refuses pandas at once saves a failed import per bound value (no_pandas.py)
-if (_refusing := no_pandas.builtins_refusing_pandas()) is not None:
-    __builtins__ = _refusing

@@ -10,8 +10,8 @@ column's type and unnested beside the others. No text from the server becomes SQ
 type name is parsed as a type (``duckdb.sqltype``) and each column name is an alias.
 
 DuckDB makes a Python value its own one by one, about 6 µs each (duckdb 1.5.6), asking
-``import pandas`` for every one: this module calls DuckDB under builtins that refuse
-pandas at once when it is not installed (pybroker/no_pandas.py), as storage.py does.
+``import pandas`` for every one: the values go to DuckDB through no_pandas.call, which
+answers that at once (pybroker/no_pandas.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import duckdb
 
 from pybroker import no_pandas
 from pybroker.errors import InvalidArgumentError, ServerError
-
-no_pandas.install()
 
 
 def relation(con: duckdb.DuckDBPyConnection, columns: Sequence[str], types: Sequence[str],
@@ -42,8 +40,8 @@ def relation(con: duckdb.DuckDBPyConnection, columns: Sequence[str], types: Sequ
                               "client's DuckDB does not know; use the same pybroker (and "
                               "DuckDB) on both sides") from None
         try:
-            lists.append(duckdb.ConstantExpression([row[i] for row in rows]).cast(
-                duckdb.list_type(column_type)).alias(f"c{i}"))
+            lists.append(no_pandas.call(duckdb.ConstantExpression, [row[i] for row in rows])
+                         .cast(duckdb.list_type(column_type)).alias(f"c{i}"))
         except (duckdb.Error, TypeError, ValueError, OverflowError) as exc:
             raise InvalidArgumentError(
                 f"column {name!r} ({type_name}) cannot be rebuilt through a client: {exc}; "
@@ -51,9 +49,3 @@ def relation(con: duckdb.DuckDBPyConnection, columns: Sequence[str], types: Sequ
     return con.cursor().values(*lists).select(*(
         duckdb.FunctionExpression("unnest", duckdb.ColumnExpression(f"c{i}")).alias(name)
         for i, name in enumerate(columns)))
-
-
-# Last, after every function of this module is made: DuckDB's imports under its frames
-# ask this module's __builtins__, which refuse pandas at once (no_pandas.py)
-if (_refusing := no_pandas.builtins_refusing_pandas()) is not None:
-    __builtins__ = _refusing
