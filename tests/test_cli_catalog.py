@@ -135,7 +135,7 @@ def test_a_route_with_a_lifetime_shows_when_it_expires(tmp_path, capsys):
     (["create-route", "{file}", "-d", "Shop", "R"], 2,
      "the following arguments are required: --address"),
     (["create-route", "{file}", "-d", "Shop", "R", "--address", "LOCAL", "--lifetime", "x"],
-     2, "argument --lifetime: invalid int value: 'x'"),
+     2, "argument --lifetime: 'x' is not a whole number"),
     (["alter-route", "{file}", "-d", "Shop", "Nope", "--address", "LOCAL"], 1,
      "error: route 'Nope' does not exist in database 'Shop'"),
     (["alter-route", "{file}", "-d", "Shop", "AutoCreatedLocal", "--address", "tcp://x"], 1,

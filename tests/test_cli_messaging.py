@@ -345,7 +345,7 @@ def test_create_service_takes_contracts_or_none(tmp_path, capsys):
     code, _, err = call(["create-service", str(path), "-d", "Stok", "Nope", "--queue",
                          "StockQueue"], capsys)
     assert (code, err) == (1, "pybroker: error: database 'Stok' does not exist in this "
-                           "instance\n")
+                           "instance; did you mean 'Stock'?\n")
     with pybroker.connect(path, read_only=True) as inst:
         assert {s.name: s.contracts for s in inst.database("Stock").services()} == {
             "StockService": ("DEFAULT",), "Both": ("AskContract", "DEFAULT"),

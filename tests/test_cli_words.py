@@ -403,12 +403,14 @@ def test_a_value_of_the_wrong_kind_names_no_python_type(shop_file, capsys, argv,
 
 
 @pytest.mark.parametrize(("option", "value", "words"), [
-    ("--client-port", "99999", "--client-port must be from 0 to 65535, not 99999"),
-    ("--client-timeout", "-1", "--client-timeout must be seconds above 0, at most 86400, "
-     "not -1"),
-    ("--max-clients", "0", "--max-clients must be at least 1, not 0"),
-    ("--summary-interval", "0", "--summary-interval must be seconds above 0, at most 86400, "
-     "not 0 (--quiet turns the summary off)"),
+    ("--client-port", "99999", "--client-port must be a whole number from 0 to 65,535, not "
+     "99999"),
+    ("--client-timeout", "-1", "--client-timeout must be a number from 0.001 to 86400, "
+     "not -1.0"),
+    ("--max-clients", "0", "--max-clients must be a positive whole number up to "
+     "2,147,483,647, not 0"),
+    ("--summary-interval", "0", "--summary-interval must be a number from 0.001 to 86400, "
+     "not 0.0"),
 ])
 def test_serve_names_its_client_options_as_options(shop_file, option, value, words):
     done = run("serve", shop_file, "--port", "0", option, value)

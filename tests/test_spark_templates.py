@@ -49,7 +49,11 @@ NOT_ONE_QUERY = {
     "routing/_route_steps.sql": "a partial: the body of a WITH, included by others",
     "catalog/21_route_decision.sql": "CREATE MACRO ... AS TABLE is DuckDB-only DDL",
     "catalog/22_route_explain.sql": "CREATE MACRO ... AS TABLE is DuckDB-only DDL",
+    "catalog/_known_names.sql": "a partial: jinja macros the catalog's macros import",
 }
+# Templates that take variables of their own (no user value: a path made a literal by the
+# `literal` filter, an alias of ours)
+VARIABLES = {"instance/attach_for_replay.sql": {"path": "/tmp/i.duckdb", "alias": "replaying"}}
 
 
 def _all_templates() -> list[str]:
@@ -95,9 +99,10 @@ def test_update_mode_writes_golden_files_that_then_compare_equal(tmp_path):
 @pytest.mark.parametrize("name", _all_templates())
 def test_every_template_parses_with_sqlglot(name):
     # The bench templates include decide_route.sql; instance/ and catalog/ take no variables.
-    variables = TEMPLATES["decide_route"] if name.startswith(("routing/", "bench/")) else {}
+    variables = TEMPLATES["decide_route"] if name.startswith(("routing/", "bench/")) else (
+        VARIABLES.get(name, {}))
     if name in NOT_ONE_QUERY:
-        if name.startswith("catalog/"):
+        if name.startswith("catalog/") and "partial" not in NOT_ONE_QUERY[name]:
             assert sql_templates.render(name).lstrip().startswith("CREATE OR REPLACE MACRO")
         return
     sql_templates.parse(name, **variables)

@@ -126,7 +126,7 @@ def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
     arguments.whole_number("--max-clients", args.max_clients, minimum=1,
                            maximum=arguments.INT32_MAX)
     arguments.real_number("--summary-interval", args.summary_interval, minimum=1e-3,
-                          maximum=arguments.MAX_SECONDS)
+                          maximum=86_400)
     if args.memory_limit is not None:
         check_memory_limit(args.memory_limit)
     if args.threads is not None:
@@ -152,9 +152,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         require_instance_file(args.file)
     peers = _check_serve_arguments(args)
     pg_password = password_from(args)
-    from pybroker.server.cli import check_serve_options
-
-    check_serve_options(args)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

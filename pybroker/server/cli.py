@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-from pybroker.errors import InvalidArgumentError
 from pybroker.instance import Instance
 from pybroker.server.server import (
     DEFAULT_MAX_CLIENTS,
@@ -35,23 +34,6 @@ def add_serve_options(p: Any) -> None:
                    help=f"seconds between summary lines on stderr (default "
                    f"{SUMMARY_INTERVAL:g})")
     p.add_argument("--quiet", action="store_true", help="no periodic summary on stderr")
-
-
-def check_serve_options(args: argparse.Namespace) -> None:
-    """The client options, checked in the command line's words before anything starts (the
-    server's own checks name its Python arguments)."""
-    if args.client_port is not None and not 0 <= args.client_port <= 65535:
-        raise InvalidArgumentError(
-            f"--client-port must be from 0 to 65535, not {args.client_port}")
-    if not 0 < args.client_timeout <= 86_400:  # NaN is refused too
-        raise InvalidArgumentError(
-            f"--client-timeout must be seconds above 0, at most 86400, not {args.client_timeout:g}")
-    if args.max_clients < 1:
-        raise InvalidArgumentError(f"--max-clients must be at least 1, not {args.max_clients}")
-    if not 0 < args.summary_interval <= 86_400:
-        raise InvalidArgumentError(
-            "--summary-interval must be seconds above 0, at most 86400, not "
-            f"{args.summary_interval:g} (--quiet turns the summary off)")
 
 
 def start(instance: Instance, args: argparse.Namespace) -> ClientServer:
