@@ -37,6 +37,7 @@ import duckdb
 import pytest
 
 import pybroker
+from pybroker.resources import migrations_dir
 from pybroker.storage import available_migrations, utc_now
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "landed_migrations"
@@ -44,11 +45,18 @@ MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
 SETS: list[dict] = MANIFEST["sets"]
 _NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 _SUPERSEDES = re.compile(r"^--\s*supersedes:\s*(\d{3}(?:\s*,\s*\d{3})*)\s*$")
+MIGRATIONS = migrations_dir()
 KEPT = 5  # the database id of the objects the files are given (after master 1, msdb 4)
 BODY = b"kept through every upgrade"
 
 
 def _text_path(name: str, sha: str) -> Path:
+    """Where a landed text is: migrations/ itself while it holds that text byte for byte
+    (a landed migration is never edited), else the copy carried in texts/ (the texts that
+    were edited after they landed, and the superseded wip one)."""
+    today = MIGRATIONS / name
+    if today.exists() and hashlib.sha256(today.read_bytes()).hexdigest() == sha:
+        return today
     return FIXTURES / "texts" / f"{name[:-4]}.{sha[:12]}.sql"
 
 
@@ -103,8 +111,10 @@ def test_the_fixtures_are_the_texts_their_manifest_names():
         for file, sha in landed["files"].items():
             path = _text_path(file, sha)
             assert hashlib.sha256(path.read_bytes()).hexdigest() == sha, path
-            used.add(path.name)
-    assert used == {path.name for path in (FIXTURES / "texts").glob("*.sql")}
+            used.add(path)
+    # texts/ carries only what migrations/ no longer holds, each used
+    assert {p for p in used if p.parent.name == "texts"} == set(
+        (FIXTURES / "texts").glob("*.sql"))
     # a later set's files, each as the set before held it or new: the history is whole
     versions = [len(landed["files"]) for landed in SETS]
     assert versions == sorted(versions) and versions[0] == 1
