@@ -103,7 +103,7 @@ def test_p3_2_a_duplicate_sequence_number_is_discarded(broker):
     with m.unit_of_work() as uow:  # the same sequence numbers arrive again (a retransmission)
         uow.activate()
         ep = m.endpoint(conv.handle)
-        m._deliver(uow, ep, m._target(uow, ep), [
+        m.delivery.deliver(uow, ep, m.delivery.target(uow, ep), [
             (0, "DEFAULT", "N", b"first again", False, False),
             (1, "DEFAULT", "N", b"second again", False, False)])
     got = broker.b.receive("QB", max_messages=10)

@@ -23,7 +23,7 @@ def small(tmp_path):
 
 
 def cached(broker) -> int:
-    return len(broker.inst._messaging._endpoints)
+    return len(broker.inst._messaging.endpoints)
 
 
 def test_trim_lets_the_least_recently_used_go_and_keeps_what_it_is_told():
@@ -203,23 +203,23 @@ def test_a_commit_does_not_wait_for_another_threads_unit_of_work_to_trim(small):
     convs = [small.a.begin_dialog("SA", "SB") for _ in range(12)]
     for conv in convs:
         conv.send(b"x")  # more endpoints than the cache holds, trimmed at each commit
-    assert cached(small) <= m._endpoints.capacity
-    m._endpoints.capacity = 2  # now over capacity: the next free commit trims
+    assert cached(small) <= m.endpoints.capacity
+    m.endpoints.capacity = 2  # now over capacity: the next free commit trims
     held, timed_out = threading.Event(), []
     done = threading.Event()
 
     def hold() -> None:
-        with m._store._lock:  # another thread's unit of work
+        with m.store._lock:  # another thread's unit of work
             held.set()
             timed_out.append(not done.wait(10))
 
     thread = threading.Thread(target=hold)
     thread.start()
     assert held.wait(10)
-    m._after_commit(UnitOfWork(m))  # returns while the lock is held elsewhere
+    m.after_commit(UnitOfWork(m))  # returns while the lock is held elsewhere
     done.set()
     thread.join(10)
     assert timed_out == [False]
     assert cached(small) > 2  # the trim was skipped, not waited for
-    m._after_commit(UnitOfWork(m))  # the lock is free: trimmed now
+    m.after_commit(UnitOfWork(m))  # the lock is free: trimmed now
     assert cached(small) == 2

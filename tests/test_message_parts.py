@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import pybroker
 from pybroker import sql_templates, storage
 from pybroker.conversation import message_parts
-from pybroker.conversation.remote import Arrival
+from pybroker.conversation.arrivals import Arrival
 from pybroker.storage import available_migrations
 from pybroker.wire.frames import MessageFragment
 
@@ -117,7 +117,7 @@ def test_a_rollback_puts_the_message_and_its_fragments_back(tmp_path):
         assert inst.sql(KEPT).fetchone() == (10,)
     # reopened: the fragments are a whole message in the queue, not one being reassembled
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
-        assert inst._messaging.remote._fragments == {}
+        assert inst._messaging.remote.arrivals.fragments == {}
         assert inst.sql("SELECT status_desc FROM sys.queue_messages").fetchall() == [
             ("READY",)]
         got = inst.database("Stock").receive("StockQueue")
@@ -141,7 +141,7 @@ def test_with_retention_the_fragments_stay_until_the_conversation_ends():
         assert inst.sql(KEPT).fetchone() == (6 + 2,)
         stock.conversation(got[0].conversation_handle).end()
         assert inst.sql(KEPT).fetchone() == (0,)
-        assert inst._messaging.remote._fragments == {}
+        assert inst._messaging.remote.arrivals.fragments == {}
 
 
 def test_drop_queue_takes_the_fragments_of_its_messages():
@@ -227,7 +227,7 @@ def test_fragments_held_across_a_restart_complete_the_message_with_their_sizes(t
         _arrive(inst, fragments[:4], seed=1)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         # read back at open with the size of each, which the last fragment is checked by
-        assert inst._messaging.remote._fragments == {
+        assert inst._messaging.remote.arrivals.fragments == {
             inst.sql("SELECT conversation_handle FROM main.message_fragments LIMIT 1"
                      ).fetchone()[0]: {0: {n: 1_000 for n in range(4)}}}
         assert inst.sql("SELECT status_desc FROM sys.queue_messages").fetchall() == [
@@ -298,7 +298,7 @@ def test_a_large_body_is_read_back_under_a_lowered_limit_and_the_limit_comes_bac
     during: list[tuple[str]] = []
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         stock = _stock(inst)
-        store = inst._messaging._store
+        store = inst._messaging.store
         real = store.streaming
 
         @contextlib.contextmanager

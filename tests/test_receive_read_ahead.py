@@ -1,4 +1,4 @@
-"""RECEIVE inside a transaction reads ahead (pybroker/conversation/engine.py, ReceiveBuffer):
+"""RECEIVE inside a transaction reads ahead (pybroker/conversation/receive.py, ReceiveBuffer):
 the second and later receives from a queue in one transaction hand out conversation groups
 from memory, and the messages handed out leave the table in one statement at commit.
 
@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from pybroker.conversation import engine
+from pybroker.conversation import receive
 from pybroker.conversation.unit_of_work import UnitOfWork
 from pybroker.errors import QueueDisabledError
 from tests.conftest_conversations import make_broker
@@ -30,13 +30,13 @@ def broker(tmp_path):
 def reads(monkeypatch):
     """Counts the read-aheads, so a test knows it exercised them."""
     made = []
-    real = engine.ReceiveBuffer.__init__
+    real = receive.ReceiveBuffer.__init__
 
     def counting(self, rows, reads_before, kept=None):
         made.append(len(rows))
         real(self, rows, reads_before, kept)
 
-    monkeypatch.setattr(engine.ReceiveBuffer, "__init__", counting)
+    monkeypatch.setattr(receive.ReceiveBuffer, "__init__", counting)
     return made
 
 
@@ -85,8 +85,8 @@ def test_c3_p3_1_read_ahead_answers_as_the_table_would(broker, reads, monkeypatc
     transactions, replies to the other queue, rolled-back transactions: every RECEIVE
     returns exactly the model's group and messages; in the end every committed send was
     received exactly once, in order, and the queue is empty."""
-    monkeypatch.setattr(engine, "READ_AHEAD_FIRST", first)
-    monkeypatch.setattr(engine, "READ_AHEAD_MAX", most)
+    monkeypatch.setattr(receive, "READ_AHEAD_FIRST", first)
+    monkeypatch.setattr(receive, "READ_AHEAD_MAX", most)
     rng = random.Random(seed)
     convs = [broker.a.begin_dialog("SA", "SB") for _ in range(12)]
     model = QueueModel()
@@ -304,8 +304,8 @@ def test_c3_read_ahead_kept_across_transactions_sees_later_deliveries_and_rollba
 
 
 def test_read_ahead_of_large_bodies_reads_fewer_messages(broker, reads, monkeypatch):
-    monkeypatch.setattr(engine, "READ_AHEAD_FIRST", 4)
-    monkeypatch.setattr(engine, "READ_AHEAD_BYTES", 3_000)
+    monkeypatch.setattr(receive, "READ_AHEAD_FIRST", 4)
+    monkeypatch.setattr(receive, "READ_AHEAD_BYTES", 3_000)
     convs = [broker.a.begin_dialog("SA", "SB") for _ in range(12)]
     with broker.a.transaction():
         for n, conv in enumerate(convs):
@@ -345,8 +345,8 @@ def test_c3_p3_1_receives_in_their_own_transactions_answer_as_the_table_would(
     """RECEIVE calls each in its own transaction, mixed with sends in their own or in
     rolled-back transactions, batched receives in transactions (some rolled back) and END
     CONVERSATION: every RECEIVE returns the model's group; nothing is lost or doubled."""
-    monkeypatch.setattr(engine, "READ_AHEAD_FIRST", 2)
-    monkeypatch.setattr(engine, "READ_AHEAD_MAX", 8)
+    monkeypatch.setattr(receive, "READ_AHEAD_FIRST", 2)
+    monkeypatch.setattr(receive, "READ_AHEAD_MAX", 8)
     rng = random.Random(seed)
     convs = [broker.a.begin_dialog("SA", "SB") for _ in range(10)]
     model = QueueModel()

@@ -96,7 +96,7 @@ def test_pieces_no_row_names_are_deleted_at_open(tmp_path, small):
         body = random.Random(4).randbytes(1_500)
         conv.send(body)
         # what a SEND wrote before the process stopped, its row never committed
-        inst._messaging._store.commit_apart("transmission/insert_pieces.sql", [
+        inst._messaging.store.commit_apart("transmission/insert_pieces.sql", [
             {"conversation_handle": conv.handle, "message_sequence_number": 1,
              "piece_numbers": [0, 1], "message_bodies": [b"x", b"x"]}], 10)
         assert inst.sql(PIECES).fetchone() == (16 + 2,)

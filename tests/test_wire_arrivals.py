@@ -15,8 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import pybroker
-from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL
-from pybroker.conversation.remote import Arrival
+from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL, Arrival
 from pybroker.wire.dialog import Acknowledged
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
 from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE
@@ -126,8 +125,8 @@ def test_one_batch_finds_the_endpoints_of_many_conversations_in_one_query(tmp_pa
         remote = inst._messaging.remote
         cids = [str(uuid.uuid4()) for _ in range(20)]
         remote.arrive([Arrival(1, "test", _fragment(c, 0)) for c in cids])
-        remote._index.clear()  # as after a restart: the endpoints are only in the file
-        inst._messaging._endpoints.clear()
+        remote.arrivals.forget_index()  # as after a restart: the endpoints are only in the file
+        inst._messaging.endpoints.clear()
         with _statements(inst) as statements:
             remote.arrive([Arrival(1, "test", _fragment(c, 1)) for c in cids])
         assert statements.count("wire/select_endpoints_by_conversations.sql") == 1
@@ -258,11 +257,11 @@ def test_R4_2_a_conversations_messages_go_to_the_database_that_holds_it(tmp_path
                             "queue_messages").fetchone()
         assert times == 1
         remote.arrive([Arrival(1, "test", _fragment(c, s)) for s in (5, 6) for c in cids])
-        remote._index.clear()  # as after a restart: the endpoints are only in the file
-        inst._messaging._endpoints.clear()
+        remote.arrivals.forget_index()  # as after a restart: the endpoints are only in the file
+        inst._messaging.endpoints.clear()
         remote.arrive([Arrival(1, "test", _fragment(c, s)) for s in (7, 8) for c in cids])
-        remote._index.clear()
-        inst._messaging._endpoints.clear()
+        remote.arrivals.forget_index()
+        inst._messaging.endpoints.clear()
         for c in cids:  # one side at a time: _find's own query, not the batch's
             remote.arrive([Arrival(1, "test", _fragment(c, 9))])
         conversation_of = dict(inst.sql(
@@ -297,7 +296,7 @@ def test_R4_2_a_conversation_held_by_a_principal_is_not_refused_for_a_mirror_pic
         remote = inst._messaging.remote
         wire = remote.wire = FakeWire()
         mirror = inst._messaging.catalog_named("StockB").database_id
-        remote._mirroring_roles = {mirror: "MIRROR"}
+        remote.arrivals.mirroring_roles = {mirror: "MIRROR"}
         cids = [str(uuid.uuid4()) for _ in range(40)]
         remote.arrive([Arrival(1, "test", _fragment(c, 0)) for c in cids])
         refused = {n.conversation_id for n in wire.notices}

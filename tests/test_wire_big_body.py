@@ -11,7 +11,7 @@ import uuid
 
 import pybroker
 from pybroker.conversation import message_parts
-from pybroker.conversation.remote import Arrival
+from pybroker.conversation.arrivals import Arrival
 from pybroker.wire import frames
 from pybroker.wire.dialog import Transmitter
 from pybroker.wire.frames import MessageFragment

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pybroker
 from pybroker.chaos.ports import free_port
-from pybroker.conversation.remote import STATUS_BROKER_NOT_HERE, STATUS_FORWARDING_OFF
+from pybroker.conversation.arrival_destinations import STATUS_BROKER_NOT_HERE, STATUS_FORWARDING_OFF
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 ERROR = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"

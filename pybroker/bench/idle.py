@@ -109,7 +109,7 @@ def run_case(conversations: int) -> dict[str, Any]:
                       "FROM duckdb_memory() ORDER BY memory_usage_bytes DESC")
                   if used or spilled}
         limit = store.fetchone("SELECT current_setting('memory_limit')")
-        cache = inst._messaging._endpoints
+        cache = inst._messaging.endpoints
         windows = [{
             "first": a[0], "last": b[0],
             "per_s": (b[0] - a[0]) / (b[1] - a[1]),

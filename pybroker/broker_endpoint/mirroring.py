@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def probe_role(messaging: Messaging, probe: Probe) -> str:
     """R9.2: PRINCIPAL, MIRROR, or "" when no database here has the probe's service (and
     broker identifier). A database that is not mirrored serves, as a principal does."""
-    store = messaging._store
+    store = messaging.store
     with store._lock:
         rows = store.run("instance/select_probe_role.sql", {
             "service_name": probe.service, "broker_instance": probe.broker_instance})

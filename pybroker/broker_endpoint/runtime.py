@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.broker_endpoint.mirroring import probe_role
-from pybroker.conversation.remote import Arrival
+from pybroker.conversation.arrivals import Arrival
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,

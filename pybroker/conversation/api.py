@@ -12,7 +12,7 @@ from pybroker.errors import InvalidArgumentError
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.endpoint import Endpoint
+    from pybroker.conversation.endpoint import ConversationEndpoint
     from pybroker.conversation.engine import Messaging
 
 
@@ -148,5 +148,5 @@ class Conversation:
         related_conversation_group=...)``)."""
         self._messaging.move_conversation(self._database.database_id, self.handle, group_id)
 
-    def _endpoint(self) -> Endpoint:
+    def _endpoint(self) -> ConversationEndpoint:
         return self._messaging.endpoint(self.handle, self._database.database_id)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from pybroker.conversation.catalog_cache import CatalogCache
 from pybroker.conversation.model import Router
 from pybroker.routing.cache import OUTSIDE
 from pybroker.wire.frames import MessageFragment
@@ -55,34 +56,25 @@ class Picked:
     database_id: int
 
 
-class _Engine(Protocol):
-    """What deciding needs of the messaging engine (engine.py's Messaging): the shape only."""
-
-    _database_ids: dict[str, int] | None
-    _route: Router
-
-    def catalog(self, database_id: int) -> Any: ...
-
-    def catalog_named(self, name: str) -> Any: ...
-
-
 class _Wire(Protocol):
     def is_own_address(self, address: str) -> bool: ...
 
 
-def destination_of(m: _Engine, wire: _Wire | None, mirroring_roles: dict[int, str],
+def destination_of(catalogs: CatalogCache, route: Router, wire: _Wire | None,
+                   mirroring_roles: dict[int, str],
                    f: MessageFragment) -> int | str | Forward | AskRoute | Picked:
     """The database the fragment goes to (an id, or R4.2's pick), the next hop it is
     forwarded to, the route request msdb makes for it, or why it cannot be delivered (a
-    STATUS_ text). ``mirroring_roles``: database id -> PRINCIPAL or MIRROR (R9)."""
+    STATUS_ text): routed by ``route`` (the instance's), the databases read from
+    ``catalogs``. ``mirroring_roles``: database id -> PRINCIPAL or MIRROR (R9)."""
     if not f.from_initiator and f.to_broker_instance is not None:
-        found = _database_of(m, f.to_broker_instance)
+        found = _database_of(catalogs, f.to_broker_instance)
         if found is not None:  # R6: a reply to a conversation begun here
             return STATUS_NOT_PRINCIPAL if mirroring_roles.get(found) == "MIRROR" else found
-    decision = m._route(f.to_service, broker_instance=f.to_broker_instance,
-                        origin=OUTSIDE)  # R1.2: msdb's table
+    decision = route(f.to_service, broker_instance=f.to_broker_instance,
+                     origin=OUTSIDE)  # R1.2: msdb's table
     if decision.outcome == "deliver":
-        found = m.catalog_named(decision.database).database_id
+        found = catalogs.catalog_named(decision.database).database_id
         if decision.locate_step == "R4.2":  # a mirror is refused once _holder has looked
             return Picked(found)
         return STATUS_NOT_PRINCIPAL if mirroring_roles.get(found) == "MIRROR" else found
@@ -96,20 +88,19 @@ def destination_of(m: _Engine, wire: _Wire | None, mirroring_roles: dict[int, st
             return Forward(pair_key(address, decision.mirror_address))
         return Forward(address)
     if f.to_broker_instance is not None and any(
-            f.to_service in m.catalog(i).services for i in _database_ids(m)):
+            f.to_service in catalogs.catalog(i).services for i in _database_ids(catalogs)):
         return STATUS_BROKER_NOT_HERE.format(f.to_broker_instance)
     return STATUS_FORWARDING_OFF
 
 
-def _database_ids(m: _Engine) -> list[int]:
-    if m._database_ids is None:
-        with contextlib.suppress(Exception):
-            m.catalog_named("master")
-    return list((m._database_ids or {}).values())
+def _database_ids(catalogs: CatalogCache) -> list[int]:
+    with contextlib.suppress(Exception):
+        return list(catalogs.database_ids.values())
+    return []
 
 
-def _database_of(m: _Engine, broker_instance: str) -> int | None:
-    for database_id in _database_ids(m):
-        if m.catalog(database_id).broker_instance == broker_instance:
+def _database_of(catalogs: CatalogCache, broker_instance: str) -> int | None:
+    for database_id in _database_ids(catalogs):
+        if catalogs.catalog(database_id).broker_instance == broker_instance:
             return database_id
     return None

@@ -1,6 +1,7 @@
-"""The messaging engine's side of the wire, inbound (P3-P5, P8, R5-R7): the state that
-RemoteDelivery (remote.py, which adds the outbound side) keeps, and how a batch of arrivals
-is written to DuckDB.
+"""The messaging engine's side of the wire, inbound (P3-P5, P8, R5-R7): what it keeps of
+the wire (the endpoints that talk to the network, held fragments and messages, broker
+events), and how a batch of arrivals is written to DuckDB. RemoteDelivery (remote.py, the
+outbound side) composes it.
 
 ``arrive`` applies a batch of fragments in ONE unit of work (group commit): each is routed
 with msdb's table (R1.2) or, for a reply to a conversation begun here, delivered to the
@@ -40,7 +41,7 @@ from pybroker.conversation.arrival_destinations import (
     Picked,
     destination_of,
 )
-from pybroker.conversation.endpoint import Endpoint
+from pybroker.conversation.endpoint import ConversationEndpoint
 from pybroker.conversation.handles import new_handle
 from pybroker.conversation.model import STATUS_QUEUE_DISABLED, Router
 from pybroker.conversation.states import TRANSITIONS, transition
@@ -56,6 +57,7 @@ from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.catalog import DatabaseCatalog
+    from pybroker.conversation.catalog_cache import CatalogCache
     from pybroker.conversation.endpoint_cache import EndpointCache
     from pybroker.conversation.route_requests import RouteRequests
     from pybroker.conversation.unit_of_work import UnitOfWork
@@ -85,33 +87,36 @@ STATUS_UNKNOWN_AT_PRINCIPAL = (
     "partners, so it cannot continue; begin a new conversation.")
 
 
-class _Engine(Protocol):
-    """What RemoteDelivery needs of the messaging engine (engine.py's Messaging, which
-    imports remote.py): the shape only."""
+class _Delivery(Protocol):
+    """What arrivals need of the engine's delivery (delivery.py's Delivery)."""
 
-    _store: Store
-    _endpoints: EndpointCache
-    _database_ids: dict[str, int] | None
-    _route: Router
+    def drop_transmissions(self, uow: UnitOfWork, ep: ConversationEndpoint) -> None: ...
+
+
+class _Engine(Protocol):
+    """What arrivals need of the messaging engine (engine.py's Messaging, which imports
+    this module): public names."""
+
+    store: Store
+    endpoints: EndpointCache
+    catalogs: CatalogCache
+    route: Router
     route_requests: RouteRequests  # R2.4, R8
+    delivery: _Delivery
 
     def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
 
-    def endpoint(self, handle: str, database_id: int | None = None) -> Endpoint: ...
+    def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint: ...
 
     def catalog(self, database_id: int) -> DatabaseCatalog: ...
 
     def catalog_named(self, name: str) -> DatabaseCatalog: ...
 
-    def _now(self) -> datetime: ...
+    def now(self) -> datetime: ...
 
-    def _next_order(self) -> int: ...
+    def next_order(self) -> int: ...
 
-    def _note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
-
-    def _bounce(self, uow: UnitOfWork, ep: Endpoint, code: int, description: str) -> None: ...
-
-    def _drop_transmissions(self, uow: UnitOfWork, ep: Endpoint) -> None: ...
+    def note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
 
 
 class Wire(Protocol):
@@ -144,24 +149,25 @@ class Arrival:
 
 @dataclass(slots=True)
 class _Replies:
-    acks: dict[tuple[int, str, bool], tuple[Endpoint, str]] = field(default_factory=dict)
+    acks: dict[tuple[int, str, bool], tuple[ConversationEndpoint, str]] = field(
+        default_factory=dict)
     notices: list[tuple[int, Notice]] = field(default_factory=list)
     forwards: list[tuple[int, str, MessageFragment, str]] = field(default_factory=list)
 
 
 class Arrivals:
-    """RemoteDelivery's state, what both of its sides use, and the inbound side: arrivals
-    applied to DuckDB (remote.py's RemoteDelivery adds the outbound side)."""
+    """The engine's inbound side of the wire: arrivals applied to DuckDB, and what both
+    sides keep of the wire (RemoteDelivery, remote.py, composes it)."""
 
     def __init__(self, messaging: _Engine) -> None:
-        self.m = messaging
+        self._m = messaging
         self.wire: Wire | None = None
         # told of every broker event as it is recorded (an operator's log: pybroker serve)
         self.event_listener: Callable[[str, str, str | None, str], None] | None = None
         # (conversation_id, is_initiator) -> handle of an endpoint that talks to the network
         self._index: dict[tuple[str, bool], str] = {}
         # endpoint -> sequence -> fragment number -> its size, held in message_fragments
-        self._fragments: dict[str, dict[int, dict[int, int]]] = {}
+        self.fragments: dict[str, dict[int, dict[int, int]]] = {}
         # endpoint -> sequence -> (message type, end, error) of whole messages held (status 2)
         self._held: dict[str, dict[int, tuple[str, bool, bool]]] = {}
         self.inbound_waiting = False
@@ -189,30 +195,63 @@ class Arrivals:
         found = self._mirroring_roles
         if found is None:
             found = self._mirroring_roles = {
-                row[0]: row[1] for row in self.m._store.run(
+                row[0]: row[1] for row in self._m.store.run(
                     "instance/select_mirroring_roles.sql")}
         return found
+
+    @mirroring_roles.setter
+    def mirroring_roles(self, roles: dict[int, str] | None) -> None:
+        self._mirroring_roles = roles
 
     def mirroring_changed(self) -> None:
         self._mirroring_roles = None
 
+    # -- start ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """At open: what the file holds of reassembly and held messages, and the last
+        broker event's id."""
+        store = self._m.store
+        self.reload()
+        with store._lock:
+            self._event_id = int(store.run("wire/select_max_event_id.sql")[0][0])
+
+    def reload(self) -> None:
+        """Read the held fragments and messages again (at open, after a rollback)."""
+        store = self._m.store
+        self.fragments.clear()
+        self._held.clear()
+        with store._lock:
+            for handle, seq, frag, size in store.run("wire/select_held_fragments.sql"):
+                self.fragments.setdefault(handle, {}).setdefault(seq, {})[frag] = size
+            self.fragments_kept = bool(store.run("wire/count_message_fragments.sql")[0][0])
+            for handle, seq, mtype, is_end, is_error in store.run(
+                    "wire/select_held_messages.sql"):
+                self._held.setdefault(handle, {})[seq] = (mtype, is_end, is_error)
+            self.inbound_waiting = bool(store.run("wire/count_inbound.sql")[0][0])
+
     # -- shared --------------------------------------------------------------------------
 
-    def _remember(self, conversation_id: str, is_initiator: bool, handle: str) -> None:
+    def forget_index(self) -> None:
+        """Forget which endpoint holds each side of a conversation (as after a restart:
+        the next arrival finds it in the file)."""
+        self._index.clear()
+
+    def remember(self, conversation_id: str, is_initiator: bool, handle: str) -> None:
         """A cache, not the truth (P7: memory must not grow with idle conversations)."""
         if len(self._index) >= INDEX_SIZE:
             # forget everything but endpoints begun in a unit of work not yet written: no
             # query can find those, and a second endpoint must not be made for them
-            endpoints = self.m._endpoints
+            endpoints = self._m.endpoints
             self._index = {key: h for key, h in self._index.items()
                            if (ep := endpoints.get(h)) is not None and not ep.persisted}
         self._index[(conversation_id, is_initiator)] = handle
 
     def drop_fragments(self, handle: str) -> None:
         """The endpoint ended: the fragments it held are deleted (end_conversation.py)."""
-        self._fragments.pop(handle, None)
+        self.fragments.pop(handle, None)
 
-    def forget(self, ep: Endpoint) -> None:
+    def forget(self, ep: ConversationEndpoint) -> None:
         """``ep`` sends nothing more (an error, cleanup): stop its retransmissions."""
         if self.wire is not None:
             self.wire.forget(ep.conversation_id, bool(ep.is_initiator))
@@ -238,7 +277,7 @@ class Arrivals:
 
     def _arrive_batch(self, arrivals: list[Arrival]) -> None:
         replies = _Replies()
-        m = self.m
+        m = self._m
         # Where each arrival goes is decided first, on the routing engine's memory (R1.2):
         # what is forwarded never enters a unit of work, so a batch that only passes
         # through (a forwarder's) takes no lock of the store and touches no DuckDB (R7.3)
@@ -251,7 +290,8 @@ class Arrivals:
             side = (f.conversation_id, f.from_initiator, f.to_service, f.to_broker_instance)
             destination = routed.get(side)
             if destination is None:
-                destination = destination_of(m, self.wire, self.mirroring_roles, f)
+                destination = destination_of(m.catalogs, m.route, self.wire,
+                                             self.mirroring_roles, f)
                 if type(destination) is int or type(destination) is Picked:
                     routed[side] = destination
             if isinstance(destination, Forward):
@@ -264,7 +304,7 @@ class Arrivals:
                 uow.activate()
                 uow.arrivals = True
                 self._prefetched = self._prefetch(uow, [a for a, _ in here])
-                self._batch_now = m._now()  # the batch's arrival time: one commit
+                self._batch_now = m.now()  # the batch's arrival time: one commit
                 self._batch_starts = {
                     f.conversation_id for f in (a.fragment for a, _ in here)
                     if f.from_initiator and f.sequence == 0}
@@ -277,7 +317,7 @@ class Arrivals:
                     self._batch_now = None
             if self.fragment_bytes >= RELEASE_BYTES:
                 self.fragment_bytes = 0
-                m._store.release_memory()
+                m.store.release_memory()
         wire = self.wire
         if wire is None:
             return
@@ -295,9 +335,9 @@ class Arrivals:
         for connection, (acks, notices) in by_connection.items():
             wire.reply(connection, acks, notices, answered[connection])
 
-    def _ack_of(self, ep: Endpoint, broker: str) -> AckEntry:
+    def _ack_of(self, ep: ConversationEndpoint, broker: str) -> AckEntry:
         handle = ep.conversation_handle
-        held = [(seq, f) for seq, frags in self._fragments.get(handle, {}).items()
+        held = [(seq, f) for seq, frags in self.fragments.get(handle, {}).items()
                 for f in frags]
         entry = dialog.ack_entry(ep.conversation_id, not ep.is_initiator, broker,
                                  self.wire.key_id if self.wire else bytes(8),
@@ -316,7 +356,7 @@ class Arrivals:
         """The endpoints of the conversation sides a batch names that the index does not
         know, in one query (not one per conversation): side -> [(handle, database)], an
         empty list for a side this instance does not hold (yet)."""
-        index, endpoints = self._index, self.m._endpoints
+        index, endpoints = self._index, self._m.endpoints
         wanted = {(f.conversation_id, not f.from_initiator) for f in
                   (a.fragment for a in arrivals)}
         wanted = {key for key in wanted if index.get(key) not in endpoints}
@@ -324,7 +364,7 @@ class Arrivals:
             return None  # one side: _find's own query
         keys = sorted(wanted)
         uow.ensure_tx()
-        rows = self.m._store.run("wire/select_endpoints_by_conversations.sql", {
+        rows = self._m.store.run("wire/select_endpoints_by_conversations.sql", {
             "conversation_id": columns.guids(k[0] for k in keys),
             "is_initiator": columns.flags(k[1] for k in keys)})
         found: dict[tuple[str, bool], list[tuple[str, int]]] = {key: [] for key in keys}
@@ -333,12 +373,12 @@ class Arrivals:
                 (handle, database_id))
         return found
 
-    def _find(self, uow: UnitOfWork, conversation_id: str, is_initiator: bool,
-              database_id: int | None) -> Endpoint | None:
-        m = self.m
+    def find(self, uow: UnitOfWork, conversation_id: str, is_initiator: bool,
+              database_id: int | None) -> ConversationEndpoint | None:
+        m = self._m
         handle = self._index.get((conversation_id, is_initiator))
         if handle is not None:
-            ep = m._endpoints.get(handle)
+            ep = m.endpoints.get(handle)
             if ep is None:
                 with contextlib.suppress(Exception):
                     ep = m.endpoint(handle)
@@ -349,11 +389,11 @@ class Arrivals:
         rows = None if prefetched is None else prefetched.get((conversation_id, is_initiator))
         if rows is None:
             uow.ensure_tx()  # endpoints new in this unit of work are in the index already
-            rows = m._store.run("wire/select_endpoint_by_conversation.sql", {
+            rows = m.store.run("wire/select_endpoint_by_conversation.sql", {
                 "conversation_id": conversation_id, "is_initiator": is_initiator})
         for (found, db) in rows:
             if database_id is None or db == database_id:
-                self._remember(conversation_id, is_initiator, found)
+                self.remember(conversation_id, is_initiator, found)
                 return m.endpoint(found)
         return None
 
@@ -361,7 +401,7 @@ class Arrivals:
                 database_id: int | str | AskRoute | Picked, replies: _Replies) -> None:
         """One arrival for this instance: ``database_id`` is its database (``_destination``)
         or why it cannot be delivered."""
-        m = self.m
+        m = self._m
         f = arrival.fragment
         conn = arrival.connection
         if isinstance(database_id, AskRoute):
@@ -386,7 +426,7 @@ class Arrivals:
                 return
         catalog = m.catalog(database_id)
         if ep is None:
-            ep = self._find(uow, f.conversation_id, not f.from_initiator, database_id)
+            ep = self.find(uow, f.conversation_id, not f.from_initiator, database_id)
         if ep is None:
             if not f.from_initiator:
                 self._refuse(arrival, replies, _ENDPOINT_CLOSED_TEXT, fatal=True,
@@ -415,7 +455,7 @@ class Arrivals:
             ep.far_broker_instance = f.from_broker_instance  # R5: a reply pins too
             ep.route = None
         handle = ep.conversation_handle
-        held_frags = self._fragments.get(handle, {}).get(f.sequence, ())
+        held_frags = self.fragments.get(handle, {}).get(f.sequence, ())
         kind = dialog.classify(f, ep.receive_sequence, held_frags)
         if kind != dialog.DUPLICATE and f.sequence in self._held.get(handle, {}):
             kind = dialog.DUPLICATE
@@ -423,14 +463,14 @@ class Arrivals:
             ep, catalog.broker_instance)
         if kind == dialog.DUPLICATE:
             return  # P3.2, P5.4: acknowledged again, not queued again
-        now = self._batch_now or m._now()
+        now = self._batch_now or m.now()
         if kind == dialog.FRAGMENT:
             self._keep_fragment(uow, database_id, handle, f, now)
-            self._fragments.setdefault(handle, {}).setdefault(f.sequence, {})[
+            self.fragments.setdefault(handle, {}).setdefault(f.sequence, {})[
                 f.fragment_number] = len(f.body)
             if ep.state is None:  # SI: the first message is incomplete (C1)
                 ep.state = transition(ep.role, None, "receive_fragment").state
-            ep.receive_sequence_frag = len(self._fragments[handle][f.sequence])
+            ep.receive_sequence_frag = len(self.fragments[handle][f.sequence])
             uow.touch(ep)
             return
         parts = None
@@ -445,14 +485,14 @@ class Arrivals:
                 self._keep_fragment(uow, database_id, handle, f, now)
                 body, parts = None, f.fragment_count
                 if f.message_size >= message_parts.STREAM_FROM:
-                    uow.m._store.checkpoint_after_commit()
+                    uow.m.store.checkpoint_after_commit()
             else:  # held, or an end or error message (its body is read): made whole
                 body = _reassemble(uow, handle, f, held_frags)
-            frags = self._fragments.get(handle)
+            frags = self.fragments.get(handle)
             if frags is not None:
                 frags.pop(f.sequence, None)
                 if not frags:
-                    del self._fragments[handle]
+                    del self.fragments[handle]
             ep.receive_sequence_frag = 0
         if kind == dialog.HOLD:
             assert body is not None
@@ -496,31 +536,32 @@ class Arrivals:
                 and f.conversation_id not in self._batch_starts)
 
     def _holder(self, uow: UnitOfWork, f: MessageFragment, picked: int
-                ) -> tuple[int, Endpoint | None]:
+                ) -> tuple[int, ConversationEndpoint | None]:
         """R4.2: the database that holds the conversation (its endpoint for this side of
         it), with that endpoint, if it has the service and takes messages (not a mirror);
         else ``picked`` (and no endpoint: _find looks there). So every message of a
         conversation reaches the database its first one did."""
-        ep = self._find(uow, f.conversation_id, not f.from_initiator, None)
+        ep = self.find(uow, f.conversation_id, not f.from_initiator, None)
         if (ep is None or self.mirroring_roles.get(ep.database_id) == "MIRROR"
-                or f.to_service not in self.m.catalog(ep.database_id).services):
+                or f.to_service not in self._m.catalog(ep.database_id).services):
             return picked, None
         return ep.database_id, ep
 
-    def _new_target(self, uow: UnitOfWork, f: MessageFragment, catalog: Any) -> Endpoint:
-        now = self.m._now()
+    def _new_target(self, uow: UnitOfWork, f: MessageFragment,
+                    catalog: Any) -> ConversationEndpoint:
+        now = self._m.now()
         lifetime = datetime(1970, 1, 1) + timedelta(milliseconds=f.lifetime_ms)
-        ep = Endpoint((
+        ep = ConversationEndpoint((
             new_handle(), catalog.database_id, f.conversation_id, str(uuid.uuid4()),
             False, f.to_service, f.contract, f.from_service, f.from_broker_instance, None,
             None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None, f.priority, now, "",
         ), persisted=False)
-        self.m._endpoints[ep.conversation_handle] = ep
-        self._remember(f.conversation_id, False, ep.conversation_handle)
-        self.m._note_deadline(uow, lifetime)
+        self._m.endpoints[ep.conversation_handle] = ep
+        self.remember(f.conversation_id, False, ep.conversation_handle)
+        self._m.note_deadline(uow, lifetime)
         return ep
 
-    def _accept(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, seq: int, mtype: str,
+    def _accept(self, uow: UnitOfWork, ep: ConversationEndpoint, catalog: Any, seq: int, mtype: str,
                 validation: str, body: bytes | None, is_end: bool, is_error: bool,
                 now: datetime, arrival: Arrival, replies: _Replies,
                 parts: int | None = None) -> None:
@@ -532,12 +573,13 @@ class Arrivals:
                              is_error, now, arrival, replies, parts) and parts is not None:
             message_parts.delete(uow, ep.conversation_handle, seq)
 
-    def _enqueue(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, seq: int, mtype: str,
+    def _enqueue(self, uow: UnitOfWork, ep: ConversationEndpoint, catalog: Any, seq: int,
+                 mtype: str,
                  validation: str, body: bytes | None, is_end: bool, is_error: bool,
                  now: datetime, arrival: Arrival, replies: _Replies, parts: int | None
                  ) -> bool:
         """_accept's work; whether the message went into a queue."""
-        m = self.m
+        m = self._m
         event = ("receive_end_dialog" if is_end
                  else "receive_error" if is_error else "receive_message")
         t = TRANSITIONS.get((ep.role, ep.state, event))
@@ -549,12 +591,12 @@ class Arrivals:
                 uow.touch(ep)
                 return False
         if ep.state is None:
-            self.m._endpoints[ep.conversation_handle] = ep
+            self._m.endpoints[ep.conversation_handle] = ep
         ep.state = t.state
         ep.receive_sequence = seq + 1
         if is_error:
             ep.error_code, ep.error_description = _parse_error(body)
-            m._drop_transmissions(uow, ep)  # C4: an error ends its sending
+            m.delivery.drop_transmissions(uow, ep)  # C4: an error ends its sending
             self.forget(ep)
         uow.touch(ep)
         if not t.enqueue:
@@ -580,12 +622,12 @@ class Arrivals:
             # after the ALTER commits): they go into the queue first, in order (P8)
             self.release_inbound(uow)
         uow.enqueue((
-            ep.database_id, queue, m._next_order(), 1, ep.priority, ep.conversation_group_id,
+            ep.database_id, queue, m.next_order(), 1, ep.priority, ep.conversation_group_id,
             ep.conversation_handle, seq, ep.service_name, ep.service_contract_name, mtype,
             validation, body, now), parts)
         return True
 
-    def _hold(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, f: MessageFragment,
+    def _hold(self, uow: UnitOfWork, ep: ConversationEndpoint, catalog: Any, f: MessageFragment,
               body: bytes, now: datetime) -> None:
         """P4.4: a whole message ahead of a missing one waits in the queue with status 2."""
         queue = catalog.services.get(ep.service_name)
@@ -595,17 +637,17 @@ class Arrivals:
         # not through uow.enqueue: a held message is not receivable, RECEIVE's read-ahead
         # must not count it
         uow.queue_rows.append((
-            ep.database_id, queue, self.m._next_order(), 2, ep.priority,
+            ep.database_id, queue, self._m.next_order(), 2, ep.priority,
             ep.conversation_group_id, ep.conversation_handle, f.sequence, ep.service_name,
             ep.service_contract_name, f.message_type, f.validation, body, now))
         self._held.setdefault(ep.conversation_handle, {})[f.sequence] = (
             f.message_type, f.is_end_of_dialog, f.is_error)
         if ep.state is None:
             ep.state = transition(ep.role, None, "receive_fragment").state  # SI
-            self.m._endpoints[ep.conversation_handle] = ep
+            self._m.endpoints[ep.conversation_handle] = ep
         uow.touch(ep)
 
-    def _release(self, uow: UnitOfWork, ep: Endpoint, catalog: Any, now: datetime,
+    def _release(self, uow: UnitOfWork, ep: ConversationEndpoint, catalog: Any, now: datetime,
                  arrival: Arrival, replies: _Replies) -> None:
         """Held messages that are next in sequence now become receivable, in order."""
         held = self._held.get(ep.conversation_handle)
@@ -641,8 +683,8 @@ class Arrivals:
         waiting = False
         keep: list[tuple[Any, ...]] = []
         for (database_id, handle, seq, mtype, validation, body, enqueued) in rows:
-            catalog = self.m.catalog(database_id)
-            ep = self.m.endpoint(handle)
+            catalog = self._m.catalog(database_id)
+            ep = self._m.endpoint(handle)
             queue = catalog.services.get(ep.service_name)
             settings = None if queue is None else catalog.queues.get(queue)
             if settings is None or not settings.status:
@@ -650,13 +692,13 @@ class Arrivals:
                 waiting = True
                 continue
             uow.enqueue((
-                database_id, queue, self.m._next_order(), 1, ep.priority,
+                database_id, queue, self._m.next_order(), 1, ep.priority,
                 ep.conversation_group_id, handle, seq, ep.service_name,
                 ep.service_contract_name, mtype, validation, body, enqueued))
         if keep:
             for database_id, handle, seq, mtype, validation, body, enqueued in keep:
-                ep = self.m.endpoint(handle)
-                catalog = self.m.catalog(database_id)
+                ep = self._m.endpoint(handle)
+                catalog = self._m.catalog(database_id)
                 uow.inbound_rows.append((
                     database_id, handle, seq, len(body or b""), ep.service_name,
                     catalog.broker_instance, ep.far_service, ep.service_contract_name,
@@ -681,7 +723,7 @@ class Arrivals:
         """Record a broker event (any thread); written with the next unit of work."""
         with self._lock:
             self._event_id += 1
-            self._events.append((self._event_id, self.m._now(), event_class, subclass, peer,
+            self._events.append((self._event_id, self._m.now(), event_class, subclass, peer,
                                  conversation_id, sequence, description[:2000]))
         listener = self.event_listener
         if listener is not None:
@@ -740,7 +782,7 @@ def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
         out.seek(offsets.pop((number, at)))
         out.write(body)
 
-    uow.m._store.each_row("wire/select_message_fragments.sql", key,
+    uow.m.store.each_row("wire/select_message_fragments.sql", key,
                           lambda row: place(row[0], row[1], row[2]))
     if f.fragment_number in sizes:
         raise message_parts.not_whole(f)

@@ -1,8 +1,6 @@
 """The messaging engine's copy of the catalog (C1-C3): the message types, contracts,
 services and queue settings of each database, read from the file once and kept until a
-catalog write changes them, and the instance's maximum message size. Messaging (engine.py)
-takes these methods from CatalogMixin; ``catalog_changed`` drops the copy (and what
-RECEIVE read ahead, which a DROP QUEUE may have taken out)."""
+catalog write changes them, and the instance's maximum message size."""
 
 from __future__ import annotations
 
@@ -12,34 +10,30 @@ from pybroker.conversation.catalog import DatabaseCatalog, QueueSettings
 from pybroker.errors import NotFoundError, QueueDisabledError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.read_ahead import ReceiveBuffer
-    from pybroker.conversation.remote import RemoteDelivery
     from pybroker.storage import Store
 
 
-class CatalogMixin:
-    """The catalog cache of Messaging."""
+class CatalogCache:
+    """The catalog of each database of one instance as the engine reads it, from ``store``."""
 
-    _store: Store
-    remote: RemoteDelivery
-    _read_ahead: dict[tuple[int, str], ReceiveBuffer]
-    _catalogs: dict[int, DatabaseCatalog]
-    _database_ids: dict[str, int] | None
-    _max_message_size: int | None
-    _epoch: int
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._catalogs: dict[int, DatabaseCatalog] = {}
+        self._database_ids: dict[str, int] | None = None
+        self._max_message_size: int | None = None
+        self._version = 0
 
     @property
-    def catalog_version(self) -> int:
-        """Changes whenever the catalog may have changed (activation reloads its queues)."""
-        return self._epoch
+    def version(self) -> int:
+        """Changes whenever the catalog may have changed (``changed``)."""
+        return self._version
 
-    def catalog_changed(self) -> None:
-        self._read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
-        self.remote.mirroring_changed()  # e.g. ALTER DATABASE ... SET PARTNER FAILOVER
+    def changed(self) -> None:
+        """A catalog write committed (or rolled back): read the catalog again when asked."""
         self._catalogs.clear()
         self._database_ids = None
         self._max_message_size = None
-        self._epoch += 1
+        self._version += 1
 
     def catalog(self, database_id: int) -> DatabaseCatalog:
         found = self._catalogs.get(database_id)
@@ -48,14 +42,20 @@ class CatalogMixin:
             self._catalogs[database_id] = found
         return found
 
-    def catalog_named(self, name: str) -> DatabaseCatalog:
+    @property
+    def database_ids(self) -> dict[str, int]:
+        """Database name -> id, of every database of the instance."""
         if self._database_ids is None:
             with self._store._lock:
                 rows = self._store.run("instance/select_databases.sql")
             self._database_ids = {row[1]: row[0] for row in rows}
-        if name not in self._database_ids:
+        return self._database_ids
+
+    def catalog_named(self, name: str) -> DatabaseCatalog:
+        ids = self.database_ids
+        if name not in ids:
             raise NotFoundError(f"database {name!r} does not exist in this instance")
-        return self.catalog(self._database_ids[name])
+        return self.catalog(ids[name])
 
     def _load_catalog(self, database_id: int) -> DatabaseCatalog:
         run = self._store.run
@@ -98,17 +98,16 @@ class CatalogMixin:
             self._max_message_size = int(row[0]) if row and row[0] is not None else 2**31 - 1
         return self._max_message_size
 
-
-    def _queue_settings(self, database_id: int, queue: str) -> QueueSettings:
+    def queue_settings(self, database_id: int, queue: str) -> QueueSettings:
         catalog = self.catalog(database_id)
         settings = catalog.queues.get(queue)
         if settings is None:
             raise NotFoundError(f"queue {queue!r} does not exist in database {catalog.name!r}")
         return settings
 
-    def _enabled_queue_settings(self, database_id: int, queue: str) -> QueueSettings:
+    def enabled_queue_settings(self, database_id: int, queue: str) -> QueueSettings:
         """The queue's settings for a RECEIVE: a disabled queue is refused (C3)."""
-        settings = self._queue_settings(database_id, queue)
+        settings = self.queue_settings(database_id, queue)
         if not settings.status:
             raise QueueDisabledError(
                 f"the service queue {queue!r} of database {self.catalog(database_id).name!r} "

@@ -1,27 +1,31 @@
 """Where an endpoint's messages go, now or later (C2, C4, C5, R4, R5): into a queue of this
 instance, to the wire, or into the transmission queue to wait; a broker error back to the
 sender; and the delay/retry loop that expires lifetimes, fires timers and tries waiting
-transmissions again. Messaging (engine.py) takes these methods from DeliveryMixin."""
+transmissions again."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pybroker.conversation import columns, transmission_pieces
 from pybroker.conversation.catalog import DatabaseCatalog
-from pybroker.conversation.endpoint import Endpoint
+from pybroker.conversation.catalog_cache import CatalogCache
+from pybroker.conversation.endpoint import ConversationEndpoint
 from pybroker.conversation.handles import new_handle
 from pybroker.conversation.model import (
     STATUS_NO_ROUTE,
     STATUS_NO_TRANSPORT,
     STATUS_QUEUE_DISABLED,
     Outgoing,
+    Router,
 )
-from pybroker.conversation.remote import Remote
+from pybroker.conversation.remote import Remote, RemoteDelivery
 from pybroker.conversation.route_requests import RouteRequests
 from pybroker.conversation.states import TRANSITIONS, transition
 from pybroker.conversation.system_messages import (
@@ -37,12 +41,13 @@ from pybroker.conversation.system_messages import (
 )
 from pybroker.errors import ConversationError
 from pybroker.routing.engine import OUTSIDE, to_utc_datetime
+from pybroker.wire.dialog import backoff
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.conversation.endpoint_cache import EndpointCache
     from pybroker.conversation.unit_of_work import UnitOfWork
 
 UNSEQUENCED = -1
-BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 
 
 @dataclass(slots=True)
@@ -51,80 +56,120 @@ class _Delivery:
 
     catalog: DatabaseCatalog
     queue_name: str
-    far: Endpoint | None  # None: the first message creates the target endpoint
+    far: ConversationEndpoint | None  # None: the first message creates the target endpoint
 
 
-class DeliveryMixin:
-    """The routing, delivery and delay/retry methods of Messaging (engine.py)."""
+class _Engine(Protocol):
+    """What delivery needs of the messaging engine (engine.py's Messaging): public names."""
 
-    route_requests: RouteRequests  # R2.4, R8: made by Messaging
+    retry_scale: float
+    clock: Callable[[], float]  # epoch seconds
+    endpoints: EndpointCache
+    remote: RemoteDelivery
+    route_requests: RouteRequests  # R2.4, R8
+
+    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint: ...
+
+    def now(self) -> datetime: ...
+
+    def next_order(self) -> int: ...
+
+    def note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
+
+    def set_next_deadline(self, deadline: datetime | None) -> None: ...
+
+
+class Delivery:
+    """Routing, delivery and the delay/retry loop of one instance's engine: ``catalogs``
+    is the engine's catalog cache, ``route`` how the instance routes (Instance.route)."""
+
+    def __init__(self, messaging: _Engine, catalogs: CatalogCache, route: Router) -> None:
+        self._m = messaging
+        self._catalogs = catalogs
+        self._route = route
+
+    def refresh_cached(self, ep: ConversationEndpoint) -> None:
+        """What ``ep`` caches of the catalog (its permissions, route and far endpoint) is
+        read again: the catalog changed since it was cached."""
+        catalog = self._catalogs.catalog(ep.database_id)
+        usages = catalog.contracts.get(ep.service_contract_name, {})
+        index = 0 if ep.is_initiator else 1
+        ep.permissions = {
+            mtype: catalog.message_types.get(mtype, "N")
+            for mtype, sent_by in usages.items() if sent_by[index]
+        }
+        ep.route = None
+        ep.far_handle = None
+        ep.epoch = self._catalogs.version
 
     # -- routing and delivery --------------------------------------------------------------
 
-    def _dispatch(self, uow: UnitOfWork, ep: Endpoint, messages: list[Outgoing]) -> None:
+    def dispatch(self, uow: UnitOfWork, ep: ConversationEndpoint, messages: list[Outgoing]) -> None:
         if ep.transmission_next_attempt is not None:  # earlier messages wait: keep order
             self._stage_transmission(uow, ep, messages, ep.transmission_status)
             return
-        target = self._target(uow, ep)
+        target = self.target(uow, ep)
         if target is None:
             return
         if isinstance(target, str):
             self._stage_transmission(uow, ep, messages, target)
             return
         if isinstance(target, Remote):
-            self.remote.stage(uow, ep, messages, target)
+            self._m.remote.stage(uow, ep, messages, target)
             return
-        self._deliver(uow, ep, target, messages)
+        self.deliver(uow, ep, target, messages)
 
-    def _target(self, uow: UnitOfWork, ep: Endpoint) -> _Delivery | Remote | str | None:
+    def target(self, uow: UnitOfWork, ep: ConversationEndpoint) -> _Delivery | Remote | str | None:
         """Where ``ep``'s messages go now (R1.1: routed with its own database's table), or
         why they cannot go (a transmission status, C4), or None if ``ep`` was just told it
         cannot send at all (a broker error arrived in its queue)."""
-        if ep.epoch != self._epoch:
-            self._refresh_cached(ep)
+        if ep.epoch != self._catalogs.version:
+            self.refresh_cached(ep)
         decision = ep.route
         if decision is None:
             # R5: once the far side has acknowledged, route with its broker identifier.
             broker = ep.far_broker_instance or ep.requested_broker_instance
             decision = self._route(
                 ep.far_service, broker_instance=broker,
-                origin=self.catalog(ep.database_id).name)
-            if (decision.outcome == "send" and self.remote.wire is not None
-                    and self.remote.wire.is_own_address(decision.address or "")):
+                origin=self._catalogs.catalog(ep.database_id).name)
+            if (decision.outcome == "send" and self._m.remote.wire is not None
+                    and self._m.remote.wire.is_own_address(decision.address or "")):
                 # R7.2: the route leads to this instance itself: of remote origin from
                 # here, routed again with msdb's table (R3.6: forwarding must be on to
                 # send it anywhere but LOCAL)
                 again = self._route(ep.far_service, broker_instance=broker, origin=OUTSIDE)
-                if again.outcome == "send" and self.remote.wire.is_own_address(
+                if again.outcome == "send" and self._m.remote.wire.is_own_address(
                         again.address or ""):
                     return STATUS_NO_ROUTE  # msdb's route leads here too: a loop
                 if again.route_request_due:  # R2.4 in msdb's table: msdb asks (R8)
-                    self.route_requests.request(
-                        uow, self.catalog_named("msdb").database_id, ep.far_service)
+                    self._m.route_requests.request(
+                        uow, self._catalogs.catalog_named("msdb").database_id, ep.far_service)
                     return STATUS_NO_ROUTE  # not kept: routed again once answered
                 decision = again
             ep.route = decision
         if decision.outcome == "send":
-            if self.remote.wire is None:
+            if self._m.remote.wire is None:
                 return STATUS_NO_TRANSPORT
             return Remote(decision.address, decision.mirror_address)
         if decision.outcome != "deliver":
             if decision.route_request_due:  # R2.4: DELAYED, and the routing service asked
-                self.route_requests.request(uow, ep.database_id, ep.far_service)
+                self._m.route_requests.request(uow, ep.database_id, ep.far_service)
             return STATUS_NO_ROUTE
-        catalog = self.catalog_named(decision.database)
+        catalog = self._catalogs.catalog_named(decision.database)
         queue_name = catalog.services.get(ep.far_service)
         if queue_name is None:
             return STATUS_NO_ROUTE
         far = self._far_endpoint(uow, ep, catalog)
         if far is None:
             if not ep.is_initiator:
-                self._bounce(uow, ep, REMOTE_ENDPOINT_CLOSED, _ENDPOINT_CLOSED_TEXT)
+                self.bounce(uow, ep, REMOTE_ENDPOINT_CLOSED, _ENDPOINT_CLOSED_TEXT)
                 return None
             if ep.service_contract_name not in catalog.service_contracts.get(
                 ep.far_service, frozenset()
             ):
-                self._bounce(uow, ep, CONTRACT_NOT_SUPPORTED, (
+                self.bounce(uow, ep, CONTRACT_NOT_SUPPORTED, (
                     f"Target service '{ep.far_service}' does not support contract "
                     f"'{ep.service_contract_name}'."))
                 return None
@@ -134,15 +179,15 @@ class DeliveryMixin:
         return _Delivery(catalog, queue_name, far)
 
     def _far_endpoint(
-        self, uow: UnitOfWork, ep: Endpoint, catalog: DatabaseCatalog
-    ) -> Endpoint | None:
+        self, uow: UnitOfWork, ep: ConversationEndpoint, catalog: DatabaseCatalog
+    ) -> ConversationEndpoint | None:
         """The other side in ``catalog``'s database, if it exists there."""
         if ep.far_handle is not None:
-            far = self._endpoints.get(ep.far_handle)
+            far = self._m.endpoints.get(ep.far_handle)
             if far is not None:
                 return far
             with contextlib.suppress(ConversationError):
-                return self.endpoint(ep.far_handle)
+                return self._m.endpoint(ep.far_handle)
             ep.far_handle = None
         if ep.is_initiator and ep.far_broker_instance is None:
             return None  # nothing delivered yet (R5 pins at the first delivery): no target
@@ -152,26 +197,28 @@ class DeliveryMixin:
         if not rows:
             return None
         ep.far_handle = rows[0][0]
-        return self.endpoint(rows[0][0])
+        return self._m.endpoint(rows[0][0])
 
-    def _deliver(
-        self, uow: UnitOfWork, sender: Endpoint, target: _Delivery, messages: list[Outgoing]
+    def deliver(
+        self, uow: UnitOfWork, sender: ConversationEndpoint, target: _Delivery,
+        messages: list[Outgoing],
     ) -> None:
         """Into the target queue in this transaction (R4): the far endpoint applies each
         message's event (C1), takes each sequence number once (P3.2), and acknowledges at
         enqueue (P5.2), so nothing stays in the transmission queue."""
         catalog = target.catalog
         far = target.far
-        now = self._now()
+        now = self._m.now()
         if far is None:
-            far = Endpoint((
+            far = ConversationEndpoint((
                 new_handle(), catalog.database_id, sender.conversation_id,
                 str(uuid.uuid4()), False, sender.far_service, sender.service_contract_name,
-                sender.service_name, self.catalog(sender.database_id).broker_instance, None,
+                sender.service_name,
+                self._catalogs.catalog(sender.database_id).broker_instance, None,
                 None, sender.lifetime, None, 0, 0, None, 0, 0, 0, None, None, None,
                 sender.priority, now, "",
             ), persisted=False)
-        retained_queue = self._retained_queue(sender)
+        retained_queue = self.retained_queue(sender)
         for seq, mtype, validation, body, is_end, is_error in messages:
             if seq < far.receive_sequence:
                 continue  # P3.2: a duplicate is discarded
@@ -180,24 +227,24 @@ class DeliveryMixin:
                 else "receive_error" if is_error else "receive_message")
             t = TRANSITIONS.get((far.role, far.state, event))
             if t is None:  # the far side cannot take it: tell the sender (never raise here)
-                self._bounce(uow, sender, REMOTE_ENDPOINT_CLOSED, _ENDPOINT_CLOSED_TEXT)
+                self.bounce(uow, sender, REMOTE_ENDPOINT_CLOSED, _ENDPOINT_CLOSED_TEXT)
                 return
             if far.state is None:  # the first message creates the target endpoint (C1)
-                self._endpoints[far.conversation_handle] = far
-                self._note_deadline(uow, far.lifetime)
+                self._m.endpoints[far.conversation_handle] = far
+                self._m.note_deadline(uow, far.lifetime)
             far.state = t.state
             far.receive_sequence = seq + 1
             if is_error:
                 far.error_code, far.error_description = _parse_error(body)
-                self._drop_transmissions(uow, far)  # C4: an error ends its sending
+                self.drop_transmissions(uow, far)  # C4: an error ends its sending
             uow.touch(far)
             if t.enqueue:
                 uow.enqueue((
-                    catalog.database_id, target.queue_name, self._next_order(), 1,
+                    catalog.database_id, target.queue_name, self._m.next_order(), 1,
                     far.priority, far.conversation_group_id, far.conversation_handle, seq,
                     far.service_name, far.service_contract_name, mtype, validation, body, now))
             if retained_queue is not None and not (is_end or is_error):
-                self._retain_sent(uow, sender, retained_queue, seq, mtype, validation, body,
+                self.retain_sent(uow, sender, retained_queue, seq, mtype, validation, body,
                                   now)
             sender.first_unacked_send_sequence = seq + 1  # P5.2: acknowledged at enqueue
             if (is_end or is_error) and sender.state == "DO":
@@ -209,34 +256,34 @@ class DeliveryMixin:
         far.far_handle = sender.conversation_handle
         uow.touch(sender)
 
-    def _retained_queue(self, ep: Endpoint) -> str | None:
+    def retained_queue(self, ep: ConversationEndpoint) -> str | None:
         """The queue of ``ep``'s own service when it has RETENTION = ON (C3): what the
         service sends is kept there until the conversation ends; None otherwise."""
-        catalog = self.catalog(ep.database_id)
+        catalog = self._catalogs.catalog(ep.database_id)
         queue = catalog.services.get(ep.service_name)
         if queue is None:
             return None
         settings = catalog.queues.get(queue)
         return queue if settings is not None and settings.retention else None
 
-    def _retain_sent(
-        self, uow: UnitOfWork, ep: Endpoint, queue: str, seq: int, mtype: str,
+    def retain_sent(
+        self, uow: UnitOfWork, ep: ConversationEndpoint, queue: str, seq: int, mtype: str,
         validation: str, body: bytes, now: datetime,
     ) -> None:
         """C3: a copy of a user message ``ep`` sent, in its own queue with status 3
         (retained sent), written in the transaction that sends it. The same row whether
-        the far side is a queue of this instance (_deliver) or across the network
+        the far side is a queue of this instance (deliver) or across the network
         (RemoteDelivery.stage)."""
         uow.enqueue((
-            ep.database_id, queue, self._next_order(), 3, ep.priority,
+            ep.database_id, queue, self._m.next_order(), 3, ep.priority,
             ep.conversation_group_id, ep.conversation_handle, seq, ep.service_name,
             ep.service_contract_name, mtype, validation, body, now))
 
     def _stage_transmission(
-        self, uow: UnitOfWork, ep: Endpoint, messages: list[Outgoing], status: str
+        self, uow: UnitOfWork, ep: ConversationEndpoint, messages: list[Outgoing], status: str
     ) -> None:
         """C4, P8: the messages wait in the sending database's transmission queue."""
-        now = self._now()
+        now = self._m.now()
         to_broker = ep.far_broker_instance or ep.requested_broker_instance
         for seq, mtype, validation, body, is_end, is_error in messages:
             uow.tx_rows.append((
@@ -246,30 +293,30 @@ class DeliveryMixin:
         ep.transmission_status = status
         if ep.transmission_next_attempt is None:
             ep.transmission_retry_count = 0
-            ep.transmission_next_attempt = now + timedelta(seconds=self._backoff(0))
-            self._note_deadline(uow, ep.transmission_next_attempt)
+            ep.transmission_next_attempt = now + timedelta(seconds=self.backoff(0))
+            self._m.note_deadline(uow, ep.transmission_next_attempt)
         uow.touch(ep)
 
-    def _backoff(self, retry_count: int) -> float:
-        return BACKOFF[min(retry_count, len(BACKOFF) - 1)] * self.retry_scale  # C5
+    def backoff(self, retry_count: int) -> float:
+        """C5: seconds before the next attempt after ``retry_count`` failed ones."""
+        return backoff(retry_count, self._m.retry_scale)
 
-    def _drop_transmissions(self, uow: UnitOfWork, ep: Endpoint) -> None:
+    def drop_transmissions(self, uow: UnitOfWork, ep: ConversationEndpoint) -> None:
         handle = ep.conversation_handle
         uow.tx_rows = [r for r in uow.tx_rows if r[1] != handle]
         if ep.persisted:
-            uow.sql("conversation/delete_transmission_queue_of.sql",
-                    {"conversation_handle": handle})
-            transmission_pieces.delete_of(uow, {"conversation_handle": handle})
+            transmission_pieces.delete_transmissions_of(uow, handle)
         ep.transmission_next_attempt = None
         ep.transmission_retry_count = 0
         ep.transmission_status = ""
         uow.touch(ep)
-        self.remote.forget(ep)
+        self._m.remote.forget(ep)
 
-    def _bounce(self, uow: UnitOfWork, ep: Endpoint, code: int, description: str) -> None:
+    def bounce(self, uow: UnitOfWork, ep: ConversationEndpoint, code: int,
+               description: str) -> None:
         """A broker error about ``ep`` (P3.3, unsequenced) arrives in its own queue."""
         t = TRANSITIONS.get((ep.role, ep.state, "receive_error"))
-        self._drop_transmissions(uow, ep)
+        self.drop_transmissions(uow, ep)
         if t is None:
             return
         ep.state = t.state
@@ -279,17 +326,17 @@ class DeliveryMixin:
         uow.touch(ep)
 
     def _stage_local(
-        self, uow: UnitOfWork, ep: Endpoint, mtype: str, validation: str, body: bytes
+        self, uow: UnitOfWork, ep: ConversationEndpoint, mtype: str, validation: str, body: bytes
     ) -> None:
         """An unsequenced message of the broker into the endpoint's own queue."""
-        catalog = self.catalog(ep.database_id)
+        catalog = self._catalogs.catalog(ep.database_id)
         queue = catalog.services.get(ep.service_name)
         if queue is None:
             return  # the service is gone; nothing can receive it
         uow.enqueue((
-            ep.database_id, queue, self._next_order(), 1, ep.priority,
+            ep.database_id, queue, self._m.next_order(), 1, ep.priority,
             ep.conversation_group_id, ep.conversation_handle, UNSEQUENCED, ep.service_name,
-            ep.service_contract_name, mtype, validation, body, self._now()))
+            ep.service_contract_name, mtype, validation, body, self._m.now()))
 
     # -- the delay/retry loop ------------------------------------------------------------
 
@@ -298,15 +345,15 @@ class DeliveryMixin:
         lifetimes (C2 -8489), fire timers (DialogTimer), retry waiting transmissions (C5);
         ``retry_all`` retries every waiting transmission at once (after a catalog change).
         Returns how many endpoints it acted on."""
-        at = self._clock() if now is None else now
+        at = self._m.clock() if now is None else now
         now_dt = to_utc_datetime(at)
-        with self.unit_of_work() as uow:
+        with self._m.unit_of_work() as uow:
             uow.activate()
             rows = uow.sql("conversation/select_due_endpoints.sql",
                            {"now": now_dt, "retry_all": retry_all})
-            retries: list[Endpoint] = []
+            retries: list[ConversationEndpoint] = []
             for handle, expired, timer_due, retry_due in rows:
-                ep = self.endpoint(handle)
+                ep = self._m.endpoint(handle)
                 if expired:
                     self._expire(uow, ep)
                 if timer_due and ep.dialog_timer is not None:
@@ -318,19 +365,19 @@ class DeliveryMixin:
                     retries.append(ep)
             if retries:
                 self._retry(uow, retries, now_dt)
-            self.route_requests.run(uow, now_dt)  # R8.2
+            self._m.route_requests.run(uow, now_dt)  # R8.2
             if retry_all:
-                self.remote.release_inbound(uow)
-            self.remote.flush_events(uow)
+                self._m.remote.release_inbound(uow)
+            self._m.remote.flush_events(uow)
             uow.flush()
-            self._set_next_deadline(uow.sql("conversation/select_next_deadline.sql", {})[0][0])
+            self._m.set_next_deadline(uow.sql("conversation/select_next_deadline.sql", {})[0][0])
         return len(rows)
 
-    def _expire(self, uow: UnitOfWork, ep: Endpoint) -> None:
+    def _expire(self, uow: UnitOfWork, ep: ConversationEndpoint) -> None:
         """C2: the lifetime passed; this side ends with error -8489 (each side of a local
         conversation carries the same lifetime, so both sides end)."""
         t = transition(ep.role, ep.state, "lifetime_expired")
-        self._drop_transmissions(uow, ep)
+        self.drop_transmissions(uow, ep)
         ep.state = t.state
         if t.state == "ER":
             ep.error_code = LIFETIME_EXPIRED
@@ -338,15 +385,15 @@ class DeliveryMixin:
             self._stage_local(uow, ep, ERROR, "X", error_body(LIFETIME_EXPIRED, _LIFETIME_TEXT))
         uow.touch(ep)
 
-    def _retry(self, uow: UnitOfWork, endpoints: list[Endpoint], now: datetime) -> None:
-        deliverable: list[tuple[Endpoint, _Delivery]] = []
-        remote: list[tuple[Endpoint, Remote]] = []
+    def _retry(self, uow: UnitOfWork, endpoints: list[ConversationEndpoint], now: datetime) -> None:
+        deliverable: list[tuple[ConversationEndpoint, _Delivery]] = []
+        remote: list[tuple[ConversationEndpoint, Remote]] = []
         failing: dict[str, list[str]] = {}
         for ep in endpoints:
             ep.route = None  # DELAYED and failed conversations are routed again
             waiting_status = ep.transmission_status
-            ep.transmission_next_attempt = None  # let _target decide afresh
-            target = self._target(uow, ep)
+            ep.transmission_next_attempt = None  # let target() decide afresh
+            target = self.target(uow, ep)
             if target is None:
                 continue  # bounced: its transmissions were dropped
             if isinstance(target, Remote):
@@ -354,7 +401,7 @@ class DeliveryMixin:
             elif isinstance(target, str):
                 ep.transmission_retry_count += 1
                 ep.transmission_next_attempt = now + timedelta(
-                    seconds=self._backoff(ep.transmission_retry_count))
+                    seconds=self.backoff(ep.transmission_retry_count))
                 ep.transmission_status = target
                 uow.touch(ep)
                 if target != waiting_status:
@@ -365,14 +412,13 @@ class DeliveryMixin:
             uow.sql("conversation/update_transmission_status.sql", {
                 "conversation_handle": columns.guids(handles), "transmission_status": status})
         if remote:
-            self.remote.resubmit(uow, remote)
+            self._m.remote.resubmit(uow, remote)
         if not deliverable:
             return
         handles = columns.guids(ep.conversation_handle for ep, _ in deliverable)
         rows = transmission_pieces.with_bodies(uow, uow.sql(
             "conversation/select_transmission_queue_of.sql", {"conversation_handle": handles}))
-        uow.sql("conversation/delete_transmission_queue_of.sql", {"conversation_handle": handles})
-        transmission_pieces.delete_of(uow, {"conversation_handle": handles})
+        transmission_pieces.delete_transmissions_of(uow, handles)
         waiting: dict[str, list[Outgoing]] = {}
         for handle, seq, mtype, validation, body, is_end, is_error in rows:
             waiting.setdefault(handle, []).append(
@@ -383,4 +429,4 @@ class DeliveryMixin:
             uow.touch(ep)
             messages = waiting.get(ep.conversation_handle, [])
             if messages:
-                self._deliver(uow, ep, target, messages)
+                self.deliver(uow, ep, target, messages)

@@ -1,14 +1,17 @@
 """END CONVERSATION (C2, C4), conversation timers (C1), and what DROP SERVICE does to its
-conversations (C2). Messaging (engine.py) takes these methods from EndConversationMixin;
-the messages they send go the way of any other (DeliveryMixin._dispatch, _bounce)."""
+conversations (C2). The messages they send go the way of any other (Delivery.dispatch,
+Delivery.bounce)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
 
 from pybroker.conversation import transmission_pieces
+from pybroker.conversation.delivery import Delivery
 from pybroker.conversation.model import DEFAULT_LIFETIME, Outgoing
+from pybroker.conversation.remote import RemoteDelivery
 from pybroker.conversation.states import transition
 from pybroker.conversation.system_messages import (
     _SERVICE_DROPPED_TEXT,
@@ -20,31 +23,33 @@ from pybroker.conversation.system_messages import (
 from pybroker.errors import ConversationStateError, InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
-    import contextlib
-    from datetime import datetime
-
-    from pybroker.conversation.endpoint import Endpoint
+    from pybroker.conversation.endpoint import ConversationEndpoint
     from pybroker.conversation.endpoint_cache import EndpointCache
-    from pybroker.conversation.remote import RemoteDelivery
     from pybroker.conversation.unit_of_work import UnitOfWork
 
 
-class EndConversationMixin:
-    """END CONVERSATION, BEGIN CONVERSATION TIMER and DROP SERVICE's endings of Messaging."""
+class _Engine(Protocol):
+    """What END CONVERSATION needs of the messaging engine (engine.py's Messaging)."""
 
-    _endpoints: EndpointCache
+    endpoints: EndpointCache
     remote: RemoteDelivery
 
-    if TYPE_CHECKING:  # pragma: no cover
-        def unit_of_work(self) -> contextlib.AbstractContextManager[UnitOfWork]: ...
-        def endpoint(self, handle: str, database_id: int | None = None) -> Endpoint: ...
-        def _now(self) -> datetime: ...
-        def _note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
-        def _dispatch(self, uow: UnitOfWork, ep: Endpoint,
-                      messages: list[Outgoing]) -> None: ...
-        def _drop_transmissions(self, uow: UnitOfWork, ep: Endpoint) -> None: ...
-        def _bounce(self, uow: UnitOfWork, ep: Endpoint, code: int,
-                    description: str) -> None: ...
+    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint: ...
+
+    def now(self) -> datetime: ...
+
+    def note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
+
+
+class EndConversation:
+    """END CONVERSATION, BEGIN CONVERSATION TIMER and DROP SERVICE's endings of one
+    instance's engine; what they send goes through ``delivery``."""
+
+    def __init__(self, messaging: _Engine, delivery: Delivery) -> None:
+        self._m = messaging
+        self._delivery = delivery
 
     def end(
         self,
@@ -69,9 +74,9 @@ class EndConversationMixin:
                     "END CONVERSATION WITH ERROR needs a description (a non-empty string)")
         elif description is not None:
             raise InvalidArgumentError("a description goes with an error code")
-        with self.unit_of_work() as uow:
+        with self._m.unit_of_work() as uow:
             uow.activate()
-            ep = self.endpoint(handle, database_id)
+            ep = self._m.endpoint(handle, database_id)
             if cleanup:
                 transition(ep.role, ep.state, "cleanup")
                 self._cleanup(uow, ep)
@@ -83,7 +88,7 @@ class EndConversationMixin:
                 uow.forget_read_ahead()
                 self._delete_endpoint_messages(uow, ep.conversation_handle)
             if error is not None:
-                self._drop_transmissions(uow, ep)  # C4: an error drops what waits
+                self._delivery.drop_transmissions(uow, ep)  # C4: an error drops what waits
                 ep.error_code, ep.error_description = error, description
             ep.state = t.state
             uow.touch(ep)
@@ -96,33 +101,32 @@ class EndConversationMixin:
                 else:
                     message = (seq, ERROR, "X", error_body(error, description or ""), False,
                                True)
-                self._dispatch(uow, ep, [message])
+                self._delivery.dispatch(uow, ep, [message])
 
     def _delete_endpoint_messages(self, uow: UnitOfWork, handle: str) -> None:
         """END: the endpoint's messages leave its queue, and any fragments it holds (of
         messages being reassembled or kept as their fragments, P4.4) leave with them."""
         uow.sql("conversation/delete_endpoint_messages.sql", {"conversation_handle": handle})
-        if self.remote.fragments_kept:
+        if self._m.remote.fragments_kept:
             uow.delete_pieces("wire/delete_endpoint_fragments.sql",
                               {"conversation_handle": handle})
-            self.remote.drop_fragments(handle)
+            self._m.remote.drop_fragments(handle)
 
-    def _cleanup(self, uow: UnitOfWork, ep: Endpoint) -> None:
+    def _cleanup(self, uow: UnitOfWork, ep: ConversationEndpoint) -> None:
         """WITH CLEANUP: this side goes, with its queued and waiting messages (C4)."""
         handle = ep.conversation_handle
         uow.queue_rows = [r for r in uow.queue_rows if r[6] != handle]
         uow.forget_read_ahead()
         uow.tx_rows = [r for r in uow.tx_rows if r[1] != handle]
-        self.remote.forget(ep)
+        self._m.remote.forget(ep)
         uow.new.pop(handle, None)
         uow.dirty.pop(handle, None)
         params = {"conversation_handle": handle}
         if ep.persisted:
             self._delete_endpoint_messages(uow, handle)
-            uow.sql("conversation/delete_transmission_queue_of.sql", params)
-            transmission_pieces.delete_of(uow, params)
+            transmission_pieces.delete_transmissions_of(uow, handle)
             uow.sql("conversation/delete_conversation_endpoint.sql", params)
-        self._endpoints.pop(handle, None)
+        self._m.endpoints.pop(handle, None)
         uow.touched.add(handle)
         ep.state = "CD"
 
@@ -133,34 +137,34 @@ class EndConversationMixin:
             raise InvalidArgumentError(
                 f"a conversation timer takes 0 (cancel) to {DEFAULT_LIFETIME} seconds: "
                 f"{seconds!r}")
-        with self.unit_of_work() as uow:
+        with self._m.unit_of_work() as uow:
             uow.activate()
-            ep = self.endpoint(handle, database_id)
+            ep = self._m.endpoint(handle, database_id)
             if ep.state == "CD":
                 raise ConversationStateError(
                     "cannot begin a timer on a closed conversation (state CD)",
                     role=ep.role, state=ep.state, event="begin_timer")
-            ep.dialog_timer = None if seconds == 0 else self._now() + timedelta(
+            ep.dialog_timer = None if seconds == 0 else self._m.now() + timedelta(
                 seconds=seconds)
             uow.touch(ep)
-            self._note_deadline(uow, ep.dialog_timer)
+            self._m.note_deadline(uow, ep.dialog_timer)
 
     # -- DROP SERVICE --------------------------------------------------------------------
 
     def end_service_conversations(self, database_id: int, service: str) -> None:
         """DROP SERVICE: its endpoints go (as WITH CLEANUP), and a far side in this instance
         gets error -8490 (C2)."""
-        with self.unit_of_work() as uow:
+        with self._m.unit_of_work() as uow:
             uow.activate()
             rows = uow.sql("instance/select_service_endpoints.sql", {
                 "database_id": database_id, "service_name": service})
             for handle, conversation_id, is_initiator in rows:
-                ep = self.endpoint(handle)
+                ep = self._m.endpoint(handle)
                 partners = uow.sql("conversation/select_conversation_partner.sql", {
                     "conversation_id": conversation_id, "is_initiator": not is_initiator})
                 self._cleanup(uow, ep)
                 for (partner,) in partners:
-                    far = self.endpoint(partner)
+                    far = self._m.endpoint(partner)
                     if far.state not in ("CD", "ER", "DO"):
-                        self._bounce(uow, far, SERVICE_DROPPED, _SERVICE_DROPPED_TEXT)
+                        self._delivery.bounce(uow, far, SERVICE_DROPPED, _SERVICE_DROPPED_TEXT)
 

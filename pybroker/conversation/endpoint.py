@@ -10,7 +10,7 @@ from pybroker.conversation.states import INITIATOR, TARGET
 # -- a conversation endpoint in memory ------------------------------------------------------
 
 
-class Endpoint:
+class ConversationEndpoint:
     """One row of conversation_endpoints, plus what is cached to send without SQL."""
 
     __slots__ = (
@@ -67,7 +67,7 @@ class Endpoint:
         self.permissions: dict[str, str] | None = None
 
 
-def wide_columns(ep: Endpoint) -> tuple[Any, ...]:
+def wide_columns(ep: ConversationEndpoint) -> tuple[Any, ...]:
     """The columns of update_conversation_endpoints.sql other than the sequence numbers of
     update_endpoint_sequences.sql."""
     return (ep.state, ep.far_broker_instance, ep.dialog_timer, ep.end_dialog_sequence,

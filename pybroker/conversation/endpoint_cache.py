@@ -13,7 +13,7 @@ unit of work (UnitOfWork.touched/new/dirty) may hold changes the file has not ye
 it is never let go: ``trim`` takes the handles to keep.
 
 The transmission state of an endpoint (P7's transmission object: retry count, next
-attempt, status, and what the wire keeps per dialog) lives on Endpoint and is written at
+attempt, status, and what the wire keeps per dialog) lives on ConversationEndpoint and is written at
 commit like the rest, so it follows the same bound: per-endpoint state kept anywhere else
 in memory would have to be let go here too.
 
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from pybroker.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.endpoint import Endpoint
+    from pybroker.conversation.endpoint import ConversationEndpoint
 
 DEFAULT_ENDPOINT_CACHE = 10_000  # endpoints; ~10 MB
 
@@ -43,7 +43,7 @@ def check_capacity(capacity: object) -> int:
     return capacity
 
 
-class EndpointCache(OrderedDict[str, "Endpoint"]):
+class EndpointCache(OrderedDict[str, "ConversationEndpoint"]):
     """Endpoints by conversation handle, least recently used first. A dict to the engine
     (get, [], pop, clear), plus ``used`` and ``trim``."""
 

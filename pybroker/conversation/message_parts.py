@@ -145,7 +145,7 @@ def read_body(uow: UnitOfWork, handle: str, sequence: int, count: int) -> bytes:
     size = rows[0][3]
     with contextlib.ExitStack() as stack:
         if size >= STREAM_FROM:
-            stack.enter_context(uow.m._store.streaming(STREAM_LIMIT))
+            stack.enter_context(uow.m.store.streaming(STREAM_LIMIT))
         out, written = body_buffer(size), 0
         for run in _runs([r[0] for r in rows], size):
             if len(run) == 1:

@@ -1,6 +1,6 @@
 """RECEIVE read-ahead (C3, P3.1): the ready messages of one queue held in memory, handed out
-group by group exactly as the table would. When and how much to read is the engine's
-(Messaging._receive_read_ahead, READ_AHEAD_* in engine.py)."""
+group by group exactly as the table would. When and how much to read is RECEIVE's
+(Receiving in receive.py, READ_AHEAD_* there)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class ReceiveBuffer:
     cannot answer for sure, ``take`` says so and the queue is read again. Messages
     delivered into the queue later come after everything read (queuing_order grows), so
     they only extend a group or move the horizon. It is kept across transactions
-    (Messaging._read_ahead): every change to a queue's contents goes through the engine,
+    (Receiving.read_ahead): every change to a queue's contents goes through the engine,
     which keeps it true or drops it.
     """
 
@@ -72,6 +72,15 @@ class ReceiveBuffer:
                 self.beyond.discard(group)
                 self._limit(out[-1][0])
         return out
+
+    def release_kept(self, rows: list[tuple[Any, ...]]) -> list[tuple[str, int]]:
+        """The (handle, sequence) of the messages among ``rows`` (handed out by ``take``)
+        whose body is kept as fragments; they are gone from here, so no entry stays for a
+        message already taken."""
+        kept = self.kept
+        if not kept:
+            return []
+        return [message for r in rows if (message := kept.pop(r[0], None)) is not None]
 
     @property
     def complete(self) -> bool:

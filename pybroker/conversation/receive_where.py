@@ -1,44 +1,38 @@
 """RECEIVE ... WHERE conversation_handle = ... | conversation_group_id = ..., and GET
 CONVERSATION GROUP (C3): the verbs that read one conversation or group of a queue straight
-from the table. Messaging (engine.py) takes them from ReceiveWhereMixin; the plain RECEIVE
-with its read-ahead stays in the engine."""
+from the table; the plain RECEIVE with its read-ahead is receive.py's."""
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pybroker.conversation import message_parts
+from pybroker.conversation.catalog_cache import CatalogCache
+from pybroker.conversation.handles import uuid_text
 from pybroker.conversation.model import Message
+from pybroker.conversation.receive import Receiving, check_receive, check_timeout, messages_of
 from pybroker.errors import InvalidArgumentError
 from pybroker.routing.definition import check_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    import contextlib
-
-    from pybroker.conversation.catalog import DatabaseCatalog, QueueSettings
     from pybroker.conversation.unit_of_work import UnitOfWork
     from pybroker.storage import Store
 
 
-class ReceiveWhereMixin:
-    """The filtered RECEIVE and GET CONVERSATION GROUP of Messaging."""
+class ReceiveWhere:
+    """The filtered RECEIVE and GET CONVERSATION GROUP of one instance's engine: waiting
+    and taking as ``receiving`` does, counting in ``store``, the queues' settings from
+    ``catalogs``."""
 
-    _store: Store
-    queue_watcher: Any  # engine.py's QueueWatcher (activation), while it runs
+    def __init__(self, receiving: Receiving, store: Store, catalogs: CatalogCache,
+                 queue_watcher: Callable[[], Any]) -> None:
+        self._receiving = receiving
+        self._store = store
+        self._catalogs = catalogs
+        self._queue_watcher = queue_watcher  # activation's, while it runs (or None)
 
-    if TYPE_CHECKING:  # pragma: no cover
-        def current(self) -> UnitOfWork | None: ...
-        def unit_of_work(self) -> contextlib.AbstractContextManager[UnitOfWork]: ...
-        def catalog(self, database_id: int) -> DatabaseCatalog: ...
-        def _queue_settings(self, database_id: int, queue: str) -> QueueSettings: ...
-        def _enabled_queue_settings(self, database_id: int, queue: str) -> QueueSettings: ...
-        def _wait_for_arrival(self, is_ready: Callable[[], bool], queue: str,
-                              deadline: float) -> None: ...
-
-    def _receive_where(
+    def receive(
         self, database_id: int, queue: str, max_messages: int, timeout: float,
         conversation_handle: str | None, conversation_group_id: str | None,
     ) -> list[Message]:
@@ -49,24 +43,18 @@ class ReceiveWhereMixin:
         if conversation_handle is not None and conversation_group_id is not None:
             raise InvalidArgumentError(
                 "RECEIVE takes conversation_handle or conversation_group_id, not both")
-        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or (
-            max_messages < 1
-        ):
-            raise InvalidArgumentError(f"max_messages must be a positive whole number: "
-                                       f"{max_messages!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-            raise InvalidArgumentError(f"timeout must be seconds >= 0: {timeout!r}")
+        check_receive(max_messages, timeout)
         params = {
             "database_id": database_id, "queue_name": queue,
-            "conversation_handle": None if conversation_handle is None else _uuid(
+            "conversation_handle": None if conversation_handle is None else uuid_text(
                 "conversation_handle", conversation_handle),
-            "conversation_group_id": None if conversation_group_id is None else _uuid(
+            "conversation_group_id": None if conversation_group_id is None else uuid_text(
                 "conversation_group_id", conversation_group_id),
         }
-        self._queue_settings(database_id, queue)
+        self._catalogs.queue_settings(database_id, queue)
 
         def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
-            settings = self._enabled_queue_settings(database_id, queue)
+            settings = self._catalogs.enabled_queue_settings(database_id, queue)
             uow.forget_read_ahead()
             template = ("conversation/retain_received_messages_where.sql"
                         if settings.retention else "conversation/receive_messages_where.sql")
@@ -78,12 +66,10 @@ class ReceiveWhereMixin:
             return rows
 
         rows = self._take_when_ready(params, timeout, take)
-        if self.queue_watcher is not None:
-            self.queue_watcher.received((database_id, queue), len(rows))
-        return [
-            Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"", r[6], r[7], r[0])
-            for r in rows
-        ]
+        watcher = self._queue_watcher()
+        if watcher is not None:
+            watcher.received((database_id, queue), len(rows))
+        return messages_of(rows)
 
     def _wait_where(self, params: dict[str, Any], deadline: float) -> None:
         """Wait until the queue holds a ready message the condition of a RECEIVE ... WHERE
@@ -93,26 +79,16 @@ class ReceiveWhereMixin:
             ready = self._store.run("conversation/count_ready_messages_where.sql", params)
             return bool(ready and ready[0][0])
 
-        self._wait_for_arrival(is_ready, params["queue_name"], deadline)
+        self._receiving.wait_for_arrival(is_ready, params["queue_name"], deadline)
 
     def _take_when_ready(
         self, params: dict[str, Any], timeout: float,
         take: Callable[[UnitOfWork], list[tuple[Any, ...]]],
     ) -> list[tuple[Any, ...]]:
-        """Run ``take`` in a unit of work (joining the caller's transaction), first waiting
-        up to ``timeout`` seconds for a ready message the condition ``params`` keeps. Inside
-        a transaction that has already done work there is no waiting: the store stays held."""
-        deadline = time.monotonic() + timeout
-        outer = self.current()
-        can_wait = timeout > 0 and (outer is None or not outer.locked)
-        while True:
-            if can_wait:
-                self._wait_where(params, deadline)
-            with self.unit_of_work() as uow:
-                uow.activate()
-                rows = take(uow)
-            if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
-                return rows
+        """``take`` once a ready message the condition ``params`` keeps is there, waiting
+        up to ``timeout`` seconds for one (Receiving.take_when_ready)."""
+        return self._receiving.take_when_ready(
+            timeout, lambda deadline: self._wait_where(params, deadline), take)
 
     # -- GET CONVERSATION GROUP ----------------------------------------------------------
 
@@ -124,14 +100,13 @@ class ReceiveWhereMixin:
         instance, so no other transaction receives from it until this one ends, which is
         the lock SQL Server takes on the group."""
         check_name("queue", queue)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-            raise InvalidArgumentError(f"timeout must be seconds >= 0: {timeout!r}")
-        self._queue_settings(database_id, queue)
+        check_timeout(timeout)
+        self._catalogs.queue_settings(database_id, queue)
         params = {"database_id": database_id, "queue_name": queue,
                   "conversation_handle": None, "conversation_group_id": None}
 
         def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
-            self._enabled_queue_settings(database_id, queue)
+            self._catalogs.enabled_queue_settings(database_id, queue)
             # the flush in uow.sql writes out what this transaction already received
             return uow.sql("conversation/select_first_ready_group.sql", {
                 "database_id": database_id, "queue_name": queue})
@@ -139,11 +114,3 @@ class ReceiveWhereMixin:
         rows = self._take_when_ready(params, timeout, take)
         return str(rows[0][0]) if rows else None
 
-
-def _uuid(what: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{what} must be a UUID string, not {type(value).__name__}")
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise InvalidArgumentError(f"{what} {value!r} is not a UUID") from None

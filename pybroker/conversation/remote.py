@@ -11,39 +11,22 @@ EndDialog was acknowledged (DO -> CD). An endpoint with rows in flight has no
 C5 retry loop, which hands its rows to the wire once the route appears.
 
 Inbound (arrivals applied in one unit of work, acknowledged after the commit) and forwarding
-(R7) are the base class's, in arrivals.py (where each arrival goes: arrival_destinations.py);
-every name of it is importable from here.
+(R7) are Arrivals' (arrivals.py; where each arrival goes: arrival_destinations.py), which
+RemoteDelivery composes.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation import columns, transmission_pieces
-from pybroker.conversation.arrival_destinations import (
-    STATUS_BROKER_NOT_HERE as STATUS_BROKER_NOT_HERE,
-)
-from pybroker.conversation.arrival_destinations import (
-    STATUS_FORWARDING_OFF as STATUS_FORWARDING_OFF,
-)
-from pybroker.conversation.arrival_destinations import (
-    STATUS_NOT_PRINCIPAL as STATUS_NOT_PRINCIPAL,
-)
-from pybroker.conversation.arrival_destinations import (
-    STATUS_ROUTE_TO_ITSELF as STATUS_ROUTE_TO_ITSELF,
-)
-from pybroker.conversation.arrivals import ALL_FRAGMENTS as ALL_FRAGMENTS
-from pybroker.conversation.arrivals import ALREADY_ACKNOWLEDGED as ALREADY_ACKNOWLEDGED
-from pybroker.conversation.arrivals import INDEX_SIZE as INDEX_SIZE
-from pybroker.conversation.arrivals import MAX_EVENTS as MAX_EVENTS
-from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL, Arrivals
-from pybroker.conversation.arrivals import Arrival as Arrival
-from pybroker.conversation.arrivals import Wire as Wire
-from pybroker.conversation.endpoint import Endpoint
+from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL, Arrival, Arrivals, Wire
+from pybroker.conversation.endpoint import ConversationEndpoint
 from pybroker.conversation.model import Outgoing
 from pybroker.conversation.states import transition
 from pybroker.conversation.system_messages import REMOTE_ENDPOINT_CLOSED
@@ -53,7 +36,12 @@ from pybroker.wire.frames import MessageFragment, Notice
 from pybroker.wire.mirrored_route import pair_key
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.conversation.catalog import DatabaseCatalog
+    from pybroker.conversation.catalog_cache import CatalogCache
+    from pybroker.conversation.endpoint_cache import EndpointCache
+    from pybroker.conversation.route_requests import RouteRequests
     from pybroker.conversation.unit_of_work import UnitOfWork
+    from pybroker.storage import Store
 
 HOPS = DEFAULT_HOPS  # R7.1: hops a message starts with (see wire/forwarding.py)
 _EPOCH = datetime(1970, 1, 1)
@@ -81,19 +69,120 @@ class Remote:
         return pair_key(self.address, self.mirror_address)
 
 
-class RemoteDelivery(Arrivals):
-    """The engine's side of the wire: the outbound side here, the state and the inbound side
-    in Arrivals (arrivals.py)."""
+class _Delivery(Protocol):
+    """What the side of the wire needs of the engine's delivery (delivery.py's Delivery)."""
+
+    def drop_transmissions(self, uow: UnitOfWork, ep: ConversationEndpoint) -> None: ...
+
+    def bounce(self, uow: UnitOfWork, ep: ConversationEndpoint, code: int,
+               description: str) -> None: ...
+
+    def retained_queue(self, ep: ConversationEndpoint) -> str | None: ...
+
+    def retain_sent(self, uow: UnitOfWork, ep: ConversationEndpoint, queue: str, seq: int,
+                    mtype: str, validation: str, body: bytes, now: datetime) -> None: ...
+
+
+class _Engine(Protocol):
+    """What the side of the wire needs of the messaging engine (engine.py's Messaging,
+    which imports this module): public names."""
+
+    store: Store
+    endpoints: EndpointCache
+    catalogs: CatalogCache
+    route: Callable[..., Any]
+    route_requests: RouteRequests  # R2.4, R8
+    delivery: _Delivery
+    transmission_pieces: bool
+
+    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint: ...
+
+    def catalog(self, database_id: int) -> DatabaseCatalog: ...
+
+    def catalog_named(self, name: str) -> DatabaseCatalog: ...
+
+    def now(self) -> datetime: ...
+
+    def next_order(self) -> int: ...
+
+    def note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
+
+
+class RemoteDelivery:
+    """The engine's side of the wire: the outbound side here, the inbound side and what both
+    keep of the wire in ``arrivals`` (arrivals.py)."""
+
+    def __init__(self, messaging: _Engine) -> None:
+        self._m = messaging
+        self.arrivals = Arrivals(messaging)
+
+    # -- what both sides keep ------------------------------------------------------------
+
+    @property
+    def wire(self) -> Wire | None:
+        """The transport (pybroker/wire/transport.py), while the instance has one."""
+        return self.arrivals.wire
+
+    @wire.setter
+    def wire(self, wire: Wire | None) -> None:
+        self.arrivals.wire = wire
+
+    @property
+    def event_listener(self) -> Callable[[str, str, str | None, str], None] | None:
+        """Told of every broker event as it is recorded (an operator's log)."""
+        return self.arrivals.event_listener
+
+    @event_listener.setter
+    def event_listener(self, listener: Callable[[str, str, str | None, str], None] | None
+                       ) -> None:
+        self.arrivals.event_listener = listener
+
+    @property
+    def fragments_kept(self) -> bool:
+        """message_fragments may hold rows (END CONVERSATION then deletes an endpoint's)."""
+        return self.arrivals.fragments_kept
+
+    @property
+    def mirroring_roles(self) -> dict[int, str]:
+        return self.arrivals.mirroring_roles
+
+    def mirroring_changed(self) -> None:
+        self.arrivals.mirroring_changed()
+
+    def arrive(self, arrivals: list[Arrival]) -> None:
+        """Apply a batch of arrivals (Arrivals.arrive)."""
+        self.arrivals.arrive(arrivals)
+
+    def release_inbound(self, uow: UnitOfWork) -> None:
+        self.arrivals.release_inbound(uow)
+
+    def drop_fragments(self, handle: str) -> None:
+        self.arrivals.drop_fragments(handle)
+
+    def forget(self, ep: ConversationEndpoint) -> None:
+        self.arrivals.forget(ep)
+
+    def event(self, event_class: str, subclass: str, peer: str | None,
+              conversation_id: str | None, sequence: int | None, description: str) -> None:
+        self.arrivals.event(event_class, subclass, peer, conversation_id, sequence,
+                            description)
+
+    def flush_events(self, uow: UnitOfWork) -> None:
+        self.arrivals.flush_events(uow)
+
+    def reload(self) -> None:
+        self.arrivals.reload()
 
     # -- start ---------------------------------------------------------------------------
 
     def load(self) -> None:
         """At open: what the file holds of reassembly and held messages, and the rows
         that were in flight when the process stopped."""
-        store = self.m._store
-        self.reload()
+        store = self._m.store
+        self.arrivals.load()
         with store._lock:
-            self._event_id = int(store.run("wire/select_max_event_id.sql")[0][0])
             if store.read_only:
                 return
             # Rows in flight when the process stopped go again: the retry loop routes them
@@ -101,64 +190,50 @@ class RemoteDelivery(Arrivals):
             store.run("wire/reschedule_in_flight.sql")
             # pieces of a SEND that did not commit (transmission_pieces.py)
             store.run("transmission/delete_orphan_pieces.sql")
-            self.m.transmission_pieces = bool(
+            self._m.transmission_pieces = bool(
                 store.run("transmission/count_pieces.sql")[0][0])
             store.run("wire/delete_connections.sql")
             store.run("wire/delete_listeners.sql")
             store.run("wire/delete_forwarded_messages.sql")
             store.run("wire/delete_mirrored_routes.sql")
 
-    def reload(self) -> None:
-        """Read the held fragments and messages again (at open, after a rollback)."""
-        store = self.m._store
-        self._fragments.clear()
-        self._held.clear()
-        with store._lock:
-            for handle, seq, frag, size in store.run("wire/select_held_fragments.sql"):
-                self._fragments.setdefault(handle, {}).setdefault(seq, {})[frag] = size
-            self.fragments_kept = bool(store.run("wire/count_message_fragments.sql")[0][0])
-            for handle, seq, mtype, is_end, is_error in store.run(
-                    "wire/select_held_messages.sql"):
-                self._held.setdefault(handle, {})[seq] = (mtype, is_end, is_error)
-            self.inbound_waiting = bool(store.run("wire/count_inbound.sql")[0][0])
-
     # -- outbound ------------------------------------------------------------------------
 
-    def stage(self, uow: UnitOfWork, ep: Endpoint, messages: list[Outgoing],
+    def stage(self, uow: UnitOfWork, ep: ConversationEndpoint, messages: list[Outgoing],
               target: Remote) -> None:
         """The messages go to the network: into the transmission queue (status '') and,
         after commit, to the wire. A sender whose queue has RETENTION = ON keeps a copy of
         each user message in this transaction (C3), as a delivery inside the instance does."""
-        now = self.m._now()
+        now = self._m.now()
         to_broker = ep.far_broker_instance or ep.requested_broker_instance
-        retained_queue = self.m._retained_queue(ep)
+        retained_queue = self._m.delivery.retained_queue(ep)
         for seq, mtype, validation, body, is_end, is_error in messages:
             uow.tx_rows.append((
                 ep.database_id, ep.conversation_handle, seq, len(body), ep.far_service,
                 to_broker, ep.service_name, ep.service_contract_name, mtype, validation,
                 is_end, is_error, ep.priority, now, body, ""))
             if retained_queue is not None and not (is_end or is_error):
-                self.m._retain_sent(uow, ep, retained_queue, seq, mtype, validation, body,
+                self._m.delivery.retain_sent(uow, ep, retained_queue, seq, mtype, validation, body,
                                     now)
             uow.outbound.append((ep.conversation_handle, target.hop,
                                  self.fragment(ep, seq, mtype, validation, body, is_end,
                                                is_error)))
-        self._remember(ep.conversation_id, bool(ep.is_initiator), ep.conversation_handle)
+        self.arrivals.remember(ep.conversation_id, bool(ep.is_initiator), ep.conversation_handle)
         uow.touch(ep)
 
-    def fragment(self, ep: Endpoint, seq: int, mtype: str, validation: str, body: bytes,
+    def fragment(self, ep: ConversationEndpoint, seq: int, mtype: str, validation: str, body: bytes,
                  is_end: bool, is_error: bool) -> MessageFragment:
         wire = self.wire
         # every SEND to the network makes one: positional (a third of the keywords' cost),
         # in MessageFragment's field order, the lifetime's milliseconds computed once
         return MessageFragment(
             ep.conversation_id, bool(ep.is_initiator), seq, 0, 1, len(body), ep.service_name,
-            ep.far_service, self.m.catalog(ep.database_id).broker_instance,
+            ep.far_service, self._m.catalog(ep.database_id).broker_instance,
             ep.far_broker_instance or ep.requested_broker_instance, ep.service_contract_name,
             mtype, validation, is_end, is_error, ep.priority, _epoch_ms(ep.lifetime), HOPS,
             wire.key_id if wire else bytes(8), body)
 
-    def resubmit(self, uow: UnitOfWork, targets: list[tuple[Endpoint, Remote]]) -> None:
+    def resubmit(self, uow: UnitOfWork, targets: list[tuple[ConversationEndpoint, Remote]]) -> None:
         """The retry loop found a next hop for endpoints whose messages waited: they go
         to the wire, their rows stay until acknowledged."""
         handles = columns.guids(ep.conversation_handle for ep, _ in targets)
@@ -173,32 +248,33 @@ class RemoteDelivery(Arrivals):
                 ep, seq, mtype, validation, body or b"", is_end, is_error)))
         self._retain_resubmitted(uow, [ep for ep, _ in targets], rows)
         for ep, _ in targets:
-            self._remember(ep.conversation_id, bool(ep.is_initiator), ep.conversation_handle)
+            self.arrivals.remember(ep.conversation_id, bool(ep.is_initiator),
+                                   ep.conversation_handle)
             ep.transmission_retry_count = 0
             ep.transmission_status = ""
             uow.touch(ep)
 
-    def _retain_resubmitted(self, uow: UnitOfWork, endpoints: list[Endpoint],
+    def _retain_resubmitted(self, uow: UnitOfWork, endpoints: list[ConversationEndpoint],
                             rows: list[tuple[Any, ...]]) -> None:
         """C3: messages that waited leave now, and a sender whose queue has RETENTION = ON
-        keeps them from now (as _deliver does for a delivery that waited). Rows in flight
+        keeps them from now (as Delivery.deliver does for a delivery that waited). Rows in flight
         when the process stopped go again too, and were kept when they first left: a
         message is kept once. A side that ended has given up what it kept (END removes
         it), so nothing of it is kept again."""
-        m = self.m
+        m = self._m
         queues = {ep.conversation_handle: queue for ep in endpoints
                   if ep.state not in ("DO", "ER", "CD")
-                  and (queue := m._retained_queue(ep)) is not None}
+                  and (queue := m.delivery.retained_queue(ep)) is not None}
         wanted = [r for r in rows if r[0] in queues and not (r[5] or r[6])]
         if not wanted:
             return
         kept = set(map(tuple, uow.sql("conversation/select_retained_sent.sql", {
             "conversation_handle": columns.guids(queues)})))
-        now = m._now()
+        now = m.now()
         by_handle = {ep.conversation_handle: ep for ep in endpoints}
         for handle, seq, mtype, validation, body, _, _ in wanted:
             if (handle, seq) not in kept:
-                m._retain_sent(uow, by_handle[handle], queues[handle], seq, mtype,
+                m.delivery.retain_sent(uow, by_handle[handle], queues[handle], seq, mtype,
                                validation, body or b"", now)
 
     def after_commit(self, outbound: list[tuple[str, str, MessageFragment]]) -> None:
@@ -207,7 +283,7 @@ class RemoteDelivery(Arrivals):
 
     def acknowledged(self, acks: list[dialog.Acknowledged]) -> None:
         """P5.2: the far side has these messages; their rows leave."""
-        m = self.m
+        m = self._m
         with m.unit_of_work() as uow:
             uow.activate()
             handles, seqs, cleared = [], [], []
@@ -240,15 +316,15 @@ class RemoteDelivery(Arrivals):
     def notice(self, notice: Notice, peer: str) -> None:
         """A notice about a message this instance sent: a fatal one ends the conversation
         with that error (C2); any other says why the far side cannot take it yet (C4)."""
-        m = self.m
+        m = self._m
         with m.unit_of_work() as uow:
             uow.activate()
-            ep = self._find(uow, notice.conversation_id, notice.about_initiator, None)
+            ep = self.arrivals.find(uow, notice.conversation_id, notice.about_initiator, None)
             if ep is None or ep.state == "CD":
                 return
             if notice.is_fatal:
-                self.forget(ep)
-                m._bounce(uow, ep, notice.code, notice.text)
+                self.arrivals.forget(ep)
+                m.delivery.bounce(uow, ep, notice.code, notice.text)
             elif notice.code == UNKNOWN_AT_PRINCIPAL:
                 self._unknown_at_principal(uow, ep, notice, peer)
             else:
@@ -258,7 +334,7 @@ class RemoteDelivery(Arrivals):
                     "conversation_handle": ep.conversation_handle,
                     "transmission_status": notice.text})
 
-    def _unknown_at_principal(self, uow: UnitOfWork, ep: Endpoint, notice: Notice,
+    def _unknown_at_principal(self, uow: UnitOfWork, ep: ConversationEndpoint, notice: Notice,
                               peer: str) -> None:
         """R9: a mirrored pair's principal has no endpoint for this conversation and refused
         a later message of it. If the far side acknowledged a message or sent one, its
@@ -270,8 +346,8 @@ class RemoteDelivery(Arrivals):
             return  # ended already (a notice about another of its messages)
         if ep.first_unacked_send_sequence == 0 and ep.receive_sequence == 0:
             return
-        self.m._bounce(uow, ep, REMOTE_ENDPOINT_CLOSED, notice.text)  # C4: its rows go
-        self.event("Broker:Conversation", "Broker Initiated Error", peer,
+        self._m.delivery.bounce(uow, ep, REMOTE_ENDPOINT_CLOSED, notice.text)  # C4: its rows go
+        self.arrivals.event("Broker:Conversation", "Broker Initiated Error", peer,
                    notice.conversation_id, notice.sequence, notice.text)
 
     def transmission_status(self, handles: Iterable[str], status: str) -> None:
@@ -279,10 +355,10 @@ class RemoteDelivery(Arrivals):
         handles = list(handles)
         if not handles:
             return
-        with self.m.unit_of_work() as uow:
+        with self._m.unit_of_work() as uow:
             uow.activate()
             for handle in handles:
-                ep = self.m._endpoints.get(handle)
+                ep = self._m.endpoints.get(handle)
                 if ep is not None:
                     ep.transmission_status = status
             uow.sql("conversation/update_transmission_status.sql", {
@@ -292,7 +368,7 @@ class RemoteDelivery(Arrivals):
 
     def write_events(self) -> None:
         """The broker events recorded since the last unit of work."""
-        with self.m.unit_of_work() as uow:
+        with self._m.unit_of_work() as uow:
             uow.activate()
-            self.flush_events(uow)
+            self.arrivals.flush_events(uow)
 

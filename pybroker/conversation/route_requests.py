@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from contextlib import AbstractContextManager
 
     from pybroker.conversation.catalog import DatabaseCatalog
-    from pybroker.conversation.endpoint import Endpoint
+    from pybroker.conversation.endpoint import ConversationEndpoint
     from pybroker.conversation.unit_of_work import UnitOfWork
 
 # Seconds, before retry_scale: how long a request dialog waits for its answer (then it ends
@@ -73,7 +73,8 @@ class _Remote(Protocol):
 
 
 class _Engine(Protocol):
-    """What route requests need of the messaging engine (engine.py's Messaging)."""
+    """What route requests need of the messaging engine (engine.py's Messaging): public
+    names."""
 
     retry_scale: float
     remote: _Remote
@@ -84,7 +85,7 @@ class _Engine(Protocol):
 
     def catalog_changed(self) -> None: ...
 
-    def endpoint(self, handle: str, database_id: int | None = None) -> Endpoint: ...
+    def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint: ...
 
     def begin_dialog(self, database_id: int, from_service: str, to_service: str,
                      contract: str, broker_instance: str | None, lifetime: int | None,
@@ -95,9 +96,9 @@ class _Engine(Protocol):
     def end(self, database_id: int, handle: str, error: int | None, description: str | None,
             cleanup: bool) -> None: ...
 
-    def _now(self) -> datetime: ...
+    def now(self) -> datetime: ...
 
-    def _note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
+    def note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
 
 
 class RouteRequests:
@@ -118,7 +119,7 @@ class RouteRequests:
             return  # never reached (R2.2 matches that route first); asking would loop
         m = self.m
         catalog = m.catalog(database_id)
-        now = m._now()
+        now = m.now()
         inserted = uow.sql("conversation/insert_route_request.sql", {
             "database_id": database_id, "service_name": service_name, "now": now})
         if not inserted:
@@ -140,7 +141,7 @@ class RouteRequests:
         (made the first time it asks, so databases that never do show neither)."""
         if ROUTE_REQUEST_SERVICE in catalog.services:
             return
-        params = {"database_id": catalog.database_id, "now": self.m._now()}
+        params = {"database_id": catalog.database_id, "now": self.m.now()}
         if ROUTE_REQUEST_QUEUE not in catalog.queues:
             uow.sql("instance/insert_queue.sql", {
                 **params, "name": ROUTE_REQUEST_QUEUE, "status": True, "retention": False,
@@ -173,7 +174,7 @@ class RouteRequests:
                 retry_at = now + timedelta(seconds=ANSWERED_TIMEOUT * self.m.retry_scale)
                 uow.sql("conversation/update_route_request_ended.sql", {
                     **key, "retry_at": retry_at})
-                self.m._note_deadline(uow, retry_at)
+                self.m.note_deadline(uow, retry_at)
                 uow.retry_after_commit = True
 
     def _settle(self, uow: UnitOfWork, database_id: int, database_name: str,

@@ -41,7 +41,7 @@ def stage(uow: UnitOfWork, handle: str, sequence: int, body: bytes | memoryview)
     committed apart from the unit of work's transaction; the number of pieces. The
     unit of work notes them, so that a rollback deletes them."""
     key = {"conversation_handle": handle, "message_sequence_number": sequence}
-    store = uow.m._store
+    store = uow.m.store
     store.room_apart(len(body))
     uow.staged_pieces.append((handle, sequence))
     store.commit_apart("transmission/delete_pieces_of_message.sql", [key], 1)
@@ -58,7 +58,7 @@ def unstage(uow: UnitOfWork) -> None:
     """A rollback: the pieces this unit of work wrote go (before the store's lock is let
     go, so no SEND can have taken the same sequence number since)."""
     if uow.staged_pieces:
-        uow.m._store.commit_apart("transmission/delete_pieces_of_message.sql", [
+        uow.m.store.commit_apart("transmission/delete_pieces_of_message.sql", [
             {"conversation_handle": h, "message_sequence_number": s}
             for h, s in uow.staged_pieces], 1_000)
         uow.staged_pieces.clear()
@@ -108,7 +108,10 @@ def delete_acknowledged(uow: UnitOfWork, params: dict[str, str]) -> None:
         uow.delete_pieces("transmission/delete_acknowledged_pieces.sql", params, COUNT_PIECES)
 
 
-def delete_of(uow: UnitOfWork, params: dict[str, str]) -> None:
-    """The pieces of every message of these endpoints (delete_transmission_queue_of.sql)."""
+def delete_transmissions_of(uow: UnitOfWork, handles: str) -> None:
+    """Every message of these endpoints (``handles``: one handle, or columns.guids of
+    several) leaves the transmission queue, with its pieces."""
+    params = {"conversation_handle": handles}
+    uow.sql("conversation/delete_transmission_queue_of.sql", params)
     if uow.m.transmission_pieces:
         uow.delete_pieces("transmission/delete_pieces_of.sql", params, COUNT_PIECES)

@@ -1,6 +1,6 @@
 """A unit of work (group commit): the endpoint changes and buffered rows of one transaction,
 written at commit as one set-based statement per table, with each column bound as one
-string (columns.py). See engine.py for the design."""
+string (columns.py); engine.py describes the design."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.conversation import columns
-from pybroker.conversation.endpoint import Endpoint, wide_columns
+from pybroker.conversation.endpoint import ConversationEndpoint, wide_columns
 from pybroker.conversation.system_messages import ROUTE_REQUEST_QUEUE
 from pybroker.errors import BrokerError
 
@@ -32,31 +32,31 @@ COUNT_FRAGMENTS = "wire/count_message_fragments.sql"
 
 class _Engine(Protocol):
     """What a unit of work needs of the messaging engine (engine.py's Messaging, which
-    imports this module): the shape only."""
+    imports this module): public names."""
 
-    _store: Store
-    _endpoints: EndpointCache
-    _read_ahead: dict[tuple[int, str], ReceiveBuffer]
+    store: Store
+    endpoints: EndpointCache
+    read_ahead: dict[tuple[int, str], ReceiveBuffer]
     queue_watcher: object | None  # activation's queue monitors, while they run
     transmission_pieces: bool  # the transmission queue keeps a body as pieces
 
-    def _after_commit(self, uow: UnitOfWork) -> None: ...
+    def after_commit(self, uow: UnitOfWork) -> None: ...
 
-    def _after_rollback(self, uow: UnitOfWork) -> None: ...
+    def after_rollback(self, uow: UnitOfWork) -> None: ...
 
-    def _stage_pieces(self, uow: UnitOfWork, handle: str, sequence: int,
-                      body: bytes | memoryview) -> int: ...
+    def stage_pieces(self, uow: UnitOfWork, handle: str, sequence: int,
+                     body: bytes | memoryview) -> int: ...
 
-    def _unstage_pieces(self, uow: UnitOfWork) -> None: ...
+    def unstage_pieces(self, uow: UnitOfWork) -> None: ...
 
 
 class UnitOfWork:
-    """Endpoint changes and buffered rows of one transaction, written at commit."""
+    """ConversationEndpoint changes and buffered rows of one transaction, written at commit."""
 
     def __init__(self, messaging: _Engine) -> None:
         self.m = messaging
-        self.new: dict[str, Endpoint] = {}
-        self.dirty: dict[str, Endpoint] = {}
+        self.new: dict[str, ConversationEndpoint] = {}
+        self.dirty: dict[str, ConversationEndpoint] = {}
         self.touched: set[str] = set()
         self.queue_rows: list[tuple[Any, ...]] = []
         self.tx_rows: list[tuple[Any, ...]] = []
@@ -64,7 +64,7 @@ class UnitOfWork:
         self.outbound: list[Any] = []  # to the wire after commit (remote.py)
         self.arrivals = False  # applied arrivals from the wire (remote.py keeps their maps)
         self.received: set[tuple[int, str]] = set()
-        # RECEIVE: the queuing orders handed out from read-ahead (Messaging._read_ahead),
+        # RECEIVE: the queuing orders handed out from read-ahead (Messaging.read_ahead),
         # removed (or retained) at the next flush (C3).
         self.taken: list[int] = []
         self.taken_retained: list[int] = []
@@ -86,16 +86,16 @@ class UnitOfWork:
 
     def activate(self) -> None:
         if not self.locked:
-            self.m._store._lock.acquire()
+            self.m.store._lock.acquire()
             self.locked = True
 
     def ensure_tx(self) -> None:
         self.activate()
         if self._tx is None:
-            self._tx = self.m._store.transaction()
+            self._tx = self.m.store.transaction()
             self._tx.__enter__()
 
-    def touch(self, ep: Endpoint) -> None:
+    def touch(self, ep: ConversationEndpoint) -> None:
         self.touched.add(ep.conversation_handle)
         if ep.persisted:
             self.dirty[ep.conversation_handle] = ep
@@ -108,7 +108,7 @@ class UnitOfWork:
         self.queue_rows.append(row)
         if row[1] == ROUTE_REQUEST_QUEUE:
             self.route_replies = True  # a route request dialog ended (R8.2): settle it
-        buffers = self.m._read_ahead
+        buffers = self.m.read_ahead
         if body_fragments is not None:
             self.body_fragments[row[2]] = body_fragments
             buffers.pop((row[0], row[1]), None)  # RECEIVE reads it from the table
@@ -127,14 +127,14 @@ class UnitOfWork:
 
     def forget_read_ahead(self) -> None:
         """Messages left queues other than by RECEIVE: read them again when needed."""
-        self.m._read_ahead.clear()
+        self.m.read_ahead.clear()
 
     def flush(self) -> None:
         if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
                 or self.taken_retained or self.inbound_rows):
             return
         self.ensure_tx()
-        run = self.m._store.run
+        run = self.m.store.run
         if self.new:
             run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
                 list(self.new.values())))
@@ -190,7 +190,7 @@ class UnitOfWork:
         # message sent and received in one transaction is taken from the read-ahead
         # (ReceiveBuffer.delivered) before it was written
         if self.taken_fragments:  # message_parts.py
-            self.m._store.pieces_deleted(COUNT_FRAGMENTS, run(
+            self.m.store.pieces_deleted(COUNT_FRAGMENTS, run(
                 "conversation/delete_received_fragments.sql", {
                     "conversation_handle": columns.guids(h for h, _ in self.taken_fragments),
                     "message_sequence_number": columns.ints(
@@ -231,8 +231,8 @@ class UnitOfWork:
             if len(body) < STAGE_BYTES:
                 rest.append(row)
                 continue
-            pieces = self.m._stage_pieces(self, row[1], row[2], body)
-            self.m._store.run("conversation/insert_transmission_queue_row.sql", {
+            pieces = self.m.stage_pieces(self, row[1], row[2], body)
+            self.m.store.run("conversation/insert_transmission_queue_row.sql", {
                 **dict(zip(_TX_COLUMNS, row, strict=True)), "message_body": None,
                 "is_inbound": False, "body_pieces": pieces})
         return rest
@@ -241,13 +241,13 @@ class UnitOfWork:
         """Run a statement inside this unit of work's transaction (buffered rows first)."""
         self.flush()
         self.ensure_tx()
-        return self.m._store.run(template, params)
+        return self.m.store.run(template, params)
 
     def delete_pieces(self, template: str, params: dict[str, Any],
                       count_template: str = COUNT_FRAGMENTS) -> None:
         """Run a DELETE of pieces (P4.4) in this unit of work's transaction, and note how
         many went for the table ``count_template`` counts (Store.pieces_deleted)."""
-        self.m._store.pieces_deleted(count_template, self.sql(template, params))
+        self.m.store.pieces_deleted(count_template, self.sql(template, params))
 
     def commit(self) -> None:
         try:
@@ -262,7 +262,7 @@ class UnitOfWork:
             raise BrokerError(f"the change was not made: {exc}") from exc
         finally:
             self._release()
-        self.m._after_commit(self)
+        self.m.after_commit(self)
 
     def rollback(self, exc: BaseException) -> None:
         try:
@@ -273,18 +273,18 @@ class UnitOfWork:
             # pieces written apart go too, before the lock is let go (else the file's
             # next open removes them: no row names them)
             with contextlib.suppress(BrokerError):
-                self.m._unstage_pieces(self)
+                self.m.unstage_pieces(self)
         finally:
             for handle in self.touched:
-                self.m._endpoints.pop(handle, None)
-            self.m._read_ahead.clear()  # what this transaction received is back
+                self.m.endpoints.pop(handle, None)
+            self.m.read_ahead.clear()  # what this transaction received is back
             self._release()
-        self.m._after_rollback(self)
+        self.m.after_rollback(self)
 
     def _release(self) -> None:
         if self.locked:
             self.locked = False
-            self.m._store._lock.release()
+            self.m.store._lock.release()
 
 
 # -- rows to bound columns ----------------------------------------------------------------
@@ -327,15 +327,15 @@ _ENDPOINT_CHANGES = (
 )
 
 
-def _encode_endpoints(eps: list[Endpoint], names: Iterable[str]) -> dict[str, str]:
+def _encode_endpoints(eps: list[ConversationEndpoint], names: Iterable[str]) -> dict[str, str]:
     return {name: _ENDPOINT_ENCODING[name](getattr(e, name) for e in eps) for name in names}
 
 
-def _endpoint_columns(eps: list[Endpoint]) -> dict[str, str]:
+def _endpoint_columns(eps: list[ConversationEndpoint]) -> dict[str, str]:
     return _encode_endpoints(eps, _ENDPOINT_ENCODING)
 
 
-def _endpoint_changes(eps: list[Endpoint]) -> dict[str, str]:
+def _endpoint_changes(eps: list[ConversationEndpoint]) -> dict[str, str]:
     return _encode_endpoints(eps, _ENDPOINT_CHANGES)
 
 
