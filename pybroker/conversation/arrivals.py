@@ -46,10 +46,10 @@ from pybroker.conversation.handles import new_handle
 from pybroker.conversation.model import STATUS_QUEUE_DISABLED, Router
 from pybroker.conversation.states import TRANSITIONS, transition
 from pybroker.conversation.system_messages import (
-    _ENDPOINT_CLOSED_TEXT,
     CONTRACT_NOT_SUPPORTED,
+    ENDPOINT_CLOSED_TEXT,
     REMOTE_ENDPOINT_CLOSED,
-    _parse_error,
+    parse_error,
 )
 from pybroker.wire import dialog
 from pybroker.wire.frames import AckEntry, MessageFragment, Notice
@@ -429,7 +429,7 @@ class Arrivals:
             ep = self.find(uow, f.conversation_id, not f.from_initiator, database_id)
         if ep is None:
             if not f.from_initiator:
-                self._refuse(arrival, replies, _ENDPOINT_CLOSED_TEXT, fatal=True,
+                self._refuse(arrival, replies, ENDPOINT_CLOSED_TEXT, fatal=True,
                              code=REMOTE_ENDPOINT_CLOSED, broker=catalog.broker_instance)
                 return
             if f.to_service not in catalog.services:
@@ -595,7 +595,7 @@ class Arrivals:
         ep.state = t.state
         ep.receive_sequence = seq + 1
         if is_error:
-            ep.error_code, ep.error_description = _parse_error(body)
+            ep.error_code, ep.error_description = parse_error(body)
             m.delivery.drop_transmissions(uow, ep)  # C4: an error ends its sending
             self.forget(ep)
         uow.touch(ep)

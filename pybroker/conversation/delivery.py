@@ -29,15 +29,15 @@ from pybroker.conversation.remote import Remote, RemoteDelivery
 from pybroker.conversation.route_requests import RouteRequests
 from pybroker.conversation.states import TRANSITIONS, transition
 from pybroker.conversation.system_messages import (
-    _ENDPOINT_CLOSED_TEXT,
-    _LIFETIME_TEXT,
     CONTRACT_NOT_SUPPORTED,
     DIALOG_TIMER,
+    ENDPOINT_CLOSED_TEXT,
     ERROR,
     LIFETIME_EXPIRED,
+    LIFETIME_TEXT,
     REMOTE_ENDPOINT_CLOSED,
-    _parse_error,
     error_body,
+    parse_error,
 )
 from pybroker.errors import ConversationError
 from pybroker.routing.engine import OUTSIDE, to_utc_datetime
@@ -51,7 +51,7 @@ UNSEQUENCED = -1
 
 
 @dataclass(slots=True)
-class _Delivery:
+class QueueTarget:
     """Where a message of an endpoint goes now: a queue of this instance."""
 
     catalog: DatabaseCatalog
@@ -121,7 +121,8 @@ class Delivery:
             return
         self.deliver(uow, ep, target, messages)
 
-    def target(self, uow: UnitOfWork, ep: ConversationEndpoint) -> _Delivery | Remote | str | None:
+    def target(self, uow: UnitOfWork,
+               ep: ConversationEndpoint) -> QueueTarget | Remote | str | None:
         """Where ``ep``'s messages go now (R1.1: routed with its own database's table), or
         why they cannot go (a transmission status, C4), or None if ``ep`` was just told it
         cannot send at all (a broker error arrived in its queue)."""
@@ -164,7 +165,7 @@ class Delivery:
         far = self._far_endpoint(uow, ep, catalog)
         if far is None:
             if not ep.is_initiator:
-                self.bounce(uow, ep, REMOTE_ENDPOINT_CLOSED, _ENDPOINT_CLOSED_TEXT)
+                self.bounce(uow, ep, REMOTE_ENDPOINT_CLOSED, ENDPOINT_CLOSED_TEXT)
                 return None
             if ep.service_contract_name not in catalog.service_contracts.get(
                 ep.far_service, frozenset()
@@ -176,7 +177,7 @@ class Delivery:
         queue = catalog.queues.get(queue_name)
         if queue is None or not queue.status:
             return STATUS_QUEUE_DISABLED  # P8, C3
-        return _Delivery(catalog, queue_name, far)
+        return QueueTarget(catalog, queue_name, far)
 
     def _far_endpoint(
         self, uow: UnitOfWork, ep: ConversationEndpoint, catalog: DatabaseCatalog
@@ -200,7 +201,7 @@ class Delivery:
         return self._m.endpoint(rows[0][0])
 
     def deliver(
-        self, uow: UnitOfWork, sender: ConversationEndpoint, target: _Delivery,
+        self, uow: UnitOfWork, sender: ConversationEndpoint, target: QueueTarget,
         messages: list[Outgoing],
     ) -> None:
         """Into the target queue in this transaction (R4): the far endpoint applies each
@@ -227,7 +228,7 @@ class Delivery:
                 else "receive_error" if is_error else "receive_message")
             t = TRANSITIONS.get((far.role, far.state, event))
             if t is None:  # the far side cannot take it: tell the sender (never raise here)
-                self.bounce(uow, sender, REMOTE_ENDPOINT_CLOSED, _ENDPOINT_CLOSED_TEXT)
+                self.bounce(uow, sender, REMOTE_ENDPOINT_CLOSED, ENDPOINT_CLOSED_TEXT)
                 return
             if far.state is None:  # the first message creates the target endpoint (C1)
                 self._m.endpoints[far.conversation_handle] = far
@@ -235,7 +236,7 @@ class Delivery:
             far.state = t.state
             far.receive_sequence = seq + 1
             if is_error:
-                far.error_code, far.error_description = _parse_error(body)
+                far.error_code, far.error_description = parse_error(body)
                 self.drop_transmissions(uow, far)  # C4: an error ends its sending
             uow.touch(far)
             if t.enqueue:
@@ -381,12 +382,12 @@ class Delivery:
         ep.state = t.state
         if t.state == "ER":
             ep.error_code = LIFETIME_EXPIRED
-            ep.error_description = _LIFETIME_TEXT
-            self._stage_local(uow, ep, ERROR, "X", error_body(LIFETIME_EXPIRED, _LIFETIME_TEXT))
+            ep.error_description = LIFETIME_TEXT
+            self._stage_local(uow, ep, ERROR, "X", error_body(LIFETIME_EXPIRED, LIFETIME_TEXT))
         uow.touch(ep)
 
     def _retry(self, uow: UnitOfWork, endpoints: list[ConversationEndpoint], now: datetime) -> None:
-        deliverable: list[tuple[ConversationEndpoint, _Delivery]] = []
+        deliverable: list[tuple[ConversationEndpoint, QueueTarget]] = []
         remote: list[tuple[ConversationEndpoint, Remote]] = []
         failing: dict[str, list[str]] = {}
         for ep in endpoints:

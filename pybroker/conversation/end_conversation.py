@@ -14,10 +14,10 @@ from pybroker.conversation.model import DEFAULT_LIFETIME, Outgoing
 from pybroker.conversation.remote import RemoteDelivery
 from pybroker.conversation.states import transition
 from pybroker.conversation.system_messages import (
-    _SERVICE_DROPPED_TEXT,
     END_DIALOG,
     ERROR,
     SERVICE_DROPPED,
+    SERVICE_DROPPED_TEXT,
     error_body,
 )
 from pybroker.errors import ConversationStateError, InvalidArgumentError
@@ -166,5 +166,5 @@ class EndConversation:
                 for (partner,) in partners:
                     far = self._m.endpoint(partner)
                     if far.state not in ("CD", "ER", "DO"):
-                        self._delivery.bounce(uow, far, SERVICE_DROPPED, _SERVICE_DROPPED_TEXT)
+                        self._delivery.bounce(uow, far, SERVICE_DROPPED, SERVICE_DROPPED_TEXT)
 

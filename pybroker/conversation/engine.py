@@ -182,14 +182,20 @@ class Messaging:
         self._local.uow = None
         uow.commit()
 
+    # What a unit of work calls back (unit_of_work.py).
+
     def stage_pieces(self, uow: UnitOfWork, handle: str, sequence: int,
-                      body: bytes | memoryview) -> int:
+                     body: bytes | memoryview) -> int:
+        """A large body of the transmission queue written as pieces apart (how many)."""
         return transmission_pieces.stage(uow, handle, sequence, body)
 
     def unstage_pieces(self, uow: UnitOfWork) -> None:
+        """The pieces ``uow`` wrote apart go (it rolled back)."""
         transmission_pieces.unstage(uow)
 
     def after_commit(self, uow: UnitOfWork) -> None:
+        """``uow`` committed: its endpoints, waiting RECEIVEs, the worker and the wire
+        are told."""
         for key in uow.received:
             self._poison.rollbacks.pop(key, None)
         for handle in uow.touched:
@@ -224,6 +230,8 @@ class Messaging:
             self.run_pending()
 
     def after_rollback(self, uow: UnitOfWork) -> None:
+        """``uow`` rolled back: what was read inside it is read again; C3's poison
+        message handling counts the RECEIVEs it undid."""
         if self.store.closed:  # cut off by close(): no message's fault, nothing to read
             return
         if uow.arrivals:  # what the wire's maps say of held fragments never was
@@ -328,13 +336,17 @@ class Messaging:
         return ep
 
     def next_order(self) -> int:
+        """The queuing order of the next message into any queue of the instance."""
         self._queuing_order += 1
         return self._queuing_order
 
     def now(self) -> datetime:
+        """The instance's clock as a naive UTC datetime (the form every stored time has)."""
         return to_utc_datetime(self.clock())
 
     def note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None:
+        """Something is due at ``when`` (a lifetime, timer or retry): the worker wakes for
+        it after ``uow`` commits if it is earlier than what it waits for."""
         if when is None:
             return
         at = (when - datetime(1970, 1, 1)).total_seconds()

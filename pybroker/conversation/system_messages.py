@@ -27,11 +27,11 @@ SERVICE_DROPPED = -8490
 CONTRACT_NOT_SUPPORTED = -8408
 
 
-_LIFETIME_TEXT = "The conversation lifetime has expired."
-_ENDPOINT_CLOSED_TEXT = (
+LIFETIME_TEXT = "The conversation lifetime has expired."
+ENDPOINT_CLOSED_TEXT = (
     "The remote conversation endpoint is either in a state where no more messages can be "
     "exchanged, or it has been dropped.")
-_SERVICE_DROPPED_TEXT = "The remote service has been dropped."
+SERVICE_DROPPED_TEXT = "The remote service has been dropped."
 
 
 def error_body(code: int, description: str) -> bytes:
@@ -68,7 +68,8 @@ def parse_missing_route(body: bytes) -> str | None:
     return name if name else None
 
 
-def _parse_error(body: bytes) -> tuple[int | None, str | None]:
+def parse_error(body: bytes) -> tuple[int | None, str | None]:
+    """The code and description of an Error message's body (error_body's form)."""
     import xml.etree.ElementTree as ET
 
     try:
