@@ -361,7 +361,7 @@ class Arrivals:
                   (a.fragment for a in arrivals)}
         wanted = {key for key in wanted if index.get(key) not in endpoints}
         if len(wanted) < 2:
-            return None  # one side: _find's own query
+            return None  # one side: find's own query
         keys = sorted(wanted)
         uow.ensure_tx()
         rows = self._m.store.run("wire/select_endpoints_by_conversations.sql", {
@@ -539,7 +539,7 @@ class Arrivals:
                 ) -> tuple[int, ConversationEndpoint | None]:
         """R4.2: the database that holds the conversation (its endpoint for this side of
         it), with that endpoint, if it has the service and takes messages (not a mirror);
-        else ``picked`` (and no endpoint: _find looks there). So every message of a
+        else ``picked`` (and no endpoint: find looks there). So every message of a
         conversation reaches the database its first one did."""
         ep = self.find(uow, f.conversation_id, not f.from_initiator, None)
         if (ep is None or self.mirroring_roles.get(ep.database_id) == "MIRROR"
