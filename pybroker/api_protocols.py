@@ -12,7 +12,7 @@ this module does not import.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -163,7 +163,7 @@ class BrokerInstance(Protocol):
     def create_database(self, name: str, broker_instance: str | None = None
                         ) -> BrokerDatabase: ...
     def database(self, name: str) -> BrokerDatabase: ...
-    def databases(self) -> list[BrokerDatabase]: ...
+    def databases(self) -> Sequence[BrokerDatabase]: ...
 
     # -- routing (R1-R4) and reading the file
     def route(self, service_name: str, *, broker_instance: str | None = None,

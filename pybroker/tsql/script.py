@@ -292,8 +292,7 @@ class _Run:
                 f"the conversation group at {where} is NULL: expected a conversation group "
                 "id (set the variable first, e.g. by GET CONVERSATION GROUP or from "
                 "sys.conversation_endpoints)")
-        group = convert(group, SqlType("UNIQUEIDENTIFIER"), where)
-        self.db.conversation(handle).move_to(group)
+        self.db.conversation(handle).move_to(as_guid(group, "the conversation group", where))
 
     def _timeout(self, s: cp.Receive | cp.GetConversationGroup) -> float:
         """WAITFOR's TIMEOUT in seconds (without one it waits as long as it may, about 68
@@ -331,8 +330,8 @@ class _Run:
         if s.items and s.items[0][0] is not None:  # RECEIVE @v = column, ...
             for row in rows:
                 values = [(target, self.value(e, row)) for target, _, e in s.items]
-                for target, value in values:
-                    self.assign(target, value, where)  # type: ignore[arg-type]
+                for target, column_value in values:
+                    self.assign(target, column_value, where)  # type: ignore[arg-type]
             return
         result = ResultSet(tuple(name for _, name, _ in s.items),
                            [tuple(self.value(e, row) for _, _, e in s.items) for row in rows])
