@@ -67,7 +67,7 @@ from pybroker.storage_errors import (
     query_failed,
     translate_error,
 )
-from pybroker.tsql.conversation_parser import parse_batches
+from pybroker.tsql import conversation_parser
 from pybroker.tsql.script import ResultSet, run_batches
 from pybroker.tsql.statement_handlers import StatementRunner
 
@@ -685,7 +685,8 @@ class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
         """
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
-        batches = parse_batches(tsql, master=self.database_id == MASTER_DATABASE_ID)
+        batches = conversation_parser.parse_batches(
+            tsql, master=self.database_id == MASTER_DATABASE_ID)
         return run_batches(self, batches)
 
     def run_statements(self, statements: Iterable[object]) -> None:
