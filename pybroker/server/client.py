@@ -313,9 +313,9 @@ def add_calls(cls: type, embedded: type, target: str,
     for ``target`` runs in the serving process, with the embedded method's signature and
     docstring; what ``cls`` defines itself stays; any other name refuses with ServerError,
     saying that the whitelist does not name it (a property when the embedded one is)."""
-    methods = {name for (t, kind, name) in whitelist if t == target and kind == CALL_METHOD}
-    gettable = {name for (t, kind, name) in whitelist if t == target and kind == GET_PROPERTY}
-    settable = {name for (t, kind, name) in whitelist if t == target and kind == SET_PROPERTY}
+    methods = set(calls.names(target, CALL_METHOD, whitelist))
+    gettable = set(calls.names(target, GET_PROPERTY, whitelist))
+    settable = set(calls.names(target, SET_PROPERTY, whitelist))
     for name in sorted(methods | gettable | set(public_names(embedded))):
         if name in vars(cls):
             continue
