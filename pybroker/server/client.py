@@ -525,13 +525,13 @@ class ClientDatabase:
     (api_protocols.BrokerDatabase), run in the serving process."""
 
     name: str
-    _client: ClientInstance
+    _instance: ClientInstance  # the instance it belongs to, as a Database's
     database_id: int | None = dataclasses.field(compare=False)
     broker_instance: str | None = dataclasses.field(compare=False)
 
     def __init__(self, client: ClientInstance, database_id: int | None, name: str,
                  broker_instance: str | None) -> None:
-        self._client = client
+        self._instance = client
         self.database_id = database_id
         self.name = name
         self.broker_instance = broker_instance
@@ -540,14 +540,14 @@ class ClientDatabase:
         return f"Database(name={self.name!r}, broker_instance={self.broker_instance!r})"
 
     def __hash__(self) -> int:
-        return hash((id(self._client), self.name))
+        return hash((id(self._instance), self.name))
 
     def _target(self) -> tuple[Any, ...]:
         return (DATABASE, self.name)
 
     def _run(self, kind: str, method: str, args: tuple[Any, ...] = (),
              kwargs: dict[str, Any] | None = None) -> Any:
-        return self._client.call(self._target(), kind, method, args, kwargs)
+        return self._instance.call(self._target(), kind, method, args, kwargs)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[ClientDatabase]:
