@@ -2,7 +2,7 @@
 Conversation whose every call runs in the serving process (pybroker.server.session).
 
 ``pybroker.connect(FILE)`` returns a ClientInstance when another process serves FILE
-(``pybroker serve FILE``, or ``Instance.serve_clients``), and
+(``pybroker serve FILE``, or pybroker.server.server.serve_clients), and
 ``pybroker.connect("pybroker://host:port", token=...)`` one over TCP. The proxies are
 classes of their own with the shapes the embedded classes have too (pybroker.api_protocols:
 BrokerInstance, BrokerDatabase, BrokerConversation), and each method is built from the
