@@ -26,11 +26,7 @@ from pybroker import arguments, no_pandas
 from pybroker.activation.monitor import DEFAULT_INTERVAL
 from pybroker.activation.runner import DEFAULT_CLOSE_TIMEOUT, ActivationRunner
 from pybroker.arguments import check_read_only_query
-from pybroker.broker_endpoint.ddl import (
-    MASTER_DATABASE_ID,
-    SERVER_STATEMENTS,
-    ServerBatch,
-)
+from pybroker.broker_endpoint.ddl import MASTER_DATABASE_ID, ServerBatch
 from pybroker.broker_endpoint.runtime import Endpoint
 from pybroker.catalog_objects import Contract as Contract
 from pybroker.catalog_objects import MessageType as MessageType
@@ -71,7 +67,9 @@ from pybroker.storage_errors import (
     query_failed,
     translate_error,
 )
-from pybroker.tsql.script import ResultSet
+from pybroker.tsql import conversation_parser
+from pybroker.tsql.script import ResultSet, run_batches
+from pybroker.tsql.statement_handlers import StatementRunner
 
 CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions
 
@@ -685,80 +683,22 @@ class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
 
         The whole script is parsed first: a statement that is not understood runs nothing.
         """
-        from pybroker.tsql.conversation_parser import parse_batches
-        from pybroker.tsql.script import run_batches
-
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
-        batches = parse_batches(tsql, master=self.database_id == MASTER_DATABASE_ID)
+        batches = conversation_parser.parse_batches(
+            tsql, master=self.database_id == MASTER_DATABASE_ID)
         return run_batches(self, batches)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.tsql) in one transaction: any error, nothing
         changed (an endpoint a failed batch closed is started again)."""
-        from pybroker.database_mirroring import run_partner_statement
-        from pybroker.tsql import AlterRoute, CreateRoute, DropRoute
-        from pybroker.tsql import object_ddl as ddl
-        from pybroker.tsql.database_ddl import AlterDatabasePartner
-
         statements = list(statements)
         server = ServerBatch(self, statements)  # ENDPOINT and CERTIFICATE, on master only
+        runner = StatementRunner(self, server=server.run,
+                                 database_named=self._instance.database)
         with server, self._instance._write(NOTHING):  # each statement says what it changes
             for statement in statements:
-                if isinstance(statement, SERVER_STATEMENTS):
-                    server.run(statement)
-                elif isinstance(statement, CreateRoute):
-                    self.create_route(
-                        statement.name, service_name=statement.service_name,
-                        broker_instance=statement.broker_instance, address=statement.address,
-                        mirror_address=statement.mirror_address, lifetime=statement.lifetime,
-                    )
-                elif isinstance(statement, AlterRoute):
-                    self.alter_route(statement.name, **dict(statement.changes))
-                elif isinstance(statement, DropRoute):
-                    self.drop_route(statement.name)
-                elif isinstance(statement, ddl.CreateMessageType):
-                    self.create_message_type(statement.name, statement.validation)
-                elif isinstance(statement, ddl.AlterMessageType):
-                    self.alter_message_type(statement.name, statement.validation)
-                elif isinstance(statement, ddl.DropMessageType):
-                    self.drop_message_type(statement.name)
-                elif isinstance(statement, ddl.CreateContract):
-                    self.create_contract(statement.name, statement.messages)
-                elif isinstance(statement, ddl.DropContract):
-                    self.drop_contract(statement.name)
-                elif isinstance(statement, ddl.CreateQueue):
-                    self.create_queue(
-                        statement.name, statement.status, retention=statement.retention,
-                        poison_message_handling=statement.poison_message_handling,
-                        activation_procedure=statement.activation_procedure,
-                        activation_status=statement.activation_status,
-                        max_queue_readers=statement.max_queue_readers,
-                        execute_as=statement.execute_as)
-                elif isinstance(statement, ddl.AlterQueue):
-                    self.alter_queue(
-                        statement.name, statement.status, retention=statement.retention,
-                        poison_message_handling=statement.poison_message_handling,
-                        activation_procedure=statement.activation_procedure,
-                        activation_status=statement.activation_status,
-                        max_queue_readers=statement.max_queue_readers,
-                        execute_as=statement.execute_as,
-                        drop_activation=statement.drop_activation)
-                elif isinstance(statement, ddl.DropQueue):
-                    self.drop_queue(statement.name)
-                elif isinstance(statement, ddl.CreateService):
-                    self.create_service(statement.name, statement.queue, statement.contracts)
-                elif isinstance(statement, ddl.AlterService):
-                    self.alter_service(
-                        statement.name, statement.queue, add_contracts=statement.add_contracts,
-                        drop_contracts=statement.drop_contracts)
-                elif isinstance(statement, ddl.DropService):
-                    self.drop_service(statement.name)
-                elif isinstance(statement, AlterDatabasePartner):  # R9, on master
-                    run_partner_statement(self._instance.database(statement.database),
-                                          statement)
-                else:
-                    raise BrokerError(f"execute() cannot run {statement!r}")
+                runner.run(statement)
             server.finish()
 
 

@@ -91,7 +91,7 @@ from pybroker.errors import BrokerError, InvalidArgumentError, ServerGoneError
 from pybroker.instance import Instance
 from pybroker.routing.cache import DYNAMIC_ROUTING_SERVICE
 from pybroker.routing.definition import MAX_NAME_LENGTH, check_lifetime, validate_route
-from pybroker.server.client import URL_SCHEME, connect_served, connect_url
+from pybroker.server.client import URL_SCHEME, ClientInstance, connect_served, connect_url
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.instance import Database
@@ -133,6 +133,7 @@ Directory = (
 # Where another instance is served: its file (FILE.sock beside it), (pybroker://HOST:PORT,
 # token), or an open Instance.
 Requester = str | Path | tuple[str, str | None] | Instance
+OPEN_INSTANCES = (Instance, ClientInstance)  # an open instance: embedded, or a client's
 Instances = Mapping[str, Requester] | Callable[[str], Requester | None]
 
 
@@ -278,7 +279,7 @@ class ConfigurationService:
         if broker_instance is None:
             return None
         place = self._where(broker_instance)
-        if place is None or isinstance(place, Instance):
+        if place is None or isinstance(place, OPEN_INSTANCES):
             return place
         return _checked_place(place, f"instances[{broker_instance!r}]")
 
@@ -307,7 +308,7 @@ class ConfigurationService:
                 return None
             except ServerGoneError as exc:
                 gone = exc
-                if isinstance(place, Instance):  # the caller's: not this service's to renew
+                if isinstance(place, OPEN_INSTANCES):  # the caller's: not this service's to renew
                     break
             except BrokerError as exc:
                 return ROUTE_REFUSED, (
@@ -318,7 +319,7 @@ class ConfigurationService:
             f"the connection to its instance at {where} is gone: {gone}")
 
     def _connection(self, place: Requester, *, fresh: bool) -> Instance:
-        if isinstance(place, Instance):
+        if isinstance(place, OPEN_INSTANCES):
             return place
         key = _place_key(place)
         with self._connections_lock:
@@ -379,7 +380,7 @@ def _instances(instances: Instances | None) -> Callable[[str], Requester | None]
                 raise InvalidArgumentError(
                     "instances maps broker identifiers (text, as in "
                     f"sys.databases.service_broker_guid) to where they are served; not {key!r}")
-            entries[key.lower()] = place if isinstance(place, Instance) else (
+            entries[key.lower()] = place if isinstance(place, OPEN_INSTANCES) else (
                 _checked_place(place, f"instances[{key!r}]"))
         return lambda broker_instance: entries.get(broker_instance.lower())
     if callable(instances):
@@ -416,7 +417,7 @@ def _place_key(place: Requester) -> Any:
 def _describe(place: Requester) -> str:
     if isinstance(place, tuple):
         return place[0]
-    return repr(place) if isinstance(place, Instance) else str(place)
+    return repr(place) if isinstance(place, OPEN_INSTANCES) else str(place)
 
 
 def _connect(place: Requester) -> Instance:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -87,8 +87,10 @@ PIPELINED = frozenset({(CONVERSATION, CALL_METHOD, "send")})
 PATH_RESULTS = frozenset({(INSTANCE, CALL_METHOD, "snapshot")})
 
 
-def names(target: str, kind: str) -> list[str]:
-    return [name for (t, k, name) in CALLS if t == target and k == kind]
+def names(target: str, kind: str,
+          whitelist: Mapping[tuple[str, str, str], bool] = CALLS) -> list[str]:
+    """The names ``whitelist`` gives a client for calls of ``kind`` on ``target``."""
+    return [name for (t, k, name) in whitelist if t == target and k == kind]
 
 
 # -- records ----------------------------------------------------------------------------

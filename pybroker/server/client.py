@@ -2,12 +2,15 @@
 Conversation whose every call runs in the serving process (pybroker.server.session).
 
 ``pybroker.connect(FILE)`` returns a ClientInstance when another process serves FILE
-(``pybroker serve FILE``, or ``Instance.serve_clients``), and
+(``pybroker serve FILE``, or pybroker.server.server.serve_clients), and
 ``pybroker.connect("pybroker://host:port", token=...)`` one over TCP. The proxies are
-subclasses of the embedded classes, so ``isinstance(x, pybroker.Database)`` holds, and
-each method is built from the whitelist (calls.CALLS) with the embedded method's
-signature and docstring: a call the embedded API would refuse for its arguments' shape
-raises the same TypeError here, before anything is sent. Received Messages, Routes,
+classes of their own with the shapes the embedded classes have too (pybroker.api_protocols:
+BrokerInstance, BrokerDatabase, BrokerConversation), and each method is built from the
+whitelist (calls.CALLS) with the embedded method's signature and docstring: a call the
+embedded API would refuse for its arguments' shape raises the same TypeError here, before
+anything is sent. A public name of the embedded class that the client cannot run (the
+broker endpoint, activation) or that the whitelist does not name raises ServerError
+saying so. Received Messages, Routes,
 decisions and the rest are the embedded dataclasses, and ``sql()`` gives a DuckDB relation
 as embedded (pybroker.server.rows); errors are the same BrokerError subclasses with the
 same messages.
@@ -29,14 +32,16 @@ back (pybroker.server.session).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import itertools
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import duckdb
@@ -263,28 +268,28 @@ def connect_url(url: str, *, token: str | None, read_only: bool = False) -> Clie
 # -- the proxies --------------------------------------------------------------------------
 
 
-def _remote_method(cls: type, target: str, name: str) -> Callable[..., Any]:
-    embedded = getattr(cls, name)
-    signature = inspect.signature(embedded)
+def _remote_method(embedded: type, name: str) -> Callable[..., Any]:
+    original = getattr(embedded, name)
+    signature = inspect.signature(original)
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         signature.bind(self, *args, **kwargs)  # the embedded method's TypeError, if any
-        return self._client._call(self._target(), CALL_METHOD, name, args, kwargs)
+        return self._run(CALL_METHOD, name, args, kwargs)
 
-    functools.update_wrapper(method, embedded)
+    functools.update_wrapper(method, original)
     return method
 
 
-def _remote_property(cls: type, target: str, name: str, settable: bool) -> property:
-    embedded = getattr(cls, name)
+def _remote_property(embedded: type, name: str, settable: bool) -> property:
+    original = getattr(embedded, name)
 
     def get(self: Any) -> Any:
-        return self._client._call(self._target(), GET_PROPERTY, name)
+        return self._run(GET_PROPERTY, name)
 
     def put(self: Any, value: Any) -> None:
-        self._client._call(self._target(), SET_PROPERTY, name, (value,))
+        self._run(SET_PROPERTY, name, (value,))
 
-    return property(get, put if settable else None, doc=embedded.__doc__)
+    return property(get, put if settable else None, doc=original.__doc__)
 
 
 def _not_here(name: str, why: str) -> Callable[..., Any]:
@@ -295,20 +300,43 @@ def _not_here(name: str, why: str) -> Callable[..., Any]:
     return method
 
 
-def _build(cls: type, embedded: type, target: str) -> None:
-    for name in calls.names(target, CALL_METHOD):
-        setattr(cls, name, _remote_method(embedded, target, name))
-    settable = set(calls.names(target, SET_PROPERTY))
-    for name in calls.names(target, GET_PROPERTY):
-        setattr(cls, name, _remote_property(embedded, target, name, name in settable))
+def public_names(embedded: type) -> list[str]:
+    """The public methods and properties of an embedded class (its data slots, such as a
+    Conversation's ``handle``, are each object's own)."""
+    return [name for name in dir(embedded) if not name.startswith("_")
+            and not inspect.ismemberdescriptor(inspect.getattr_static(embedded, name))]
 
 
-class ClientInstance(Instance):
-    """An Instance served by another process (``repr`` says which): the same methods,
-    run there. ``close()`` disconnects; what a transaction left open did is rolled back."""
+def add_calls(cls: type, embedded: type, target: str,
+              whitelist: Mapping[tuple[str, str, str], bool] = calls.CALLS) -> None:
+    """Give the proxy ``cls`` every public name of ``embedded``: what ``whitelist`` names
+    for ``target`` runs in the serving process, with the embedded method's signature and
+    docstring; what ``cls`` defines itself stays; any other name refuses with ServerError,
+    saying that the whitelist does not name it (a property when the embedded one is)."""
+    methods = set(calls.names(target, CALL_METHOD, whitelist))
+    gettable = set(calls.names(target, GET_PROPERTY, whitelist))
+    settable = set(calls.names(target, SET_PROPERTY, whitelist))
+    for name in sorted(methods | gettable | set(public_names(embedded))):
+        if name in vars(cls):
+            continue
+        if name in methods:
+            setattr(cls, name, _remote_method(embedded, name))
+        elif name in gettable:
+            setattr(cls, name, _remote_property(embedded, name, name in settable))
+        else:
+            refusal = _not_here(name, f"the server's whitelist (pybroker.server.calls.CALLS) "
+                                      f"does not name it for a {target}")
+            is_property = isinstance(inspect.getattr_static(embedded, name), property)
+            setattr(cls, name, property(refusal) if is_property else refusal)
+
+
+class ClientInstance:
+    """An instance served by another process (``repr`` says which): the methods of
+    pybroker.Instance (api_protocols.BrokerInstance), run there. ``close()`` disconnects;
+    what a transaction left open did is rolled back."""
 
     def __init__(self, where: str, first: _Link, opener: Callable[[], _Link],
-                 via: str) -> None:  # no Instance.__init__: nothing is opened here
+                 via: str) -> None:
         self._where = where
         self._via = via
         self._opener = opener
@@ -319,7 +347,6 @@ class ClientInstance(Instance):
         self._links_lock = threading.Lock()
         self._closed = False
         self._on_close: list[Callable[[], None]] = []
-        self._client = self
         self._duckdb: duckdb.DuckDBPyConnection | None = None  # holds sql()'s results
 
     def _results(self) -> duckdb.DuckDBPyConnection:
@@ -335,8 +362,20 @@ class ClientInstance(Instance):
         return (f"<pybroker Instance {self._welcome.path} through {self._via} "
                 f"({self._welcome.server}){state}>")
 
-    def _target(self) -> tuple[Any, ...]:
-        return (INSTANCE,)
+    def __enter__(self) -> ClientInstance:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _run(self, kind: str, method: str, args: tuple[Any, ...] = (),
+             kwargs: dict[str, Any] | None = None) -> Any:
+        return self.call((INSTANCE,), kind, method, args, kwargs)
 
     def _link(self) -> _Link:
         if self._closed:
@@ -354,8 +393,11 @@ class ClientInstance(Instance):
             self._local.link = link
         return link
 
-    def _call(self, target: tuple[Any, ...], kind: str, method: str,
-              args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+    def call(self, target: tuple[Any, ...], kind: str, method: str,
+             args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        """One call of the whitelist (calls.CALLS) on ``target`` (the instance, a database
+        or a conversation), run in the serving process on this thread's connection; the
+        proxies' methods and properties are made of it."""
         what = f"{method}()"
         args = tuple(calls.outgoing(what, a) for a in args)
         kwargs = {k: calls.outgoing(what, v) for k, v in (kwargs or {}).items()}
@@ -424,7 +466,8 @@ class ClientInstance(Instance):
         if record.name == calls.DATABASE_RECORD and len(fields) == 3:
             return ClientDatabase(self, fields[1], fields[0], fields[2])
         if record.name == calls.CONVERSATION_RECORD and len(fields) == 2:
-            return ClientConversation(ClientDatabase(self, None, fields[0], None), fields[1])
+            return ClientConversation(self, ClientDatabase(self, None, fields[0], None),
+                                      fields[1])
         if record.name == calls.ROWS_RECORD and len(fields) == 3:
             return rows.relation(self._results(), *fields)
         raise ServerError(f"the server sent a {record.name!r} this client does not know; "
@@ -462,44 +505,52 @@ class ClientInstance(Instance):
         if self._duckdb is not None:
             self._duckdb.close()
 
-    start_endpoint = _not_here(  # type: ignore[assignment]
+    start_endpoint = _not_here(
         "start_endpoint()", "the serving process runs the broker endpoint "
         "(pybroker serve FILE --port N)")
-    endpoint = property(_not_here(  # type: ignore[assignment]
+    endpoint = property(_not_here(
         "endpoint", "the serving process runs the broker endpoint"))
-    start_activation = _not_here(  # type: ignore[assignment]
+    start_activation = _not_here(
         "start_activation()", "the serving process runs activation (pybroker serve does)")
-    stop_activation = _not_here(  # type: ignore[assignment]
+    stop_activation = _not_here(
         "stop_activation()", "the serving process runs activation (pybroker serve does)")
-    watch_broker_events = _not_here(  # type: ignore[assignment]
+    watch_broker_events = _not_here(
         "watch_broker_events()", "the serving process records the broker events (pybroker "
         "serve prints the connection events; query sys.broker_events)")
 
 
-class ClientDatabase(Database):
-    """A Database of a served instance (its methods run in the serving process)."""
+@dataclasses.dataclass(init=False, repr=False)  # equal: of the same client, by name
+class ClientDatabase:
+    """A database of a served instance: the methods of pybroker.Database
+    (api_protocols.BrokerDatabase), run in the serving process."""
+
+    name: str
+    _instance: ClientInstance  # the instance it belongs to, as a Database's
+    database_id: int | None = dataclasses.field(compare=False)
+    broker_instance: str | None = dataclasses.field(compare=False)
 
     def __init__(self, client: ClientInstance, database_id: int | None, name: str,
-                 broker_instance: str | None) -> None:  # no Database.__init__
+                 broker_instance: str | None) -> None:
         self._instance = client
-        self._client = client
-        self._store = None  # type: ignore[assignment]
-        self.database_id = database_id  # type: ignore[assignment]
+        self.database_id = database_id
         self.name = name
-        self.broker_instance = broker_instance  # type: ignore[assignment]
+        self.broker_instance = broker_instance
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ClientDatabase) and other.name == self.name and (
-            other._client is self._client)
+    def __repr__(self) -> str:
+        return f"Database(name={self.name!r}, broker_instance={self.broker_instance!r})"
 
     def __hash__(self) -> int:
-        return hash((id(self._client), self.name))
+        return hash((id(self._instance), self.name))
 
     def _target(self) -> tuple[Any, ...]:
         return (DATABASE, self.name)
 
+    def _run(self, kind: str, method: str, args: tuple[Any, ...] = (),
+             kwargs: dict[str, Any] | None = None) -> Any:
+        return self._instance.call(self._target(), kind, method, args, kwargs)
+
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Database]:
+    def transaction(self) -> Iterator[ClientDatabase]:
         """One transaction, in the serving process, for every send, receive,
         begin_dialog and end inside (of this thread's connection): all commit together or
         roll back together (a rolled-back receive puts its messages back). If this client
@@ -510,35 +561,50 @@ class ClientDatabase(Database):
         module says how): its error, the same class and message as embedded, may surface
         at the next call or at COMMIT instead, and then the whole transaction is rolled
         back, as SQL Server's XACT_ABORT ON would."""
-        self._client._call(self._target(), TRANSACTION, "begin")
+        self._run(TRANSACTION, "begin")
         try:
             yield self
         except BaseException:
             with contextlib.suppress(BrokerError):
-                self._client._call(self._target(), TRANSACTION, "rollback")
+                self._run(TRANSACTION, "rollback")
             raise
-        self._client._call(self._target(), TRANSACTION, "commit")
+        self._run(TRANSACTION, "commit")
 
-    run_statements = _not_here(  # type: ignore[assignment]
+    run_statements = _not_here(
         "run_statements()", "parsed statements do not travel; give the T-SQL text to "
         "execute()")
 
 
-class ClientConversation(Conversation):
-    """A conversation endpoint of a served instance, addressed by its handle."""
+@dataclasses.dataclass(init=False, repr=False)  # equal: the same handle and database
+class ClientConversation:
+    """A conversation endpoint of a served instance, addressed by its handle: the methods
+    of pybroker.Conversation (api_protocols.BrokerConversation), run in the serving
+    process."""
 
-    __slots__ = ("_client",)
+    __slots__ = ("_client", "_database", "handle")
 
-    def __init__(self, database: ClientDatabase, handle: str) -> None:
+    handle: str
+    _database: ClientDatabase
+
+    def __init__(self, client: ClientInstance, database: ClientDatabase, handle: str) -> None:
+        self._client = client
         self._database = database
-        self._client = database._client
-        self._messaging = None  # type: ignore[assignment]
         self.handle = handle
+
+    def __repr__(self) -> str:
+        return f"Conversation(handle={self.handle!r}, database={self._database.name!r})"
+
+    def __hash__(self) -> int:
+        return hash(self.handle)
 
     def _target(self) -> tuple[Any, ...]:
         return (CONVERSATION, self._database.name, self.handle)
 
+    def _run(self, kind: str, method: str, args: tuple[Any, ...] = (),
+             kwargs: dict[str, Any] | None = None) -> Any:
+        return self._client.call(self._target(), kind, method, args, kwargs)
 
-_build(ClientInstance, Instance, INSTANCE)
-_build(ClientDatabase, Database, DATABASE)
-_build(ClientConversation, Conversation, CONVERSATION)
+
+add_calls(ClientInstance, Instance, INSTANCE)
+add_calls(ClientDatabase, Database, DATABASE)
+add_calls(ClientConversation, Conversation, CONVERSATION)

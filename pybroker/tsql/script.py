@@ -29,10 +29,10 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker import arguments
 from pybroker.errors import InvalidArgumentError, TransactionError
@@ -53,9 +53,59 @@ from pybroker.tsql.expressions import (
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.model import Message
 
-# What a batch runs on: pybroker.instance's Database (which imports this module, so only
-# its shape is named here).
-Database = Any
+
+class BatchConversation(Protocol):
+    """The methods of a Conversation (pybroker.conversation.api) a batch calls."""
+
+    handle: str
+
+    @property
+    def conversation_group_id(self) -> str: ...
+
+    def send(self, body: bytes | str | None = b"", message_type: str = "DEFAULT") -> int: ...
+
+    def end(self, error: int | None = None, description: str | None = None,
+            cleanup: bool = False) -> None: ...
+
+    def begin_timer(self, seconds: float) -> None: ...
+
+    def move_to(self, group_id: str) -> None: ...
+
+
+class MessageTypeRow(Protocol):
+    """A message type as ``Database.message_types()`` lists it (pybroker.catalog_objects)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def validation(self) -> str: ...
+
+
+class BatchDatabase(Protocol):
+    """The methods of a Database (pybroker.instance, which imports this module) a batch
+    calls: its conversation verbs, its transaction, its message types and the runner of
+    its DDL statements."""
+
+    broker_instance: str
+
+    def begin_dialog(self, from_service: str, to_service: str, *, contract: str = "DEFAULT",
+                     broker_instance: str | None = None, lifetime: int | None = None,
+                     related_conversation_group: str | None = None) -> BatchConversation: ...
+
+    def conversation(self, handle: str) -> BatchConversation: ...
+
+    def receive(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0,
+                conversation_handle: str | None = None,
+                conversation_group_id: str | None = None) -> list[Message]: ...
+
+    def get_conversation_group(self, queue: str, *, timeout: float = 0.0) -> str | None: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+    def message_types(self) -> Sequence[MessageTypeRow]: ...
+
+    def run_statements(self, statements: Iterable[object]) -> None: ...
 
 _INT32_MAX = 2**31 - 1
 _CURRENT_DATABASE = "CURRENT DATABASE"  # BEGIN DIALOG's broker_instance for this database
@@ -80,7 +130,7 @@ class ResultSet:
 
 
 class _Run:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: BatchDatabase) -> None:
         self.db = database
         self.variables: dict[str, tuple[SqlType | None, Any]] = {}
         self.results: list[ResultSet] = []
@@ -242,8 +292,7 @@ class _Run:
                 f"the conversation group at {where} is NULL: expected a conversation group "
                 "id (set the variable first, e.g. by GET CONVERSATION GROUP or from "
                 "sys.conversation_endpoints)")
-        group = convert(group, SqlType("UNIQUEIDENTIFIER"), where)
-        self.db.conversation(handle).move_to(group)
+        self.db.conversation(handle).move_to(as_guid(group, "the conversation group", where))
 
     def _timeout(self, s: cp.Receive | cp.GetConversationGroup) -> float:
         """WAITFOR's TIMEOUT in seconds (without one it waits as long as it may, about 68
@@ -281,8 +330,8 @@ class _Run:
         if s.items and s.items[0][0] is not None:  # RECEIVE @v = column, ...
             for row in rows:
                 values = [(target, self.value(e, row)) for target, _, e in s.items]
-                for target, value in values:
-                    self.assign(target, value, where)  # type: ignore[arg-type]
+                for target, column_value in values:
+                    self.assign(target, column_value, where)  # type: ignore[arg-type]
             return
         result = ResultSet(tuple(name for _, name, _ in s.items),
                            [tuple(self.value(e, row) for _, _, e in s.items) for row in rows])
@@ -350,13 +399,13 @@ def _where(statement: Any, message: str, ran: int, undone: bool) -> str:
     return f"{head} failed: {message}{tail}"
 
 
-def run_script(database: Database, statements: Sequence[cp.ScriptStatement]
+def run_script(database: BatchDatabase, statements: Sequence[cp.ScriptStatement]
                ) -> list[ResultSet]:
     """Run parsed statements in order on ``database`` (see the module docstring)."""
     return _Run(database).run(statements)
 
 
-def run_batches(database: Database, batches: Sequence[cp.Batch]) -> list[ResultSet]:
+def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> list[ResultSet]:
     """Run the batches of a script in order, each on its own (see the module docstring):
     a batch of DDL only all or nothing (``database.run_statements``), any other as
     ``run_script`` runs it."""
