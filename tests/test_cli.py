@@ -10,15 +10,9 @@ import sys
 import pytest
 
 import pybroker
+from tests.cli_helpers import run
 
 pytestmark = pytest.mark.cli
-
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pybroker", *map(str, args)],
-        capture_output=True, text=True, input=stdin, timeout=120,
-    )
 
 
 @pytest.fixture(scope="module")
