@@ -256,10 +256,10 @@ def test_store_close_interrupts_a_statement_past_the_deadline(tmp_path, monkeypa
     running = threading.Event()
     call = no_pandas.call
 
-    def noted(fn, sql, *args):  # the store hands its statements to DuckDB through this
-        if sql == long:
+    def noted(fn, /, *args, **kwargs):  # the store hands its statements to DuckDB here
+        if args and args[0] == long:
             running.set()
-        return call(fn, sql, *args)
+        return call(fn, *args, **kwargs)
 
     monkeypatch.setattr(no_pandas, "call", noted)
 
