@@ -11,13 +11,9 @@ import activation_handlers as handlers
 import pytest
 
 import pybroker
-from tests.wire_helpers import wait_for as wire_wait_for
+from tests.wire_helpers import wait_for
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = ""):
-    return wire_wait_for(predicate, timeout, what)
 
 
 @pytest.fixture(autouse=True)

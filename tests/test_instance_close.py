@@ -11,6 +11,7 @@ import pytest
 
 import pybroker
 from pybroker import InstanceClosedError
+from tests.wire_helpers import wait_for
 
 BOUND = 30.0  # seconds any join or wait of these tests may take, on a loaded machine
 
@@ -47,11 +48,7 @@ def in_thread(call, outcome: Outcome) -> threading.Thread:
 
 
 def wait_until(predicate, what: str) -> None:
-    deadline = time.monotonic() + BOUND
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+    wait_for(predicate, BOUND, what, poll=0.01)
 
 
 def threads_asking_for_the_store(monkeypatch) -> list[threading.Thread]:
