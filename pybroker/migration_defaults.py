@@ -11,15 +11,19 @@ given their defaults after it: the same columns, values and defaults, in one tra
 (so as atomic, and as replayable after a kill, as the migration's own form: checked by
 tests/test_landed_migrations.py). Migrations are never edited, so the runner tries a
 migration as written first and this form only when DuckDB refuses that one.
+
+sqlglot is imported only when a migration was refused (by the functions below), not with
+the store that imports this module: opening a file never needs it otherwise.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import duckdb
-import sqlglot
-from sqlglot import exp
-from sqlglot.dialects.duckdb import DuckDB
-from sqlglot.tokens import TokenType
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 _REFUSAL = "another transaction has altered this table"
 
@@ -31,6 +35,9 @@ def is_refused_alter(exc: BaseException | None) -> bool:
 
 def statements(text: str) -> list[str]:
     """The statements of a migration, each as written (comments between them left out)."""
+    from sqlglot.dialects.duckdb import DuckDB
+    from sqlglot.tokens import TokenType
+
     found, start = [], None
     for token in DuckDB().tokenize(text):
         if token.token_type == TokenType.SEMICOLON:
@@ -48,6 +55,8 @@ def _constant_default(statement: exp.Expression) -> tuple[exp.Table, exp.ColumnD
                                                            exp.Expression] | None:
     """(table, column, default) of ``ALTER TABLE t ADD COLUMN c T DEFAULT k``, k a
     constant; None for any other statement."""
+    from sqlglot import exp
+
     if not isinstance(statement, exp.Alter) or statement.args.get("kind") != "TABLE":
         return None
     actions = statement.args.get("actions") or []
@@ -70,6 +79,9 @@ def _constant_default(statement: exp.Expression) -> tuple[exp.Table, exp.ColumnD
 def split_column_defaults(text: str) -> list[str] | None:
     """``text``'s statements in the form DuckDB commits on tables with rows (see above), or
     None when it adds no column with a constant default (there is nothing to split)."""
+    import sqlglot
+    from sqlglot import exp
+
     written = statements(text)
     parsed = [sqlglot.parse_one(s, read="duckdb") for s in written]
     found = [_constant_default(p) for p in parsed]

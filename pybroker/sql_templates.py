@@ -5,20 +5,24 @@ Templates only ever receive relation names and switches, never user values: valu
 as bound parameters (``$name`` in DuckDB) or as rows of an input relation. The one exception
 is a statement DuckDB's parser takes no parameter in (ATTACH's path): there the value goes
 through the ``literal`` filter, a string literal made by sqlglot.
+
+sqlglot is imported where it is used, not with this module: rendering needs only jinja2,
+and sqlglot's import (~0.2 s) would be paid by every start of every `pybroker` command.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
-import sqlglot
-from sqlglot.errors import ErrorLevel, SqlglotError
 
 from pybroker.errors import TemplateError
 from pybroker.resources import sql_dir
+
+if TYPE_CHECKING:
+    import sqlglot
 
 # The catalog relations the routing templates read, by default the tables of migrations/.
 # The pipeline passes other names (e.g. Spark temp views of an exported instance).
@@ -43,12 +47,18 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["literal"] = lambda value: sqlglot.exp.Literal.string(str(value)).sql(
-        dialect="duckdb")
+    env.filters["literal"] = _literal
     env.globals["raise_unknown_pick"] = lambda pick: _raise(f"unknown pick mode {pick!r}")
     env.globals["raise_unknown_engine"] = lambda engine: _raise(
         f"unknown engine {engine!r}: templates are written for 'duckdb' and 'spark'")
     return env
+
+
+def _literal(value: object) -> str:
+    """``value`` as a DuckDB string literal."""
+    from sqlglot import exp
+
+    return exp.Literal.string(str(value)).sql(dialect="duckdb")
 
 
 def render(name: str, **variables: Any) -> str:
@@ -67,6 +77,9 @@ def _render_cached(name: str, variables: tuple[tuple[str, Any], ...]) -> str:
 
 def parse(name: str, **variables: Any) -> sqlglot.Expression:
     """Render and parse; a template that sqlglot cannot parse is a bug, reported as such."""
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
     text = render(name, **variables)
     try:
         return sqlglot.parse_one(text, read="duckdb")
@@ -77,6 +90,9 @@ def parse(name: str, **variables: Any) -> sqlglot.Expression:
 def to_spark(name: str, **variables: Any) -> str:
     """The template in Spark SQL. Unsupported constructs raise; nothing is patched after
     (a hint comment becomes the hint, see :func:`_spark_hints`)."""
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
     text = render(name, **variables)
     try:
         statements = sqlglot.parse(text, read="duckdb")
@@ -88,6 +104,8 @@ def to_spark(name: str, **variables: Any) -> str:
 
 
 def _spark_sql(name: str, expression: sqlglot.Expression) -> str:
+    from sqlglot.errors import ErrorLevel, SqlglotError
+
     try:
         return expression.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE, pretty=True)
     except SqlglotError as exc:
@@ -98,6 +116,9 @@ def _spark_hints(name: str, tree: sqlglot.Expression) -> sqlglot.Expression:
     """A comment ``/*+ ... */`` right after a SELECT is a Spark hint (``BROADCAST(k)``, a
     join strategy): DuckDB reads it as the comment it is, and sqlglot keeps it as one; here
     it becomes that SELECT's hint again, so Spark reads it as a hint."""
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
     for select in tree.find_all(sqlglot.exp.Select):
         comments = select.comments or []
         hints = [c for c in comments if c.lstrip().startswith("+")]
@@ -130,6 +151,8 @@ def to_spark_stages(name: str, **variables: Any) -> list[tuple[str | None, str, 
     sqlglot's tree of the one template; every part is transpiled with unsupported
     constructs raising, like :func:`to_spark`, and nothing is patched after.
     """
+    from sqlglot import exp
+
     tree = parse(name, **variables)
     with_ = tree.args.get("with_")
     ctes = list(with_.expressions) if with_ is not None else []
@@ -145,7 +168,7 @@ def to_spark_stages(name: str, **variables: Any) -> list[tuple[str | None, str, 
         if cte_name is not None:
             for _, later in parts[index + 1:]:
                 references += sum(
-                    1 for t in later.find_all(sqlglot.exp.Table) if t.name == cte_name
+                    1 for t in later.find_all(exp.Table) if t.name == cte_name
                 )
         out.append((cte_name, _spark_sql(name, _spark_hints(name, expression)), references))
     return out

@@ -72,6 +72,14 @@ def never_return(db: pybroker.Database) -> None:
     release.wait()
 
 
+def hold(db: pybroker.Database) -> None:
+    """Hold the reader until ``release`` is set, receiving nothing: its queue stays behind,
+    so its monitor adds a reader at every periodic check (a witness that checks ran)."""
+    with lock:
+        calls.append("hold")
+    release.wait(30)
+
+
 def slow(db: pybroker.Database) -> None:
     """Take one message per call, slowly, so that the queue stays behind."""
     with lock:

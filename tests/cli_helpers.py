@@ -1,14 +1,31 @@
-"""What the command-line tests share: the command run in this process, and what an
-instance file holds, to show that a refused command changed nothing."""
+"""What the command-line tests share: the command run in this process or as a process of
+its own, and what an instance file holds, to show that a refused command changed
+nothing."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
 
 from pybroker.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: object, stdin: str | bytes | None = None, text: bool = True,
+        timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m pybroker ARGS`` as a process of its own, this tree's pybroker (for what
+    only a process shows: its exit status, its streams' bytes, a signal); ``text=False``
+    keeps stdin, stdout and stderr as bytes and passes bytes arguments as they are."""
+    argv = [a if isinstance(a, bytes) else str(a) for a in args]
+    return subprocess.run([sys.executable, "-m", "pybroker", *argv], cwd=ROOT,
+                          capture_output=True, text=text, input=stdin, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def call(argv: list[object], capsys) -> tuple[int, str, str]:

@@ -11,13 +11,9 @@ import activation_handlers as handlers
 import pytest
 
 import pybroker
-from tests.wire_helpers import wait_for as wire_wait_for
+from tests.wire_helpers import wait_for
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = ""):
-    return wire_wait_for(predicate, timeout, what)
 
 
 @pytest.fixture(autouse=True)
@@ -150,10 +146,18 @@ def test_an_unimportable_procedure_records_one_event_and_starts_nothing_else(tmp
             "is a int, not a callable" in events[0][0]
         assert "queue B.TargetQueue: the activation procedure no_such_module_here:handler " \
             "cannot be imported: ModuleNotFoundError" in events[1][0]
-        time.sleep(0.3)  # several checks more: the same failure is not recorded again
-        assert inst.sql("SELECT count(*) FROM sys.broker_events WHERE event_class = "
-                        "'Broker:Activation'").fetchone() == (2,)
+        # three checks more, each starting a reader again (its last_activated_time moves)
+        # that fails to import: the same failure is not recorded again
+        activated = "SELECT last_activated_time FROM sys.dm_broker_queue_monitors " \
+            "WHERE queue_name = 'TargetQueue'"
+        times = {inst.sql(activated).fetchone()}
+        wait_for(lambda: times.add(inst.sql(activated).fetchone()) or len(times) > 3,
+                 what="three more readers of TargetQueue")
         assert b.queues()[1].status  # the queue stays ON
+    # closing writes the events still held (a failure of the last reader included)
+    with pybroker.connect(tmp_path / "i.duckdb", read_only=True) as again:
+        assert again.sql("SELECT count(*) FROM sys.broker_events WHERE event_class = "
+                         "'Broker:Activation'").fetchone() == (2,)
 
 
 def test_close_with_a_reader_that_never_returns_returns_within_its_bound(tmp_path):
@@ -203,16 +207,27 @@ def test_stop_activation_says_how_many_readers_were_abandoned(tmp_path):
 
 def test_readers_are_added_while_the_queue_stays_behind_up_to_max_queue_readers(tmp_path):
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
-        a, _ = two_databases(inst, "activation_handlers:slow", max_queue_readers=3)
+        a, b = two_databases(inst, "activation_handlers:slow", max_queue_readers=3)
+        # a witness of the periodic checks: a queue whose readers take nothing gets one
+        # more reader at every check (up to 32 here)
+        b.create_queue("Witness", activation_procedure="activation_handlers:hold",
+                       max_queue_readers=32)
+        b.create_service("WitnessService", "Witness", ["DEFAULT"])
         inst.start_activation(check_interval=0.05)
         send(a, *[b"m%d" % i for i in range(200)])
+        a.begin_dialog("Sender", "WitnessService").send(b"w")
         # the slow readers never empty the queue: one more per check, up to three
-        tasks = "SELECT count(*) FROM sys.dm_broker_activated_tasks"
-        wait_for(lambda: inst.sql(tasks).fetchone() == (3,), what="three readers")
+        tasks = "SELECT count(*) FROM sys.dm_broker_activated_tasks WHERE queue_name = ?"
+        wait_for(lambda: inst.sql(tasks, ["TargetQueue"]).fetchone() == (3,),
+                 what="three readers")
         # a task is listed as it is started, a moment before its callable runs
         wait_for(lambda: handlers.calls.count("slow") == 3, what="three callables")
-        time.sleep(0.3)  # six more checks: still behind, but at max_queue_readers
-        assert inst.sql(tasks).fetchone() == (3,)
+        # three checks more: still behind, but at max_queue_readers
+        (witnesses,) = inst.sql(tasks, ["Witness"]).fetchone()
+        assert witnesses + 3 <= 32
+        wait_for(lambda: inst.sql(tasks, ["Witness"]).fetchone()[0] >= witnesses + 3,
+                 what="three more checks")
+        assert inst.sql(tasks, ["TargetQueue"]).fetchone() == (3,)
         assert handlers.calls.count("slow") == 3
         handlers.release.set()
 

@@ -16,14 +16,10 @@ from pathlib import Path
 
 import pybroker
 from pybroker.chaos.ports import free_port
-from tests.wire_helpers import wait_for as wire_wait_for
+from tests.process_helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = 20
-
-
-def wait_for(predicate, timeout: float = 60.0, what: str = ""):
-    return wire_wait_for(predicate, timeout, what, 0.05)
 
 
 def test_serve_activates_a_queue_for_messages_from_another_instance(tmp_path):
@@ -46,7 +42,7 @@ def test_serve_activates_a_queue_for_messages_from_another_instance(tmp_path):
          "--trust", f"Sender={tmp_path / 'sender.pem'}", "--retry-scale", "0.01"],
         cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        wait_for(lambda: "listening on" in (tmp_path / "serve.log").read_text()
+        wait_until(lambda: "listening on" in (tmp_path / "serve.log").read_text()
                  or serve.poll() is not None, what="serve to listen")
         assert serve.poll() is None, (tmp_path / "serve.log").read_text()
         sender.trust("Stock", target_pem)
@@ -60,12 +56,12 @@ def test_serve_activates_a_queue_for_messages_from_another_instance(tmp_path):
         with shop.transaction():
             for i in range(COUNT):
                 conversation.send(b"order %d" % i)
-        lines = wait_for(lambda: len(got := (record.read_bytes().splitlines()
+        lines = wait_until(lambda: len(got := (record.read_bytes().splitlines()
                                              if record.exists() else [])) >= COUNT and got,
                          what="the activated handler to record every message")
         assert lines == [b"order %d" % i for i in range(COUNT)]  # once each, in order
         # the sender's messages were acknowledged: they reached the queue and were taken
-        wait_for(lambda: sender.sql("SELECT count(*) FROM sys.transmission_queue"
+        wait_until(lambda: sender.sql("SELECT count(*) FROM sys.transmission_queue"
                                     ).fetchone() == (0,), what="the acknowledgements")
     finally:
         sender.close()

@@ -4,21 +4,17 @@ errors, one line on stderr) and what each subcommand prints."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import pybroker
+from tests.cli_helpers import run
 
 pytestmark = pytest.mark.cli
-
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pybroker", *map(str, args)],
-        capture_output=True, text=True, input=stdin, timeout=120,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +162,15 @@ def test_a_dba_session(tmp_path):
     assert run("forwarding", path).stdout.strip() == "forwarding on (memory bound 20 MB)"
 
 
+@pytest.fixture(scope="module")
+def seeded_file(tmp_path_factory) -> Path:
+    """A file made by `pybroker create-database FILE Seed` (once: each test takes a copy)."""
+    path = tmp_path_factory.mktemp("seeded") / "i.duckdb"
+    done = run("create-database", path, "Seed")
+    assert done.returncode == 0, done.stderr
+    return path
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -180,9 +185,9 @@ def test_a_dba_session(tmp_path):
         (("route", "{file}", "S", "--origin", "Nope"), 1, "neither a database"),
     ],
 )
-def test_errors_exit_with_a_code_and_one_line(tmp_path, args, code, message):
+def test_errors_exit_with_a_code_and_one_line(tmp_path, seeded_file, args, code, message):
     path = tmp_path / "i.duckdb"
-    run("create-database", path, "Seed")
+    shutil.copyfile(seeded_file, path)
     args = [a.format(file=path, missing=tmp_path / "missing.duckdb") for a in args]
     done = run(*args)
     assert done.returncode == code

@@ -9,8 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -20,11 +18,10 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker.conversation.model import STATUS_NO_ROUTE
-from tests.cli_helpers import call, rows_digest
+from tests.cli_helpers import call, rows_digest, run
 
 pytestmark = pytest.mark.cli
 
-ROOT = Path(__file__).resolve().parents[1]
 ERROR = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"
 GENERATED = settings(max_examples=20, derandomize=True, deadline=None, database=None,
                      phases=[Phase.explicit, Phase.generate],  # each example changes a file
@@ -32,9 +29,6 @@ GENERATED = settings(max_examples=20, derandomize=True, deadline=None, database=
                                             HealthCheck.too_slow])
 
 
-def run(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pybroker", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
 
 
 

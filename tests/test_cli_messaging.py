@@ -8,10 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,16 +24,10 @@ from pybroker.conversation.model import (
     STATUS_NO_TRANSPORT,
     STATUS_QUEUE_DISABLED,
 )
-from tests.cli_helpers import call
+from tests.cli_helpers import call, run
 from tests.process_helpers import Served, free_ports, start_all, trust_each_other
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
-
-
-def run(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    return subprocess.run([sys.executable, "-m", "pybroker", *map(str, args)],
-                          capture_output=True, text=True, input=stdin, timeout=120, env=env)
 
 
 @pytest.fixture(scope="module")

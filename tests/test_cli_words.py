@@ -21,17 +21,11 @@ from hypothesis import strategies as st
 import pybroker
 from pybroker import AlreadyExistsError, MasterOnlyError, WireError
 from pybroker.cli import build_parser
-from tests.cli_helpers import call
+from tests.cli_helpers import call, run
 
 pytestmark = pytest.mark.cli
 
-ROOT = Path(__file__).parents[1]
 
-
-
-def run(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pybroker", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
 
 
 def new_instance(path: Path) -> Path:

@@ -100,17 +100,24 @@ def _file_at(path: Path, versions: list[int], *, rows: bool = True) -> Path:
     con = duckdb.connect(str(path))
     try:
         for version in versions:
-            con.execute("BEGIN TRANSACTION")
-            con.execute(by_version[version].read_text(encoding="utf-8"))
-            con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                        [version, f"m{version}", utc_now()])
-            con.execute("COMMIT")
-            if rows and version >= max(WITHOUT_ROWS):  # no rows before those
-                _seed_rows(con)
+            _apply_one(con, version, by_version[version], rows=rows)
         con.execute("CHECKPOINT")
     finally:
         con.close()
     return path
+
+
+def _apply_one(con: duckdb.DuckDBPyConnection, version: int, source: Path, *,
+               rows: bool = True) -> None:
+    """Migration ``version`` in one transaction, then (``rows``) rows seeded if it is
+    past those DuckDB commits only on empty tables."""
+    con.execute("BEGIN TRANSACTION")
+    con.execute(source.read_text(encoding="utf-8"))
+    con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                [version, f"m{version}", utc_now()])
+    con.execute("COMMIT")
+    if rows and version >= max(WITHOUT_ROWS):  # no rows before those
+        _seed_rows(con)
 
 
 APPLIED = [v for v, _n, _s in available_migrations() if v not in superseded_migrations()]
@@ -120,10 +127,40 @@ APPLIED = [v for v, _n, _s in available_migrations() if v not in superseded_migr
 WITHOUT_ROWS = {2, 6}
 
 
+@pytest.fixture(scope="module")
+def file_before(tmp_path_factory):
+    """``file_before(version)``: a copy, at ``path``, of the file ``_file_at`` makes with
+    every applied migration before ``version``; the files are made once per module, each
+    from the one before it (one more migration, its rows seeded as ``_file_at`` does)."""
+    folder = tmp_path_factory.mktemp("before")
+    made: dict[int, Path] = {0: _file_at(folder / "at0.duckdb", [])}
+
+    def at(count: int) -> Path:
+        if count not in made:
+            previous = at(count - 1)
+            version = APPLIED[count - 1]
+            path = folder / f"at{count}.duckdb"
+            shutil.copyfile(previous, path)
+            by_version = {v: source for v, _n, source in available_migrations()}
+            con = duckdb.connect(str(path))
+            try:
+                _apply_one(con, version, by_version[version])
+                con.execute("CHECKPOINT")
+            finally:
+                con.close()
+            made[count] = path
+        return made[count]
+
+    def copy(version: int, path: Path) -> Path:
+        shutil.copyfile(at(APPLIED.index(version)), path)
+        return path
+
+    return copy
+
+
 @pytest.mark.parametrize("version", APPLIED)
-def test_each_migration_replays_after_a_kill(tmp_path, version):
-    before = [v for v in APPLIED if v < version]
-    path = _file_at(tmp_path / "i.duckdb", before)
+def test_each_migration_replays_after_a_kill(tmp_path, file_before, version):
+    path = file_before(version, tmp_path / "i.duckdb")
     source = {v: s for v, _n, s in available_migrations()}[version]
     _apply_and_die(path, source.read_text(encoding="utf-8")
                    + f"\n;INSERT INTO schema_migrations VALUES ({version}, 'm', now()::TIMESTAMP)")

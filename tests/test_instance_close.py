@@ -11,6 +11,7 @@ import pytest
 
 import pybroker
 from pybroker import InstanceClosedError
+from tests.wire_helpers import wait_for
 
 BOUND = 30.0  # seconds any join or wait of these tests may take, on a loaded machine
 
@@ -47,11 +48,22 @@ def in_thread(call, outcome: Outcome) -> threading.Thread:
 
 
 def wait_until(predicate, what: str) -> None:
-    deadline = time.monotonic() + BOUND
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+    wait_for(predicate, BOUND, what, poll=0.01)
+
+
+def threads_asking_for_the_store(monkeypatch) -> list[threading.Thread]:
+    """From now on, every thread that asks for a store's lock, noted as it asks."""
+    from pybroker.storage import StoreLock
+
+    asking: list[threading.Thread] = []
+    acquire = StoreLock.acquire
+
+    def noted(lock: StoreLock, blocking: bool = True, timeout: float = -1) -> bool:
+        asking.append(threading.current_thread())
+        return acquire(lock, blocking, timeout)
+
+    monkeypatch.setattr(StoreLock, "acquire", noted)
+    return asking
 
 
 def queue_rows(path) -> list[tuple]:
@@ -156,7 +168,7 @@ def test_close_rolls_back_a_transaction_past_its_bound_and_nothing_is_lost(tmp_p
 
 @pytest.mark.parametrize("call", ["send", "begin_dialog", "transaction", "receive", "end"])
 def test_calls_waiting_behind_a_transaction_when_close_gives_up_raise_instance_closed(
-        tmp_path, call):
+        tmp_path, call, monkeypatch):
     path = tmp_path / "i.duckdb"
     inst, a, b = make(path)
     conv = a.begin_dialog("SA", "SB")
@@ -184,8 +196,10 @@ def test_calls_waiting_behind_a_transaction_when_close_gives_up_raise_instance_c
     holder, caller = Outcome(), Outcome()
     holder_thread = in_thread(hold, holder)
     assert holding.wait(BOUND)
+    waiters = threads_asking_for_the_store(monkeypatch)
     caller_thread = in_thread(blocked, caller)
-    time.sleep(0.1)  # most likely waiting behind the holder by now (either way it fails)
+    # the caller asks for the store the holder holds: it waits behind the holder
+    wait_until(lambda: caller_thread in waiters, "the call to wait behind the holder")
     inst.close(timeout=0.5)
     caller_thread.join(BOUND)
     go_on.set()
@@ -225,27 +239,36 @@ def test_close_timeout_is_checked(tmp_path):
                 inst.close(timeout=bad)
 
 
-def test_store_close_interrupts_a_statement_past_the_deadline(tmp_path):
+def test_store_close_interrupts_a_statement_past_the_deadline(tmp_path, monkeypatch):
     """The file closes at close's deadline even while another thread's statement runs:
     DuckDB interrupts it, its transaction is discarded, and the file opens again."""
+    from pybroker import no_pandas
     from pybroker.storage import Store
 
     path = tmp_path / "s.duckdb"
     pybroker.connect(path).close()
     store = Store(path)
     outcome = Outcome()
+    long = "SELECT count(*) FROM range(1000000000000) AS t(x) WHERE x % 7 = 3"
     running = threading.Event()
+    call = no_pandas.call
+
+    def noted(fn, /, *args, **kwargs):  # the store hands its statements to DuckDB here
+        if args and args[0] == long:
+            running.set()
+        return call(fn, *args, **kwargs)
+
+    monkeypatch.setattr(no_pandas, "call", noted)
 
     def long_statement() -> object:
         with store.transaction():
             store.execute("CREATE TABLE scratch (x INTEGER)")
-            running.set()
-            return store.fetchall(
-                "SELECT count(*) FROM range(1000000000000) AS t(x) WHERE x % 7 = 3")
+            return store.fetchall(long)
 
     thread = in_thread(long_statement, outcome)
+    # the long statement is handed to DuckDB (counted running: close interrupts it, never
+    # refuses it)
     assert running.wait(BOUND)
-    time.sleep(0.2)  # the long statement is under way by now (if not, it is refused)
     store.closing(time.monotonic() + 0.2)
     store.close()
     thread.join(BOUND)

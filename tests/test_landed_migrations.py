@@ -201,10 +201,12 @@ def _give_objects(con: duckdb.DuckDBPyConnection, source: Path) -> dict[str, lis
     con.execute(f"ATTACH '{source}' AS source (READ_ONLY)")  # a path of the test's own
     given: dict[str, list] = {}
     try:
+        source_tables = set(_tables(con, "source"))
         for table in _tables(con):
-            if table not in _tables(con, "source"):
+            if table not in source_tables:
                 continue
-            columns = [c for c in _columns(con, table) if c in _columns(con, table, "source")]
+            source_columns = set(_columns(con, table, "source"))
+            columns = [c for c in _columns(con, table) if c in source_columns]
             if "database_id" not in columns or not _kept_rows(con, table, columns, "source"):
                 continue
             names = ", ".join(f'"{c}"' for c in columns)

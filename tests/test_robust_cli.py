@@ -20,19 +20,13 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import AlreadyExistsError, RouteDefinitionError
-from tests.cli_helpers import call, rows_digest
+from tests.cli_helpers import call, rows_digest, run
 
 GENERATED = settings(max_examples=25, derandomize=True, deadline=None, database=None,
                      phases=[Phase.explicit, Phase.generate],  # each example runs commands
                      suppress_health_check=[HealthCheck.function_scoped_fixture,
                                             HealthCheck.too_slow])
 ROOT = Path(__file__).parents[1]
-
-
-def run(*args: str | bytes, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    """The real command, with arguments passed as bytes where they are bytes."""
-    return subprocess.run([sys.executable, "-m", "pybroker", *args], input=stdin,
-                          capture_output=True, timeout=120, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -166,14 +160,14 @@ def test_a_batch_that_parses_still_runs_after_one_that_did_not(tmp_path, capsys)
 
 def test_the_real_command_with_bytes(instance_file, tmp_path):
     before = rows_digest(instance_file)
-    done = run("create-database", str(instance_file), b"db\xff")
+    done = run("create-database", str(instance_file), b"db\xff", text=False)
     assert done.returncode == 1
     assert one_line(done.stderr.decode()) == (
         "pybroker: error: database name is not valid text: it contains the lone surrogate "
         "U+DCFF (at position 2), which is not valid Unicode and cannot be encoded as UTF-8 "
         "(on the command line this is an argument that is not UTF-8)")
     latin1 = "CREATE QUEUE [Caf\u00e9]".encode("latin-1")
-    done = run("sql", str(instance_file), "-d", "Shop", "-", stdin=latin1)
+    done = run("sql", str(instance_file), "-d", "Shop", "-", stdin=latin1, text=False)
     assert done.returncode == 1
     assert one_line(done.stderr.decode()) == (
         "pybroker: error: stdin is not UTF-8 text: byte 0xe9 at offset 17 (line 1) cannot be "
@@ -181,7 +175,7 @@ def test_the_real_command_with_bytes(instance_file, tmp_path):
     assert rows_digest(instance_file) == before
     script = "CREATE QUEUE [Caf\u00e9]; DROP QUEUE [Caf\u00e9]"
     for data in (b"\xef\xbb\xbf" + script.encode(), script.encode("utf-16")):  # BOM, UTF-16
-        done = run("sql", str(instance_file), "-d", "Shop", "-", stdin=data)
+        done = run("sql", str(instance_file), "-d", "Shop", "-", stdin=data, text=False)
         assert (done.returncode, done.stderr) == (0, b"")
 
 

@@ -13,13 +13,9 @@ import pytest
 
 import pybroker
 from pybroker.chaos.ports import free_port
+from tests.cli_helpers import run
 
 pytestmark = pytest.mark.cli
-
-
-def run(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "pybroker", *map(str, args)],
-                          capture_output=True, text=True, input=stdin, timeout=120)
 
 
 def test_cert_is_made_once_and_trust_admits_a_peer(tmp_path):

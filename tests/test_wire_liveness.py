@@ -223,6 +223,19 @@ def test_a_conversation_routed_elsewhere_takes_its_bytes_in_flight_along():
     assert t.in_flight_bytes(HOPS[1]) == 0 and t.dialogs() == 0
 
 
+def count_calls(monkeypatch, obj: object, name: str) -> list[float]:
+    """``obj.name`` wrapped to note each call (its monotonic time) in the list returned."""
+    calls: list[float] = []
+    method = getattr(obj, name)
+
+    def counted(*args, **kwargs):
+        calls.append(time.monotonic())
+        return method(*args, **kwargs)
+
+    monkeypatch.setattr(obj, name, counted)
+    return calls
+
+
 class _Sink:
     """The transport's sink, keeping only the broker events."""
 
@@ -244,7 +257,7 @@ class _Sink:
         return [e[3] for e in self.events if e[1] == "Liveness Repaired"]
 
 
-def test_the_transport_records_and_repairs_a_breach_within_a_second():
+def test_the_transport_records_and_repairs_a_breach_within_a_second(monkeypatch):
     """transport.py checks the invariant once a second while anything is in flight: a
     window closed by bytes never given back, and a next hop with fragments ready and no
     connection attempt pending, each become a broker event and are repaired."""
@@ -279,8 +292,14 @@ def test_the_transport_records_and_repairs_a_breach_within_a_second():
         assert sink.repaired()[1] == ("the sender would have stalled: fragments were ready "
                                       "with no connection attempt")
         assert on_loop(lambda: tr._redials.get(hop) or hop in tr._connecting)
-        time.sleep(1.5)
-        assert len(sink.repaired()) == 2  # repaired: nothing more to say
+        # repaired: nothing more to say, at three whole checks more (each check asks the
+        # transmitter for its stalled hops once, first; checks armed from now on come at
+        # 0.05 s, not 1 s)
+        checks = count_calls(monkeypatch, tr.transmitter, "stalled_hops")
+        monkeypatch.setattr(transport, "LIVENESS_INTERVAL", 0.05)
+        seen = len(checks)
+        wait_for(lambda: len(checks) >= seen + 4, 10, "three more liveness checks")
+        assert len(sink.repaired()) == 2
     finally:
         tr.close()
 

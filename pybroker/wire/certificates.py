@@ -9,6 +9,9 @@ the certificates. pybroker derives it instead: the two instances' certificate ke
 a shared secret (ECDH), and each dialog direction's key is HMAC(secret, conversation id,
 direction). Nothing secret crosses the network, a forwarder cannot sign, and both ends
 compute the same key from the certificates they already trust.
+
+cryptography is imported by the functions that use it, not with this module: most
+`pybroker` commands never touch a certificate, and its import costs ~0.15 s at each start.
 """
 
 from __future__ import annotations
@@ -18,14 +21,12 @@ import hmac
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from cryptography.x509.oid import NameOID
+from typing import TYPE_CHECKING
 
 from pybroker.errors import WireError
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 KEY_ID_SIZE = 8
 CERTIFICATE_DAYS = 3650
@@ -43,6 +44,11 @@ class CertificateInfo:
 
 def make_certificate(common_name: str, now: datetime) -> tuple[str, str]:
     """A new self-signed endpoint certificate and its private key, both PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64] or "pybroker")])
     cert = (
@@ -69,6 +75,8 @@ def make_certificate(common_name: str, now: datetime) -> tuple[str, str]:
 
 
 def _load(pem: str | bytes) -> x509.Certificate:
+    from cryptography import x509
+
     if isinstance(pem, str):
         try:
             pem = pem.encode("ascii")
@@ -89,6 +97,9 @@ def _load(pem: str | bytes) -> x509.Certificate:
 def pem_of_file(data: bytes) -> str:
     """A certificate file's bytes as PEM text: PEM as ``pybroker cert`` prints it, or DER
     as SQL Server's BACKUP CERTIFICATE writes it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
     if data.lstrip().startswith(b"-----BEGIN"):
         try:
             return data.decode("ascii")
@@ -104,6 +115,9 @@ def pem_of_file(data: bytes) -> str:
 
 def certificate_info(pem: str | bytes) -> CertificateInfo:
     """Read a PEM certificate; WireError if it is not one or its key is not EC P-256."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     cert = _load(pem)
     if not isinstance(cert.public_key(), ec.EllipticCurvePublicKey) or not isinstance(
         cert.public_key().curve, ec.SECP256R1  # type: ignore[union-attr]
@@ -126,6 +140,10 @@ def fingerprint_of_der(der: bytes) -> str:
 def peer_secret(own_key_pem: str, peer_cert_pem: str) -> bytes:
     """The secret two instances share: ECDH of this instance's key and the peer's
     certificate key, through HKDF (the same value on both sides)."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     key = serialization.load_pem_private_key(own_key_pem.encode("ascii"), password=None)
     peer = _load(peer_cert_pem).public_key()
     if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(
