@@ -194,7 +194,7 @@ def frames_sent(times: dict[int, float]) -> Iterator[None]:
 def arrivals_committed(inst: Instance, times: dict[int, float]) -> Iterator[None]:
     """While it lasts, when each message's arrival committed here (by sequence number):
     the engine's writer applies a batch of arrivals, commits, then acknowledges."""
-    remote = inst._messaging.remote
+    remote = inst.kernel.messaging.remote
     original = remote.arrive
 
     def arrive(arrivals: list[Any]) -> None:
@@ -230,7 +230,7 @@ def wait_transmitted(inst: Instance, timeout: float = 600.0) -> float:
 
 
 def _in_flight(inst: Instance) -> bool:
-    wire = inst._messaging.remote.wire
+    wire = inst.kernel.messaging.remote.wire
     transmitter = getattr(wire, "transmitter", None)
     if transmitter is None:
         return False
