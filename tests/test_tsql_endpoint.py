@@ -587,7 +587,7 @@ def test_any_definition_reads_back_from_the_file_as_written(tmp_path, endpoint):
     with pybroker.connect(path, worker=False) as inst:
         inst.database("master").execute(render(endpoint))
     with pybroker.connect(path, worker=False) as inst:
-        stored = stored_endpoint(inst)
+        stored = stored_endpoint(inst.kernel)
         assert stored == CreateEndpoint(endpoint.name, endpoint.port, endpoint.state,
                                         endpoint.listener_ip, None, endpoint.encryption)
         tcp = inst.sql("SELECT name, port, ip_address FROM sys.tcp_endpoints").fetchall()

@@ -356,7 +356,7 @@ class Child:
         self.folder = folder
         self.inst = connect(path, retry_scale=retry_scale)
         self.db = build(self.inst, role)
-        identity = endpoint_identity(self.inst)
+        identity = endpoint_identity(self.inst.kernel)
         self.private_key, self.certificate = identity.private_key, identity.certificate
         (folder / f"{role}.pem").write_text(self.certificate, encoding="ascii")
         self.endpoint = self.inst.start_endpoint(0, "127.0.0.1")

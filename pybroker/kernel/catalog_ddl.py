@@ -28,7 +28,7 @@ from pybroker.routing.cache import NOTHING, CatalogChange
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.catalog_cache import DatabaseCatalog
+    from pybroker.conversation.catalog import DatabaseCatalog
     from pybroker.kernel.kernel import DatabaseRef, Kernel
 
 _SENT_BY = ("INITIATOR", "TARGET", "ANY")
