@@ -6,7 +6,8 @@
         decision = inst.route("InventoryService", origin="AdventureWorks2008R2")
 """
 
-from pybroker.broker_endpoint.runtime import Endpoint
+from pybroker.broker_endpoint.runtime import BrokerEndpoint
+from pybroker.catalog_objects import Contract, MessageType, Queue, Route, Service
 from pybroker.connecting import connect
 from pybroker.conversation import Conversation, Message
 from pybroker.errors import (
@@ -35,15 +36,7 @@ from pybroker.errors import (
     UnsupportedStatementError,
     WireError,
 )
-from pybroker.instance import (
-    Contract,
-    Database,
-    Instance,
-    MessageType,
-    Queue,
-    Route,
-    Service,
-)
+from pybroker.instance import Database, Instance
 from pybroker.routing.decision import RouteDecision, TraceStep
 from pybroker.routing.engine import OUTSIDE, ExplainStep
 
@@ -52,6 +45,7 @@ __version__ = "0.1.0"
 __all__ = [
     "OUTSIDE",
     "AlreadyExistsError",
+    "BrokerEndpoint",
     "BrokerError",
     "Contract",
     "ContractViolationError",
@@ -59,7 +53,6 @@ __all__ = [
     "ConversationError",
     "ConversationStateError",
     "Database",
-    "Endpoint",
     "ExplainStep",
     "FrameError",
     "InUseError",

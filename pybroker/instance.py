@@ -1,11 +1,7 @@
 """The public API: an Instance (one DuckDB file) holding Databases, their queues, services
-and routes, and the routing decisions made over them.
-
-The parts live beside it: catalog_objects.py (Route, Service, Queue, MessageType and
-Contract, the rows a Database hands out), database_objects.py (message type, contract,
-queue and service DDL, which Database takes from ObjectDDLMixin) and database_routes.py
-(route DDL, from RouteDDLMixin). The names that moved out of this module are imported back
-with ``import X as X``, so importing them from here still works.
+and routes, and the routing decisions made over them. Both are fronts over the instance's
+kernel (pybroker.kernel) and the services composed on it; the rows a Database hands out
+are in catalog_objects.py.
 """
 
 from __future__ import annotations
@@ -14,8 +10,7 @@ import contextlib
 import difflib
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,24 +22,10 @@ from pybroker.activation.monitor import DEFAULT_INTERVAL
 from pybroker.activation.runner import DEFAULT_CLOSE_TIMEOUT, ActivationRunner
 from pybroker.arguments import check_read_only_query
 from pybroker.broker_endpoint.ddl import MASTER_DATABASE_ID, ServerBatch
-from pybroker.broker_endpoint.runtime import Endpoint
-from pybroker.catalog_objects import Contract as Contract
-from pybroker.catalog_objects import MessageType as MessageType
-from pybroker.catalog_objects import Queue as Queue
-from pybroker.catalog_objects import Route as Route
-from pybroker.catalog_objects import Service as Service
+from pybroker.broker_endpoint.runtime import BrokerEndpoint
+from pybroker.catalog_objects import Contract, MessageType, Queue, Route, Service
 from pybroker.conversation.api import Conversation, Message
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE
-from pybroker.conversation.engine import Messaging
-from pybroker.conversation.worker import Worker
-from pybroker.database_mirroring import MirroringMixin
-from pybroker.database_objects import _SENT_BY as _SENT_BY
-from pybroker.database_objects import ObjectDDLMixin
-from pybroker.database_objects import _contract as _contract
-from pybroker.database_objects import _contract_list as _contract_list
-from pybroker.database_objects import _validation_code as _validation_code
-from pybroker.database_routes import _ROUTE_CLAUSES as _ROUTE_CLAUSES
-from pybroker.database_routes import RouteDDLMixin
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -53,20 +34,18 @@ from pybroker.errors import (
     NotFoundError,
     StorageError,
 )
-from pybroker.instance_endpoint import EndpointMixin
-from pybroker.live_views import LiveRows, LiveViews, names_broker_events, names_live_view
-from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
+from pybroker.kernel.broker_endpoints import BrokerEndpoints
+from pybroker.kernel.catalog_ddl import CatalogDDL
+from pybroker.kernel.kernel import Kernel, check_route_key
+from pybroker.kernel.mirroring import Mirroring
+from pybroker.kernel.route_ddl import RouteDDL
+from pybroker.live_views import names_broker_events, names_live_view
+from pybroker.routing.cache import NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
-from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
-from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
+from pybroker.routing.definition import check_name, normalize_guid
+from pybroker.routing.engine import OUTSIDE, ExplainStep
 from pybroker.server.snapshot import write_snapshot
-from pybroker.storage import Store
-from pybroker.storage_errors import (
-    damage_reason,
-    damaged_message,
-    query_failed,
-    translate_error,
-)
+from pybroker.storage_errors import damage_reason, damaged_message, query_failed
 from pybroker.tsql import conversation_parser
 from pybroker.tsql.script import ResultSet, run_batches
 from pybroker.tsql.statement_handlers import StatementRunner
@@ -109,7 +88,7 @@ def connect(
                     memory_limit=memory_limit, threads=threads)
 
 
-class Instance(EndpointMixin):
+class Instance:
     """One broker instance: its databases (master and msdb always), settings and routing."""
 
     def __init__(
@@ -143,43 +122,22 @@ class Instance(EndpointMixin):
             def clock() -> float:  # what a caller's clock says is checked too
                 return arguments.now(given())
 
-        self._clock = clock or time.time
-        self._store = Store(path, read_only=read_only, memory_limit=memory_limit,
-                            threads=threads)
-        self._routing = RoutingEngine(self._store, self._clock)
-        self._closed = False
-        self._write_depth = 0
-        try:
-            self._messaging = Messaging(self._store, self._clock, self.route,
-                                        self._disable_queue, retry_scale=retry_scale,
-                                        endpoint_cache=endpoint_cache,
-                                        routing_changed=self._routing.changed)
-        except BaseException:
-            self._store.close()
-            raise
-        self._worker: Worker | None = None
-        self._activation: ActivationRunner | None = None
-        self._endpoint: Endpoint | None = None
+        self.kernel = Kernel(path, clock=clock or time.time,
+                             disable_queue=self._disable_queue, retry_scale=retry_scale,
+                             worker=worker, endpoint_cache=endpoint_cache,
+                             read_only=read_only, memory_limit=memory_limit, threads=threads)
+        # the services composed on the kernel, which the Databases call
+        self.catalog_ddl = CatalogDDL(self.kernel)
+        self.route_ddl = RouteDDL(self.kernel)
+        self.mirroring = Mirroring(self.kernel)
+        self.broker_endpoints = BrokerEndpoints(self.kernel)
         self._on_close: list[Callable[[], None]] = []
-        # the running endpoint that is the one the file defines (CREATE ENDPOINT on master,
-        # pybroker.broker_endpoint.ddl): ALTER and DROP ENDPOINT stop, move or keep it
-        self._defined_endpoint: Endpoint | None = None
-        self._live = LiveViews(self._store, self._live_rows)
-        if not read_only:
-            try:  # what a process that ended without closing showed of its activation
-                ActivationRunner.clear(self._store)
-            except BaseException:
-                self._store.close()
-                raise
-        if worker and not read_only:  # the worker writes (retries, timers, expiry)
-            self._worker = Worker(self._messaging, self._clock)
-            self._worker.start()
 
     # -- lifecycle -----------------------------------------------------------------------
 
     @property
     def path(self) -> Path | None:
-        return self._store.path
+        return self.kernel.store.path
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` first when the instance closes (a client server stops
@@ -192,7 +150,7 @@ class Instance(EndpointMixin):
         """Call ``callback(event_class, subclass, peer_address, description)`` for each
         broker event as it is recorded, from the thread that records it (``None`` stops;
         a callback that raises is ignored): ``pybroker serve`` logs connections with it."""
-        self._messaging.remote.event_listener = callback
+        self.kernel.messaging.remote.event_listener = callback
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Close the instance: stop its broker endpoint and worker, end every RECEIVE that
@@ -206,46 +164,12 @@ class Instance(EndpointMixin):
         on, the ones whose RECEIVE waits see it end, and the running ones get the
         ``close_timeout`` start_activation was given to return before they are abandoned."""
         arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
-        if self._closed:
+        if self.kernel.closed:
             return
         callbacks, self._on_close = self._on_close, []
         for callback in reversed(callbacks):  # a client server stops while the file is open
             callback()
-        self._closed = True
-        self._store.closing(time.monotonic() + timeout)
-        self._messaging.begin_close()
-        if self._activation is not None:
-            self.stop_activation()
-        if self._endpoint is not None:
-            self._endpoint.close()
-        if self._worker is not None:
-            self._worker.stop()
-        self._live.clear()  # what this process held is gone with it
-        self._messaging.close()
-
-    def _write_events(self) -> None:
-        """The broker events recorded and not yet written, written now if the instance's
-        connection is free (a read never waits behind another thread's transaction, nor
-        writes into this thread's own; then they come with the next unit of work)."""
-        store = self._store
-        if store.read_only or store.in_transaction or not store._lock.acquire(True, 0.05):
-            return
-        try:
-            self._messaging.remote.write_events()
-        except BrokerError:
-            pass  # the read goes on with what the file holds
-        finally:
-            store._lock.release()
-
-    def _live_rows(self) -> LiveRows:
-        """What the broker endpoint and activation hold now (live_views.py)."""
-        endpoint, activation = self._endpoint, self._activation
-        monitors, tasks = ((), ()) if activation is None else activation.rows()
-        if endpoint is None or endpoint.is_closed:
-            return LiveRows(monitors=monitors, tasks=tasks)
-        return LiveRows((endpoint.address, endpoint.encryption, endpoint.started),
-                        endpoint.connections(), endpoint.forwarded(),
-                        endpoint.mirrored_routes(), monitors, tasks)
+        self.kernel.close(timeout)
 
     def __enter__(self) -> Instance:
         return self
@@ -258,31 +182,76 @@ class Instance(EndpointMixin):
     ) -> None:
         self.close()
 
-    def _now(self) -> datetime:
-        return to_utc_datetime(self._clock())
-
     @property
     def read_only(self) -> bool:
         """Whether the instance file was opened with ``read_only=True``."""
-        return self._store.read_only
-
-    def _write(self, change: CatalogChange = EVERYTHING) -> _Write:
-        """One write transaction; ``change`` says which routing answers it can alter."""
-        if self._closed:
-            raise InstanceClosedError()
-        self._store.check_writable()
-        return _Write(self, change)
+        return self.kernel.store.read_only
 
     def _database_by_id(self, database_id: int) -> Database:
-        for db in self.databases():
-            if db.database_id == database_id:
-                return db
-        raise NotFoundError(f"database id {database_id} does not exist in this instance")
+        return Database(self, *self.kernel.database(database_id))
 
     def _disable_queue(self, database_id: int, queue: str) -> None:
         """C3: poison message handling turns the queue OFF, as ALTER QUEUE would (the
         messaging engine calls this; it is given the method, not the instance)."""
         self._database_by_id(database_id).alter_queue(queue, status=False)
+
+    # -- the broker endpoint (P2; kernel/broker_endpoints.py) ---------------------------
+
+    def start_endpoint(
+        self,
+        port: int | None = None,
+        host: str | None = None,
+        *,
+        idle_timeout: float | None = None,
+        fragment_size: int | None = None,
+        connect_timeout: float | None = None,
+        handshake_timeout: float | None = None,
+        max_connections: int | None = None,
+        encryption: bool | None = None,
+        probe_timeout: float | None = None,
+    ) -> BrokerEndpoint:
+        """Listen for adjacent brokers on ``host:port`` (``port=0``: a free port) and send
+        the messages whose route names a network address. Mutual TLS with this instance's
+        certificate; only peers admitted with ``trust()`` can connect, either way.
+        ``idle_timeout`` (default 90 s) closes a connection nothing flowed on;
+        ``fragment_size`` (default 1 MiB) is the largest fragment a message travels in.
+        ``encryption=False`` (SQL Server's ENCRYPTION = DISABLED) speaks without TLS: peers
+        still must be trusted, and every dialog frame is still signed (P6).
+        ``probe_timeout`` (default 10 s) is how long a mirrored route waits for a partner's
+        answer to its PROBE before it counts that partner as unreachable (R9.2-R9.4).
+
+        If the instance file defines the broker endpoint (CREATE ENDPOINT on master), what
+        is left out comes from its definition (LISTENER_PORT, LISTENER_IP, ENCRYPTION),
+        whatever its STATE, since this call is what starts it; what is given overrides the
+        definition for this endpoint only. The endpoint started is then the definition's:
+        ALTER and DROP ENDPOINT stop or move it. With no definition the defaults are port
+        4022, host 127.0.0.1 and encryption on."""
+        return self.broker_endpoints.start_endpoint(
+            port, host, idle_timeout=idle_timeout, fragment_size=fragment_size,
+            connect_timeout=connect_timeout, handshake_timeout=handshake_timeout,
+            max_connections=max_connections, encryption=encryption,
+            probe_timeout=probe_timeout)
+
+    @property
+    def endpoint(self) -> BrokerEndpoint | None:
+        """The running broker endpoint, if started."""
+        endpoint = self.kernel.endpoint
+        return endpoint if isinstance(endpoint, BrokerEndpoint) else None
+
+    @property
+    def certificate(self) -> str:
+        """This instance's endpoint certificate (PEM), made on first need; its private
+        key stays in the instance file."""
+        return self.broker_endpoints.certificate()
+
+    def trust(self, name: str, pem: str) -> None:
+        """Admit the peer instance whose endpoint certificate is ``pem`` as ``name``
+        (replacing a certificate of that name)."""
+        self.broker_endpoints.trust(name, pem)
+
+    def untrust(self, name: str) -> None:
+        """Stop admitting the peer ``name``; its connections are closed."""
+        self.broker_endpoints.untrust(name)
 
     # -- activation (C3, pybroker.activation) ------------------------------------------
 
@@ -305,28 +274,27 @@ class Instance(EndpointMixin):
         pybroker.activation.runner). A reader that raises is recorded in
         sys.broker_events; sys.dm_broker_queue_monitors and sys.dm_broker_activated_tasks
         show the monitors and running readers."""
-        if self._closed:
-            raise InstanceClosedError()
+        kernel = self.kernel
+        kernel.check_open()
         arguments.real_number("check_interval", check_interval, minimum=0.001, maximum=3600.0)
         arguments.real_number("close_timeout", close_timeout, minimum=0.0, maximum=3600.0)
-        self._store.check_writable()
-        if self._activation is not None:
+        kernel.store.check_writable()
+        if kernel.activation is not None:
             raise BrokerError("activation is already running in this instance; it runs "
                               "once per instance (stop_activation() first)")
-        self._activation = ActivationRunner(
-            self._store, self._messaging, self._clock, self._database_by_id,
+        kernel.activation = ActivationRunner(
+            kernel.store, kernel.messaging, kernel.clock, self._database_by_id,
             check_interval=check_interval, close_timeout=close_timeout)
-        self._activation.start()
+        kernel.activation.start()
 
     def stop_activation(self) -> int:
         """Stop activation (started readers get its ``close_timeout`` to return). Returns
         how many readers were still running and are abandoned; 0 when none was running."""
-        runner, self._activation = self._activation, None
-        return 0 if runner is None else runner.stop()
+        return self.kernel.stop_activation()
 
     def run_pending_all(self) -> None:
         """Retry every waiting transmission now (a transport or route appeared)."""
-        self._messaging.run_pending(retry_all=True)
+        self.kernel.run_pending_all()
 
     # -- the delay/retry loop ------------------------------------------------------------
 
@@ -336,24 +304,23 @@ class Instance(EndpointMixin):
         (DialogTimer), retry waiting transmissions whose back-off has passed (C5).
         The background worker calls this when something is due; tests call it with their
         clock. Returns how many conversation endpoints it acted on."""
-        if self._closed:
-            raise InstanceClosedError()
+        self.kernel.check_open()
         if now is not None:
             arguments.now(now)
-        self._store.check_writable()
-        return self._messaging.run_pending(now)
+        self.kernel.store.check_writable()
+        return self.kernel.messaging.run_pending(now)
 
     @property
     def max_message_size(self) -> int:
         """The largest message body SEND accepts, in bytes (default 2,147,483,647)."""
-        return self._messaging.max_message_size
+        return self.kernel.messaging.max_message_size
 
     @max_message_size.setter
     def max_message_size(self, size: int) -> None:
         arguments.whole_number("max_message_size", size, minimum=1,
                                maximum=arguments.INT64_MAX)
-        with self._write(NOTHING):
-            self._store.run("instance/update_max_message_size.sql", {"size": size})
+        with self.kernel.write(NOTHING):
+            self.kernel.store.run("instance/update_max_message_size.sql", {"size": size})
 
     # -- databases -----------------------------------------------------------------------
 
@@ -366,7 +333,7 @@ class Instance(EndpointMixin):
                 "messages from outside the instance when routing"
             )
         guid = str(uuid.uuid4()) if broker_instance is None else normalize_guid(broker_instance)
-        with self._write():
+        with self.kernel.write():
             for db in self.databases():
                 if db.name.lower() == name.lower():  # database names ignore case
                     raise AlreadyExistsError(
@@ -378,12 +345,12 @@ class Instance(EndpointMixin):
                         f"broker_instance {guid} is already the identifier of database "
                         f"{db.name!r}"
                     )
-            now = self._now()
-            database_id = self._store.run(
+            now = self.kernel.now()
+            database_id = self.kernel.store.run(
                 "instance/insert_database.sql",
                 {"name": name, "service_broker_guid": guid, "now": now},
             )[0][0]
-            self._store.run(
+            self.kernel.store.run(
                 "instance/insert_route.sql",
                 {
                     "database_id": database_id, "name": "AutoCreatedLocal",
@@ -392,15 +359,15 @@ class Instance(EndpointMixin):
                 },
             )
             system = {"database_id": database_id, "now": now}
-            self._store.run("conversation/insert_system_message_types.sql", system)  # C2
-            self._store.run("conversation/insert_system_contracts.sql", system)
-            self._store.run("conversation/insert_system_contract_message_usages.sql",
+            self.kernel.store.run("conversation/insert_system_message_types.sql", system)  # C2
+            self.kernel.store.run("conversation/insert_system_contracts.sql", system)
+            self.kernel.store.run("conversation/insert_system_contract_message_usages.sql",
                             {"database_id": database_id})
         return Database(self, database_id, name, guid)
 
     def database(self, name: str) -> Database:
         check_name("database", name)
-        rows = self._store.run("instance/select_database.sql", {"name": name})
+        rows = self.kernel.store.run("instance/select_database.sql", {"name": name})
         if not rows:
             raise NotFoundError(f"database {name!r} does not exist in this instance"
                                 + _did_you_mean(name, [d.name for d in self.databases()]))
@@ -408,33 +375,33 @@ class Instance(EndpointMixin):
         return Database(self, database_id, db_name, guid)
 
     def databases(self) -> list[Database]:
-        return [Database(self, *row) for row in self._store.run("instance/select_databases.sql")]
+        return [Database(self, *key) for key in self.kernel.databases()]
 
     # -- settings ------------------------------------------------------------------------
 
     @property
     def forwarding(self) -> bool:
         """R7.3: whether messages from outside may be forwarded (off by default)."""
-        return bool(self._store.run("instance/select_settings.sql")[0][0])
+        return bool(self.kernel.store.run("instance/select_settings.sql")[0][0])
 
     @forwarding.setter
     def forwarding(self, enabled: bool) -> None:
         if not isinstance(enabled, bool):
             raise BrokerError(f"forwarding must be True or False, not {enabled!r}")
-        with self._write(CatalogChange(forwarding=True)):  # R3.6
-            self._store.run("instance/update_forwarding.sql", {"enabled": enabled})
+        with self.kernel.write(CatalogChange(forwarding=True)):  # R3.6
+            self.kernel.store.run("instance/update_forwarding.sql", {"enabled": enabled})
 
     @property
     def forwarding_size_mb(self) -> int:
         """R7.3: the memory bound for messages being forwarded, in MB (default 10)."""
-        return int(self._store.run("instance/select_settings.sql")[0][1])
+        return int(self.kernel.store.run("instance/select_settings.sql")[0][1])
 
     @forwarding_size_mb.setter
     def forwarding_size_mb(self, size_mb: int) -> None:
         arguments.whole_number("forwarding_size_mb", size_mb, minimum=1,
                                maximum=arguments.INT32_MAX)
-        with self._write(NOTHING):  # routing does not read the bound
-            self._store.run("instance/update_forwarding_size.sql", {"size_mb": size_mb})
+        with self.kernel.write(NOTHING):  # routing does not read the bound
+            self.kernel.store.run("instance/update_forwarding_size.sql", {"size_mb": size_mb})
 
     # -- routing -------------------------------------------------------------------------
 
@@ -446,12 +413,7 @@ class Instance(EndpointMixin):
         ``origin`` is the database the conversation was begun in, or ``"outside"`` for a
         message that arrived from outside the instance (routed with msdb's table, R1.2).
         """
-        try:
-            return self._routing.route(origin, service_name, broker_instance)
-        except (TypeError, NotFoundError):  # say which argument is wrong, when one is
-            _check_key(origin, service_name, broker_instance)
-            raise
-
+        return self.kernel.route(service_name, broker_instance=broker_instance, origin=origin)
 
     def route_many(
         self, conversations: Iterable[tuple[str, str, str | None]]
@@ -463,15 +425,15 @@ class Instance(EndpointMixin):
                 raise InvalidArgumentError(
                     f"conversations[{index}] must be an (origin, service_name, "
                     f"broker_instance) triple, not {key!r:.60}")
-            _check_key(*key)
-        return self._routing.route_many([tuple(key) for key in keys])
+            check_route_key(*key)
+        return self.kernel.routing.route_many([tuple(key) for key in keys])
 
     def explain(
         self, service_name: str, *, broker_instance: str | None = None, origin: str
     ) -> list[ExplainStep]:
         """The routing process traced, one row per step with the candidates it saw."""
-        _check_key(origin, service_name, broker_instance)
-        return self._routing.explain(origin, service_name, broker_instance)
+        check_route_key(origin, service_name, broker_instance)
+        return self.kernel.routing.explain(origin, service_name, broker_instance)
 
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
         """Run one read-only query on the instance file (the sys.* views, route_decision()).
@@ -485,20 +447,20 @@ class Instance(EndpointMixin):
         is committed and never disturbs the background worker or a transaction in progress
         on the instance's connection. A query DuckDB cannot run raises InvalidArgumentError
         carrying DuckDB's own explanation (the query is DuckDB's SQL)."""
-        if self._closed:
-            raise InstanceClosedError()
+        kernel = self.kernel
+        kernel.check_open()
         check_read_only_query(query)
         if params is not None and not isinstance(params, (list, tuple, dict)):
             raise InvalidArgumentError(
                 f"params must be a list, a tuple or a dict, not {type(params).__name__}")
         if names_live_view(query):  # what the process holds, as of now (live_views.py)
-            self._live.refresh()
+            kernel.live.refresh()
         if names_broker_events(query):
-            self._write_events()
+            kernel.write_events()
         try:
-            return no_pandas.call(self._store.connection.cursor().sql, query, params=params)
+            return no_pandas.call(kernel.store.connection.cursor().sql, query, params=params)
         except duckdb.Error as exc:
-            if self._store.closed:  # closed by another thread meanwhile
+            if kernel.store.closed:  # closed by another thread meanwhile
                 raise InstanceClosedError() from exc
             damage = damage_reason(exc)
             if damage is not None:
@@ -510,7 +472,7 @@ class Instance(EndpointMixin):
                 f"params cannot be bound to the query: {type(exc).__name__}") from exc
 
     def _sys_view_names(self) -> list[str]:
-        return [row[0] for row in self._store.query("instance/select_sys_view_names.sql")[1]]
+        return [row[0] for row in self.kernel.store.query("instance/select_sys_view_names.sql")[1]]
 
     def snapshot(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write a point-in-time copy of the instance to the new DuckDB file ``path``.
@@ -521,72 +483,32 @@ class Instance(EndpointMixin):
         the moment it was taken and never changes after; take another to see later changes.
         An existing ``path`` is refused unless ``overwrite=True``. Returns the path written
         (pybroker.server.snapshot)."""
-        if self._closed:
+        if self.kernel.closed:
             raise BrokerError("the instance is closed")
         arguments.flag("overwrite", overwrite)
-        self._live.refresh()
-        return write_snapshot(self._store, path, overwrite=overwrite)
+        self.kernel.live.refresh()
+        return write_snapshot(self.kernel.store, path, overwrite=overwrite)
 
 
-class _Write:
-    """One catalog write: a single transaction. The routing answers the change can alter
-    are voided (a rollback voids them all, see RoutingEngine), and so is the conversations'
-    catalog cache. When the outermost write commits, the voided routing keys that were in
-    use are decided again, and every waiting transmission is retried at once: creating the
-    missing service, adding the missing route or turning a queue ON delivers what waits
-    (C3, C5, R2.7), without waiting for the back-off."""
-
-    def __init__(self, instance: Instance, change: CatalogChange) -> None:
-        self._instance = instance
-        self._change = change
-        self._tx = instance._store.transaction()
-
-    def __enter__(self) -> None:
-        uow = self._instance._messaging.current()
-        if uow is not None:  # inside Database.transaction(): the write joins it
-            uow.ensure_tx()
-            uow.catalog_written = True
-        self._tx.__enter__()
-        self._instance._write_depth += 1
-
-    def __exit__(self, exc_type, exc, tb) -> bool | None:
-        instance = self._instance
-        messaging = instance._messaging
-        # counted while the store's lock is still this thread's: once the transaction
-        # ends, another thread's write may begin and count itself
-        outermost = instance._write_depth == 1
-        instance._write_depth -= 1
-        try:
-            if isinstance(exc, duckdb.Error):
-                self._tx.__exit__(exc_type, exc, tb)
-                store = instance._store
-                raise translate_error(exc, str(store.path or ":memory:"),
-                                      read_only=store.read_only) from exc
-            result = self._tx.__exit__(exc_type, exc, tb)
-        except BaseException:
-            messaging.forget_endpoints()  # a conversation change inside may be undone
-            raise
-        finally:
-            instance._routing.changed(self._change)
-            messaging.catalog_changed()
-        if exc is not None:
-            messaging.forget_endpoints()
-        elif outermost:
-            if not instance._store.in_transaction:
-                instance._routing.redecide()
-            messaging.after_catalog_write()
-        return result
-
-
-class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
-    """A database of the instance: its own broker identifier, routing table and services."""
+class Database:
+    """A database of the instance: its own broker identifier, routing table and services.
+    Its methods run on the instance's kernel and the services composed on it."""
 
     def __init__(self, instance: Instance, database_id: int, name: str, broker_instance: str):
         self._instance = instance
-        self._store = instance._store
         self.database_id = database_id
         self.name = name
         self.broker_instance = broker_instance
+
+    @property
+    def instance(self) -> Instance:
+        """The instance this database belongs to."""
+        return self._instance
+
+    @property
+    def kernel(self) -> Kernel:
+        """The kernel of the instance this database belongs to."""
+        return self._instance.kernel
 
     def __repr__(self) -> str:
         return f"Database(name={self.name!r}, broker_instance={self.broker_instance!r})"
@@ -614,7 +536,7 @@ class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
         """BEGIN DIALOG: a conversation from ``from_service`` (of this database) to
         ``to_service``, routed with this database's routing table at the first send (R1.1).
         ``lifetime`` in seconds (default 2^31, C1)."""
-        handle = self._instance._messaging.begin_dialog(
+        handle = self.kernel.messaging.begin_dialog(
             self.database_id, from_service, to_service, contract, broker_instance, lifetime,
             related_conversation_group)
         return Conversation(self, handle)
@@ -623,7 +545,7 @@ class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
         """The conversation endpoint of this database with that handle (e.g. to reply on a
         received message's ``conversation_handle``)."""
         arguments.text("handle", handle, limit=64)
-        ep = self._instance._messaging.endpoint(handle, self.database_id)
+        ep = self.kernel.messaging.endpoint(handle, self.database_id)
         return Conversation(self, ep.conversation_handle)
 
     def receive(
@@ -643,7 +565,7 @@ class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
         arguments.whole_number("max_messages", max_messages, minimum=1,
                                maximum=arguments.INT32_MAX)
         arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
-        return self._instance._messaging.receive(
+        return self.kernel.messaging.receive(
             self.database_id, queue, max_messages, timeout, conversation_handle,
             conversation_group_id)
 
@@ -651,15 +573,202 @@ class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
         """GET CONVERSATION GROUP FROM queue: the conversation group the next RECEIVE takes,
         waiting up to ``timeout`` seconds for a message (WAITFOR); None when none is ready."""
         arguments.real_number("timeout", timeout, minimum=0.0, maximum=arguments.MAX_SECONDS)
-        return self._instance._messaging.get_conversation_group(self.database_id, queue,
+        return self.kernel.messaging.get_conversation_group(self.database_id, queue,
                                                                 timeout)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Database]:
         """One transaction for every send, receive, begin_dialog and end inside: all commit
         together or roll back together (a rolled-back receive puts its messages back)."""
-        with self._instance._messaging.unit_of_work():
+        with self.kernel.messaging.unit_of_work():
             yield self
+
+    # -- message types, contracts, queues and services (C2, C3; kernel/catalog_ddl.py) ----
+
+    def create_message_type(self, name: str, validation: str = "NONE") -> MessageType:
+        """CREATE MESSAGE TYPE name VALIDATION = NONE | EMPTY | WELL_FORMED_XML."""
+        return self.instance.catalog_ddl.create_message_type(self, name, validation)
+
+    def alter_message_type(self, name: str, validation: str) -> MessageType:
+        """ALTER MESSAGE TYPE name VALIDATION = ..."""
+        return self.instance.catalog_ddl.alter_message_type(self, name, validation)
+
+    def drop_message_type(self, name: str) -> None:
+        """DROP MESSAGE TYPE: refused while a contract uses it."""
+        return self.instance.catalog_ddl.drop_message_type(self, name)
+
+    def message_types(self) -> list[MessageType]:
+        return self.instance.catalog_ddl.message_types(self)
+
+    def create_contract(
+        self, name: str, messages: Mapping[str, str] | Iterable[tuple[str, str]]
+    ) -> Contract:
+        """CREATE CONTRACT name (message type SENT BY INITIATOR | TARGET | ANY, ...).
+
+        ``messages`` maps message type names to "INITIATOR", "TARGET" or "ANY" (or is a
+        sequence of such pairs). SQL Server has no ALTER CONTRACT; neither has pybroker.
+        """
+        return self.instance.catalog_ddl.create_contract(self, name, messages)
+
+    def drop_contract(self, name: str) -> None:
+        """DROP CONTRACT: refused while a service accepts it."""
+        return self.instance.catalog_ddl.drop_contract(self, name)
+
+    def contract(self, name: str) -> Contract:
+        return self.instance.catalog_ddl.contract(self, name)
+
+    def contracts(self) -> list[Contract]:
+        return self.instance.catalog_ddl.contracts(self)
+
+    def create_queue(
+        self,
+        name: str,
+        status: bool = True,
+        *,
+        retention: bool = False,
+        poison_message_handling: bool = True,
+        activation_procedure: str | None = None,
+        activation_status: bool | None = None,
+        max_queue_readers: int | None = None,
+        execute_as: str | None = None,
+    ) -> Queue:
+        """CREATE QUEUE name WITH STATUS = ON|OFF, RETENTION = ON|OFF,
+        POISON_MESSAGE_HANDLING (STATUS = ON|OFF), ACTIVATION (...) (C3; SQL Server's
+        defaults).
+
+        ``activation_procedure`` ('module.path:function') gives the queue ACTIVATION:
+        ``activation_status`` (default True: ON), ``max_queue_readers`` (0 to 32767,
+        default 1) and ``execute_as`` ('SELF', the default, or 'OWNER') go with it. Only the
+        name's form is checked here; it is imported when a reader first starts (see
+        pybroker.activation.procedure for the callable's signature)."""
+        return self.instance.catalog_ddl.create_queue(self, name, status, retention=retention,
+                                                      poison_message_handling=poison_message_handling,
+                                                      activation_procedure=activation_procedure,
+                                                      activation_status=activation_status,
+                                                      max_queue_readers=max_queue_readers,
+                                                      execute_as=execute_as)
+
+    def alter_queue(
+        self,
+        name: str,
+        status: bool | None = None,
+        *,
+        retention: bool | None = None,
+        poison_message_handling: bool | None = None,
+        activation_procedure: str | None = None,
+        activation_status: bool | None = None,
+        max_queue_readers: int | None = None,
+        execute_as: str | None = None,
+        drop_activation: bool = False,
+    ) -> Queue:
+        """ALTER QUEUE: None leaves a setting as it is. Turning a queue ON delivers the
+        messages that wait for it in transmission queues, in order (C3, P8).
+
+        The activation settings are those of create_queue(); ``drop_activation=True`` is
+        ACTIVATION (DROP) (and takes none of them). A queue without a procedure takes the
+        others only together with ``activation_procedure``; given a procedure it had none,
+        it gets create_queue()'s defaults for what is not given."""
+        return self.instance.catalog_ddl.alter_queue(self, name, status, retention=retention,
+                                                     poison_message_handling=poison_message_handling,
+                                                     activation_procedure=activation_procedure,
+                                                     activation_status=activation_status,
+                                                     max_queue_readers=max_queue_readers,
+                                                     execute_as=execute_as,
+                                                     drop_activation=drop_activation)
+
+    def drop_queue(self, name: str) -> None:
+        """DROP QUEUE: refused while a service is bound to it; its messages go with it."""
+        return self.instance.catalog_ddl.drop_queue(self, name)
+
+    def queues(self) -> list[Queue]:
+        return self.instance.catalog_ddl.queues(self)
+
+    def create_service(
+        self, name: str, queue: str, contracts: Iterable[str] | None = None
+    ) -> Service:
+        """CREATE SERVICE name ON QUEUE queue [(contract, ...)]. A service that lists no
+        contracts can only initiate conversations; ``contracts=["DEFAULT"]`` accepts the
+        default contract (as in SQL Server)."""
+        return self.instance.catalog_ddl.create_service(self, name, queue, contracts)
+
+    def alter_service(
+        self,
+        name: str,
+        queue: str | None = None,
+        *,
+        add_contracts: Iterable[str] = (),
+        drop_contracts: Iterable[str] = (),
+    ) -> Service:
+        """ALTER SERVICE name [ON QUEUE queue] [(ADD CONTRACT c, DROP CONTRACT c, ...)]."""
+        return self.instance.catalog_ddl.alter_service(self, name, queue,
+                                                       add_contracts=add_contracts,
+                                                       drop_contracts=drop_contracts)
+
+    def drop_service(self, name: str) -> None:
+        """DROP SERVICE: its conversations end at once (their far sides in this instance
+        get error -8490, C2), then the service goes."""
+        return self.instance.catalog_ddl.drop_service(self, name)
+
+    def services(self) -> list[Service]:
+        return self.instance.catalog_ddl.services(self)
+
+    # -- routes (R10; kernel/route_ddl.py) ------------------------------------------------
+
+    def create_route(
+        self,
+        name: str,
+        *,
+        service_name: str | None = None,
+        broker_instance: str | None = None,
+        address: str,
+        mirror_address: str | None = None,
+        lifetime: int | None = None,
+    ) -> Route:
+        """CREATE ROUTE (R10): lifetime in seconds from now; None never expires."""
+        return self.instance.route_ddl.create_route(self, name, service_name=service_name,
+                                                    broker_instance=broker_instance,
+                                                    address=address,
+                                                    mirror_address=mirror_address,
+                                                    lifetime=lifetime)
+
+    def alter_route(self, name: str, **changes: Any) -> Route:
+        """ALTER ROUTE: changes only the clauses given. '' removes SERVICE_NAME,
+        BROKER_INSTANCE or MIRROR_ADDRESS, as in SQL Server; the result must obey R10.2."""
+        return self.instance.route_ddl.alter_route(self, name, **changes)
+
+    def drop_route(self, name: str) -> None:
+        """DROP ROUTE; dropping a route in use is allowed (R10.5)."""
+        return self.instance.route_ddl.drop_route(self, name)
+
+    def routes(self) -> list[Route]:
+        return self.instance.route_ddl.routes(self)
+
+    def route(self, name: str) -> Route:
+        return self.instance.route_ddl.route(self, name)
+
+    # -- mirroring (R9; kernel/mirroring.py) ---------------------------------------------
+
+    @property
+    def mirroring_role(self) -> str | None:
+        """'PRINCIPAL', 'MIRROR', or None when the database is not part of a mirrored pair."""
+        return self.instance.mirroring.mirroring_role(self)
+
+    @property
+    def mirroring_partner(self) -> str | None:
+        """The partner's address (tcp://host:port), or None when not mirrored."""
+        return self.instance.mirroring.mirroring_partner(self)
+
+    def set_mirroring(self, role: str | None, partner: str | None = None) -> None:
+        """Make this database a partner of a mirrored pair (R9): ``role`` 'PRINCIPAL' or
+        'MIRROR', ``partner`` the other's broker endpoint (tcp://host:port). ``role`` None
+        takes it out of the pair (SET PARTNER OFF). A MIRROR database takes no message from
+        the network: its senders turn to its partner (R9.3)."""
+        return self.instance.mirroring.set_mirroring(self, role, partner)
+
+    def fail_over(self) -> str:
+        """SET PARTNER FAILOVER: this side's role flips (PRINCIPAL <-> MIRROR); returns the
+        new role. Run it on both partners (see the module's note)."""
+        return self.instance.mirroring.fail_over(self)
 
     def execute(self, tsql: str) -> list[ResultSet]:
         """Run a T-SQL batch; returns the result sets of its RECEIVEs and SELECTs, in order
@@ -694,20 +803,11 @@ class Database(ObjectDDLMixin, RouteDDLMixin, MirroringMixin):
         changed (an endpoint a failed batch closed is started again)."""
         statements = list(statements)
         server = ServerBatch(self, statements)  # ENDPOINT and CERTIFICATE, on master only
-        runner = StatementRunner(self, server=server.run,
-                                 database_named=self._instance.database)
-        with server, self._instance._write(NOTHING):  # each statement says what it changes
+        runner = StatementRunner(self, server=server.run, database_named=self.instance.database)
+        with server, self.kernel.write(NOTHING):  # each statement says what it changes
             for statement in statements:
                 runner.run(statement)
             server.finish()
-
-
-def _check_key(origin: object, service_name: object, broker_instance: object) -> None:
-    """The arguments of a routing decision, checked (the routing engine assumes them)."""
-    arguments.text("origin", origin, limit=MAX_VALUE_LENGTH)
-    check_name("service", service_name, MAX_VALUE_LENGTH)
-    if broker_instance is not None:
-        normalize_guid(broker_instance)
 
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str:

@@ -814,6 +814,12 @@ class Store:
                                sql_templates.render("instance/upsert_catalog_digest.sql"),
                                {"digest": digest, "installed_at": utc_now()})
 
+    @property
+    def lock(self) -> StoreLock:
+        """The lock a thread holds while it uses the connection (a whole transaction):
+        held around reads that must not interleave with another thread's statements."""
+        return self._lock
+
 
 def catalog_definitions() -> list[str]:
     """The DDL that gives a file this pybroker's views and macros (sql/catalog/), in order."""

@@ -183,7 +183,7 @@ def test_close_ends_a_readers_waiting_receive_and_records_nothing_of_it(tmp_path
         send(a, b"one")
         wait_for(lambda: inst.sql("SELECT tasks_waiting FROM sys.dm_broker_queue_monitors"
                                   ).fetchall() == [(1,)], what="the reader to wait")
-        runner = inst._activation
+        runner = inst.kernel.activation
         assert runner is not None
     finally:
         inst.close()

@@ -8,6 +8,7 @@ import pytest
 import pybroker
 import pybroker.tsql
 import pybroker.tsql.conversation_parser
+from pybroker.catalog_objects import Contract, MessageType, Queue, Service
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -15,7 +16,6 @@ from pybroker.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from pybroker.instance import Contract, MessageType, Queue, Service
 from pybroker.tsql import CreateRoute
 from pybroker.tsql.object_ddl import (
     AlterMessageType,

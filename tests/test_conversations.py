@@ -99,7 +99,7 @@ def test_p3_2_a_duplicate_sequence_number_is_discarded(broker):
     conv = broker.a.begin_dialog("SA", "SB")
     conv.send(b"first")
     conv.send(b"second")
-    m = broker.inst._messaging
+    m = broker.inst.kernel.messaging
     with m.unit_of_work() as uow:  # the same sequence numbers arrive again (a retransmission)
         uow.activate()
         ep = m.endpoint(conv.handle)
@@ -301,7 +301,7 @@ def test_c2_a_service_that_does_not_accept_the_contract_answers_error_8408(broke
     # P3.3: a broker-generated error is unsequenced and sent once, never retried itself
     assert err.message_sequence_number == -1
     assert transmission_queue(broker) == []
-    broker.inst._messaging.run_pending(retry_all=True)
+    broker.inst.kernel.messaging.run_pending(retry_all=True)
     assert broker.a.receive("QA", max_messages=10) == []
 
 
@@ -568,7 +568,7 @@ def test_c5_retry_back_off_is_4_8_16_32_then_every_64_seconds(tmp_path):
         def next_attempt():
             (row,) = broker.rows("SELECT transmission_next_attempt, transmission_retry_count "
                                  "FROM sys.conversation_endpoints")
-            return (row[0] - broker.inst._now()).total_seconds(), row[1]
+            return (row[0] - broker.inst.kernel.now()).total_seconds(), row[1]
 
         seen = [next_attempt()]
         for _ in range(6):
@@ -589,7 +589,7 @@ def test_c5_one_setting_scales_every_back_off(tmp_path):
     try:
         broker.a.begin_dialog("SA", "SB").send(b"x")
         (row,) = broker.rows("SELECT transmission_next_attempt FROM sys.conversation_endpoints")
-        assert row[0] - broker.inst._now() == timedelta(milliseconds=4)
+        assert row[0] - broker.inst.kernel.now() == timedelta(milliseconds=4)
     finally:
         broker.inst.close()
 
@@ -601,9 +601,9 @@ def test_c5_the_retry_delivers_once_the_cause_is_gone(broker):
     conv.send(b"0")
     broker.b.alter_queue("QB", status=False)
     conv.send(b"1")
-    broker.inst._store.execute("UPDATE service_queues SET is_receive_enabled = TRUE, "
+    broker.inst.kernel.store.execute("UPDATE service_queues SET is_receive_enabled = TRUE, "
                                "is_enqueue_enabled = TRUE WHERE name = 'QB'")
-    broker.inst._messaging.catalog_changed()
+    broker.inst.kernel.messaging.catalog_changed()
     broker.clock.advance(3)
     broker.inst.run_pending()
     assert len(transmission_queue(broker)) == 1  # back-off not over
@@ -627,7 +627,7 @@ def test_the_worker_thread_fires_a_timer_within_a_bounded_wait(tmp_path):
 def test_conversation_writes_keep_the_routing_cache_warm(broker):
     conv = broker.a.begin_dialog("SA", "SB")
     conv.send(b"warm up")  # decides (A, SB) once
-    plans = broker.inst._routing._plans
+    plans = broker.inst.kernel.routing._plans
     known = set(plans)
     assert known
     with broker.b.transaction():

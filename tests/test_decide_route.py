@@ -23,7 +23,7 @@ def test_one_decision_per_conversation_with_the_right_spread():
         a.create_route("B1", service_name="T", broker_instance=GUID_1, address="tcp://c:1")
         a.create_route("B2", service_name="T", broker_instance=GUID_2, address="tcp://d:1")
         a.create_route("B3", service_name="T", broker_instance=GUID_2, address="tcp://e:1")
-        con = inst._store.connection
+        con = inst.kernel.store.connection
         con.execute(
             "CREATE TEMP TABLE conv AS SELECT range AS conversation_id, 'A' AS origin, "
             "CASE range % 3 WHEN 0 THEN 'S' WHEN 1 THEN 'T' ELSE 'Missing' END AS service_name,"

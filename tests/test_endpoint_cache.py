@@ -23,7 +23,7 @@ def small(tmp_path):
 
 
 def cached(broker) -> int:
-    return len(broker.inst._messaging.endpoints)
+    return len(broker.inst.kernel.messaging.endpoints)
 
 
 def test_trim_lets_the_least_recently_used_go_and_keeps_what_it_is_told():
@@ -199,7 +199,7 @@ def test_a_commit_does_not_wait_for_another_threads_unit_of_work_to_trim(small):
 
     from pybroker.conversation.unit_of_work import UnitOfWork
 
-    m = small.inst._messaging
+    m = small.inst.kernel.messaging
     convs = [small.a.begin_dialog("SA", "SB") for _ in range(12)]
     for conv in convs:
         conv.send(b"x")  # more endpoints than the cache holds, trimmed at each commit

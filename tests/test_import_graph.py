@@ -18,11 +18,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pybroker"
 
 # Never imported by pybroker/wire/: the sans-I/O core and its transport touch no storage.
-# A name ending in "_" stands for every module whose name begins so (database_objects, ...).
+# A name ending in "_" stands for every module whose name begins so.
 ABOVE_THE_WIRE = (
     "pybroker.conversation",
     "pybroker.instance",
-    "pybroker.database_",
+    "pybroker.kernel",
     "pybroker.broker_endpoint",
     "pybroker.storage",
     "duckdb",
@@ -196,7 +196,7 @@ def test_no_circle_in_a_one_way_tree(tmp_path: Path) -> None:
     ("from pybroker.storage import Store", True),
     ("from pybroker.conversation.engine import Messaging", True),
     ("from pybroker import instance", True),
-    ("from pybroker.database_routes import RouteDDLMixin", True),
+    ("from pybroker.kernel.route_ddl import RouteDDL", True),
     ("from ..broker_endpoint import runtime", True),
     ("if True:\n    from pybroker import conversation", True),
     ("from pybroker.wire import frames", False),

@@ -15,7 +15,7 @@ from pybroker.storage import DEFAULT_THREADS, MAX_THREADS, check_threads
 
 
 def threads_of(inst: pybroker.Instance) -> int:
-    return inst._store.fetchone("SELECT current_setting('threads')")[0]
+    return inst.kernel.store.fetchone("SELECT current_setting('threads')")[0]
 
 
 def duckdb_default() -> int:

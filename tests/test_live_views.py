@@ -87,7 +87,7 @@ def test_a_running_reader_is_in_the_views_the_moment_they_are_read(tmp_path):
         assert inst.sql("SELECT queue_name FROM sys.dm_broker_queue_monitors").fetchall() == [
             ("Q",)]
         RELEASE.set()
-        wait_for(lambda: not inst._activation.rows()[1], what="the reader to return")
+        wait_for(lambda: not inst.kernel.activation.rows()[1], what="the reader to return")
         assert inst.sql("SELECT count(*) FROM sys.dm_broker_activated_tasks").fetchone() == (0,)
     finally:
         RELEASE.set()

@@ -22,7 +22,7 @@ MIB = 2**20
 
 
 def limit_of(inst: pybroker.Instance) -> str:
-    return inst._store.fetchone("SELECT current_setting('memory_limit')")[0]
+    return inst.kernel.store.fetchone("SELECT current_setting('memory_limit')")[0]
 
 
 def duckdb_default() -> str:
@@ -38,12 +38,12 @@ def test_a_file_instance_runs_under_the_default_limit_and_an_in_memory_one_under
     assert DEFAULT_MEMORY_LIMIT == "256MiB"
     with pybroker.connect(tmp_path / "i.duckdb", worker=False) as inst:
         assert limit_of(inst) == "256.0 MiB"
-        assert inst._store.memory_limit == 256 * MIB
+        assert inst.kernel.store.memory_limit == 256 * MIB
     with pybroker.connect(tmp_path / "i.duckdb", read_only=True, worker=False) as inst:
         assert limit_of(inst) == duckdb_default()  # a reader holds no rows of its own
     with pybroker.connect(None, worker=False) as inst:
         assert limit_of(inst) == duckdb_default()
-        assert inst._store.memory_limit is None
+        assert inst.kernel.store.memory_limit is None
 
 
 @pytest.mark.parametrize(("given", "shown", "size"), [

@@ -52,7 +52,7 @@ def _arrive(inst: pybroker.Instance, fragments: list[MessageFragment], seed: int
     order = fragments[:-1]
     random.Random(seed).shuffle(order)
     for f in (*order, fragments[-1]):
-        inst._messaging.remote.arrive([Arrival(1, "test", f)])
+        inst.kernel.messaging.remote.arrive([Arrival(1, "test", f)])
 
 
 def _queue_row(inst: pybroker.Instance) -> list[tuple]:
@@ -117,7 +117,7 @@ def test_a_rollback_puts_the_message_and_its_fragments_back(tmp_path):
         assert inst.sql(KEPT).fetchone() == (10,)
     # reopened: the fragments are a whole message in the queue, not one being reassembled
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
-        assert inst._messaging.remote.arrivals.fragments == {}
+        assert inst.kernel.messaging.remote.arrivals.fragments == {}
         assert inst.sql("SELECT status_desc FROM sys.queue_messages").fetchall() == [
             ("READY",)]
         got = inst.database("Stock").receive("StockQueue")
@@ -141,7 +141,7 @@ def test_with_retention_the_fragments_stay_until_the_conversation_ends():
         assert inst.sql(KEPT).fetchone() == (6 + 2,)
         stock.conversation(got[0].conversation_handle).end()
         assert inst.sql(KEPT).fetchone() == (0,)
-        assert inst._messaging.remote.arrivals.fragments == {}
+        assert inst.kernel.messaging.remote.arrivals.fragments == {}
 
 
 def test_drop_queue_takes_the_fragments_of_its_messages():
@@ -187,16 +187,16 @@ def test_pieces_cut_to_another_size_by_an_earlier_version_still_make_the_message
             first = _fragments(cid, 0, b"<first/>", 64)
             fragments = _fragments(cid, 1, body, size)
             if not held:
-                inst._messaging.remote.arrive([Arrival(1, "test", first[0])])
+                inst.kernel.messaging.remote.arrive([Arrival(1, "test", first[0])])
             monkeypatch.setattr(message_parts, "PIECE_SIZE", before)
             order = fragments[:-1]
             random.Random(seed).shuffle(order)
             for f in order:
-                inst._messaging.remote.arrive([Arrival(1, "test", f)])
+                inst.kernel.messaging.remote.arrive([Arrival(1, "test", f)])
             monkeypatch.setattr(message_parts, "PIECE_SIZE", after)
-            inst._messaging.remote.arrive([Arrival(1, "test", fragments[-1])])
+            inst.kernel.messaging.remote.arrive([Arrival(1, "test", fragments[-1])])
             if held:  # the message before it comes last: both go into the queue
-                inst._messaging.remote.arrive([Arrival(1, "test", first[0])])
+                inst.kernel.messaging.remote.arrive([Arrival(1, "test", first[0])])
             got = stock.receive("StockQueue", max_messages=2)
             assert [m.message_body for m in got] == [b"<first/>", body]
             assert inst.sql(KEPT).fetchone() == (0,)
@@ -227,7 +227,7 @@ def test_fragments_held_across_a_restart_complete_the_message_with_their_sizes(t
         _arrive(inst, fragments[:4], seed=1)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         # read back at open with the size of each, which the last fragment is checked by
-        assert inst._messaging.remote.arrivals.fragments == {
+        assert inst.kernel.messaging.remote.arrivals.fragments == {
             inst.sql("SELECT conversation_handle FROM main.message_fragments LIMIT 1"
                      ).fetchone()[0]: {0: {n: 1_000 for n in range(4)}}}
         assert inst.sql("SELECT status_desc FROM sys.queue_messages").fetchall() == [
@@ -254,7 +254,7 @@ def test_a_message_larger_than_the_memory_limit_arrives_and_is_received(tmp_path
         for n in range(count):
             body = rng.randbytes(min(2**20, size - n * 2**20))
             digest.update(body)
-            inst._messaging.remote.arrive([Arrival(1, "test", dataclasses.replace(
+            inst.kernel.messaging.remote.arrive([Arrival(1, "test", dataclasses.replace(
                 template, fragment_number=n, fragment_count=count, message_size=size,
                 body=body))])
         assert _queue_row(inst) == [(1, count, True)]
@@ -298,7 +298,7 @@ def test_a_large_body_is_read_back_under_a_lowered_limit_and_the_limit_comes_bac
     during: list[tuple[str]] = []
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         stock = _stock(inst)
-        store = inst._messaging.store
+        store = inst.kernel.store
         real = store.streaming
 
         @contextlib.contextmanager
@@ -332,7 +332,7 @@ def test_a_piece_is_read_back_through_the_index_of_its_number(tmp_path):
         ids = inst.sql("SELECT piece_id FROM main.message_fragments "
                        "ORDER BY fragment_number, piece_number").fetchall()
         assert len(ids) == len({i for (i,) in ids}) == 3
-        plan = inst._store._con.execute(
+        plan = inst.kernel.store._con.execute(
             "EXPLAIN ANALYZE " + sql_templates.render("wire/select_message_piece.sql"),
             {"piece_id": ids[1][0]}).fetchall()[0][1]
         assert "Index Scan" in plan, plan
@@ -474,7 +474,7 @@ def test_a_piece_missing_from_a_run_is_an_error_and_the_message_stays(
             "SELECT piece_id FROM main.message_fragments WHERE fragment_number = 1"
         ).fetchall())
         victim = {"first": ids[0], "middle": ids[4], "last": ids[-1]}[gone]
-        inst._store._con.execute("DELETE FROM main.message_fragments WHERE piece_id = $1",
+        inst.kernel.store._con.execute("DELETE FROM main.message_fragments WHERE piece_id = $1",
                                  [victim])
         with pytest.raises(pybroker.StorageError, match="is missing from message_fragments"):
             stock.receive("StockQueue")
@@ -522,7 +522,7 @@ def test_the_file_is_checkpointed_once_a_large_kept_message_is_complete(
 
 def test_a_rolled_back_arrival_asks_for_no_checkpoint(tmp_path):
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
-        store = inst._store
+        store = inst.kernel.store
         with pytest.raises(RuntimeError), store.transaction():
             store.checkpoint_after_commit()
             raise RuntimeError("roll back")
@@ -538,11 +538,11 @@ def test_fewer_pieces_than_a_vector_gone_leave_the_file_unchanged(tmp_path, monk
         stock = _stock(inst)
         body = random.Random(15).randbytes(6_000)  # 60 pieces
         _arrive(inst, _fragments(str(uuid.uuid4()), 0, body, 1_000))
-        inst._store._con.execute("CHECKPOINT")
+        inst.kernel.store._con.execute("CHECKPOINT")
         assert stock.receive("StockQueue")[0].message_body == body
         assert inst.sql(KEPT).fetchone() == (0,)
         assert inst.sql(row_groups).fetchone()[0] > 0  # not checkpointed
-        assert inst._store._pieces_deleted == {"wire/count_message_fragments.sql": 60}
+        assert inst.kernel.store._pieces_deleted == {"wire/count_message_fragments.sql": 60}
 
 
 

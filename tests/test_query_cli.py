@@ -273,7 +273,7 @@ def test_the_fingerprint_sees_each_kind_of_write(instance_file, tmp_path, write)
     shutil.copy(instance_file, path)
     with pybroker.connect(path, worker=False) as inst:
         before = fingerprint(inst)
-        inst._store.execute(write)
+        inst.kernel.store.execute(write)
         assert fingerprint(inst) != before
 
 

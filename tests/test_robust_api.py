@@ -273,8 +273,8 @@ def test_a_write_the_file_cannot_hold_names_no_duckdb_text(world):
     inst, _, _ = world
     before = snapshot(inst)
     _last.pop(id(inst), None)
-    with pytest.raises(BrokerError) as caught, inst._write():
-        inst._store.run("instance/update_forwarding_size.sql", {"size_mb": 2**40})
+    with pytest.raises(BrokerError) as caught, inst.kernel.write():
+        inst.kernel.store.run("instance/update_forwarding_size.sql", {"size_mb": 2**40})
     assert "outside what the instance file can store" in str(caught.value)
     assert "Conversion Error" not in str(caught.value)
     assert snapshot(inst) == before

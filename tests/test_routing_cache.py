@@ -47,15 +47,15 @@ def options(decisions) -> set[tuple]:
 
 def fresh(inst, key) -> set[tuple]:
     """What the routing query says now, bypassing every remembered answer."""
-    engine = inst._routing
+    engine = inst.kernel.routing
     key = engine._normalize_key(key)
-    return options(engine._decide([key], inst._clock(), point=False)[key].decisions)
+    return options(engine._decide([key], inst.kernel.clock(), point=False)[key].decisions)
 
 
 def remembered(inst, key) -> set[tuple]:
     origin, service, broker = key
     inst.route(service, broker_instance=broker, origin=origin)
-    engine = inst._routing
+    engine = inst.kernel.routing
     return options(engine._plans[engine._normalize_key(key)].decisions)
 
 
@@ -66,7 +66,7 @@ def test_a_route_change_voids_only_the_keys_of_its_service_and_database(inst):
     inst.route("S1", origin="A")
     inst.route("S2", origin="A")
     inst.route("S1", origin="B")
-    engine = inst._routing
+    engine = inst.kernel.routing
     kept = engine._plans[("A", "S2", None)]
     a.alter_route("ToS1", address="tcp://moved:1")
     assert engine._plans[("A", "S2", None)] is kept  # not voided: another service
@@ -80,9 +80,9 @@ def test_a_wildcard_change_voids_every_key_of_its_database(inst):
     a = inst.database("A")
     inst.route("S1", origin="A")
     inst.route("S1", origin="B")
-    b_plan = inst._routing._plans[("B", "S1", None)]
+    b_plan = inst.kernel.routing._plans[("B", "S1", None)]
     a.create_route("Wild", address="tcp://wild:1")  # R2.5 decides for every service
-    assert inst._routing._plans[("B", "S1", None)] is b_plan
+    assert inst.kernel.routing._plans[("B", "S1", None)] is b_plan
     assert inst.route("S1", origin="A").route == "Wild"
 
 
@@ -90,7 +90,7 @@ def test_unknown_services_share_one_answer_per_origin(inst):
     a = inst.database("A")
     a.create_route("Wild", address="tcp://wild:1")
     first = inst.route("NeverHeardOf1", origin="A")
-    engine = inst._routing
+    engine = inst.kernel.routing
     assert "A" in engine._class_plans
     calls = []
     original = engine._resolve
@@ -132,13 +132,13 @@ def test_a_rolled_back_transaction_without_a_catalog_change_keeps_every_answer(i
     a.create_service("Receiver", queue="q", contracts=["DEFAULT"])
     conversation = a.begin_dialog("Known", "Receiver")
     conversation.send(b"first")  # routes (A, Receiver, None)
-    plans = dict(inst._routing._plans)
+    plans = dict(inst.kernel.routing._plans)
     assert ("A", "Receiver", None) in plans
     with pytest.raises(RuntimeError, match="roll back"), a.transaction():
         assert [m.message_body for m in a.receive("q")] == [b"first"]
         conversation.send(b"undone")
         raise RuntimeError("roll back")
-    after = inst._routing._plans
+    after = inst.kernel.routing._plans
     assert all(after.get(key) is plan for key, plan in plans.items())  # none voided
     # C3: the rollback put the received message back, and the send never happened
     assert [m.message_body for m in a.receive("q", max_messages=10)] == [b"first"]
@@ -161,7 +161,8 @@ class _CountingConnection:
 
 def _count_statements(inst, monkeypatch) -> list[tuple[str, object]]:
     executed: list[tuple[str, object]] = []
-    monkeypatch.setattr(inst._store, "_con", _CountingConnection(inst._store._con, executed))
+    store = inst.kernel.store
+    monkeypatch.setattr(store, "_con", _CountingConnection(store._con, executed))
     return executed
 
 
@@ -198,15 +199,15 @@ def test_a_cold_decision_runs_no_sql_once_the_mirror_is_loaded(inst, monkeypatch
         assert inst.route("Known", origin="B").database in {"A", "C"}  # R2.5, R4.2
         assert _key_input_queries(executed) == 0
     executed.clear()
-    inst._routing._plans.clear()
+    inst.kernel.routing._plans.clear()
     assert inst.route("S2", origin="A").address == "tcp://s2:1"  # committed: from memory
     assert executed == []
 
     # the first decision after opening an instance file: loaded when it opened
-    with pybroker.connect(tmp_path / "i.duckdb", clock=inst._clock) as opened:
+    with pybroker.connect(tmp_path / "i.duckdb", clock=inst.kernel.clock) as opened:
         opened.create_database("A").create_route("ToS1", service_name="S1",
                                                  address="tcp://s1:1")
-    with pybroker.connect(tmp_path / "i.duckdb", clock=inst._clock) as opened:
+    with pybroker.connect(tmp_path / "i.duckdb", clock=inst.kernel.clock) as opened:
         executed = _count_statements(opened, monkeypatch)
         assert opened.route("S1", origin="A").address == "tcp://s1:1"
         assert executed == []
@@ -216,22 +217,22 @@ def test_a_write_reads_again_only_the_routes_it_changed(inst, monkeypatch):
     """A route change re-reads the routes of its database naming its services, not the
     whole table (one bound query with the names as a list)."""
     a = inst.database("A")
-    inst._store.execute(
+    inst.kernel.store.execute(
         "INSERT INTO routes SELECT ?, nextval('route_id_seq'), 'Route' || r.range, "
         "'svc' || r.range, NULL, NULL, 'tcp://h:1', NULL, now()::TIMESTAMP FROM range(300) r",
         [a.database_id])
-    inst._routing.invalidate()  # a write without a CatalogChange: everything read again
+    inst.kernel.routing.invalidate()  # a write without a CatalogChange: everything read again
     assert inst.route("svc7", origin="A").address == "tcp://h:1"
     executed = _count_statements(inst, monkeypatch)
     results: list[list] = []
-    fetchall = inst._store.fetchall
+    fetchall = inst.kernel.store.fetchall
 
     def recording(sql, params=None):
         rows = fetchall(sql, params)
         results.append([sql, params, rows])
         return rows
 
-    monkeypatch.setattr(inst._store, "fetchall", recording)
+    monkeypatch.setattr(inst.kernel.store, "fetchall", recording)
     a.alter_route("Route7", address="tcp://moved:1")
     mirror_routes = [(params, rows) for sql, params, rows in results
                      if sql == render("routing/select_mirror_routes.sql")]
@@ -259,7 +260,7 @@ def test_cold_decisions_on_other_threads_during_writes(inst):
         rng = random.Random(seed)
         while not stop.is_set():
             try:
-                inst._routing._plans.clear()  # every decision cold
+                inst.kernel.routing._plans.clear()  # every decision cold
                 inst.route(f"S{rng.randrange(12)}", origin=rng.choice(["A", "outside"]))
                 decided[0] += 1
             except BaseException as exc:
@@ -303,29 +304,29 @@ def test_a_change_marked_while_the_mirror_reads_leaves_its_part_stale(inst, monk
     """Another thread's write commits and marks its change while a refresh is reading: what
     the refresh read may predate it, so it is not installed; the part stays stale (the
     query decides) until a refresh after the mark."""
-    engine = inst._routing
+    engine = inst.kernel.routing
     mirror = engine._mirror
     a = inst.database("A")
     mirror.mark(CatalogChange(routes_of="A", route_services=frozenset(["S1"])))
-    fetchall = inst._store.fetchall
+    fetchall = inst.kernel.store.fetchall
     raced: list[bool] = []
 
     def racing(sql, params=None):
         rows = fetchall(sql, params)
         if not raced:  # the other write, committed and marked right after this read
             raced.append(True)
-            inst._store.execute(
+            inst.kernel.store.execute(
                 "INSERT INTO routes VALUES (?, nextval('route_id_seq'), 'ToS1', 'S1', NULL, "
                 "NULL, 'tcp://s1:1', NULL, now()::TIMESTAMP)", [a.database_id])
             mirror.mark(CatalogChange(routes_of="A", route_services=frozenset(["S1"])))
         return rows
 
-    monkeypatch.setattr(inst._store, "fetchall", racing)
-    assert mirror.refresh(inst._store) is False
-    routed_at = to_utc_datetime(inst._clock())
+    monkeypatch.setattr(inst.kernel.store, "fetchall", racing)
+    assert mirror.refresh(inst.kernel.store) is False
+    routed_at = to_utc_datetime(inst.kernel.clock())
     assert mirror.key_inputs("A", "S1", routed_at) is None
     monkeypatch.undo()
-    assert mirror.refresh(inst._store) is True
+    assert mirror.refresh(inst.kernel.store) is True
     assert inst.route("S1", origin="A").route == "ToS1"
     assert Counter(mirror.key_inputs("A", "S1", routed_at)) == Counter(
         engine._key_inputs_by_query(("A", "S1", None), routed_at))
@@ -392,10 +393,10 @@ def _one_change(inst, clock, rng, db, step) -> None:
                    f"'{rng.choice(SERVICES[:3])}', ADDRESS = 'tcp://batch:1'; "
                    f"DROP ROUTE {rng.choice(ROUTE_NAMES)}")
     elif action < 0.93:  # R2.4: a route request pending (the R8 issue writes these)
-        inst._store.execute(
+        inst.kernel.store.execute(
             "INSERT OR IGNORE INTO route_requests VALUES (?, ?, to_timestamp(?)::TIMESTAMP)",
             [db.database_id, rng.choice(SERVICES[:3]), clock.now])
-        inst._routing.invalidate()  # a write without a CatalogChange must say so
+        inst.kernel.routing.invalidate()  # a write without a CatalogChange must say so
     else:
         clock.now += rng.choice([1, 4, 20, 60])  # R1.4: routes expire on their own
 
@@ -404,17 +405,17 @@ def _check_mirror(inst, keys, *, in_transaction: bool) -> tuple[int, int]:
     """The mirror's rows for each key are select_key_inputs.sql's (as a multiset; the query
     sees what the open transaction wrote), or None, only inside a transaction, while a part
     the key reads is stale. Returns (keys the mirror answered, keys it left to SQL)."""
-    engine = inst._routing
+    engine = inst.kernel.routing
     mirror = engine._mirror
-    routed_at = to_utc_datetime(inst._clock())
+    routed_at = to_utc_datetime(inst.kernel.clock())
     if not in_transaction:
         assert mirror.fresh
-        expiry = inst._store.fetchone(
+        expiry = inst.kernel.store.fetchone(
             render("routing/next_route_expiry.sql"), {"now": routed_at})[0]
         assert mirror.next_expiry(routed_at) == (True, expiry)  # R1.4
-        names = inst._store.fetchall(render("instance/select_database_names.sql"))
+        names = inst.kernel.store.fetchall(render("instance/select_database_names.sql"))
         assert mirror.database_names() == frozenset(r[0] for r in names)
-        mentioned = inst._store.fetchall(render("instance/select_known_service_names.sql"))
+        mentioned = inst.kernel.store.fetchall(render("instance/select_known_service_names.sql"))
         assert mirror.known_services() >= {r[0] for r in mentioned}
     answered = left = 0
     for key in keys:
@@ -445,7 +446,7 @@ def test_random_changes_never_leave_a_stale_answer(inst, clock):
     steps_seen: set[tuple] = set()
     checked = 0
     mirror_answered = mirror_left = rolled_back = committed = dropped = 0
-    engine = inst._routing
+    engine = inst.kernel.routing
     for step in range(90):
         keys = [(origin, service, broker)
                 for origin in ["A", "B", "outside", *created[-2:]]
@@ -489,9 +490,9 @@ def test_random_changes_never_leave_a_stale_answer(inst, clock):
                 # back, then invalidate(), as such writes must
                 gone = inst.database(created.pop())
                 for table in ("routes", "services", "route_requests", "databases"):
-                    inst._store.execute(f"DELETE FROM {table} WHERE database_id = ?",
+                    inst.kernel.store.execute(f"DELETE FROM {table} WHERE database_id = ?",
                                         [gone.database_id])
-                inst._routing.invalidate()
+                inst.kernel.routing.invalidate()
                 dropped += 1
             else:
                 _one_change(inst, clock, rng, db, step)
@@ -549,13 +550,13 @@ def test_the_point_path_decides_every_rule_like_the_query(inst, clock):
     a.create_route("Transport", address="TRANSPORT")
     b.create_route("Dyn", service_name="SQL/ServiceBroker/BrokerConfiguration",
                    address="tcp://router:1")
-    inst._store.execute("INSERT INTO route_requests VALUES (?, 'Asked', "
+    inst.kernel.store.execute("INSERT INTO route_requests VALUES (?, 'Asked', "
                         "to_timestamp(?)::TIMESTAMP)", [b.database_id, clock.now])
     msdb.create_route("Forward", service_name="S2", address="tcp://fwd:1")
     b.drop_route("AutoCreatedLocal")
     msdb.drop_route("AutoCreatedLocal")  # outside: R2.6, R2.7
-    inst._routing.invalidate()
-    engine = inst._routing
+    inst.kernel.routing.invalidate()
+    engine = inst.kernel.routing
     services = ["S1", "S2", "S3", "S4", "Known", "Gone", "Asked", "Nothing",
                 "tcp://far:4022/S5", "SQL/ServiceBroker/BrokerConfiguration"]
     keys = sorted({engine._normalize_key((origin, service, broker))

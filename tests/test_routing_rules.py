@@ -156,11 +156,11 @@ def test_R2_4_dynamic_routing_delays_and_asks(inst):
 def test_R2_4_skipped_while_a_route_request_is_pending(inst, clock):
     a = service_db(inst, "A", "Local")
     a.create_route("Dyn", service_name=DYNAMIC, address="tcp://router:4022")
-    inst._store.execute(  # R8.2: the dynamic routing issue writes these rows
+    inst.kernel.store.execute(  # R8.2: the dynamic routing issue writes these rows
         "INSERT INTO route_requests VALUES (?, ?, to_timestamp(?)::TIMESTAMP)",
         [a.database_id, "Local", clock.now],
     )
-    inst._routing.invalidate()
+    inst.kernel.routing.invalidate()
     decision = inst.route("Local", origin="A")
     assert (decision.outcome, decision.match_step, decision.route_request_due) == (
         "deliver", "R2.5", False)

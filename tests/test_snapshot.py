@@ -49,7 +49,7 @@ def test_the_duckdb_cli_reads_a_snapshot_while_the_instance_is_open(live, tmp_pa
     out = tmp_path / "snap.duckdb"
     assert broker.inst.snapshot(out) == out
     # the instance is still open (its file locked by this process); the copy is not
-    assert not broker.inst._closed
+    assert not broker.inst.kernel.closed
     endpoints = duckdb_cli(out, "SELECT database_name, service_name, far_service, state, "
                            "send_sequence, conversation_handle FROM sys.conversation_endpoints "
                            "ORDER BY database_name, far_service")

@@ -225,7 +225,7 @@ def _build_instance(inst) -> None:
     dyn.create_route("DynamicRoute", service_name="SQL/ServiceBroker/BrokerConfiguration",
                      address="tcp://router.Adventure-Works.com:4022/", lifetime=12 * HOUR)
     _example_route(dyn, ex[2].routes[AW][1])
-    inst._store.execute(  # a pending R8.2 request: R2.4 is skipped for that service
+    inst.kernel.store.execute(  # a pending R8.2 request: R2.4 is skipped for that service
         "INSERT INTO route_requests VALUES (?, 'PendingService', ?)",
         [dyn.database_id, NOW.replace(tzinfo=None)],
     )
@@ -275,14 +275,14 @@ def test_resolve_route_options_gives_identical_rows_on_spark_and_duckdb(spark, t
     seen: dict[str, set] = {}
     with pybroker.connect(clock=NOW.timestamp) as inst:
         _build_instance(inst)
-        con = inst._store.connection
+        con = inst.kernel.store.connection
         con.execute("CREATE TEMP TABLE conversations (origin VARCHAR, service_name VARCHAR, "
                     "broker_instance VARCHAR, routed_at TIMESTAMP)")
         con.executemany("INSERT INTO conversations VALUES (?, ?, ?, ?)", _conversations(inst))
 
         for forwarding in (False, True):  # R3.6 / R7
             inst.forwarding = forwarding
-            columns, duck_rows = inst._store.query(
+            columns, duck_rows = inst.kernel.store.query(
                 "routing/resolve_route_options.sql", conversations="conversations"
             )
             export = tmp_path / f"forwarding_{forwarding}"

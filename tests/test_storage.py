@@ -115,13 +115,14 @@ def test_a_failed_batch_changes_nothing(tmp_path):
 def test_a_duckdb_error_inside_a_write_rolls_back_and_is_a_broker_error(tmp_path):
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         db = inst.create_database("A")
-        with pytest.raises(BrokerError, match="the change was not made"), inst._write():
-            inst._store.run(
+        with pytest.raises(BrokerError, match="the change was not made"), inst.kernel.write():
+            inst.kernel.store.run(
                 "instance/insert_queue.sql",
                 {"database_id": db.database_id, "name": "q", "status": True,
-                 "now": inst._now()},
+                 "now": inst.kernel.now()},
             )
-            inst._store.execute("INSERT INTO service_queues VALUES (NULL, NULL, NULL, NULL, NULL)")
+            inst.kernel.store.execute(
+                "INSERT INTO service_queues VALUES (NULL, NULL, NULL, NULL, NULL)")
         assert db.queues() == []
 
 
@@ -218,12 +219,12 @@ def test_a_writable_file_checkpoints_at_a_64_mib_log_and_a_read_only_one_is_left
     """storage.CHECKPOINT_THRESHOLD: fewer checkpoints for a queue's short-lived rows."""
     path = tmp_path / "i.duckdb"
     with pybroker.connect(path) as inst:
-        setting = inst._store.connection.execute(
+        setting = inst.kernel.store.connection.execute(
             "SELECT current_setting('checkpoint_threshold')").fetchone()[0]
     assert setting == "64.0 MiB"
     # a quarter of a smaller memory limit: checkpointing needs the log's rows again in memory
     with pybroker.connect(path, memory_limit="128MiB") as inst:
-        assert inst._store.connection.execute(
+        assert inst.kernel.store.connection.execute(
             "SELECT current_setting('checkpoint_threshold')").fetchone()[0] == "32.0 MiB"
     store = Store(path, read_only=True)
     try:
@@ -255,8 +256,8 @@ def test_a_write_ending_as_another_threads_write_begins_still_retries_what_waits
     with pybroker.connect(tmp_path / "i.duckdb", worker=False) as inst:
         retried: list[str] = []
         entered, retried_by_a = threading.Event(), threading.Event()
-        real_retry = inst._messaging.after_catalog_write
-        real_changed = inst._messaging.catalog_changed
+        real_retry = inst.kernel.messaging.after_catalog_write
+        real_changed = inst.kernel.messaging.catalog_changed
 
         def after_catalog_write() -> None:
             retried.append(threading.current_thread().name)
@@ -265,7 +266,7 @@ def test_a_write_ending_as_another_threads_write_begins_still_retries_what_waits
             real_retry()
 
         def other_write() -> None:
-            with inst._write():
+            with inst.kernel.write():
                 entered.set()
                 retried_by_a.wait(10)
 
@@ -277,8 +278,8 @@ def test_a_write_ending_as_another_threads_write_begins_still_retries_what_waits
                 assert entered.wait(10)
             real_changed()
 
-        inst._messaging.after_catalog_write = after_catalog_write
-        inst._messaging.catalog_changed = changed
+        inst.kernel.messaging.after_catalog_write = after_catalog_write
+        inst.kernel.messaging.catalog_changed = changed
         writer = threading.Thread(target=lambda: inst.create_database("D"), name="A")
         writer.start()
         writer.join(30)

@@ -96,7 +96,7 @@ def test_pieces_no_row_names_are_deleted_at_open(tmp_path, small):
         body = random.Random(4).randbytes(1_500)
         conv.send(body)
         # what a SEND wrote before the process stopped, its row never committed
-        inst._messaging.store.commit_apart("transmission/insert_pieces.sql", [
+        inst.kernel.store.commit_apart("transmission/insert_pieces.sql", [
             {"conversation_handle": conv.handle, "message_sequence_number": 1,
              "piece_numbers": [0, 1], "message_bodies": [b"x", b"x"]}], 10)
         assert inst.sql(PIECES).fetchone() == (16 + 2,)
@@ -271,7 +271,7 @@ def test_pieces_deleted_by_a_transaction_that_rolls_back_count_for_nothing(
             conv.end(error=50_001, description="given up")
             raise RuntimeError("changed my mind")
         assert inst.sql(PIECES).fetchone() == (21,)
-        assert inst._store._pieces_deleted == {}  # the rolled-back deletes not counted
+        assert inst.kernel.store._pieces_deleted == {}  # the rolled-back deletes not counted
         assert inst.sql(ROW_GROUPS).fetchone()[0] > 0
 
 

@@ -253,7 +253,7 @@ def write_der(inst: pybroker.Instance, path: Path) -> Path:
     return path
 
 
-def started(inst: pybroker.Instance) -> pybroker.Endpoint:
+def started(inst: pybroker.Instance) -> pybroker.BrokerEndpoint:
     endpoint = inst.endpoint
     assert endpoint is not None and not endpoint.is_closed
     return endpoint
@@ -569,7 +569,7 @@ def test_a_definition_changed_between_the_check_and_the_write_is_refused(tmp_pat
             # another thread's batch, between this one's check and its write
             master.execute("ALTER ENDPOINT e AS TCP (LISTENER_PORT = 5001)")
             with pytest.raises(WireError, match="changed while this batch ran"), \
-                    inst._write(NOTHING):
+                    inst.kernel.write(NOTHING):
                 batch.run(alter)
                 batch.finish()
         assert endpoint_rows(inst)[1][0][4:6] == ("STOPPED", 5001)
@@ -587,7 +587,7 @@ def test_any_definition_reads_back_from_the_file_as_written(tmp_path, endpoint):
     with pybroker.connect(path, worker=False) as inst:
         inst.database("master").execute(render(endpoint))
     with pybroker.connect(path, worker=False) as inst:
-        stored = stored_endpoint(inst)
+        stored = stored_endpoint(inst.kernel)
         assert stored == CreateEndpoint(endpoint.name, endpoint.port, endpoint.state,
                                         endpoint.listener_ip, None, endpoint.encryption)
         tcp = inst.sql("SELECT name, port, ip_address FROM sys.tcp_endpoints").fetchall()

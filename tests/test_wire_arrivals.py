@@ -76,17 +76,17 @@ def _statuses(inst: pybroker.Instance, cid: str) -> list[tuple[int, int]]:
 def _statements(inst: pybroker.Instance) -> Iterator[list[str]]:
     """The templates the instance's store runs meanwhile, in order."""
     statements: list[str] = []
-    real_run = inst._store.run
+    real_run = inst.kernel.store.run
 
     def counting_run(template, params=None):
         statements.append(template)
         return real_run(template, params)
 
-    inst._store.run = counting_run
+    inst.kernel.store.run = counting_run
     try:
         yield statements
     finally:
-        del inst._store.run
+        del inst.kernel.store.run
 
 
 def test_held_messages_are_written_and_released_in_order_set_based(tmp_path):
@@ -94,7 +94,7 @@ def test_held_messages_are_written_and_released_in_order_set_based(tmp_path):
         stock = inst.create_database("Stock")
         stock.create_queue("StockQueue")
         stock.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
-        remote = inst._messaging.remote
+        remote = inst.kernel.messaging.remote
         cid = str(uuid.uuid4())
 
         def arrive(*seqs: int) -> None:
@@ -122,11 +122,11 @@ def test_one_batch_finds_the_endpoints_of_many_conversations_in_one_query(tmp_pa
         stock = inst.create_database("Stock")
         stock.create_queue("StockQueue")
         stock.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
-        remote = inst._messaging.remote
+        remote = inst.kernel.messaging.remote
         cids = [str(uuid.uuid4()) for _ in range(20)]
         remote.arrive([Arrival(1, "test", _fragment(c, 0)) for c in cids])
         remote.arrivals.forget_index()  # as after a restart: the endpoints are only in the file
-        inst._messaging.endpoints.clear()
+        inst.kernel.messaging.endpoints.clear()
         with _statements(inst) as statements:
             remote.arrive([Arrival(1, "test", _fragment(c, 1)) for c in cids])
         assert statements.count("wire/select_endpoints_by_conversations.sql") == 1
@@ -154,7 +154,7 @@ def test_R9_at_a_principal_an_unknown_conversation_is_refused_until_its_first_me
         stock.create_queue("StockQueue")
         stock.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
         stock.set_mirroring("PRINCIPAL", "tcp://partner:4022")
-        remote = inst._messaging.remote
+        remote = inst.kernel.messaging.remote
         wire = remote.wire = FakeWire()
 
         def arrive(cid: str, *seqs: int) -> None:
@@ -197,7 +197,7 @@ def test_R9_the_sender_ends_a_conversation_its_principal_lost_and_waits_for_one_
         shop.create_service("ShopService", queue="ShopQueue")
         shop.create_route("ToStock", service_name="StockService",
                           address="tcp://127.0.0.1:4022")
-        remote = inst._messaging.remote
+        remote = inst.kernel.messaging.remote
         wire = remote.wire = FakeWire()
         conv = shop.begin_dialog("ShopService", "StockService")
         conv.send(b"<a/>")
@@ -250,7 +250,7 @@ def test_R4_2_a_conversations_messages_go_to_the_database_that_holds_it(tmp_path
             db.create_queue("StockQueue")
             db.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
             databases.append(db)
-        remote = inst._messaging.remote
+        remote = inst.kernel.messaging.remote
         cids = [str(uuid.uuid4()) for _ in range(20)]
         remote.arrive([Arrival(1, "test", _fragment(c, s)) for s in range(5) for c in cids])
         (times,) = inst.sql("SELECT count(DISTINCT message_enqueue_time) FROM "
@@ -258,10 +258,10 @@ def test_R4_2_a_conversations_messages_go_to_the_database_that_holds_it(tmp_path
         assert times == 1
         remote.arrive([Arrival(1, "test", _fragment(c, s)) for s in (5, 6) for c in cids])
         remote.arrivals.forget_index()  # as after a restart: the endpoints are only in the file
-        inst._messaging.endpoints.clear()
+        inst.kernel.messaging.endpoints.clear()
         remote.arrive([Arrival(1, "test", _fragment(c, s)) for s in (7, 8) for c in cids])
         remote.arrivals.forget_index()
-        inst._messaging.endpoints.clear()
+        inst.kernel.messaging.endpoints.clear()
         for c in cids:  # one side at a time: _find's own query, not the batch's
             remote.arrive([Arrival(1, "test", _fragment(c, 9))])
         conversation_of = dict(inst.sql(
@@ -293,9 +293,9 @@ def test_R4_2_a_conversation_held_by_a_principal_is_not_refused_for_a_mirror_pic
             db = inst.create_database(name)
             db.create_queue("StockQueue")
             db.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
-        remote = inst._messaging.remote
+        remote = inst.kernel.messaging.remote
         wire = remote.wire = FakeWire()
-        mirror = inst._messaging.catalog_named("StockB").database_id
+        mirror = inst.kernel.messaging.catalog_named("StockB").database_id
         remote.arrivals.mirroring_roles = {mirror: "MIRROR"}
         cids = [str(uuid.uuid4()) for _ in range(40)]
         remote.arrive([Arrival(1, "test", _fragment(c, 0)) for c in cids])

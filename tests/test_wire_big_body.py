@@ -68,7 +68,7 @@ def test_the_receiver_keeps_a_20_mb_message_as_its_fragments_and_receive_reads_t
         stock = inst.create_database("Stock")
         stock.create_queue("StockQueue")
         stock.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
-        remote = inst._messaging.remote
+        remote = inst.kernel.messaging.remote
         order = [*range(1, count), 0]  # out of order: the first fragment comes last
         for n in order[:-1]:
             part = body[n * MIB:(n + 1) * MIB]
@@ -106,7 +106,7 @@ def test_fragments_that_do_not_make_the_message_size_are_refused(tmp_path):
         stock = inst.create_database("Stock")
         stock.create_queue("StockQueue")
         stock.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
-        remote = inst._messaging.remote
+        remote = inst.kernel.messaging.remote
         # two fragments claiming a 3 MiB message, 2 MiB between them
         remote.arrive([Arrival(1, "test", _message(b"a" * MIB, cid, fragment_number=0,
                                                    fragment_count=2, message_size=3 * MIB))])

@@ -35,19 +35,12 @@ class _Fragment:
         self.body = b"x"
 
 
-class _Endpoint:
-    def __init__(self) -> None:
-        self._remote = _Remote()
-
-    def connections(self) -> list[Any]:
-        return []
-
-
 def _bridge() -> tuple[_Bridge, _Remote]:
-    endpoint = _Endpoint()
-    bridge = _Bridge(endpoint)  # type: ignore[arg-type]
+    remote = _Remote()
+    bridge = _Bridge(remote, lambda connection, probe: None,  # type: ignore[arg-type]
+                     lambda: None)
     bridge.start()
-    return bridge, endpoint._remote
+    return bridge, remote
 
 
 def _wait_for(remote: _Remote, count: int, timeout: float = 5.0) -> None:

@@ -275,7 +275,7 @@ def test_an_arrival_just_after_a_queue_turns_on_stays_behind_those_that_waited(t
             for i in range(3):
                 conv.send(f"{i}", message_type=ORDER)
         wait_for(lambda: len(tx_rows(b)) == 3, what="the inbound rows")
-        messaging = b._messaging
+        messaging = b.kernel.messaging
         release = messaging.after_catalog_write
 
         def arrival_first() -> None:  # the writer thread gets in before the release

@@ -82,7 +82,7 @@ def setup_forwarder(inst: pybroker.Instance, sender_port: int, receiver_port: in
     msdb = inst.database("msdb")
     if inst.sql("SELECT count(*) FROM sys.msdb_routes WHERE name = 'OnToStock'").fetchone()[0]:
         return
-    with inst._write():
+    with inst.kernel.write():
         msdb.create_route("OnToStock", service_name="StockService",
                           address=f"tcp://127.0.0.1:{receiver_port}")
         msdb.create_route("OnToShop", service_name="ShopService",
@@ -101,7 +101,7 @@ def setup(inst: pybroker.Instance, role: str, peer_port: int) -> pybroker.Databa
             db.set_mirroring(role.upper())  # promoted (or demoted) since the last start
         return db
     mirror_port = os.environ.get("WIRE_CHILD_MIRROR_PORT")
-    with inst._write():  # one transaction: a kill leaves all of it or none of it
+    with inst.kernel.write():  # one transaction: a kill leaves all of it or none of it
         db = inst.create_database(mine, broker_instance=os.environ.get("WIRE_CHILD_BROKER"))
         if role in ("principal", "mirror"):
             db.set_mirroring(role.upper(), "tcp://127.0.0.1:"

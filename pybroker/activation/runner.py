@@ -138,7 +138,7 @@ class ActivationRunner:
                 thread.join(max(0.0, deadline - time.monotonic()))
         abandoned = sum(thread.is_alive() for thread in running)
         self._messaging.queue_watcher = None
-        lock = self._store._lock
+        lock = self._store.lock
         if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             try:
                 self._write_events()
@@ -199,7 +199,7 @@ class ActivationRunner:
         now = self._clock()
         with_messages: set[Key] | None = None
         if now >= self._next_check:
-            with self._store._lock:
+            with self._store.lock:
                 rows = self._store.run("activation/select_queues_with_messages.sql")
             with_messages = {(r[0], r[1]) for r in rows}
             self._next_check = now + self._interval
@@ -231,11 +231,11 @@ class ActivationRunner:
                 name=f"pybroker-reader-{task.spid}-{task.key[1]}")
             task.thread.start()
         if events:
-            with self._store._lock:
+            with self._store.lock:
                 self._write_events()
 
     def _load_queues(self) -> None:
-        with self._store._lock:
+        with self._store.lock:
             rows = self._store.run("activation/select_activated_queues.sql")
         queues = {(r[0], r[1]): _Activated(r[2], r[3] or 0, r[4] or "SELF") for r in rows}
         with self._lock:

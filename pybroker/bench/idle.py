@@ -102,14 +102,14 @@ def run_case(conversations: int) -> dict[str, Any]:
             marks.append((done, clock(), cpu(), _rss_bytes()))
         gc.collect()
         rss = _rss_bytes()
-        store = inst._store
+        store = inst.kernel.store
         memory = {tag: {"memory_mb": used / 2**20, "temporary_mb": spilled / 2**20}
                   for tag, used, spilled in store.fetchall(
                       "SELECT tag, memory_usage_bytes, temporary_storage_bytes "
                       "FROM duckdb_memory() ORDER BY memory_usage_bytes DESC")
                   if used or spilled}
         limit = store.fetchone("SELECT current_setting('memory_limit')")
-        cache = inst._messaging.endpoints
+        cache = inst.kernel.messaging.endpoints
         windows = [{
             "first": a[0], "last": b[0],
             "per_s": (b[0] - a[0]) / (b[1] - a[1]),

@@ -77,7 +77,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
         connect(Path(tmp) / "bench.duckdb", worker=False) as inst,
     ):
         initiator, target = initiator_and_target(inst)
-        inst._store.run("bench/create_messaging_floor.sql")
+        inst.kernel.store.run("bench/create_messaging_floor.sql")
         one, many, single, floor_one, floor_many = [], [], [], [], []
         drain, floor_drain = [], []
         for _ in range(repeat):
@@ -312,14 +312,14 @@ def _drain(initiator: Database, target: Database, sizes: dict[str, int],
 
 def _floor_drain(inst: Instance, sizes: dict[str, int], body: bytes) -> dict[str, float]:
     """(c)'s storage floor: one INSERT ... SELECT, then a group per transaction."""
-    store = inst._store
+    store = inst.kernel.store
     total = sizes["messages"]
     clock = time.perf_counter
     start = clock()
     with store.transaction():
         store.run("bench/insert_messaging_floor.sql", {
             "first": 0, "last": total, "conversations": sizes["drain_conversations"],
-            "body": body, "now": inst._now()})
+            "body": body, "now": inst.kernel.now()})
     out = 0
     while out < total:
         with store.transaction():
@@ -334,12 +334,12 @@ def _floor_drain(inst: Instance, sizes: dict[str, int], body: bytes) -> dict[str
 def _floor(inst: Instance, conversations: int, sizes: dict[str, int],
            body: bytes) -> dict[str, float]:
     """The same rows through a bare table: one statement per transaction each way."""
-    store = inst._store
+    store = inst.kernel.store
     total, per_tx = sizes["messages"], sizes["sends_per_transaction"]
     rows_per_receive_tx = min(total, sizes["max_messages"] * sizes["receives_per_transaction"],
                               max(1, total // conversations) * sizes[
                                   "receives_per_transaction"])
-    now = inst._now()
+    now = inst.kernel.now()
     clock = time.perf_counter
     start = clock()
     for first in range(0, total, per_tx):

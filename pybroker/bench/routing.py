@@ -49,7 +49,7 @@ def run(*, repeat: int = 5, quick: bool = False) -> dict[str, Any]:
     ):
         # DuckDB prints a progress bar to stdout, terminal or not, once a query runs over
         # 2 s (the batch does on a loaded machine): it would break --json
-        inst._store.execute("SET enable_progress_bar_print = false")
+        inst.kernel.store.execute("SET enable_progress_bar_print = false")
         db = _build(inst, sizes["routes"])
         keys = _keys(sizes["routes"], db.broker_instance)
         warm = [_warm(inst, keys, sizes["warm_calls"]) for _ in range(repeat)]
@@ -102,10 +102,10 @@ def format_report(report: dict[str, Any]) -> str:
 def _build(inst: Instance, route_count: int):
     db = inst.create_database(DATABASE)
     db.create_queue("BenchQueue")
-    params = {"database_id": db.database_id, "route_count": route_count, "now": inst._now()}
-    with inst._write():
-        inst._store.run("bench/generate_routes.sql", params)
-        inst._store.run("bench/generate_services.sql", params)
+    params = {"database_id": db.database_id, "route_count": route_count, "now": inst.kernel.now()}
+    with inst.kernel.write():
+        inst.kernel.store.run("bench/generate_routes.sql", params)
+        inst.kernel.store.run("bench/generate_services.sql", params)
     return db
 
 
@@ -196,12 +196,12 @@ def _cold(inst: Instance, keys, calls: int) -> dict[str, float]:
         timed("unseen", lambda n=name: inst.route(n, origin=DATABASE))
         fresh = first_time[i % len(first_time)]
         # never decided (and, as after a write naming the service, read again by the mirror)
-        inst._routing.changed(CatalogChange(services=frozenset([fresh[1]])))
+        inst.kernel.routing.changed(CatalogChange(services=frozenset([fresh[1]])))
         timed("first_time", lambda k=fresh: inst.route(k[1], origin=k[0]))
         # comparison: the same key through the set-based routing query (the path every
         # never-decided key took before the point path)
-        timed("first_time_query", lambda k=fresh: inst._routing._decide(
-            [k], inst._clock(), point=False))
+        timed("first_time_query", lambda k=fresh: inst.kernel.routing._decide(
+            [k], inst.kernel.clock(), point=False))
         # a route for a brand-new service, and that service's first decision
         service = f"NewService{i}_{time.time_ns()}"
         timed("create", lambda s=service: db.create_route(
@@ -209,7 +209,7 @@ def _cold(inst: Instance, keys, calls: int) -> dict[str, float]:
         decision = timed("new_service", lambda s=service: inst.route(s, origin=DATABASE))
         if decision.route != f"New{service}":
             raise RuntimeError(f"routing answered {decision.route} for a new service's route")
-        timed("baseline", lambda: inst._store.run(
+        timed("baseline", lambda: inst.kernel.store.run(
             "instance/select_route.sql",
             {"database_id": db.database_id, "name": "BenchRoute000001"}))
     ms = {name: statistics.median(values) / 1e6 for name, values in series.items()}
@@ -225,10 +225,10 @@ def _cold(inst: Instance, keys, calls: int) -> dict[str, float]:
 
 
 def _batch(inst: Instance, database_id: int, sizes: dict[str, int], repeat: int):
-    store = inst._store
+    store = inst.kernel.store
     params = {
         "conversation_count": sizes["conversations"], "route_count": sizes["routes"],
-        "origin": DATABASE, "broker_instance": str(uuid.UUID(int=7)), "now": inst._now(),
+        "origin": DATABASE, "broker_instance": str(uuid.UUID(int=7)), "now": inst.kernel.now(),
     }
     store.run("bench/generate_conversations.sql", params)
     distinct = store.fetchall(

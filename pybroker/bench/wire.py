@@ -123,7 +123,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
             with connect(folder / "local.duckdb", worker=False) as local:
                 # DuckDB draws a progress bar on stdout for long statements (1 MiB bodies):
                 # not in this process's report (the children's stdout is their replies)
-                local._store.connection.execute("SET enable_progress_bar = false")
+                local.kernel.store.connection.execute("SET enable_progress_bar = false")
                 local_db = wire_child.build(local, "local")
                 target_db = local.database(wire_child.TARGET_DB)
                 _local_stream(local_db, target_db, 1, {**sizes, "messages": 100})  # warm-up

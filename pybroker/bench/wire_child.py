@@ -194,7 +194,7 @@ def frames_sent(times: dict[int, float]) -> Iterator[None]:
 def arrivals_committed(inst: Instance, times: dict[int, float]) -> Iterator[None]:
     """While it lasts, when each message's arrival committed here (by sequence number):
     the engine's writer applies a batch of arrivals, commits, then acknowledges."""
-    remote = inst._messaging.remote
+    remote = inst.kernel.messaging.remote
     original = remote.arrive
 
     def arrive(arrivals: list[Any]) -> None:
@@ -230,7 +230,7 @@ def wait_transmitted(inst: Instance, timeout: float = 600.0) -> float:
 
 
 def _in_flight(inst: Instance) -> bool:
-    wire = inst._messaging.remote.wire
+    wire = inst.kernel.messaging.remote.wire
     transmitter = getattr(wire, "transmitter", None)
     if transmitter is None:
         return False
@@ -356,7 +356,7 @@ class Child:
         self.folder = folder
         self.inst = connect(path, retry_scale=retry_scale)
         self.db = build(self.inst, role)
-        identity = endpoint_identity(self.inst)
+        identity = endpoint_identity(self.inst.kernel)
         self.private_key, self.certificate = identity.private_key, identity.certificate
         (folder / f"{role}.pem").write_text(self.certificate, encoding="ascii")
         self.endpoint = self.inst.start_endpoint(0, "127.0.0.1")

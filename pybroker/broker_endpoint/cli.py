@@ -201,7 +201,7 @@ def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:
     so (P2), and say where it listens; with no definition, as start_endpoint() does."""
     from pybroker.broker_endpoint.ddl import stored_endpoint
 
-    defined = stored_endpoint(inst)
+    defined = stored_endpoint(inst.kernel)
     if args.port is None and args.host is None and defined is not None and (
             defined.state != "STARTED"):
         return (f"not listening: the broker endpoint {defined.name} is {defined.state} "

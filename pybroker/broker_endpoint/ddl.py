@@ -5,8 +5,8 @@ The endpoint's definition is kept in the instance file (``broker_endpoints``, on
 most: an instance has one Service Broker endpoint, as in SQL Server), and so are the
 certificates. Whether the endpoint listens is the process's business: opening the file
 starts nothing; ``pybroker serve FILE`` and ``Instance.start_endpoint()`` start the endpoint
-the file defines, and the Instance remembers which running endpoint is the definition's
-(``_defined_endpoint``), so that ALTER and DROP ENDPOINT stop, move or keep it.
+the file defines, and the kernel remembers which running endpoint is the definition's
+(``Kernel.defined_endpoint``), so that ALTER and DROP ENDPOINT stop, move or keep it.
 
 A batch is all or nothing, but starting and stopping a listener is not a row a rollback
 can undo, so a batch runs in three steps (``Database.run_statements``):
@@ -29,11 +29,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.broker_endpoint.runtime import (
-    Endpoint,
-    EndpointHost,
     admit,
     endpoint_identity,
     forget,
@@ -59,6 +57,9 @@ from pybroker.tsql.endpoint_ddl import (
 )
 from pybroker.wire import certificates
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.kernel.kernel import Kernel, RunningEndpoint
+
 MASTER_DATABASE_ID = 1  # migrations/001_catalog.sql
 MAX_CERTIFICATE_FILE = 1 * 2**20
 SERVER_STATEMENTS = (
@@ -67,37 +68,41 @@ SERVER_STATEMENTS = (
 )  # fmt: skip
 
 
-class _Instance(EndpointHost, Protocol):
-    _defined_endpoint: Endpoint | None
+class _Instance(Protocol):
+    """What a batch needs of the Instance (instance.py, which imports this module)."""
+
+    kernel: Kernel
     forwarding_size_mb: int
+    forwarding: bool
 
     def start_endpoint(self, port: int | None = None, host: str | None = None, *,
-                       encryption: bool | None = None) -> Endpoint: ...
+                       encryption: bool | None = None) -> RunningEndpoint: ...
 
 
 class _Database(Protocol):
-    """What a batch needs of the Database running it (instance.py, which imports this
-    module): the shape only."""
+    """What a batch needs of the Database running it."""
 
     name: str
     database_id: int
-    _instance: _Instance
+
+    @property
+    def instance(self) -> _Instance: ...
 
 
-def stored_endpoint(instance: EndpointHost) -> CreateEndpoint | None:
+def stored_endpoint(kernel: Kernel) -> CreateEndpoint | None:
     """The broker endpoint the instance file defines (CREATE ENDPOINT on master), as the
     statement that would define it again; None if there is none. Read inside a write, it
     includes the write's own changes."""
-    rows = instance._store.run("wire/select_broker_endpoint.sql")
+    rows = kernel.store.run("wire/select_broker_endpoint.sql")
     if not rows:
         return None
     name, state, port, listener_ip, certificate, encryption = rows[0]
     return CreateEndpoint(name, port, state, listener_ip, certificate, encryption)
 
 
-def running_defined_endpoint(instance: _Instance) -> Endpoint | None:
+def running_defined_endpoint(kernel: Kernel) -> RunningEndpoint | None:
     """The endpoint running in this process for the file's definition, if one is."""
-    endpoint = instance._defined_endpoint
+    endpoint = kernel.defined_endpoint
     return endpoint if endpoint is not None and not endpoint.is_closed else None
 
 
@@ -106,7 +111,8 @@ class ServerBatch:
     write, ``run()`` each statement in the write, ``finish()`` after the last one."""
 
     def __init__(self, database: _Database, statements: list[object]) -> None:
-        self._instance = database._instance
+        self._instance = database.instance
+        self._kernel = self._instance.kernel
         self._statements: list[EndpointStatement] = [
             s for s in statements if isinstance(s, SERVER_STATEMENTS)]
         self._defines = any(isinstance(s, (CreateEndpoint, AlterEndpoint, DropEndpoint))
@@ -118,10 +124,10 @@ class ServerBatch:
                 reason="the broker endpoint and its certificates belong to the whole instance")
         self._final: CreateEndpoint | None = None
         self._start: CreateEndpoint | None = None
-        self._kept: Endpoint | None = None
+        self._kept: RunningEndpoint | None = None
         # the listener closed in step 1 (port, host, encryption), started again on failure
         self._closed: tuple[int, str, bool] | None = None
-        self._started: Endpoint | None = None
+        self._started: RunningEndpoint | None = None
         self._certificates_changed = False
 
     # -- step 1: before the write ----------------------------------------------------------
@@ -129,15 +135,15 @@ class ServerBatch:
     def __enter__(self) -> ServerBatch:
         if not self._statements:
             return self
-        instance = self._instance
-        if instance._store.in_transaction or instance._messaging.current() is not None:
+        kernel = self._kernel
+        if kernel.store.in_transaction or kernel.messaging.current() is not None:
             raise WireError(
                 "ENDPOINT and CERTIFICATE statements cannot run inside Database.transaction(): "
                 "they start and stop the broker endpoint, which a rollback cannot undo; run "
                 "them in a batch of their own")
         if not self._defines:
             return self  # certificates only: the endpoint stays as it is
-        current = stored_endpoint(instance)
+        current = stored_endpoint(kernel)
         definition = current
         for statement in self._statements:
             if isinstance(statement, CreateEndpoint):
@@ -157,10 +163,10 @@ class ServerBatch:
                 else:
                     definition = dataclasses.replace(definition, **dict(statement.changes))
         self._final = definition
-        running = running_defined_endpoint(instance)
+        running = running_defined_endpoint(kernel)
         wanted = definition if definition is not None and definition.state == "STARTED" \
             else None
-        other = instance._endpoint
+        other = kernel.endpoint
         if wanted is not None and other is not None and not other.is_closed and (
                 other is not running):
             raise WireError(
@@ -173,37 +179,37 @@ class ServerBatch:
         else:
             self._start = wanted
             if running is not None:
-                settings = running._transport.settings
+                settings = running.settings
                 self._closed = (running.port, settings.host, settings.encryption)
                 running.close()  # step 1: see the module's docstring
-                instance._defined_endpoint = None
+                kernel.defined_endpoint = None
         return self
 
     # -- step 2: in the write --------------------------------------------------------------
 
     def run(self, statement: object) -> None:
-        instance = self._instance
+        kernel = self._kernel
         if isinstance(statement, CreateEndpoint):
             self._endpoint_options(statement.certificate, statement.message_forward_size,
                                    statement.message_forwarding)
-            instance._store.run("wire/insert_broker_endpoint.sql",
+            kernel.store.run("wire/insert_broker_endpoint.sql",
                                 {"name": statement.name, **_row(statement)})
         elif isinstance(statement, AlterEndpoint):
             changes = dict(statement.changes)
             self._endpoint_options(changes.get("certificate"),
                                    changes.get("message_forward_size"),
                                    changes.get("message_forwarding"))
-            current = stored_endpoint(instance)  # with this batch's earlier statements
+            current = stored_endpoint(kernel)  # with this batch's earlier statements
             if current is None:
                 raise NotFoundError(f"endpoint {statement.name!r} does not exist: CREATE "
                                     "ENDPOINT first")
-            instance._store.run("wire/update_broker_endpoint.sql",
+            kernel.store.run("wire/update_broker_endpoint.sql",
                                 _row(dataclasses.replace(current, **changes)))
         elif isinstance(statement, DropEndpoint):
-            instance._store.run("wire/delete_broker_endpoint.sql")  # closed in step 1
+            kernel.store.run("wire/delete_broker_endpoint.sql")  # closed in step 1
         elif isinstance(statement, CreateCertificateFromFile):
             self._check_new_certificate_name(statement.name)
-            admit(instance, statement.name, _read_certificate_file(statement.path))
+            admit(kernel, statement.name, _read_certificate_file(statement.path))
             self._certificates_changed = True
         elif isinstance(statement, CreateCertificateWithSubject):
             self._name_own_certificate(statement.name, statement.subject)
@@ -214,7 +220,7 @@ class ServerBatch:
                     f"certificate {own!r} is this instance's own endpoint certificate: pybroker "
                     "keeps it for the life of the instance file (peers trust it); DROP "
                     "CERTIFICATE drops a peer's certificate")
-            forget(instance, statement.name)
+            forget(kernel, statement.name)
             self._certificates_changed = True
         else:
             raise BrokerError(f"execute() cannot run {statement!r}")
@@ -225,7 +231,7 @@ class ServerBatch:
         if not self._defines:
             return
         final = self._final
-        if stored_endpoint(self._instance) != (
+        if stored_endpoint(self._kernel) != (
                 None if final is None else dataclasses.replace(
                     final, message_forward_size=None, message_forwarding=None)):
             raise WireError(  # step 1 decided on a definition another thread changed since
@@ -250,7 +256,7 @@ class ServerBatch:
         try:
             if exc is None:
                 if self._defines:
-                    instance._defined_endpoint = self._started or self._kept
+                    self._kernel.defined_endpoint = self._started or self._kept
                 return
             if self._started is not None:
                 self._started.close()
@@ -263,16 +269,16 @@ class ServerBatch:
                                  f"again on {host}:{port}: {failed}")
         finally:
             if self._certificates_changed:
-                retrust(instance)  # what the file holds now, committed or rolled back
+                retrust(self._kernel)  # what the file holds now, committed or rolled back
 
     # -- internals -------------------------------------------------------------------------
 
     def _own_certificate_name(self) -> str | None:
-        rows = self._instance._store.run("wire/select_endpoint_certificate_name.sql")
+        rows = self._kernel.store.run("wire/select_endpoint_certificate_name.sql")
         return rows[0][0] if rows else None
 
     def _peer_names(self) -> set[str]:
-        return {name for name, _ in self._instance._store.run(
+        return {name for name, _ in self._kernel.store.run(
             "wire/select_trusted_certificates.sql")}
 
     def _check_new_certificate_name(self, name: str) -> None:
@@ -300,8 +306,8 @@ class ServerBatch:
         if not name.strip() or len(name) > 128:
             raise InvalidArgumentError(
                 f"a certificate name is a non-empty string of at most 128 characters: {name!r}")
-        endpoint_identity(self._instance, subject)
-        self._instance._store.run("wire/update_endpoint_certificate_name.sql", {"name": name})
+        endpoint_identity(self._kernel, subject)
+        self._kernel.store.run("wire/update_endpoint_certificate_name.sql", {"name": name})
 
     def _endpoint_options(self, certificate: str | None, forward_size: int | None,
                           forwarding: bool | None = None) -> None:

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING
 from pybroker.wire.frames import Probe
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.engine import Messaging
+    from pybroker.storage import Store
 
 
-def probe_role(messaging: Messaging, probe: Probe) -> str:
+def probe_role(store: Store, probe: Probe) -> str:
     """R9.2: PRINCIPAL, MIRROR, or "" when no database here has the probe's service (and
     broker identifier). A database that is not mirrored serves, as a principal does."""
-    store = messaging.store
-    with store._lock:
+    with store.lock:
         rows = store.run("instance/select_probe_role.sql", {
             "service_name": probe.service, "broker_instance": probe.broker_instance})
     return rows[0][0] if rows else ""

@@ -18,14 +18,12 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pybroker.broker_endpoint.mirroring import probe_role
 from pybroker.conversation.arrivals import Arrival
+from pybroker.conversation.remote import RemoteDelivery
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -39,8 +37,7 @@ from pybroker.wire.frames import MessageFragment, Notice, Probe
 from pybroker.wire.transport import Identity, Settings, Transport
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.engine import Messaging
-    from pybroker.storage import Store
+    from pybroker.kernel.kernel import Kernel
 
 MAX_BATCH = 4096  # arrivals applied in one transaction at most
 # ... and bytes of bodies: a transaction holds what it writes about three times over until it
@@ -54,54 +51,31 @@ EVENTS_INTERVAL = 1.0  # seconds: sys.broker_events is at most this late
 ACK_INTERVAL = 0.02
 
 
-class _Database(Protocol):
-    broker_instance: str
+class BrokerEndpoint:
+    """A running broker endpoint (SQL Server's Service Broker endpoint): ``port``,
+    ``address`` and ``close()``. It takes the kernel of its instance and holds itself in
+    the kernel's endpoint slot while it runs."""
 
-
-class EndpointHost(Protocol):
-    """What the broker endpoint needs of its Instance (instance.py, which imports this
-    module): the shape only, so that the import goes one way."""
-
-    _store: Store
-    _messaging: Messaging
-    _endpoint: Endpoint | None
-    _clock: Callable[[], float]
-
-    @property
-    def path(self) -> Path | None: ...
-
-    def _now(self) -> datetime: ...
-
-    def _write(self) -> AbstractContextManager[None]: ...
-
-    def databases(self) -> Sequence[_Database]: ...
-
-    def run_pending_all(self) -> None: ...
-
-
-class Endpoint:
-    """A running broker endpoint: ``port``, ``address`` and ``close()``."""
-
-    def __init__(self, instance: EndpointHost, settings: Settings) -> None:
-        self._instance = instance
-        messaging = instance._messaging
-        self._remote = messaging.remote
-        identity = endpoint_identity(instance)
-        with instance._store._lock:  # R7.3: the memory bound forwarding may hold
-            size_mb = instance._store.run("instance/select_settings.sql")[0][1]
+    def __init__(self, kernel: Kernel, settings: Settings) -> None:
+        self._kernel = kernel
+        self._remote = kernel.messaging.remote
+        identity = endpoint_identity(kernel)
+        store = kernel.store
+        with store.lock:  # R7.3: the memory bound forwarding may hold
+            size_mb = store.run("instance/select_settings.sql")[0][1]
         settings.forwarding_limit = int(size_mb) * 2**20
-        self._bridge = _Bridge(self)
-        self._transport = Transport(self._bridge, identity, trusted_certificates(instance),
-                                    settings, clock=instance._clock)
+        self._bridge = _Bridge(self._remote, self.answer_probe, self.refresh_forwarding_limit)
+        self._transport = Transport(self._bridge, identity, trusted_certificates(kernel),
+                                    settings, clock=kernel.clock)
         self._closed = False
-        self.started = instance._now()  # since when it listens (sys.service_broker_endpoints)
+        self.started = kernel.now()  # since when it listens (sys.service_broker_endpoints)
         self._transport.start()
         self._remote.wire = self._transport
         self._bridge.start()
         self._remote.event("Broker:Connection", "Listening", None, None, None,
                            f"the broker endpoint listens on {self.address}")
-        if not instance._store.in_transaction:
-            instance.run_pending_all()  # what waited for a transport goes now
+        if not store.in_transaction:
+            kernel.run_pending_all()  # what waited for a transport goes now
         # else started by T-SQL inside a batch's write: its commit retries every waiting
         # transmission (Messaging.after_catalog_write)
 
@@ -116,6 +90,11 @@ class Endpoint:
     @property
     def is_closed(self) -> bool:
         return self._closed
+
+    @property
+    def settings(self) -> Settings:
+        """What the endpoint was started with (host, port, encryption, time-outs...)."""
+        return self._transport.settings
 
     @property
     def encryption(self) -> bool:
@@ -136,9 +115,19 @@ class Endpoint:
     def refresh_forwarding_limit(self) -> None:
         """R7.3: the memory bound as the file says now (MESSAGE_FORWARD_SIZE or
         ``Instance.forwarding_size_mb`` may change it while the endpoint serves)."""
-        size_mb = int(self._instance._store.run("instance/select_settings.sql")[0][1])
+        size_mb = int(self._kernel.store.run("instance/select_settings.sql")[0][1])
         if size_mb * 2**20 != self._transport.forwarder.limit:
             self._transport.set_forwarding_limit(size_mb * 2**20)
+
+    def trust(self, trusted: dict[str, str]) -> None:
+        """Admit exactly these peers (name -> certificate PEM) from now on; connections of
+        peers no longer trusted are closed."""
+        self._transport.trust(trusted)
+
+    def answer_probe(self, connection: int, probe: Probe) -> None:
+        """R9.2: answer a mirrored route's probe with the role here of the database it
+        asks about (on the engine's writer thread)."""
+        self._transport.answer_probe(connection, probe, probe_role(self._kernel.store, probe))
 
     def close(self) -> None:
         """Stop listening, close every connection, write the last events. Messages in
@@ -151,19 +140,21 @@ class Endpoint:
         self._bridge.stop()
         with contextlib.suppress(BrokerError):
             self._remote.write_events()
-        if self._instance._endpoint is self:
-            self._instance._endpoint = None
+        if self._kernel.endpoint is self:
+            self._kernel.endpoint = None
 
     def __repr__(self) -> str:
-        return f"<Endpoint {self.address}{' closed' if self._closed else ''}>"
+        return f"<BrokerEndpoint {self.address}{' closed' if self._closed else ''}>"
 
 
 class _Bridge:
     """What the transport hands over, applied by one thread through the engine."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        self._endpoint = endpoint
-        self._remote = endpoint._remote
+    def __init__(self, remote: RemoteDelivery, answer_probe: Callable[[int, Probe], None],
+                 refresh_forwarding_limit: Callable[[], None]) -> None:
+        self._remote = remote
+        self._answer_probe = answer_probe
+        self._refresh_forwarding_limit = refresh_forwarding_limit
         self._items: deque[tuple[str, Any]] = deque()
         self._ready = threading.Condition()
         self._stopped = False
@@ -245,7 +236,7 @@ class _Bridge:
                 next_snapshot = time.monotonic() + EVENTS_INTERVAL
                 try:
                     self._remote.write_events()
-                    self._endpoint.refresh_forwarding_limit()
+                    self._refresh_forwarding_limit()
                 except Exception as exc:
                     self.last_error = exc
 
@@ -281,45 +272,42 @@ class _Bridge:
                 elif kind == "status":
                     remote.transmission_status(*item)
                 elif kind == "probe":  # R9.2: the role here of the database it asks about
-                    connection, probe = item
-                    self._endpoint._transport.answer_probe(
-                        connection, probe, probe_role(self._endpoint._instance._messaging,
-                                                      probe))
+                    self._answer_probe(*item)
         flush()
 
 
 # -- identity and trust, kept in the instance file -----------------------------------------
 
 
-def endpoint_identity(instance: EndpointHost, subject: str | None = None) -> Identity:
+def endpoint_identity(kernel: Kernel, subject: str | None = None) -> Identity:
     """This instance's identity on the wire; its certificate is made on first need (with
     ``subject`` as its common name when given)."""
-    store = instance._store
-    with instance._write():
+    store = kernel.store
+    with kernel.write():
         row = store.run("wire/select_identity.sql")[0]
         instance_id, cert, key = row
         if instance_id is None or cert is None or key is None:
             instance_id = instance_id or str(uuid.uuid4())
-            name = instance.path.stem if instance.path is not None else "pybroker"
+            name = kernel.store.path.stem if kernel.store.path is not None else "pybroker"
             cert, key = certificates.make_certificate(
-                subject or f"pybroker {name} {instance_id[:8]}", instance._now())
+                subject or f"pybroker {name} {instance_id[:8]}", kernel.now())
             store.run("wire/update_identity.sql", {
                 "instance_id": instance_id, "certificate": cert, "private_key": key})
-    brokers = tuple(db.broker_instance for db in instance.databases())
+    brokers = tuple(db.broker_instance for db in kernel.databases())
     return Identity(instance_id, cert, key, brokers)
 
 
-def trusted_certificates(instance: EndpointHost) -> dict[str, str]:
-    with instance._store._lock:
-        return dict(instance._store.run("wire/select_trusted_certificates.sql"))
+def trusted_certificates(kernel: Kernel) -> dict[str, str]:
+    with kernel.store.lock:
+        return dict(kernel.store.run("wire/select_trusted_certificates.sql"))
 
 
-def trust(instance: EndpointHost, name: str, pem: str | bytes) -> None:
-    admit(instance, name, pem)
-    retrust(instance)
+def trust(kernel: Kernel, name: str, pem: str | bytes) -> None:
+    admit(kernel, name, pem)
+    retrust(kernel)
 
 
-def admit(instance: EndpointHost, name: str, pem: str | bytes) -> None:
+def admit(kernel: Kernel, name: str, pem: str | bytes) -> None:
     """Keep the peer's certificate in the file (replacing one of that name); the running
     transport learns of it from ``retrust`` (once the change is committed)."""
     if not isinstance(name, str) or not name.strip() or len(name) > 128:
@@ -328,42 +316,42 @@ def admit(instance: EndpointHost, name: str, pem: str | bytes) -> None:
     if not isinstance(pem, (str, bytes)):
         raise InvalidArgumentError(f"a certificate is PEM text, not {type(pem).__name__}")
     info = certificates.certificate_info(pem)
-    if info.not_after < instance._now():
+    if info.not_after < kernel.now():
         raise WireError(f"the certificate for {name!r} expired on {info.not_after:%Y-%m-%d}")
-    with instance._write():
-        instance._store.run("wire/delete_trusted_certificate.sql", {"name": name})
-        trusted_as = instance._store.run("wire/select_trusted_name_by_thumbprint.sql",
+    with kernel.write():
+        kernel.store.run("wire/delete_trusted_certificate.sql", {"name": name})
+        trusted_as = kernel.store.run("wire/select_trusted_name_by_thumbprint.sql",
                                          {"thumbprint": info.fingerprint})
         if trusted_as:  # a peer is known by one name: say which, not "a duplicate"
             other = trusted_as[0][0]
             raise AlreadyExistsError(
                 f"this certificate is already trusted as {other!r} (a certificate is "
                 f"trusted under one name): remove {other!r} first to trust it as {name!r}")
-        instance._store.run("wire/insert_trusted_certificate.sql", {
+        kernel.store.run("wire/insert_trusted_certificate.sql", {
             "name": name, "certificate": info.pem, "thumbprint": info.fingerprint,
             "subject": info.subject, "start_date": info.not_before,
-            "expiry_date": info.not_after, "create_date": instance._now()})
+            "expiry_date": info.not_after, "create_date": kernel.now()})
 
 
-def untrust(instance: EndpointHost, name: str) -> None:
-    forget(instance, name)
-    retrust(instance)
+def untrust(kernel: Kernel, name: str) -> None:
+    forget(kernel, name)
+    retrust(kernel)
 
 
-def forget(instance: EndpointHost, name: str) -> None:
+def forget(kernel: Kernel, name: str) -> None:
     """Take the peer's certificate out of the file (``retrust`` tells the transport)."""
-    with instance._write():
-        gone = instance._store.run("wire/delete_trusted_certificate.sql", {"name": name})
+    with kernel.write():
+        gone = kernel.store.run("wire/delete_trusted_certificate.sql", {"name": name})
     if not gone:
         raise NotFoundError(f"no trusted peer is called {name!r}")
 
 
-def retrust(instance: EndpointHost) -> None:
+def retrust(kernel: Kernel) -> None:
     """Give the running transport the trusted certificates the file holds now (it closes
     the connections of peers no longer trusted)."""
-    endpoint = instance._endpoint
-    if endpoint is not None and not endpoint.is_closed:
-        endpoint._transport.trust(trusted_certificates(instance))
+    endpoint = kernel.endpoint
+    if isinstance(endpoint, BrokerEndpoint) and not endpoint.is_closed:
+        endpoint.trust(trusted_certificates(kernel))
 
 
 def settings_for(port: int, host: str, retry_scale: float, **options: Any) -> Settings:
@@ -390,4 +378,4 @@ def settings_for(port: int, host: str, retry_scale: float, **options: Any) -> Se
     return settings
 
 
-__all__ = ["DEFAULT_FRAGMENT_SIZE", "Endpoint"]
+__all__ = ["DEFAULT_FRAGMENT_SIZE", "BrokerEndpoint"]

@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_DESCRIPTION_LENGTH = 3000  # SQL Server's END CONVERSATION ... DESCRIPTION nvarchar(3000)
 
 
-class _Instance(Protocol):
-    _messaging: Messaging
+class _Kernel(Protocol):
+    messaging: Messaging
 
 
 class _Database(Protocol):
@@ -29,7 +29,9 @@ class _Database(Protocol):
 
     name: str
     database_id: int
-    _instance: _Instance
+
+    @property
+    def kernel(self) -> _Kernel: ...
 
 
 class Conversation:
@@ -43,7 +45,7 @@ class Conversation:
 
     def __init__(self, database: _Database, handle: str) -> None:
         self._database = database
-        self._messaging = database._instance._messaging
+        self._messaging = database.kernel.messaging
         self.handle = handle
 
     def __repr__(self) -> str:

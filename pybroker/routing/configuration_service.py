@@ -211,7 +211,7 @@ class ConfigurationService:
                              "(<SERVICE_NAME> is missing or empty)")
             return
         broker_instance = conversation.far_broker_instance
-        requester = _database_of(db._instance, broker_instance)
+        requester = _database_of(db.instance, broker_instance)
         place = None
         if requester is None:
             try:

@@ -31,7 +31,7 @@ and the engine runs select_key_inputs.sql as before. ``everything`` (a database 
 a write that says nothing more precise) reloads the whole mirror.
 
 Writes that bypass CatalogChange are not seen: every API and T-SQL write goes through
-``Instance._write`` with its change; migrations run before the engine exists (msdb and its
+``Kernel.write`` with its change; migrations run before the engine exists (msdb and its
 AutoCreatedLocal come from them; a new database's AutoCreatedLocal comes with
 ``everything``); ``Instance.sql()`` is read-only; code writing on the raw connection must
 call ``RoutingEngine.invalidate()`` (the tests that insert route requests do).

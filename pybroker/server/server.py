@@ -266,7 +266,7 @@ class ClientServer:
     def _record_refusal(self, who: str, why: str) -> None:
         """An Audit Broker Login event in sys.broker_events, as the wire records a login
         it refuses."""
-        messaging = self.instance._messaging
+        messaging = self.instance.kernel.messaging
         with contextlib.suppress(BrokerError):
             messaging.remote.event("Audit Broker Login", "Client Login Failure", who, None,
                                    None, f"a client was refused: {why}")

@@ -191,7 +191,7 @@ class Session:
                 or not all(isinstance(h, str) for h in call.args[0])):
             raise InvalidArgumentError("sequences takes one list of conversation handles")
         database = self._target(DATABASE, call.target[1:])
-        return self.instance._messaging.next_send_sequences(database.database_id,
+        return self.instance.kernel.messaging.next_send_sequences(database.database_id,
                                                             call.args[0])
 
     def doom(self, error: BrokerError) -> None:

@@ -1,6 +1,6 @@
 """ALTER DATABASE ... SET PARTNER in SQL Server's syntax: a database's part in a mirrored
 pair (SPEC R9), run by the ``master`` database's ``execute()`` (Database.run_statements
-runs it with ``set_mirroring`` and ``fail_over``, pybroker.database_mirroring).
+runs it with ``set_mirroring`` and ``fail_over``, pybroker.kernel.mirroring).
 
 It understands exactly
 

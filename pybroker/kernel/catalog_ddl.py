@@ -1,12 +1,12 @@
-"""The message type, contract, queue and service DDL of a Database (SPEC C2, C3): what
-``Database.create_queue()`` and the rest run, and what ``Database.execute()`` runs for the
-statements of pybroker.tsql.object_ddl. Database (instance.py) takes these methods from
-ObjectDDLMixin."""
+"""The message type, contract, queue and service DDL (SPEC C2, C3), a service composed on
+the kernel: what ``Database.create_queue()`` and the rest run, and what
+``Database.execute()`` runs for the statements of pybroker.tsql.object_ddl. Each method
+takes the database it acts on."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pybroker import arguments
 from pybroker.activation.procedure import (
@@ -27,58 +27,68 @@ from pybroker.errors import (
 from pybroker.routing.cache import NOTHING, CatalogChange
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.conversation.catalog import DatabaseCatalog
+    from pybroker.kernel.kernel import DatabaseRef, Kernel
+
 _SENT_BY = ("INITIATOR", "TARGET", "ANY")
 
 
-class ObjectDDLMixin:
-    """The message type, contract, queue and service methods of Database (instance.py)."""
+class CatalogDDL:
+    """Message types, contracts, queues and services of the instance's databases."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._store = kernel.store
 
     # -- message types and contracts (C2) -------------------------------------------------
 
-    def create_message_type(self, name: str, validation: str = "NONE") -> MessageType:
+    def create_message_type(self, database: DatabaseRef, name: str,
+                            validation: str = "NONE") -> MessageType:
         """CREATE MESSAGE TYPE name VALIDATION = NONE | EMPTY | WELL_FORMED_XML."""
         check_name("message type", name)
         code = _validation_code(validation)
-        with self._instance._write(NOTHING):
-            if name in self._catalog().message_types:
+        with self.kernel.write(NOTHING):
+            if name in self._catalog(database).message_types:
                 raise AlreadyExistsError(
-                    f"message type {name!r} already exists in database {self.name!r}")
+                    f"message type {name!r} already exists in database {database.name!r}")
             self._store.run("instance/insert_message_type.sql", {
-                "database_id": self.database_id, "name": name, "validation": code,
-                "now": self._instance._now()})
+                "database_id": database.database_id, "name": name, "validation": code,
+                "now": self.kernel.now()})
         return MessageType(name, VALIDATION_NAMES[code])
 
-    def alter_message_type(self, name: str, validation: str) -> MessageType:
+    def alter_message_type(self, database: DatabaseRef, name: str, validation: str) -> MessageType:
         """ALTER MESSAGE TYPE name VALIDATION = ..."""
         check_name("message type", name)
         code = _validation_code(validation)
-        with self._instance._write(NOTHING):
-            self._user_message_type(name, "alter")
+        with self.kernel.write(NOTHING):
+            self._user_message_type(database, name, "alter")
             self._store.run("instance/update_message_type.sql", {
-                "database_id": self.database_id, "name": name, "validation": code})
+                "database_id": database.database_id, "name": name, "validation": code})
         return MessageType(name, VALIDATION_NAMES[code])
 
-    def drop_message_type(self, name: str) -> None:
+    def drop_message_type(self, database: DatabaseRef, name: str) -> None:
         """DROP MESSAGE TYPE: refused while a contract uses it."""
         check_name("message type", name)
-        with self._instance._write(NOTHING):
-            self._user_message_type(name, "drop")
-            users = sorted(c for c, usages in self._catalog().contracts.items()
+        with self.kernel.write(NOTHING):
+            self._user_message_type(database, name, "drop")
+            users = sorted(c for c, usages in self._catalog(database).contracts.items()
                            if name in usages)
             if users:
                 raise InUseError(
                     f"message type {name!r} is used by contract(s) {', '.join(users)} in "
-                    f"database {self.name!r}; drop them first")
+                    f"database {database.name!r}; drop them first")
             self._store.run("instance/delete_message_type.sql",
-                            {"database_id": self.database_id, "name": name})
+                            {"database_id": database.database_id, "name": name})
 
-    def message_types(self) -> list[MessageType]:
-        catalog = self._catalog()
+    def message_types(self, database: DatabaseRef) -> list[MessageType]:
+        catalog = self._catalog(database)
         return [MessageType(n, VALIDATION_NAMES[v], n in catalog.system_message_types)
                 for n, v in sorted(catalog.message_types.items())]
 
     def create_contract(
-        self, name: str, messages: Mapping[str, str] | Iterable[tuple[str, str]]
+        self, database: DatabaseRef, name: str,
+        messages: Mapping[str, str] | Iterable[tuple[str, str]],
     ) -> Contract:
         """CREATE CONTRACT name (message type SENT BY INITIATOR | TARGET | ANY, ...).
 
@@ -111,59 +121,61 @@ class ObjectDDLMixin:
                     f"system message type {mtype!r} cannot be part of a contract (the broker "
                     "sends it on every conversation)")
             usages[mtype] = (who in ("INITIATOR", "ANY"), who in ("TARGET", "ANY"))
-        with self._instance._write(NOTHING):
-            catalog = self._catalog()
+        with self.kernel.write(NOTHING):
+            catalog = self._catalog(database)
             if name in catalog.contracts:
                 raise AlreadyExistsError(
-                    f"contract {name!r} already exists in database {self.name!r}")
+                    f"contract {name!r} already exists in database {database.name!r}")
             for mtype in usages:
                 if mtype not in catalog.message_types:
                     raise NotFoundError(
                         f"message type {mtype!r} of contract {name!r} does not exist in "
-                        f"database {self.name!r}; create it first")
+                        f"database {database.name!r}; create it first")
             self._store.run("instance/insert_contract.sql", {
-                "database_id": self.database_id, "name": name, "now": self._instance._now()})
+                "database_id": database.database_id, "name": name, "now": self.kernel.now()})
             for mtype, (by_initiator, by_target) in usages.items():
                 self._store.run("instance/insert_contract_message_usage.sql", {
-                    "database_id": self.database_id, "contract_name": name,
+                    "database_id": database.database_id, "contract_name": name,
                     "message_type_name": mtype, "is_sent_by_initiator": by_initiator,
                     "is_sent_by_target": by_target})
-        return self.contract(name)
+        return self.contract(database, name)
 
-    def drop_contract(self, name: str) -> None:
+    def drop_contract(self, database: DatabaseRef, name: str) -> None:
         """DROP CONTRACT: refused while a service accepts it."""
         check_name("contract", name)
-        with self._instance._write(NOTHING):
-            catalog = self._catalog()
+        with self.kernel.write(NOTHING):
+            catalog = self._catalog(database)
             if name not in catalog.contracts:
-                raise NotFoundError(f"contract {name!r} does not exist in database {self.name!r}")
+                raise NotFoundError(
+                    f"contract {name!r} does not exist in database {database.name!r}")
             if name in catalog.system_contracts:
                 raise InUseError(f"contract {name!r} is a system contract; it cannot be dropped")
             users = sorted(s for s, c in catalog.service_contracts.items() if name in c)
             if users:
                 raise InUseError(
                     f"contract {name!r} is used by service(s) {', '.join(users)} in database "
-                    f"{self.name!r}; ALTER SERVICE ... (DROP CONTRACT ...) or drop them first")
-            params = {"database_id": self.database_id, "name": name}
+                    f"{database.name!r}; ALTER SERVICE ... (DROP CONTRACT ...) or drop them first")
+            params = {"database_id": database.database_id, "name": name}
             self._store.run("instance/delete_contract_message_usages.sql",
-                            {"database_id": self.database_id, "contract_name": name})
+                            {"database_id": database.database_id, "contract_name": name})
             self._store.run("instance/delete_contract.sql", params)
 
-    def contract(self, name: str) -> Contract:
-        catalog = self._catalog()
+    def contract(self, database: DatabaseRef, name: str) -> Contract:
+        catalog = self._catalog(database)
         if name not in catalog.contracts:
-            raise NotFoundError(f"contract {name!r} does not exist in database {self.name!r}")
+            raise NotFoundError(
+                    f"contract {name!r} does not exist in database {database.name!r}")
         return _contract(name, catalog.contracts[name], name in catalog.system_contracts)
 
-    def contracts(self) -> list[Contract]:
-        catalog = self._catalog()
+    def contracts(self, database: DatabaseRef) -> list[Contract]:
+        catalog = self._catalog(database)
         return [_contract(n, u, n in catalog.system_contracts)
                 for n, u in sorted(catalog.contracts.items())]
 
     # -- queues and services -------------------------------------------------------------
 
     def create_queue(
-        self,
+        self, database: DatabaseRef,
         name: str,
         status: bool = True,
         *,
@@ -201,26 +213,26 @@ class ObjectDDLMixin:
                 check_procedure_name(activation_procedure),
                 1 if max_queue_readers is None else check_max_readers(max_queue_readers),
                 "SELF" if execute_as is None else check_execute_as(execute_as))
-        with self._instance._write(NOTHING):  # routing reads services, not queues
-            for q in self.queues():
+        with self.kernel.write(NOTHING):  # routing reads services, not queues
+            for q in self.queues(database):
                 if q.name.lower() == name.lower():  # queue names ignore case
                     raise AlreadyExistsError(
-                        f"queue {name!r} already exists in {self.name!r}"
+                        f"queue {name!r} already exists in {database.name!r}"
                         + ("" if q.name == name else f" as {q.name!r} (queue names are "
                            "unique without regard to case)"))
             self._store.run(
                 "instance/insert_queue.sql",
-                {"database_id": self.database_id, "name": name, "status": status,
+                {"database_id": database.database_id, "name": name, "status": status,
                  "retention": retention, "poison_message_handling": poison_message_handling,
-                 "now": self._instance._now()},
+                 "now": self.kernel.now()},
             )
             if activation.procedure is not None:
                 self._store.run("instance/update_queue_activation.sql",
-                                activation.params(self.database_id, name))
+                                activation.params(database.database_id, name))
         return Queue(name, status, retention, poison_message_handling, *activation)
 
     def alter_queue(
-        self,
+        self, database: DatabaseRef,
         name: str,
         status: bool | None = None,
         *,
@@ -257,10 +269,10 @@ class ObjectDDLMixin:
             check_max_readers(max_queue_readers)
         if execute_as is not None:
             execute_as = check_execute_as(execute_as)
-        with self._instance._write(NOTHING):
-            current = {q.name: q for q in self.queues()}.get(name)
+        with self.kernel.write(NOTHING):
+            current = {q.name: q for q in self.queues(database)}.get(name)
             if current is None:
-                raise NotFoundError(f"queue {name!r} does not exist in database {self.name!r}")
+                raise NotFoundError(f"queue {name!r} does not exist in database {database.name!r}")
             activation = _Activation.of(current)
             if drop_activation:
                 activation = _Activation.of(None)
@@ -289,40 +301,40 @@ class ObjectDDLMixin:
                 *activation,
             )
             self._store.run("instance/update_queue.sql", {
-                "database_id": self.database_id, "name": name, "status": merged.status,
+                "database_id": database.database_id, "name": name, "status": merged.status,
                 "retention": merged.retention,
                 "poison_message_handling": merged.poison_message_handling})
             if activation != _Activation.of(current):
                 self._store.run("instance/update_queue_activation.sql",
-                                activation.params(self.database_id, name))
+                                activation.params(database.database_id, name))
         return merged
 
-    def drop_queue(self, name: str) -> None:
+    def drop_queue(self, database: DatabaseRef, name: str) -> None:
         """DROP QUEUE: refused while a service is bound to it; its messages go with it."""
         check_name("queue", name)
-        with self._instance._write(NOTHING):
-            if not any(q.name == name for q in self.queues()):
-                raise NotFoundError(f"queue {name!r} does not exist in database {self.name!r}")
-            users = sorted(s.name for s in self.services() if s.queue == name)
+        with self.kernel.write(NOTHING):
+            if not any(q.name == name for q in self.queues(database)):
+                raise NotFoundError(f"queue {name!r} does not exist in database {database.name!r}")
+            users = sorted(s.name for s in self.services(database) if s.queue == name)
             if users:
                 raise InUseError(
                     f"queue {name!r} is used by service(s) {', '.join(users)} in database "
-                    f"{self.name!r}; drop them or move them (ALTER SERVICE ... ON QUEUE) first")
-            params = {"database_id": self.database_id, "name": name}
-            of_queue = {"database_id": self.database_id, "queue_name": name}
+                    f"{database.name!r}; drop them or move them (ALTER SERVICE ... ON QUEUE) first")
+            params = {"database_id": database.database_id, "name": name}
+            of_queue = {"database_id": database.database_id, "queue_name": name}
             self._store.run("instance/delete_queue_fragments.sql", of_queue)
             self._store.run("instance/delete_queue_messages.sql", of_queue)
             self._store.run("instance/delete_queue.sql", params)
 
-    def queues(self) -> list[Queue]:
+    def queues(self, database: DatabaseRef) -> list[Queue]:
         rows = self._store.run("instance/select_queue_settings.sql",
-                               {"database_id": self.database_id})
+                               {"database_id": database.database_id})
         return [Queue(n, bool(s), bool(r), p is None or bool(p), bool(a), proc, readers or 0,
                       execute_as)
                 for n, s, r, p, a, proc, readers, execute_as in rows]
 
     def create_service(
-        self, name: str, queue: str, contracts: Iterable[str] | None = None
+        self, database: DatabaseRef, name: str, queue: str, contracts: Iterable[str] | None = None
     ) -> Service:
         """CREATE SERVICE name ON QUEUE queue [(contract, ...)]. A service that lists no
         contracts can only initiate conversations; ``contracts=["DEFAULT"]`` accepts the
@@ -330,27 +342,27 @@ class ObjectDDLMixin:
         check_name("service", name, MAX_VALUE_LENGTH)
         check_name("queue", queue)
         wanted = _contract_list(contracts)
-        with self._instance._write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
-            if not any(q.name == queue for q in self.queues()):
+        with self.kernel.write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
+            if not any(q.name == queue for q in self.queues(database)):
                 raise NotFoundError(
-                    f"queue {queue!r} does not exist in database {self.name!r}; create it first"
+                    f"queue {queue!r} does not exist in database {database.name!r}; create it first"
                 )
-            if any(s.name == name for s in self.services()):
-                raise AlreadyExistsError(f"service {name!r} already exists in {self.name!r}")
-            self._check_contracts_exist(wanted)
+            if any(s.name == name for s in self.services(database)):
+                raise AlreadyExistsError(f"service {name!r} already exists in {database.name!r}")
+            self._check_contracts_exist(database, wanted)
             self._store.run(
                 "instance/insert_service.sql",
-                {"database_id": self.database_id, "name": name, "queue_name": queue,
-                 "now": self._instance._now()},
+                {"database_id": database.database_id, "name": name, "queue_name": queue,
+                 "now": self.kernel.now()},
             )
             for contract in wanted:
                 self._store.run("instance/insert_service_contract_usage.sql", {
-                    "database_id": self.database_id, "service_name": name,
+                    "database_id": database.database_id, "service_name": name,
                     "contract_name": contract})
         return Service(name, queue, tuple(sorted(wanted)))
 
     def alter_service(
-        self,
+        self, database: DatabaseRef,
         name: str,
         queue: str | None = None,
         *,
@@ -364,51 +376,54 @@ class ObjectDDLMixin:
         if set(adding) & set(dropping):
             raise InvalidArgumentError(
                 f"ALTER SERVICE {name!r} both adds and drops {sorted(set(adding) & set(dropping))}")
-        with self._instance._write(NOTHING):  # routing reads service names only
-            current = {s.name: s for s in self.services()}.get(name)
+        with self.kernel.write(NOTHING):  # routing reads service names only
+            current = {s.name: s for s in self.services(database)}.get(name)
             if current is None:
-                raise NotFoundError(f"service {name!r} does not exist in database {self.name!r}")
+                raise NotFoundError(
+                    f"service {name!r} does not exist in database {database.name!r}")
             if queue is not None:
                 check_name("queue", queue)
-                if not any(q.name == queue for q in self.queues()):
+                if not any(q.name == queue for q in self.queues(database)):
                     raise NotFoundError(
-                        f"queue {queue!r} does not exist in database {self.name!r}")
+                        f"queue {queue!r} does not exist in database {database.name!r}")
                 self._store.run("instance/update_service_queue.sql", {
-                    "database_id": self.database_id, "name": name, "queue_name": queue})
-            self._check_contracts_exist(adding)
+                    "database_id": database.database_id, "name": name, "queue_name": queue})
+            self._check_contracts_exist(database, adding)
             for contract in adding:
                 if contract in current.contracts:
                     raise AlreadyExistsError(
                         f"service {name!r} already accepts contract {contract!r}")
                 self._store.run("instance/insert_service_contract_usage.sql", {
-                    "database_id": self.database_id, "service_name": name,
+                    "database_id": database.database_id, "service_name": name,
                     "contract_name": contract})
             for contract in dropping:
                 if contract not in current.contracts:
                     raise NotFoundError(
                         f"service {name!r} does not accept contract {contract!r}")
                 self._store.run("instance/delete_service_contract_usage.sql", {
-                    "database_id": self.database_id, "service_name": name,
+                    "database_id": database.database_id, "service_name": name,
                     "contract_name": contract})
-        return {s.name: s for s in self.services()}[name]
+        return {s.name: s for s in self.services(database)}[name]
 
-    def drop_service(self, name: str) -> None:
+    def drop_service(self, database: DatabaseRef, name: str) -> None:
         """DROP SERVICE: its conversations end at once (their far sides in this instance
         get error -8490, C2), then the service goes."""
         check_name("service", name, MAX_VALUE_LENGTH)
-        with self._instance._write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
-            if not any(s.name == name for s in self.services()):
-                raise NotFoundError(f"service {name!r} does not exist in database {self.name!r}")
-            self._instance._messaging.end_service_conversations(self.database_id, name)
-            params = {"database_id": self.database_id, "service_name": name}
+        with self.kernel.write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
+            if not any(s.name == name for s in self.services(database)):
+                raise NotFoundError(
+                    f"service {name!r} does not exist in database {database.name!r}")
+            self.kernel.messaging.end_service_conversations(database.database_id, name)
+            params = {"database_id": database.database_id, "service_name": name}
             self._store.run("instance/delete_service_contract_usages.sql", params)
             self._store.run("instance/delete_service.sql",
-                            {"database_id": self.database_id, "name": name})
+                            {"database_id": database.database_id, "name": name})
 
-    def services(self) -> list[Service]:
-        rows = self._store.run("instance/select_services.sql", {"database_id": self.database_id})
+    def services(self, database: DatabaseRef) -> list[Service]:
+        rows = self._store.run("instance/select_services.sql",
+                               {"database_id": database.database_id})
         usages = self._store.run("instance/select_service_contract_usages.sql",
-                                 {"database_id": self.database_id})
+                                 {"database_id": database.database_id})
         accepted: dict[str, list[str]] = {}
         for service, contract in usages:
             accepted.setdefault(service, []).append(contract)
@@ -416,25 +431,26 @@ class ObjectDDLMixin:
 
     # -- internals (conversations) ---------------------------------------------------------
 
-    def _catalog(self):
-        return self._instance._messaging.catalog(self.database_id)
+    def _catalog(self, database: DatabaseRef) -> DatabaseCatalog:
+        return self.kernel.messaging.catalog(database.database_id)
 
-    def _user_message_type(self, name: str, verb: str) -> None:
-        catalog = self._catalog()
+    def _user_message_type(self, database: DatabaseRef, name: str, verb: str) -> None:
+        catalog = self._catalog(database)
         if name not in catalog.message_types:
-            raise NotFoundError(f"message type {name!r} does not exist in database {self.name!r}")
+            raise NotFoundError(
+                    f"message type {name!r} does not exist in database {database.name!r}")
         if name in catalog.system_message_types:
             raise InUseError(f"message type {name!r} is a system message type; it cannot be "
                              f"{verb}ped" if verb == "drop" else
                              f"message type {name!r} is a system message type; it cannot be "
                              f"{verb}ed")
 
-    def _check_contracts_exist(self, contracts: list[str]) -> None:
-        catalog = self._catalog()
+    def _check_contracts_exist(self, database: DatabaseRef, contracts: list[str]) -> None:
+        catalog = self._catalog(database)
         for contract in contracts:
             if contract not in catalog.contracts:
                 raise NotFoundError(
-                    f"contract {contract!r} does not exist in database {self.name!r}; "
+                    f"contract {contract!r} does not exist in database {database.name!r}; "
                     "create it first")
 
 

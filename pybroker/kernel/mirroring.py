@@ -1,6 +1,6 @@
 """A database's part in a mirrored pair (SPEC R9), as ``Database.set_mirroring()`` and
-``ALTER DATABASE name SET PARTNER`` on master set it. Database (instance.py) takes these
-methods from MirroringMixin.
+``ALTER DATABASE name SET PARTNER`` on master set it: a service composed on the kernel,
+whose methods take the database they act on.
 
 There is no database mirroring to copy: pybroker moves no data between the partners. What
 it keeps is the role (PRINCIPAL or MIRROR) and the partner's address, which is what a sender
@@ -39,7 +39,7 @@ reorders the way back, reach the sender after the acknowledgement of its first m
 and end it; TCP keeps one connection's frames in order and the principal sends the
 refusal before it can acknowledge the first message, so only a reordering proxy can.
 
-A database that is not in a pair behaves as before: a later message of an unknown
+A database that is not in a pair: a later message of an unknown
 conversation begins a target endpoint and waits, held, for the earlier ones (P4.4). The
 other way round (the initiator's database failed over), a target's message for an initiator
 side the new principal does not have is refused with error -8462, which ends that
@@ -50,91 +50,90 @@ then in both files), a later one ends it as above.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from pybroker.errors import InvalidArgumentError, NotFoundError
 from pybroker.routing.cache import NOTHING
 from pybroker.routing.definition import address_problem, parse_network_address
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.storage import Store
-    from pybroker.tsql.database_ddl import AlterDatabasePartner
+    from pybroker.kernel.kernel import DatabaseRef, Kernel
 
 ROLES = ("PRINCIPAL", "MIRROR")
 
 
-class MirroringMixin:
-    """The mirroring methods of Database (instance.py)."""
+class Mirroring:
+    """The mirroring role and partner of the instance's databases."""
 
-    _instance: Any
-    _store: Store
-    database_id: int
-    name: str
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._store = kernel.store
 
-    @property
-    def mirroring_role(self) -> str | None:
+    def mirroring_role(self, database: DatabaseRef) -> str | None:
         """'PRINCIPAL', 'MIRROR', or None when the database is not part of a mirrored pair."""
         rows = self._store.run("instance/select_mirroring.sql",
-                               {"database_id": self.database_id})
+                               {"database_id": database.database_id})
         return rows[0][0] if rows else None
 
-    @property
-    def mirroring_partner(self) -> str | None:
+    def mirroring_partner(self, database: DatabaseRef) -> str | None:
         """The partner's address (tcp://host:port), or None when not mirrored."""
         rows = self._store.run("instance/select_mirroring.sql",
-                               {"database_id": self.database_id})
+                               {"database_id": database.database_id})
         return rows[0][1] if rows else None
 
-    def set_mirroring(self, role: str | None, partner: str | None = None) -> None:
+    def set_mirroring(self, database: DatabaseRef, role: str | None,
+                      partner: str | None = None) -> None:
         """Make this database a partner of a mirrored pair (R9): ``role`` 'PRINCIPAL' or
         'MIRROR', ``partner`` the other's broker endpoint (tcp://host:port). ``role`` None
         takes it out of the pair (SET PARTNER OFF). A MIRROR database takes no message from
         the network: its senders turn to its partner (R9.3)."""
         if role is None:
-            self._write_mirroring(None, None)
+            self._write_mirroring(database, None, None)
             return
         if not isinstance(role, str) or role.upper() not in ROLES:
             raise InvalidArgumentError(
                 f"a mirroring role is 'PRINCIPAL' or 'MIRROR', not {role!r}")
         if partner is None:
-            partner = self.mirroring_partner
+            partner = self.mirroring_partner(database)
             if partner is None:
                 raise InvalidArgumentError(
-                    f"database {self.name!r} has no partner yet: name it, e.g. "
+                    f"database {database.name!r} has no partner yet: name it, e.g. "
                     "set_mirroring('PRINCIPAL', partner='tcp://host:4022')")
         if not isinstance(partner, str) or parse_network_address(partner) is None:
             problem = address_problem(partner) if isinstance(partner, str) else "not text"
             raise InvalidArgumentError(
                 f"a mirroring partner is a tcp://host:port address, not {partner!r}: {problem}")
-        self._write_mirroring(role.upper(), partner)
+        self._write_mirroring(database, role.upper(), partner)
 
-    def fail_over(self) -> str:
+    def fail_over(self, database: DatabaseRef) -> str:
         """SET PARTNER FAILOVER: this side's role flips (PRINCIPAL <-> MIRROR); returns the
         new role. Run it on both partners (see the module's note)."""
-        role = self.mirroring_role
+        role = self.mirroring_role(database)
         if role is None:
             raise NotFoundError(
-                f"database {self.name!r} is not part of a mirrored pair: set a partner first "
+                f"database {database.name!r} is not part of a mirrored pair: set a partner first "
                 "(set_mirroring, or ALTER DATABASE ... SET PARTNER = 'tcp://host:port')")
         new = "MIRROR" if role == "PRINCIPAL" else "PRINCIPAL"
-        self._write_mirroring(new, self.mirroring_partner)
+        self._write_mirroring(database, new, self.mirroring_partner(database))
         return new
 
-    def _write_mirroring(self, role: str | None, partner: str | None) -> None:
-        instance = self._instance
-        with instance._write(NOTHING):  # routing reads no role: nothing to decide again
-            self._store.run("instance/delete_mirroring.sql", {"database_id": self.database_id})
+    def _write_mirroring(self, database: DatabaseRef, role: str | None,
+                         partner: str | None) -> None:
+        with self.kernel.write(NOTHING):  # routing reads no role: nothing to decide again
+            self._store.run("instance/delete_mirroring.sql", {"database_id": database.database_id})
             if role is not None:
                 self._store.run("instance/insert_mirroring.sql", {
-                    "database_id": self.database_id, "mirroring_role": role,
-                    "mirroring_partner_name": partner, "now": instance._now()})
+                    "database_id": database.database_id, "mirroring_role": role,
+                    "mirroring_partner_name": partner, "now": self.kernel.now()})
 
 
-def run_partner_statement(database: MirroringMixin, statement: AlterDatabasePartner) -> None:
-    """ALTER DATABASE ... SET PARTNER (pybroker.tsql.database_ddl says what each form does)."""
-    if statement.action == "OFF":
-        database.set_mirroring(None)
-    elif statement.action == "FAILOVER":
-        database.fail_over()
-    else:
-        database.set_mirroring(database.mirroring_role or "PRINCIPAL", statement.partner)
+class MirroredDatabase(Protocol):
+    """The mirroring part of a Database (instance.py) that ALTER DATABASE ... SET PARTNER
+    runs."""
+
+    @property
+    def mirroring_role(self) -> str | None: ...
+
+    def set_mirroring(self, role: str | None, partner: str | None = None) -> None: ...
+
+    def fail_over(self) -> str: ...
