@@ -50,7 +50,7 @@ then in both files), a later one ends it as above.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pybroker.errors import InvalidArgumentError, NotFoundError
 from pybroker.routing.cache import NOTHING
@@ -125,15 +125,3 @@ class Mirroring:
                 self._store.run("instance/insert_mirroring.sql", {
                     "database_id": database.database_id, "mirroring_role": role,
                     "mirroring_partner_name": partner, "now": self.kernel.now()})
-
-
-class MirroredDatabase(Protocol):
-    """The mirroring part of a Database (instance.py) that ALTER DATABASE ... SET PARTNER
-    runs."""
-
-    @property
-    def mirroring_role(self) -> str | None: ...
-
-    def set_mirroring(self, role: str | None, partner: str | None = None) -> None: ...
-
-    def fail_over(self) -> str: ...
