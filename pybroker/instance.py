@@ -62,7 +62,7 @@ from pybroker.live_views import LiveRows, LiveViews, names_broker_events, names_
 from pybroker.routing.cache import EVERYTHING, NOTHING, CatalogChange
 from pybroker.routing.decision import RouteDecision
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
-from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine, to_utc_datetime
+from pybroker.routing.engine import OUTSIDE, ExplainStep, RoutingEngine
 from pybroker.server.snapshot import write_snapshot
 from pybroker.storage import Store
 from pybroker.storage_errors import (
@@ -71,6 +71,7 @@ from pybroker.storage_errors import (
     query_failed,
     translate_error,
 )
+from pybroker.timestamps import to_utc_datetime
 from pybroker.tsql.script import ResultSet
 
 CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions

@@ -36,7 +36,8 @@ from pybroker.conversation.system_messages import (
     error_body,
 )
 from pybroker.errors import ConversationError
-from pybroker.routing.engine import OUTSIDE, to_utc_datetime
+from pybroker.routing.engine import OUTSIDE
+from pybroker.timestamps import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.unit_of_work import UnitOfWork

@@ -106,7 +106,7 @@ from pybroker.errors import (
 )
 from pybroker.routing.cache import CatalogChange
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
-from pybroker.routing.engine import to_utc_datetime
+from pybroker.timestamps import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.catalog import DatabaseCatalog
