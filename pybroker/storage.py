@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 
 from pybroker import migration_defaults, no_pandas, sql_templates, storage_recovery
+from pybroker.arguments import MIN_MEMORY_LIMIT, check_memory_limit
 from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError, StorageError
 from pybroker.resources import migrations_dir, sql_dir
 from pybroker.storage_errors import explain_open_error, translate_error
@@ -70,9 +71,6 @@ DEFAULT_MEMORY_LIMIT = "256MiB"
 # (connect(threads=), `pybroker serve --threads`); a read-only open keeps DuckDB's default.
 DEFAULT_THREADS = 1
 MAX_THREADS = 1024
-# The least a limit may be: rows committed since the last checkpoint stay in memory, up to
-# about CHECKPOINT_THRESHOLD of them.
-MIN_MEMORY_LIMIT = 64 * 2**20
 # While a large body is read back (Store.streaming), DuckDB's limit is at least this much
 # above the memory it cannot let go of: what the read itself pins (a statement's pieces,
 # about 8 MiB, and its scan)
@@ -88,12 +86,8 @@ TIDY_PIECES = 2048
 # as long as the file is open (lowering it again while such a body is held unwritten would
 # make DuckDB's next checkpoint fail for good).
 BODY_ROOM = 3
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
-                   re.IGNORECASE)
 _MAX_LENGTH = re.compile(r"Max String Length: (\d+)")
 _SIZED = frozenset((bytes, bytearray, str))  # bound values that may hold a body
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10,
-          "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 # seconds: how long close() keeps interrupting a statement another thread still runs after
 # close's deadline before it leaves closing the connection to that statement's end
@@ -108,23 +102,6 @@ def checkpoint_threshold(memory_limit: int | None) -> str:
     if memory_limit is None or memory_limit // CHECKPOINT_SHARE >= most:
         return CHECKPOINT_THRESHOLD
     return f"{memory_limit // CHECKPOINT_SHARE}B"
-
-
-def check_memory_limit(value: object) -> int:
-    """A memory size such as 256MiB, 512MB or 2GB (DuckDB's units: KB, MB, GB are powers of
-    1000, KiB, MiB, GiB of 1024), in bytes; anything else is refused."""
-    match = _SIZE.match(value) if isinstance(value, str) else None
-    if match is None:
-        raise InvalidArgumentError(
-            f"memory_limit must be a size with its unit, such as '256MiB', '512MB' or '2GB', "
-            f"not {value!r}")
-    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
-    if size < MIN_MEMORY_LIMIT:
-        raise InvalidArgumentError(
-            f"memory_limit {value!r} is too small: an instance needs at least "
-            f"{MIN_MEMORY_LIMIT // 2**20} MiB (the rows it has not yet checkpointed stay "
-            "in memory)")
-    return size
 
 
 def check_threads(value: object) -> int:

@@ -98,8 +98,9 @@ def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
     """Every option of ``serve`` checked, before the file is opened (or made) and anything
     listens: a bad one is refused with nothing started or written. Returns the peers of
     --trust, their certificates read and checked."""
+    from pybroker.arguments import check_memory_limit
     from pybroker.broker_endpoint.runtime import settings_for
-    from pybroker.storage import check_memory_limit, check_threads
+    from pybroker.storage import check_threads
     from pybroker.wire import certificates
 
     def port(option: str, value: int | None) -> None:

@@ -48,6 +48,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 from xml.parsers import expat
 
+from pybroker.arguments import uuid_text
 from pybroker.conversation import columns, message_parts, transmission_pieces
 from pybroker.conversation.catalog_cache import CatalogMixin
 from pybroker.conversation.delivery import BACKOFF as BACKOFF
@@ -402,7 +403,7 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
                 f"{lifetime!r}")
         group = None
         if related_conversation_group is not None:
-            group = _uuid("related_conversation_group", related_conversation_group)
+            group = uuid_text("related_conversation_group", related_conversation_group)
         with self.unit_of_work() as uow:
             uow.activate()
             catalog = self.catalog(database_id)
@@ -438,7 +439,7 @@ class Messaging(DeliveryMixin, CatalogMixin, EndConversationMixin, ReceiveWhereM
         service uses the same queue, is in it (a new group begins with BEGIN DIALOG ...
         WITH RELATED_CONVERSATION_GROUP). SQL Server locks both groups until the
         transaction ends; here the unit of work holds the store's lock, which is stronger."""
-        group = _uuid("conversation_group_id", group_id)
+        group = uuid_text("conversation_group_id", group_id)
         with self.unit_of_work() as uow:
             uow.activate()
             ep = self.endpoint(handle, database_id)
@@ -774,12 +775,3 @@ def _as_bytes(body: Any) -> bytes:
         return bytes(body)
     raise InvalidArgumentError(
         f"a message body is bytes or str (sent as UTF-8), not {type(body).__name__}")
-
-
-def _uuid(what: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{what} must be a UUID string, not {type(value).__name__}")
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise InvalidArgumentError(f"{what} {value!r} is not a UUID") from None

@@ -6,10 +6,10 @@ with its read-ahead stays in the engine."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pybroker.arguments import uuid_text
 from pybroker.conversation import message_parts
 from pybroker.conversation.model import Message
 from pybroker.errors import InvalidArgumentError
@@ -58,9 +58,9 @@ class ReceiveWhereMixin:
             raise InvalidArgumentError(f"timeout must be seconds >= 0: {timeout!r}")
         params = {
             "database_id": database_id, "queue_name": queue,
-            "conversation_handle": None if conversation_handle is None else _uuid(
+            "conversation_handle": None if conversation_handle is None else uuid_text(
                 "conversation_handle", conversation_handle),
-            "conversation_group_id": None if conversation_group_id is None else _uuid(
+            "conversation_group_id": None if conversation_group_id is None else uuid_text(
                 "conversation_group_id", conversation_group_id),
         }
         self._queue_settings(database_id, queue)
@@ -138,12 +138,3 @@ class ReceiveWhereMixin:
 
         rows = self._take_when_ready(params, timeout, take)
         return str(rows[0][0]) if rows else None
-
-
-def _uuid(what: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{what} must be a UUID string, not {type(value).__name__}")
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise InvalidArgumentError(f"{what} {value!r} is not a UUID") from None
