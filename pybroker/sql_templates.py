@@ -3,8 +3,9 @@ transpiled from DuckDB's dialect to Spark SQL with unsupported constructs raisin
 
 Templates only ever receive relation names and switches, never user values: values travel
 as bound parameters (``$name`` in DuckDB) or as rows of an input relation. The one exception
-is a statement DuckDB's parser takes no parameter in (ATTACH's path): there the value goes
-through the ``literal`` filter, a string literal made by sqlglot.
+is a statement DuckDB's parser takes no parameter in (ATTACH's path, COPY FROM DATABASE's
+names): there the value goes through the ``literal`` filter, a string literal made by
+sqlglot, or the ``identifier`` filter, a quoted identifier made by sqlglot.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["literal"] = lambda value: sqlglot.exp.Literal.string(str(value)).sql(
         dialect="duckdb")
+    env.filters["identifier"] = lambda value: sqlglot.exp.to_identifier(
+        str(value), quoted=True).sql(dialect="duckdb")
     env.globals["raise_unknown_pick"] = lambda pick: _raise(f"unknown pick mode {pick!r}")
     env.globals["raise_unknown_engine"] = lambda engine: _raise(
         f"unknown engine {engine!r}: templates are written for 'duckdb' and 'spark'")

@@ -194,7 +194,9 @@ class Store:
         if threads is not None:
             no_pandas.call(self._con.execute, "SET threads = $threads", {"threads": threads})
         if not read_only:
-            self._con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold(limit)}'")
+            no_pandas.call(self._con.execute,
+                           sql_templates.render("instance/set_checkpoint_threshold.sql"),
+                           {"threshold": checkpoint_threshold(limit)})
         self._lock = StoreLock()
         # close() and the statements of other threads agree here on whether the connection
         # may still be used, and on who closes it (Store.close)

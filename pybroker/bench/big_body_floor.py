@@ -78,7 +78,8 @@ def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
         con = duckdb.connect(str(Path(tmp) / "floor.duckdb"))
         try:
             con.execute("SET threads = 1")
-            con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+            con.execute(sql_templates.render("instance/set_checkpoint_threshold.sql"),
+                        {"threshold": CHECKPOINT_THRESHOLD})
             con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
             con.execute(_sql("create_body_floor_keyed" if way == "pieces"
                              else "create_body_floor"))

@@ -35,6 +35,7 @@ from pybroker.chaos.ports import free_port
 from pybroker.chaos.runner import ChaosRun, Node, Options
 from pybroker.chaos.workload import split
 from pybroker.errors import BrokerError
+from pybroker.sql_templates import render
 
 TOPOLOGIES = ("point-to-point", "forwarder", "mirror")
 FAILOVER_WINDOW = (0.25, 0.5)  # of the duration: P is killed while A is still sending
@@ -121,9 +122,7 @@ class ForwarderRun(ChaosRun):
 
 def held_by(inst: Any) -> dict[str, int]:
     """What a forwarder's file holds of the dialogs it passed on: all 0 (R7.3, memory only)."""
-    return {what: inst.sql(f"SELECT count(*) FROM {what}").fetchone()[0] for what in (
-        "sys.conversation_endpoints", "main.message_fragments", "main.queue_messages",
-        "sys.transmission_queue")}
+    return dict(inst.sql(render("chaos/select_held_by_forwarder.sql")).fetchall())
 
 
 class MirrorRun(ChaosRun):
