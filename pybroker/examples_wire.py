@@ -38,7 +38,7 @@ from typing import Any
 import pybroker
 from pybroker.bench.child import JsonLinesChild
 from pybroker.examples import load_examples
-from pybroker.instance import Database, Instance, connect
+from pybroker.instance import Database, Instance
 from pybroker.routing.configuration_service import DYNAMIC_ROUTING_SERVICE, ConfigurationService
 from pybroker.sql_templates import render
 
@@ -111,7 +111,7 @@ def run_across_processes(parts: Sequence[str] = PARTS, out: Out = print,
                 for name in names[part]:
                     if name not in children:
                         children[name] = _Instance(name, folder)
-            a = connect(folder / "A.duckdb", retry_scale=RETRY_SCALE)
+            a = Instance(folder / "A.duckdb", retry_scale=RETRY_SCALE)
             a.start_endpoint(0, "127.0.0.1")
             for name, child in children.items():
                 child.start_endpoint(forwarding=name == "F")

@@ -147,7 +147,7 @@ def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+    from pybroker.instance import Instance
 
     if not args.create:
         require_instance_file(args.file)
@@ -156,7 +156,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with connect(args.file, retry_scale=args.retry_scale,
+    with Instance(args.file, retry_scale=args.retry_scale,
                  memory_limit=args.memory_limit, threads=args.threads) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
