@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,6 +23,14 @@ INT32_MAX = 2**31 - 1  # an INTEGER column: error codes, forwarding_size_mb
 INT64_MAX = 2**63 - 1  # a BIGINT column: max_message_size, sequence numbers
 MAX_SECONDS = 2**31  # C1: the default and longest conversation lifetime, in seconds
 MAX_EPOCH_SECONDS = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last time DuckDB stores
+
+# The least an instance's memory limit may be: rows committed since the last checkpoint stay
+# in memory, up to about storage.CHECKPOINT_THRESHOLD of them.
+MIN_MEMORY_LIMIT = 64 * 2**20
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
+                   re.IGNORECASE)
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10,
+          "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 _NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
@@ -70,6 +79,35 @@ def whole_number(argument: str, value: object, *, minimum: int, maximum: int) ->
                   else f"a whole number from {minimum:,} to {maximum:,}")
         raise InvalidArgumentError(f"{argument} must be {wanted}, not {_short(value)}")
     return value
+
+
+def uuid_text(argument: str, value: object) -> str:
+    """A UUID given as text (a conversation handle, a conversation group), in its canonical
+    lowercase form."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(
+            f"{argument} must be a UUID string, not {type(value).__name__}")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise InvalidArgumentError(f"{argument} {value!r} is not a UUID") from None
+
+
+def check_memory_limit(value: object, *, minimum: int = MIN_MEMORY_LIMIT) -> int:
+    """A memory size such as 256MiB, 512MB or 2GB (DuckDB's units: KB, MB, GB are powers of
+    1000, KiB, MiB, GiB of 1024), in bytes, at least ``minimum``; anything else is refused."""
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidArgumentError(
+            f"memory_limit must be a size with its unit, such as '256MiB', '512MB' or '2GB', "
+            f"not {value!r}")
+    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if size < minimum:
+        raise InvalidArgumentError(
+            f"memory_limit {value!r} is too small: an instance needs at least "
+            f"{minimum // 2**20} MiB (the rows it has not yet checkpointed stay "
+            "in memory)")
+    return size
 
 
 def real_number(argument: str, value: object, *, minimum: float, maximum: float) -> float:

@@ -9,7 +9,6 @@ from pathlib import Path
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.errors import InvalidArgumentError
 from pybroker.instance import Instance
-from pybroker.instance import connect as open_instance
 from pybroker.server.client import URL_SCHEME, connect_served, connect_url
 
 
@@ -59,7 +58,9 @@ def connect(
     (a second thread costs CPU and gains them nothing), DuckDB's own (one per core) for a
     read-only one; give more to a file that serves analysts' large queries. These six
     belong to the process that holds the file: a client has the server's (``clock`` or
-    ``retry_scale`` given to a client is refused).
+    ``retry_scale`` given to a client is refused). Queues WITH ACTIVATION start their
+    callables only once ``Instance.start_activation()`` is called (``pybroker serve`` calls
+    it).
     """
     if not isinstance(serve, bool):
         raise InvalidArgumentError(f"serve must be True or False, not {serve!r}")
@@ -81,9 +82,9 @@ def connect(
                 client.close()
                 raise
             return client
-    instance = open_instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
-                             endpoint_cache=endpoint_cache, read_only=read_only,
-                             memory_limit=memory_limit, threads=threads)
+    instance = Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
+                        endpoint_cache=endpoint_cache, read_only=read_only,
+                        memory_limit=memory_limit, threads=threads)
     if serve:
         from pybroker.server.server import serve_clients
 

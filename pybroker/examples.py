@@ -234,13 +234,13 @@ def run_two_instances(out: Callable[[str], None] = print, timeout: float = 30.0)
     the conversation endpoints, sys.dm_broker_connections and sys.broker_events."""
     import tempfile
 
-    from pybroker.instance import connect
+    from pybroker.instance import Instance
 
     with tempfile.TemporaryDirectory(prefix="pybroker-demo-") as tmp:
-        a = connect(Path(tmp) / "a.duckdb", retry_scale=RETRY_SCALE)
+        a = Instance(Path(tmp) / "a.duckdb", retry_scale=RETRY_SCALE)
         b = None
         try:
-            b = connect(Path(tmp) / "b.duckdb", retry_scale=RETRY_SCALE)
+            b = Instance(Path(tmp) / "b.duckdb", retry_scale=RETRY_SCALE)
             _two_instances(a, b, out, timeout)
         finally:
             a.close()

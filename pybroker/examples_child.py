@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pybroker.instance import Instance, connect
+from pybroker.instance import Instance
 
 
 def handle(inst: Instance, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
     path, retry_scale = Path(argv[0]), float(argv[1])
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints go to stderr, not into the replies
-    with connect(path, retry_scale=retry_scale) as inst:
+    with Instance(path, retry_scale=retry_scale) as inst:
         for line in sys.stdin:
             cmd = json.loads(line)
             if cmd["cmd"] == "quit":

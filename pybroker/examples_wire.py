@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -37,7 +38,7 @@ from typing import Any
 import pybroker
 from pybroker.bench.child import JsonLinesChild
 from pybroker.examples import load_examples
-from pybroker.instance import Database, Instance, connect
+from pybroker.instance import Database, Instance
 from pybroker.routing.configuration_service import DYNAMIC_ROUTING_SERVICE, ConfigurationService
 from pybroker.sql_templates import render
 
@@ -110,7 +111,7 @@ def run_across_processes(parts: Sequence[str] = PARTS, out: Out = print,
                 for name in names[part]:
                     if name not in children:
                         children[name] = _Instance(name, folder)
-            a = connect(folder / "A.duckdb", retry_scale=RETRY_SCALE)
+            a = Instance(folder / "A.duckdb", retry_scale=RETRY_SCALE)
             a.start_endpoint(0, "127.0.0.1")
             for name, child in children.items():
                 child.start_endpoint(forwarding=name == "F")
@@ -158,17 +159,18 @@ def _forwarding(a: Instance, f: _Instance, b: _Instance, out: Out,
     out(f"    F: master: {ENDPOINT_TSQL.format(options='MESSAGE_FORWARDING = ENABLED')}")
     f.ask("database", name="AdventureWorks2008R2")
     for name in example.services["AdventureWorks2008R2"]:
-        f.execute("AdventureWorks2008R2", f"CREATE QUEUE {name}Queue; CREATE SERVICE {name} "
-                  f"ON QUEUE {name}Queue ([DEFAULT])", out)
-    f.execute("msdb", f"CREATE ROUTE {route['name']} WITH SERVICE_NAME = '{service}', "
-              f"ADDRESS = '{b.address}'", out)
+        queue = tsql_name(f"{name}Queue")
+        f.execute("AdventureWorks2008R2", f"CREATE QUEUE {queue}; CREATE SERVICE "
+                  f"{tsql_name(name)} ON QUEUE {queue} ([DEFAULT])", out)
+    f.execute("msdb", f"CREATE ROUTE {tsql_name(route['name'])} WITH SERVICE_NAME = "
+              f"{tsql_string(service)}, ADDRESS = {tsql_string(b.address)}", out)
     b_db = b.ask("database", name="Elsewhere")["broker_instance"]
-    b.execute("Elsewhere", f"CREATE QUEUE ElsewhereQueue; CREATE SERVICE {service} ON QUEUE "
-              "ElsewhereQueue ([DEFAULT])", out)
+    b.execute("Elsewhere", "CREATE QUEUE ElsewhereQueue; CREATE SERVICE "
+              f"{tsql_name(service)} ON QUEUE ElsewhereQueue ([DEFAULT])", out)
     sales = a.create_database("Sales")
     _execute(a, sales, "CREATE QUEUE SalesQueue; CREATE SERVICE SalesService ON QUEUE "
-             f"SalesQueue; CREATE ROUTE ToForwarder WITH SERVICE_NAME = '{service}', "
-             f"ADDRESS = '{f.address}'", out)
+             f"SalesQueue; CREATE ROUTE ToForwarder WITH SERVICE_NAME = {tsql_string(service)}, "
+             f"ADDRESS = {tsql_string(f.address)}", out)
 
     body = "<Shipment id='6'/>"
     with sales.transaction():
@@ -207,8 +209,8 @@ def _dynamic(a: Instance, b: _Instance, folder: Path, out: Out,
     directory.write_text(json.dumps({service: b.address}), encoding="utf-8")
     out("Dynamic routing across processes: A's database Orders asks its configuration "
         f"service for a route to {service} (R2.4, R8)")
-    b.execute("Elsewhere", f"CREATE QUEUE RemoteOnlyQueue; CREATE SERVICE {service} ON QUEUE "
-              "RemoteOnlyQueue ([DEFAULT])", out)
+    b.execute("Elsewhere", "CREATE QUEUE RemoteOnlyQueue; CREATE SERVICE "
+              f"{tsql_name(service)} ON QUEUE RemoteOnlyQueue ([DEFAULT])", out)
     configuration = a.create_database("Configuration")
     handler = ConfigurationService(directory)
     handler.install(configuration)
@@ -216,8 +218,8 @@ def _dynamic(a: Instance, b: _Instance, folder: Path, out: Out,
         f"ready-made handler, its directory {{{service!r}: {b.address!r}}}")
     orders = a.create_database("Orders")
     _execute(a, orders, "CREATE QUEUE OrdersQueue; CREATE SERVICE OrdersService ON QUEUE "
-             f"OrdersQueue; CREATE ROUTE ConfigurationRoute WITH SERVICE_NAME = "
-             f"'{DYNAMIC_ROUTING_SERVICE}', ADDRESS = 'LOCAL'", out)
+             "OrdersQueue; CREATE ROUTE ConfigurationRoute WITH SERVICE_NAME = "
+             f"{tsql_string(DYNAMIC_ROUTING_SERVICE)}, ADDRESS = 'LOCAL'", out)
     body = "<Order id='8'/>"
     with orders.transaction():
         orders.begin_dialog("OrdersService", service).send(body)
@@ -264,16 +266,18 @@ def _mirror(a: Instance, p: _Instance, m: _Instance, out: Out,
     broker = str(uuid.uuid4())
     for child, partner in ((p, m), (m, p)):
         child.ask("database", name="Parts", broker_instance=broker)
-        child.execute("Parts", f"CREATE QUEUE PartsQueue; CREATE SERVICE {service} ON QUEUE "
-                      "PartsQueue ([DEFAULT])", out)
-        child.execute("master", f"ALTER DATABASE Parts SET PARTNER = '{partner.address}'", out)
+        child.execute("Parts", "CREATE QUEUE PartsQueue; CREATE SERVICE "
+                      f"{tsql_name(service)} ON QUEUE PartsQueue ([DEFAULT])", out)
+        child.execute("master", "ALTER DATABASE Parts SET PARTNER = "
+                      f"{tsql_string(partner.address)}", out)
     m.execute("master", "ALTER DATABASE Parts SET PARTNER FAILOVER", out)  # M: the mirror
     p.show("show_database_mirroring", out)
     m.show("show_database_mirroring", out)
     shop = a.create_database(route_db := "AdventureWorks2008R2")
     _execute(a, shop, "CREATE QUEUE InventoryQueue; CREATE SERVICE InventoryService ON QUEUE "
-             f"InventoryQueue; CREATE ROUTE {route['name']} WITH SERVICE_NAME = '{service}', "
-             f"ADDRESS = '{p.address}', MIRROR_ADDRESS = '{m.address}'", out)
+             f"InventoryQueue; CREATE ROUTE {tsql_name(route['name'])} WITH SERVICE_NAME = "
+             f"{tsql_string(service)}, ADDRESS = {tsql_string(p.address)}, "
+             f"MIRROR_ADDRESS = {tsql_string(m.address)}", out)
 
     def send(body: str) -> None:
         with shop.transaction():
@@ -317,6 +321,29 @@ def _mirror(a: Instance, p: _Instance, m: _Instance, out: Out,
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+# Words T-SQL reserves that a Service Broker statement may meet where a name goes: such a
+# name is written [bracketed] even though its letters would make a regular identifier.
+_RESERVED = frozenset((
+    "ADD", "ALL", "ALTER", "AND", "AS", "BEGIN", "BY", "CREATE", "DATABASE", "DEFAULT",
+    "DELETE", "DROP", "END", "FOR", "FROM", "IN", "INSERT", "INTO", "IS", "KEY", "NOT", "NULL",
+    "ON", "OR", "ORDER", "SELECT", "SET", "TABLE", "TO", "UPDATE", "WHERE", "WITH"))
+_REGULAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_@#$]*")
+
+
+def tsql_string(value: str) -> str:
+    """``value`` as a T-SQL string literal: in single quotes, each quote inside doubled."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def tsql_name(name: str) -> str:
+    """``name`` as a T-SQL identifier: as it is when it is a regular identifier, otherwise
+    [bracketed] with each ``]`` inside doubled (a service name such as
+    ``//Adventure-Works.com/Expenses`` is written ``[//Adventure-Works.com/Expenses]``)."""
+    if _REGULAR_NAME.fullmatch(name) and name.upper() not in _RESERVED:
+        return name
+    return "[" + name.replace("]", "]]") + "]"
 
 
 def _execute(inst: Instance, db: Database, tsql: str, out: Out) -> None:

@@ -53,41 +53,6 @@ from pybroker.tsql.statement_handlers import StatementRunner
 CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions
 
 
-def connect(
-    path: str | Path | None = None,
-    *,
-    clock: Callable[[], float] | None = None,
-    retry_scale: float = 1.0,
-    worker: bool = True,
-    endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
-    read_only: bool = False,
-    memory_limit: str | None = None,
-    threads: int | None = None,
-) -> Instance:
-    """Open (or create) the instance file at ``path``; ``None`` keeps the instance in memory.
-
-    ``read_only=True`` opens an existing instance file for reading only: nothing is written
-    (not even the catalog views), so it works on a read-only file and beside other read-only
-    readers (the DuckDB CLI with ``-readonly``); every write raises StorageError. A DuckDB
-    file that is not an instance is refused either way (pybroker never adds its tables to
-    someone else's database), and so is a damaged file.
-
-    ``clock`` returns the current time as epoch seconds (tests pass a fake one).
-    ``retry_scale`` multiplies every retry time-out of the transmission queue (C5: 4, 8, 16,
-    32, then every 64 s; 0.001 makes that milliseconds). ``worker=False`` starts no
-    background worker: the delay/retry loop then runs only when ``Instance.run_pending()``
-    is called (tests drive it step by step with their clock). ``endpoint_cache`` is how
-    many conversation endpoints stay in memory (the most recently used; P7): idle ones are
-    read again from the file when used; ``memory_limit`` bounds DuckDB's memory and
-    ``threads`` sets its worker threads (see pybroker.connect). Queues WITH ACTIVATION
-    start their callables only once ``Instance.start_activation()`` is called (``pybroker
-    serve`` calls it).
-    """
-    return Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
-                    endpoint_cache=endpoint_cache, read_only=read_only,
-                    memory_limit=memory_limit, threads=threads)
-
-
 class Instance:
     """One broker instance: its databases (master and msdb always), settings and routing."""
 

@@ -3,8 +3,9 @@ transpiled from DuckDB's dialect to Spark SQL with unsupported constructs raisin
 
 Templates only ever receive relation names and switches, never user values: values travel
 as bound parameters (``$name`` in DuckDB) or as rows of an input relation. The one exception
-is a statement DuckDB's parser takes no parameter in (ATTACH's path): there the value goes
-through the ``literal`` filter, a string literal made by sqlglot.
+is a statement DuckDB's parser takes no parameter in (ATTACH's path, COPY FROM DATABASE's
+names): there the value goes through the ``literal`` filter, a string literal made by
+sqlglot, or the ``identifier`` filter, a quoted identifier made by sqlglot.
 
 sqlglot is imported where it is used, not with this module: rendering needs only jinja2,
 and sqlglot's import (~0.2 s) would be paid by every start of every `pybroker` command.
@@ -48,6 +49,7 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["literal"] = _literal
+    env.filters["identifier"] = _identifier
     env.globals["raise_unknown_pick"] = lambda pick: _raise(f"unknown pick mode {pick!r}")
     env.globals["raise_unknown_engine"] = lambda engine: _raise(
         f"unknown engine {engine!r}: templates are written for 'duckdb' and 'spark'")
@@ -59,6 +61,13 @@ def _literal(value: object) -> str:
     from sqlglot import exp
 
     return exp.Literal.string(str(value)).sql(dialect="duckdb")
+
+
+def _identifier(value: object) -> str:
+    """``value`` as a quoted DuckDB identifier."""
+    from sqlglot import exp
+
+    return exp.to_identifier(str(value), quoted=True).sql(dialect="duckdb")
 
 
 def render(name: str, **variables: Any) -> str:

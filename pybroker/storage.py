@@ -1,46 +1,30 @@
-"""The instance file: one DuckDB database, its migrations, and one transaction per write.
+"""The instance file: one DuckDB database and one transaction per write.
 
-Tables come from the numbered files of migrations/ (applied once each, recorded in
-schema_migrations). Views and macros come from sql/catalog/ and are replaced by an open for
-writing whose pybroker's differ from those the file holds (their digest, migration 016), so
-a file always carries the definitions of the pybroker that last wrote it. That schema work
-runs under the migration marker between two checkpoints (storage_recovery.py): a process
-killed at any instant leaves a file that opens, with everything it committed.
-
-An open for reading (``read_only=True``) writes nothing: it checks that the file is an
-instance at this pybroker's schema version and leaves migrations and definitions alone.
-Every DuckDB error is turned into a BrokerError here, in words of our own
-(storage_errors.py): a damaged file, a write refused by a read-only open, a value the file
-cannot hold.
+The file's schema (its migrations and its catalog's views and macros) is prepared when it
+opens, by the Schema of storage_schema.py the store holds. An open for reading
+(``read_only=True``) writes nothing: it checks that the file is an instance at this
+pybroker's schema version and leaves migrations and definitions alone. Every DuckDB error
+is turned into a BrokerError here, in words of our own (storage_errors.py): a damaged file,
+a write refused by a read-only open, a value the file cannot hold.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from pybroker import migration_defaults, no_pandas, sql_templates, storage_recovery
+from pybroker import no_pandas, sql_templates, storage_recovery
+from pybroker.arguments import MIN_MEMORY_LIMIT, check_memory_limit
 from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError, StorageError
-from pybroker.resources import migrations_dir, sql_dir
 from pybroker.storage_errors import explain_open_error, translate_error
-
-_MIGRATION_NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
-_SUPERSEDES = re.compile(r"^--\s*supersedes:\s*(\d{3}(?:\s*,\s*\d{3})*)\s*$")
-
-
-def utc_now() -> datetime:
-    """The wall clock as a naive UTC datetime (the form every stored time has)."""
-    return datetime.now(UTC).replace(tzinfo=None)
-
+from pybroker.storage_schema import Schema
 
 # DuckDB checkpoints (writes the tables into the file and truncates the write-ahead log)
 # when the log passes this size; DuckDB's default is 16MB. A queue's rows mostly come and go
@@ -70,9 +54,6 @@ DEFAULT_MEMORY_LIMIT = "256MiB"
 # (connect(threads=), `pybroker serve --threads`); a read-only open keeps DuckDB's default.
 DEFAULT_THREADS = 1
 MAX_THREADS = 1024
-# The least a limit may be: rows committed since the last checkpoint stay in memory, up to
-# about CHECKPOINT_THRESHOLD of them.
-MIN_MEMORY_LIMIT = 64 * 2**20
 # While a large body is read back (Store.streaming), DuckDB's limit is at least this much
 # above the memory it cannot let go of: what the read itself pins (a statement's pieces,
 # about 8 MiB, and its scan)
@@ -88,12 +69,8 @@ TIDY_PIECES = 2048
 # as long as the file is open (lowering it again while such a body is held unwritten would
 # make DuckDB's next checkpoint fail for good).
 BODY_ROOM = 3
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
-                   re.IGNORECASE)
 _MAX_LENGTH = re.compile(r"Max String Length: (\d+)")
 _SIZED = frozenset((bytes, bytearray, str))  # bound values that may hold a body
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10,
-          "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 # seconds: how long close() keeps interrupting a statement another thread still runs after
 # close's deadline before it leaves closing the connection to that statement's end
@@ -108,23 +85,6 @@ def checkpoint_threshold(memory_limit: int | None) -> str:
     if memory_limit is None or memory_limit // CHECKPOINT_SHARE >= most:
         return CHECKPOINT_THRESHOLD
     return f"{memory_limit // CHECKPOINT_SHARE}B"
-
-
-def check_memory_limit(value: object) -> int:
-    """A memory size such as 256MiB, 512MB or 2GB (DuckDB's units: KB, MB, GB are powers of
-    1000, KiB, MiB, GiB of 1024), in bytes; anything else is refused."""
-    match = _SIZE.match(value) if isinstance(value, str) else None
-    if match is None:
-        raise InvalidArgumentError(
-            f"memory_limit must be a size with its unit, such as '256MiB', '512MB' or '2GB', "
-            f"not {value!r}")
-    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
-    if size < MIN_MEMORY_LIMIT:
-        raise InvalidArgumentError(
-            f"memory_limit {value!r} is too small: an instance needs at least "
-            f"{MIN_MEMORY_LIMIT // 2**20} MiB (the rows it has not yet checkpointed stay "
-            "in memory)")
-    return size
 
 
 def check_threads(value: object) -> int:
@@ -217,8 +177,12 @@ class Store:
         if threads is not None:
             no_pandas.call(self._con.execute, "SET threads = $threads", {"threads": threads})
         if not read_only:
-            self._con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold(limit)}'")
+            no_pandas.call(self._con.execute,
+                           sql_templates.render("instance/set_checkpoint_threshold.sql"),
+                           {"threshold": checkpoint_threshold(limit)})
         self._lock = StoreLock()
+        self._schema = Schema(self._con, target, self.path, read_only=read_only,
+                              transaction=self.transaction)
         # close() and the statements of other threads agree here on whether the connection
         # may still be used, and on who closes it (Store.close)
         self._state = threading.Lock()
@@ -237,11 +201,11 @@ class Store:
         self._pieces_deleted: dict[str, int] = {}
         self._checkpoint_wanted = False  # checkpoint_after_commit
         try:
-            self._check_instance()
+            self._schema.check_instance()
             if limit is not None and wal_left:
                 self._con.execute("CHECKPOINT")  # what the log replayed goes to the file
             if not read_only:
-                self._prepare_schema()
+                self._schema.prepare()
             if limit is not None:
                 self._limit_now = 0
                 self._room_for(self._con, self._longest_body())
@@ -703,162 +667,10 @@ class Store:
         row = self.fetchone("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
         return int(row[0]) if row else 0
 
-    def _check_instance(self) -> None:
-        """Refuse a file that is not an instance of this pybroker's schema (before anything
-        is written): a DuckDB database of someone else's, a newer schema, and for a
-        read-only open also an older one or an empty file."""
-        objects = self._con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE NOT internal "
-            "UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal"
-        ).fetchall()
-        names = {row[0] for row in objects}
-        latest = len(available_migrations())
-        if "schema_migrations" not in names:
-            if names or self.read_only:
-                what = "holds no tables" if not names else (
-                    f"holds {len(names)} table(s) or view(s) of its own, and no "
-                    "schema_migrations table")
-                raise StorageError(
-                    f"{self._target} is a DuckDB database but not a pybroker instance file "
-                    f"(it {what}); pybroker never adds its tables to another database: "
-                    "give a new file name to create an instance")
-            return  # a new file: the migrations make it an instance
-        current = self._schema_version()
-        if current > latest:
-            raise StorageError(
-                f"instance file {self._target} has schema version {current}, newer than this "
-                f"pybroker's {latest}: open it with the pybroker that wrote it")
-        if self.read_only and current < latest:
-            raise StorageError(
-                f"instance file {self._target} has schema version {current} and needs "
-                f"migration to {latest}; a read-only open never migrates: open it once for "
-                "writing first (pybroker.connect(path), or a command that changes it)")
-
-    def _schema_version(self) -> int:
-        row = self._con.execute(
-            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
-        return int(row[0]) if row else 0
-
-    def _prepare_schema(self) -> None:
-        """Run the migrations this file lacks and replace the catalog's definitions if they
-        are not this pybroker's. In a file, under the migration marker and between two
-        checkpoints (storage_recovery.py), so that a kill at any instant leaves a file that
-        opens: the schema work is done whole or done again, and the log never holds it
-        beside an application's commits."""
-        current = self._schema_version() if self._has_table("schema_migrations") else 0
-        pending = [(version, name, path) for version, name, path in available_migrations()
-                   if version > current and version not in superseded_migrations()]
-        digest = catalog_digest()
-        if self.path is None:
-            self._migrate(pending)
-            self._install_definitions(digest)
-            return
-        marker = storage_recovery.marker_path(self.path).exists()
-        if not pending and not marker and self._installed_digest() == digest:
-            return  # an open that changes nothing writes nothing
-        self._con.execute("CHECKPOINT")  # the log is empty: what follows in it is ours
-        with storage_recovery.migrating(self.path, current):
-            self._migrate(pending)
-            if self._installed_digest() != digest:
-                self._install_definitions(digest)
-            self._con.execute("CHECKPOINT")  # before the marker goes
-
-    def _has_table(self, name: str) -> bool:
-        row = no_pandas.call(
-            self._con.execute, "SELECT COUNT(*) FROM duckdb_tables() WHERE table_name = $name "
-            "AND schema_name = 'main'", {"name": name}).fetchone()
-        return bool(row and row[0])
-
-    def _migrate(self, pending: list[tuple[int, str, Path]]) -> None:
-        """Each migration in a transaction of its own, with its row in schema_migrations.
-        One that DuckDB refuses to commit for adding columns with defaults to a table that
-        has rows is done again in the form it commits (migration_defaults.py)."""
-        for version, name, path in pending:
-            text = path.read_text(encoding="utf-8")
-            try:
-                self._apply_migration(version, name, [text])
-            except BrokerError as exc:
-                split = migration_defaults.split_column_defaults(text)
-                if split is None or not migration_defaults.is_refused_alter(exc.__cause__):
-                    raise
-                try:
-                    self._apply_migration(version, name, split)
-                except BrokerError as again:
-                    raise StorageError(
-                        f"cannot upgrade instance file {self._target} from schema version "
-                        f"{self._schema_version()}: DuckDB {duckdb.__version__} refused "
-                        f"migration {path.name} on the rows the file holds ({again}). "
-                        "Nothing was changed: the file opens as it was with the pybroker "
-                        "that last wrote it") from again
-
-    def _apply_migration(self, version: int, name: str, statements: list[str]) -> None:
-        with self.transaction():
-            for statement in statements:
-                self._con.execute(statement)
-            no_pandas.call(self._con.execute, "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                           [version, name, utc_now()])
-
-    def _installed_digest(self) -> str | None:
-        if not self._has_table("catalog_definitions"):
-            return None
-        row = self._con.execute(sql_templates.render(
-            "instance/select_catalog_digest.sql")).fetchone()
-        return None if row is None else str(row[0])
-
-    def _install_definitions(self, digest: str) -> None:
-        with self.transaction():
-            for statement in catalog_definitions():
-                self._con.execute(statement)
-            if self._has_table("catalog_definitions"):  # not before migration 016
-                no_pandas.call(self._con.execute,
-                               sql_templates.render("instance/upsert_catalog_digest.sql"),
-                               {"digest": digest, "installed_at": utc_now()})
+    # -- the lock ------------------------------------------------------------------------
 
     @property
     def lock(self) -> StoreLock:
-        """The lock a thread holds while it uses the connection (a whole transaction):
-        held around reads that must not interleave with another thread's statements."""
+        """The store's re-entrant lock: held by one thread at a time, for a whole
+        transaction."""
         return self._lock
-
-
-def catalog_definitions() -> list[str]:
-    """The DDL that gives a file this pybroker's views and macros (sql/catalog/), in order."""
-    return ["CREATE SCHEMA IF NOT EXISTS sys"] + [
-        sql_templates.render(f"catalog/{path.name}")
-        for path in sorted((sql_dir() / "catalog").glob("*.sql"))
-        if not path.name.startswith("_")]  # jinja macros the others import
-
-
-def catalog_digest() -> str:
-    """SHA-256 of catalog_definitions(): whether a file holds this pybroker's definitions."""
-    digest = hashlib.sha256()
-    for statement in catalog_definitions():
-        digest.update(statement.encode("utf-8"))
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def superseded_migrations() -> frozenset[int]:
-    """The migrations a later one supersedes (its first line ``-- supersedes: NNN``;
-    migrations/README.md): never run on a file that has not run them."""
-    found = set()
-    for _version, _name, path in available_migrations():
-        with open(path, encoding="utf-8") as source:
-            first = source.readline()
-        match = _SUPERSEDES.match(first)
-        if match:
-            found.update(int(n) for n in match.group(1).split(","))
-    return frozenset(found)
-
-
-def available_migrations() -> list[tuple[int, str, Path]]:
-    found = []
-    for path in sorted(migrations_dir().glob("*.sql")):
-        match = _MIGRATION_NAME.match(path.name)
-        if not match:
-            raise StorageError(f"migration file {path.name} is not named NNN_name.sql")
-        found.append((int(match.group(1)), match.group(2), path))
-    versions = [v for v, _, _ in found]
-    if versions != list(range(1, len(versions) + 1)):
-        raise StorageError(f"migrations must be numbered 001, 002, ... without gaps: {versions}")
-    return found

@@ -62,8 +62,8 @@ def replay_apart(target: Path) -> None:
     try:
         con.execute(sql_templates.render("instance/attach_for_replay.sql",
                                          path=str(target), alias=_ALIAS))
-        con.execute(f"CHECKPOINT {_ALIAS}")  # the alias is ours, never a user's value
-        con.execute(f"DETACH {_ALIAS}")
+        con.execute(sql_templates.render("instance/checkpoint_database.sql", alias=_ALIAS))
+        con.execute(sql_templates.render("instance/detach_database.sql", alias=_ALIAS))
     finally:
         con.close()
 

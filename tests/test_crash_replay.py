@@ -33,12 +33,12 @@ from pybroker import sql_templates, storage_recovery
 from pybroker.chaos import crash
 from pybroker.errors import StorageError
 from pybroker.resources import sql_dir
-from pybroker.storage import (
+from pybroker.storage_schema import (
     available_migrations,
     catalog_definitions,
     superseded_migrations,
-    utc_now,
 )
+from pybroker.timestamps import utc_now
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -38,7 +38,8 @@ import pytest
 
 import pybroker
 from pybroker.resources import migrations_dir
-from pybroker.storage import available_migrations, utc_now
+from pybroker.storage_schema import available_migrations
+from pybroker.timestamps import utc_now
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "landed_migrations"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
@@ -389,13 +390,13 @@ def test_a_migration_refused_in_both_forms_says_the_file_cannot_be_upgraded(
 # before the checkpoint that ends the open's schema work
 _UPGRADE_AND_DIE = r"""
 import os, signal, sys
-from pybroker import storage
+from pybroker import storage_schema
 path, stop = sys.argv[1], int(sys.argv[2])
-migrate = storage.Store._migrate
+migrate = storage_schema.Schema.migrate
 def migrate_and_die(self, pending):
     migrate(self, [p for p in pending if p[0] <= stop])
     os.kill(os.getpid(), signal.SIGKILL)
-storage.Store._migrate = migrate_and_die
+storage_schema.Schema.migrate = migrate_and_die
 import pybroker
 pybroker.connect(path, worker=False)
 """

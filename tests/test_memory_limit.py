@@ -11,12 +11,8 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import InvalidArgumentError
-from pybroker.storage import (
-    BODY_ROOM,
-    DEFAULT_MEMORY_LIMIT,
-    MIN_MEMORY_LIMIT,
-    check_memory_limit,
-)
+from pybroker.arguments import MIN_MEMORY_LIMIT, check_memory_limit
+from pybroker.storage import BODY_ROOM, DEFAULT_MEMORY_LIMIT
 
 MIB = 2**20
 

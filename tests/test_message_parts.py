@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker import sql_templates, storage
+from pybroker import sql_templates, storage_schema
 from pybroker.conversation import message_parts
 from pybroker.conversation.arrivals import Arrival
-from pybroker.storage import available_migrations
+from pybroker.storage_schema import available_migrations
 from pybroker.wire.frames import MessageFragment
 
 FAR_BROKER = str(uuid.UUID(int=0xFA5))
@@ -349,7 +349,7 @@ def test_fragments_kept_before_their_pieces_were_numbered_are_received(tmp_path,
     for version, _name, source in available_migrations():
         if version <= 11:
             (older / source.name).write_text(source.read_text())
-    monkeypatch.setattr("pybroker.storage.migrations_dir", lambda: older)
+    monkeypatch.setattr("pybroker.storage_schema.migrations_dir", lambda: older)
     render = sql_templates.render
 
     def render_as_at_011(name: str, **variables):  # the statements of the code at 011:
@@ -361,9 +361,9 @@ def test_fragments_kept_before_their_pieces_were_numbered_are_received(tmp_path,
             text = "SELECT 1"
         return text
 
-    definitions = storage.catalog_definitions
+    definitions = storage_schema.catalog_definitions
     monkeypatch.setattr(sql_templates, "render", render_as_at_011)
-    monkeypatch.setattr(storage, "catalog_definitions", lambda: [  # nor views of it
+    monkeypatch.setattr(storage_schema, "catalog_definitions", lambda: [  # nor views of it
         d for d in definitions() if "broker_listeners" not in d])
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         _stock(inst)

@@ -708,7 +708,7 @@ def test_duckdb_runs_under_a_memory_limit_and_spills_to_its_own_directory(tmp_pa
     with DuckDBEngine(memory_limit="500MB", temp_directory=tmp_path) as engine:
         assert engine.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     assert tmp_path.is_dir()  # a directory given by the caller is the caller's
-    with pytest.raises(PipelineError, match="not a size"):
+    with pytest.raises(PipelineError, match="must be a size with its unit"):
         DuckDBEngine(memory_limit="lots")
 
 
@@ -720,7 +720,7 @@ def test_cli_memory_limit_is_for_duckdb_only(tmp_path):
     assert ok.returncode == 0, ok.stderr
     bad = _cli("pipeline", "resolve", str(file), str(conv), str(tmp_path / "o"),
                "--memory-limit", "many")
-    assert bad.returncode == 1 and "not a size" in bad.stderr
+    assert bad.returncode == 1 and "must be a size with its unit" in bad.stderr
     spark = _cli("pipeline", "resolve", str(file), str(conv), str(tmp_path / "o"),
                  "--engine", "spark", "--memory-limit", "1GB")
     assert spark.returncode == 2 and "--engine duckdb only" in spark.stderr

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker.routing.cache import EVERYTHING, CatalogChange, is_class_member
-from pybroker.routing.engine import to_utc_datetime
 from pybroker.sql_templates import render
+from pybroker.timestamps import to_utc_datetime
 
 GUID_A = "5fb8d92b-ed69-4c80-afbb-2aa6a7d3cb2d"
 GUID_B = "81b1d3d0-288e-4d2c-b1d3-456cbb944b4f"

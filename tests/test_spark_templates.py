@@ -52,8 +52,14 @@ NOT_ONE_QUERY = {
     "catalog/_known_names.sql": "a partial: jinja macros the catalog's macros import",
 }
 # Templates that take variables of their own (no user value: a path made a literal by the
-# `literal` filter, an alias of ours)
-VARIABLES = {"instance/attach_for_replay.sql": {"path": "/tmp/i.duckdb", "alias": "replaying"}}
+# `literal` filter, a name made a quoted identifier by the `identifier` filter)
+VARIABLES = {
+    "instance/attach_for_replay.sql": {"path": "/tmp/i.duckdb", "alias": "replaying"},
+    "instance/attach_snapshot.sql": {"path": "/tmp/.s.duckdb.partial", "alias": "snapshot"},
+    "instance/copy_database.sql": {"source": "i", "target": "snapshot"},
+    "instance/checkpoint_database.sql": {"alias": "snapshot"},
+    "instance/detach_database.sql": {"alias": "snapshot"},
+}
 
 
 def _all_templates() -> list[str]:

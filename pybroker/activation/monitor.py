@@ -30,13 +30,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pybroker.tsql.object_ddl import MAX_QUEUE_READERS
+
 INACTIVE, NOTIFIED, RECEIVES_OCCURRING = "INACTIVE", "NOTIFIED", "RECEIVES_OCCURRING"
 STATES = (INACTIVE, NOTIFIED, RECEIVES_OCCURRING)
 
 # SQL Server's queue monitor looks at its queues every few seconds; a reader is added at
 # most this often (Instance.start_activation's check_interval).
 DEFAULT_INTERVAL = 5.0
-MAX_QUEUE_READERS = 32767  # SQL Server's limit (a smallint)
 
 
 @dataclass

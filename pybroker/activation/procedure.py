@@ -23,8 +23,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from pybroker.activation.monitor import MAX_QUEUE_READERS
 from pybroker.errors import BrokerError, InvalidArgumentError
+from pybroker.tsql.object_ddl import MAX_QUEUE_READERS
 
 MAX_PROCEDURE_NAME = 776  # SQL Server's longest three-part name (3 x 256 + separators)
 EXECUTE_AS = ("SELF", "OWNER")

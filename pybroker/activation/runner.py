@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.activation.monitor import DEFAULT_INTERVAL, QueueMonitor
 from pybroker.activation.procedure import ProcedureImportError, import_procedure
 from pybroker.errors import InstanceClosedError
-from pybroker.routing.engine import to_utc_datetime
+from pybroker.timestamps import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.engine import Messaging

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.bench.objects import initiator_and_target
-from pybroker.instance import Database, connect
+from pybroker.instance import Database, Instance
 
 CHECK_INTERVAL = 0.1  # seconds between the monitors' checks in this case
 WAIT = 0.2  # seconds a reader's RECEIVE waits before the reader returns
@@ -79,7 +79,7 @@ def run_case(sizes: dict[str, int], body: bytes, readers: int) -> dict[str, floa
     _reset(sizes["max_messages"])
     with (
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
-        connect(Path(tmp) / "activation.duckdb", worker=False) as inst,
+        Instance(Path(tmp) / "activation.duckdb", worker=False) as inst,
     ):
         initiator, _ = initiator_and_target(
             inst, QUEUE, activation_procedure=PROCEDURE, max_queue_readers=readers)

@@ -49,18 +49,14 @@ from typing import Any
 import duckdb
 
 from pybroker import sql_templates
+from pybroker.arguments import check_memory_limit
 from pybroker.bench.big_body_child import _status_kb, baseline
 from pybroker.conversation.message_parts import (
     PIECE_SIZE,
     READ_RUN_BYTES,
     STREAM_LIMIT,
 )
-from pybroker.storage import (
-    BODY_ROOM,
-    CHECKPOINT_THRESHOLD,
-    DEFAULT_MEMORY_LIMIT,
-    check_memory_limit,
-)
+from pybroker.storage import BODY_ROOM, CHECKPOINT_THRESHOLD, DEFAULT_MEMORY_LIMIT
 from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE
 
 WAYS = ("whole", "send", "parts", "pieces")
@@ -82,7 +78,8 @@ def measure(way: str, folder: Path, size: int) -> dict[str, Any]:
         con = duckdb.connect(str(Path(tmp) / "floor.duckdb"))
         try:
             con.execute("SET threads = 1")
-            con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+            con.execute(sql_templates.render("instance/set_checkpoint_threshold.sql"),
+                        {"threshold": CHECKPOINT_THRESHOLD})
             con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
             con.execute(_sql("create_body_floor_keyed" if way == "pieces"
                              else "create_body_floor"))

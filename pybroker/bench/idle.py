@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.bench.objects import initiator_and_target
-from pybroker.instance import connect
+from pybroker.instance import Instance
 
 BODY_BYTES = 256
 BATCH = 1_000  # conversations begun per transaction
@@ -69,7 +69,7 @@ def run_case(conversations: int) -> dict[str, Any]:
     window = window_size(conversations)
     with (
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
-        connect(Path(tmp) / "idle.duckdb", worker=False) as inst,
+        Instance(Path(tmp) / "idle.duckdb", worker=False) as inst,
     ):
         initiator, _ = initiator_and_target(inst)
         for _ in range(WARM_UP):

@@ -48,7 +48,7 @@ from typing import Any
 from pybroker.bench import activation, idle
 from pybroker.bench.figures import machine, median_of, percentiles_ms
 from pybroker.bench.objects import initiator_and_target
-from pybroker.instance import Database, Instance, connect
+from pybroker.instance import Database, Instance
 
 BODY_BYTES = 256
 FULL = {"messages": 20_000, "conversations": 1_000, "sends_per_transaction": 1_000,
@@ -74,7 +74,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
     body = os.urandom(BODY_BYTES)
     with (
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
-        connect(Path(tmp) / "bench.duckdb", worker=False) as inst,
+        Instance(Path(tmp) / "bench.duckdb", worker=False) as inst,
     ):
         initiator, target = initiator_and_target(inst)
         inst.kernel.store.run("bench/create_messaging_floor.sql")

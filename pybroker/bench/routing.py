@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.bench.figures import machine, median_of
-from pybroker.instance import Instance, connect
+from pybroker.instance import Instance
 from pybroker.routing.cache import CatalogChange
 
 DATABASE = "Bench"
@@ -45,7 +45,7 @@ def run(*, repeat: int = 5, quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else FULL
     with (
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
-        connect(Path(tmp) / "bench.duckdb") as inst,
+        Instance(Path(tmp) / "bench.duckdb") as inst,
     ):
         # DuckDB prints a progress bar to stdout, terminal or not, once a query runs over
         # 2 s (the batch does on a loaded machine): it would break --json

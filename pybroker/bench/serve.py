@@ -44,7 +44,7 @@ import pybroker
 from pybroker.bench import serve_child
 from pybroker.bench.child import JsonLinesChild
 from pybroker.bench.figures import machine, median_of, percentiles_ms
-from pybroker.instance import Instance, connect
+from pybroker.instance import Instance
 
 FULL = {"clients": 8, "messages": 2_000, "sends_per_transaction": 100, "conversations": 10,
         "idle_connections": 200, "query_interval_ms": 10}
@@ -75,7 +75,7 @@ def run(*, repeat: int = 3, quick: bool = False,
             clients = [_Child(served, folder, f"client{i}") for i in range(sizes["clients"])]
             reader = _Child(served, folder, "query")
             children += [*clients, reader]
-            with connect(served, worker=False) as inst:
+            with Instance(served, worker=False) as inst:
                 serve_child.build(inst, sizes["clients"])
             shutil.copyfile(served, embedded)  # closed: the whole instance is in the file
             server = _Server(served, folder, sizes)
@@ -83,7 +83,7 @@ def run(*, repeat: int = 3, quick: bool = False,
                 if not child.ask("hello")["client"]:
                     raise RuntimeError(f"{child.name} opened the file itself, not through "
                                        "the server")
-            local = stack.enter_context(connect(embedded))  # with its worker, as served
+            local = stack.enter_context(Instance(embedded))  # with its worker, as served
             idle = _idle_case(server, reader, sizes["idle_connections"])
             warm = {**sizes, "messages": sizes["sends_per_transaction"]}
             _embedded(local, warm)

@@ -80,7 +80,7 @@ import pybroker
 from pybroker.bench import wire_child, wire_floors
 from pybroker.bench.child import JsonLinesChild
 from pybroker.bench.figures import machine, median_of, percentiles_ms
-from pybroker.instance import connect
+from pybroker.instance import Instance
 
 BODY_BYTES = 256
 LARGE_BYTES = 2**20
@@ -120,7 +120,7 @@ def run(*, repeat: int = 3, quick: bool = False, sizes: dict[str, int] | None = 
         with _Pair(folder, retry_scale, profile_dir) as pair:
             pair.warm_up()
             forwarder_idle = _rss_mb(pair.pids["forwarder"])
-            with connect(folder / "local.duckdb", worker=False) as local:
+            with Instance(folder / "local.duckdb", worker=False) as local:
                 # DuckDB draws a progress bar on stdout for long statements (1 MiB bodies):
                 # not in this process's report (the children's stdout is their replies)
                 local.kernel.store.connection.execute("SET enable_progress_bar = false")

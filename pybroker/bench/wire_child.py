@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pybroker.instance import Database, Instance, connect
+from pybroker.instance import Database, Instance
 from pybroker.wire import frames
 
 INITIATOR_DB, TARGET_DB = "BenchInitiator", "BenchTarget"
@@ -354,7 +354,7 @@ class Child:
 
         self.role = role
         self.folder = folder
-        self.inst = connect(path, retry_scale=retry_scale)
+        self.inst = Instance(path, retry_scale=retry_scale)
         self.db = build(self.inst, role)
         identity = endpoint_identity(self.inst.kernel)
         self.private_key, self.certificate = identity.private_key, identity.certificate

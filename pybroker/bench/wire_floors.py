@@ -48,7 +48,7 @@ def commit_floor(folder: Path, total: int, body_bytes: int) -> dict[str, float]:
     """(c)'s storage floor: per message, one row in and committed on a sender's file, one
     row in and committed on a receiver's file, that row out (DELETE ... RETURNING) and
     committed: the three durable commits of SEND, arrival and RECEIVE, nothing else."""
-    from pybroker.storage import utc_now
+    from pybroker.timestamps import utc_now
 
     with _floor_stores(folder, "floor-sender", "floor-receiver") as (sender, receiver):
         body, now = os.urandom(body_bytes), utc_now()
@@ -71,7 +71,7 @@ def commit_floor(folder: Path, total: int, body_bytes: int) -> dict[str, float]:
 def stream_floor(folder: Path, sizes: dict[str, int], body_bytes: int) -> dict[str, float]:
     """(b)'s storage floor (see the module's docstring): the wire's row work pipelined on
     two files, then local delivery's on one; rate and CPU a message of each."""
-    from pybroker.storage import utc_now
+    from pybroker.timestamps import utc_now
 
     total, per_tx = sizes["messages"], sizes["sends_per_transaction"]
     body, now = os.urandom(body_bytes), utc_now()
@@ -222,7 +222,7 @@ def paced_floor(folder: Path, total: int, rate: float, body_bytes: int, *,
     ``cpus_busy``: this process's CPU time over the wall time of the paced run."""
     import queue
 
-    from pybroker.storage import utc_now
+    from pybroker.timestamps import utc_now
 
     if connections not in (1, 2):
         raise ValueError(f"the paced floor has 1 or 2 connections, not {connections!r}")

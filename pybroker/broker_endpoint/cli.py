@@ -98,8 +98,9 @@ def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
     """Every option of ``serve`` checked, before the file is opened (or made) and anything
     listens: a bad one is refused with nothing started or written. Returns the peers of
     --trust, their certificates read and checked."""
+    from pybroker.arguments import check_memory_limit
     from pybroker.broker_endpoint.runtime import settings_for
-    from pybroker.storage import check_memory_limit, check_threads
+    from pybroker.storage import check_threads
     from pybroker.wire import certificates
 
     def port(option: str, value: int | None) -> None:
@@ -146,7 +147,7 @@ def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from pybroker.instance import connect
+    from pybroker.instance import Instance
 
     if not args.create:
         require_instance_file(args.file)
@@ -155,7 +156,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with connect(args.file, retry_scale=args.retry_scale,
+    with Instance(args.file, retry_scale=args.retry_scale,
                  memory_limit=args.memory_limit, threads=args.threads) as inst:
         for name, pem in peers:
             inst.trust(name, pem)

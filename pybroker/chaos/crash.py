@@ -34,7 +34,8 @@ import duckdb
 
 import pybroker
 from pybroker.chaos.crash_child import SOURCE, TARGET
-from pybroker.storage import available_migrations, utc_now
+from pybroker.storage_schema import available_migrations
+from pybroker.timestamps import utc_now
 
 # seconds the driver waits for a child to say "start" before it gives up on the round
 START_TIMEOUT = 60.0

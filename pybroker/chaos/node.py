@@ -42,7 +42,7 @@ def _write_status(path: Path, status: dict[str, Any]) -> None:
 
 def run(config_path: Path, name: str) -> int:
     from pybroker.errors import BrokerError
-    from pybroker.instance import connect
+    from pybroker.instance import Instance
 
     config = json.loads(config_path.read_text())
     me = config["nodes"][name]
@@ -51,7 +51,7 @@ def run(config_path: Path, name: str) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    inst = connect(me["file"], retry_scale=config["retry_scale"])
+    inst = Instance(me["file"], retry_scale=config["retry_scale"])
     try:
         deadline = time.monotonic() + 60
         while True:  # the port of a killed predecessor may take a moment to free

@@ -119,13 +119,13 @@ class ChaosRun:
     # -- 1. set-up ----------------------------------------------------------------------
 
     def setup(self) -> dict[str, Any]:
-        from pybroker.instance import connect
+        from pybroker.instance import Instance
 
         o = self.o
         if o.early_kills:
             for node in self.nodes.values():
                 self.create_killed(node)
-        insts = {n: connect(node.file, worker=False) for n, node in self.nodes.items()}
+        insts = {n: Instance(node.file, worker=False) for n, node in self.nodes.items()}
         try:
             pems = {n: inst.certificate for n, inst in insts.items()}
             for n, inst in insts.items():
@@ -440,12 +440,12 @@ class ChaosRun:
     # -- the record ---------------------------------------------------------------------
 
     def check(self) -> checker.Verdict:
-        from pybroker.instance import connect
+        from pybroker.instance import Instance
 
         sent: list[checker.Sent] = []
         received: list[checker.Received] = []
         for n, node in self.nodes.items():
-            with connect(node.file, worker=False) as inst:
+            with Instance(node.file, worker=False) as inst:
                 node_sent, node_received = self.read(n, inst)
             sent += node_sent
             received += node_received

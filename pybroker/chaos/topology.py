@@ -35,6 +35,7 @@ from pybroker.chaos.ports import free_port
 from pybroker.chaos.runner import ChaosRun, Node, Options
 from pybroker.chaos.workload import split
 from pybroker.errors import BrokerError
+from pybroker.sql_templates import render
 
 TOPOLOGIES = ("point-to-point", "forwarder", "mirror")
 FAILOVER_WINDOW = (0.25, 0.5)  # of the duration: P is killed while A is still sending
@@ -88,19 +89,19 @@ class ForwarderRun(ChaosRun):
                 "B": self.begin(dbs["B"], ("B", "A"), count_ba)}
 
     def check(self) -> checker.Verdict:
-        from pybroker.instance import connect
+        from pybroker.instance import Instance
 
         sent: list[checker.Sent] = []
         received: list[checker.Received] = []
         for n in ("A", "B"):
-            with connect(self.nodes[n].file, worker=False) as inst:
+            with Instance(self.nodes[n].file, worker=False) as inst:
                 node_sent, node_received = self.read(n, inst)
             sent += node_sent
             received += node_received
         verdict = checker.check(sent, received)
         held_in_all = 0
         for f in self.forwarders:
-            with connect(self.nodes[f].file, worker=False) as inst:
+            with Instance(self.nodes[f].file, worker=False) as inst:
                 held = self.held[f] = held_by(inst)
             for what, count in held.items():
                 if count:
@@ -121,9 +122,7 @@ class ForwarderRun(ChaosRun):
 
 def held_by(inst: Any) -> dict[str, int]:
     """What a forwarder's file holds of the dialogs it passed on: all 0 (R7.3, memory only)."""
-    return {what: inst.sql(f"SELECT count(*) FROM {what}").fetchone()[0] for what in (
-        "sys.conversation_endpoints", "main.message_fragments", "main.queue_messages",
-        "sys.transmission_queue")}
+    return dict(inst.sql(render("chaos/select_held_by_forwarder.sql")).fetchall())
 
 
 class MirrorRun(ChaosRun):
@@ -212,19 +211,19 @@ class MirrorRun(ChaosRun):
 
     def demote_old_principal(self) -> None:
         """SET PARTNER FAILOVER on the side that died, before it serves again."""
-        from pybroker.instance import connect
+        from pybroker.instance import Instance
 
         (self.dir / "P.role").write_text("MIRROR")
-        with connect(self.nodes["P"].file, worker=False) as inst:
+        with Instance(self.nodes["P"].file, worker=False) as inst:
             db = inst.database(self.nodes["P"].database)
             if db.mirroring_role != "MIRROR":
                 db.fail_over()
 
     def check(self) -> checker.Verdict:
-        from pybroker.instance import connect
+        from pybroker.instance import Instance
 
         plan = self._config()["nodes"]["A"]["plan"]
-        with connect(self.nodes["A"].file, worker=False) as inst:
+        with Instance(self.nodes["A"].file, worker=False) as inst:
             sent, _ = self.read("A", inst)
             ids = dict(inst.sql("SELECT conversation_handle, conversation_id FROM "
                                 "sys.conversation_endpoints WHERE is_initiator").fetchall())
@@ -234,7 +233,7 @@ class MirrorRun(ChaosRun):
         after = {cid for h, cid in ids.items() if h not in plan}
         rows = {}
         for n in ("P", "M"):
-            with connect(self.nodes[n].file, worker=False) as inst:
+            with Instance(self.nodes[n].file, worker=False) as inst:
                 rows[n] = self.read(n, inst)[1]
         sent = [replace(s, link="A->pair") for s in sent]
         self.outcome = check_failover(sent, after, rows["P"], rows["M"], errored)

@@ -40,7 +40,8 @@ from pybroker.conversation.system_messages import (
     parse_error,
 )
 from pybroker.errors import ConversationError
-from pybroker.routing.engine import OUTSIDE, to_utc_datetime
+from pybroker.routing.engine import OUTSIDE
+from pybroker.timestamps import to_utc_datetime
 from pybroker.wire.dialog import backoff
 
 if TYPE_CHECKING:  # pragma: no cover

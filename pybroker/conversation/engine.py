@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 from xml.parsers import expat
 
+from pybroker.arguments import uuid_text
 from pybroker.conversation import transmission_pieces
 from pybroker.conversation.catalog import DatabaseCatalog
 from pybroker.conversation.catalog_cache import CatalogCache
@@ -44,7 +45,7 @@ from pybroker.conversation.delivery import Delivery
 from pybroker.conversation.end_conversation import EndConversation
 from pybroker.conversation.endpoint import ConversationEndpoint
 from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
-from pybroker.conversation.handles import new_handle, uuid_text
+from pybroker.conversation.handles import new_handle
 from pybroker.conversation.model import DEFAULT_LIFETIME, Message, Router
 from pybroker.conversation.read_ahead import ReceiveBuffer
 from pybroker.conversation.receive import Receiving
@@ -66,7 +67,7 @@ from pybroker.errors import (
 )
 from pybroker.routing.cache import CatalogChange
 from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
-from pybroker.routing.engine import to_utc_datetime
+from pybroker.timestamps import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.storage import Store

@@ -15,8 +15,6 @@ import secrets
 import time
 import uuid
 
-from pybroker.errors import InvalidArgumentError
-
 _VERSION_7 = 0x7 << 76
 _VARIANT = 0x2 << 62
 
@@ -27,14 +25,3 @@ def new_handle() -> str:
     rand = secrets.randbits(74)
     return str(uuid.UUID(int=(ms & (2**48 - 1)) << 80 | _VERSION_7 | (rand >> 62) << 64
                          | _VARIANT | rand & (2**62 - 1)))
-
-
-def uuid_text(what: str, value: object) -> str:
-    """``value`` (a handle or group id given by a caller) as a UUID string in canonical
-    form; ``what`` names it in the error."""
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{what} must be a UUID string, not {type(value).__name__}")
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise InvalidArgumentError(f"{what} {value!r} is not a UUID") from None

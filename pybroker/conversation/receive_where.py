@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pybroker.arguments import uuid_text
 from pybroker.conversation import message_parts
 from pybroker.conversation.catalog_cache import CatalogCache
-from pybroker.conversation.handles import uuid_text
 from pybroker.conversation.model import Message
 from pybroker.conversation.receive import Receiving, check_receive, check_timeout, messages_of
 from pybroker.errors import InvalidArgumentError

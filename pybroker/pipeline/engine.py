@@ -22,7 +22,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pybroker import sql_templates
-from pybroker.errors import PipelineError
+from pybroker.arguments import check_memory_limit
+from pybroker.errors import InvalidArgumentError, PipelineError
 from pybroker.pipeline.progress import Poller, Progress, elapsed
 from pybroker.pipeline.schema import Table
 
@@ -45,8 +46,6 @@ CATEGORY_MAX_VALUES = 4096
 # enough memory to build and broadcast the table" (JDK-8192647). A local driver's JVM waits
 # longer instead; a user's own spark.driver.extraJavaOptions replaces this.
 LOCAL_DRIVER_JAVA_OPTIONS = "-XX:+UnlockDiagnosticVMOptions -XX:GCLockerRetryAllocationCount=100"
-_MEMORY_LIMIT = re.compile(r"^\s*[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
-                           re.IGNORECASE)
 
 # Accepted stored types per schema type (DuckDB's names); anything else is a wrong type.
 _DUCKDB_ACCEPTS = {
@@ -201,7 +200,11 @@ class DuckDBEngine(Engine):
         import duckdb
 
         self._duckdb = duckdb
-        limit = check_memory_limit(memory_limit)
+        try:  # any size DuckDB takes: a pipeline job holds no instance's rows
+            check_memory_limit(memory_limit, minimum=0)
+        except InvalidArgumentError as exc:
+            raise PipelineError(str(exc)) from None
+        limit = memory_limit.strip()
         # Beyond the limit DuckDB spills to disk: a directory of our own, removed at close
         # (an in-memory database would otherwise spill to .tmp in the working directory).
         self._own_temp = temp_directory is None
@@ -346,16 +349,6 @@ class DuckDBEngine(Engine):
         with Poller(poll) if self.progress.enabled else contextlib.nullcontext():
             yield
         self._step_done(what, start, step)
-
-
-def check_memory_limit(value: str) -> str:
-    """A DuckDB memory size such as 2GB, 1500MB or 4GiB; anything else is refused."""
-    if not isinstance(value, str) or not _MEMORY_LIMIT.match(value):
-        raise PipelineError(
-            f"memory limit {value!r} is not a size: give a number and a unit, e.g. 2GB, "
-            "1500MB or 4GiB"
-        )
-    return value.strip()
 
 
 # -- Spark -------------------------------------------------------------------------------

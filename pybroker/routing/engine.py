@@ -27,7 +27,7 @@ import random
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from pybroker.errors import BrokerError, NotFoundError
 from pybroker.routing.cache import (
@@ -44,6 +44,7 @@ from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_
 from pybroker.routing.mirror import CatalogMirror
 from pybroker.routing.point import route_option_rows
 from pybroker.storage import Store
+from pybroker.timestamps import to_utc_datetime
 
 # After a write, at most this many voided keys are decided again at once (one query); a
 # change that voids more (a wildcard route in a busy database) leaves them to be decided
@@ -56,16 +57,6 @@ POINT_PATH_LIMIT = 8
 # With the catalog mirror fresh, the point path runs no query (~0.03-0.2 ms a key): up to this
 # many keys are decided that way.
 MIRROR_POINT_PATH_LIMIT = REDECIDE_LIMIT
-
-
-_EPOCH = datetime(1970, 1, 1)
-
-
-def to_utc_datetime(epoch_seconds: float) -> datetime:
-    """Naive UTC, to the microsecond rounded half to even: what
-    ``datetime.fromtimestamp(epoch_seconds, UTC).replace(tzinfo=None)`` gives, at half its
-    cost (the ``replace`` is the dear part). Every SEND and every arrival takes one."""
-    return _EPOCH + timedelta(seconds=epoch_seconds)
 
 
 @dataclass(frozen=True, slots=True)

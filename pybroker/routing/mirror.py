@@ -27,8 +27,8 @@ rollback). Reads happen only while no transaction is open (under the store's loc
 mirror never holds uncommitted rows: after a rollback the parts marked inside it are simply
 read again. While a part a key needs is stale (e.g. a change inside a transaction still
 open, whose rows that transaction must see) :meth:`CatalogMirror.key_inputs` answers None
-and the engine runs select_key_inputs.sql as before. ``everything`` (a database created,
-a write that says nothing more precise) reloads the whole mirror.
+and the engine reads the key's inputs with select_key_inputs.sql instead. ``everything`` (a
+database created, a write that says nothing more precise) reloads the whole mirror.
 
 Writes that bypass CatalogChange are not seen: every API and T-SQL write goes through
 ``Kernel.write`` with its change; migrations run before the engine exists (msdb and its

@@ -24,6 +24,7 @@ import duckdb
 
 from pybroker import arguments
 from pybroker.errors import AlreadyExistsError, InvalidArgumentError, StorageError
+from pybroker.sql_templates import render
 from pybroker.storage import Store
 from pybroker.storage_errors import translate_error
 
@@ -78,30 +79,29 @@ def _copy(store: Store, partial: Path, alias: str) -> None:
     """ATTACH the new file, COPY FROM DATABASE in one transaction, CHECKPOINT, DETACH.
 
     ATTACH and COPY FROM DATABASE take no bound parameters (DuckDB's parser wants literals
-    there), so the file's path is written as a SQL string literal and the instance's
-    catalog name as a quoted identifier, each with its quote character doubled; the alias
-    is ours. The path is absolute, so no DuckDB prefix (``md:``, ``s3://``) applies."""
+    there), so their templates make the file's path a SQL string literal and the catalog
+    names quoted identifiers (sql_templates' ``literal`` and ``identifier`` filters). The
+    path is absolute, so no DuckDB prefix (``md:``, ``s3://``) applies."""
     cursor = store.connection.cursor()  # its own transaction: never the engine's
     target = str(store.path or ":memory:")
     try:
         row = cursor.execute("SELECT current_database()").fetchone()
         assert row is not None
-        catalog = _identifier(str(row[0]))
-        # READ_WRITE: an instance opened read-only would otherwise attach read-only too
-        cursor.execute(f"ATTACH {_string(str(partial))} AS {alias} (READ_WRITE)")
+        cursor.execute(render("instance/attach_snapshot.sql", path=str(partial), alias=alias))
         try:
             cursor.execute("BEGIN TRANSACTION")
             try:
-                cursor.execute(f"COPY FROM DATABASE {catalog} TO {alias}")
+                cursor.execute(render("instance/copy_database.sql", source=str(row[0]),
+                                      target=alias))
                 cursor.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(duckdb.Error):
                     cursor.execute("ROLLBACK")
                 raise
-            cursor.execute(f"CHECKPOINT {alias}")  # all in the file, no log beside it
+            cursor.execute(render("instance/checkpoint_database.sql", alias=alias))
         finally:
             with contextlib.suppress(duckdb.Error):
-                cursor.execute(f"DETACH {alias}")
+                cursor.execute(render("instance/detach_database.sql", alias=alias))
     except duckdb.Error as exc:
         if isinstance(exc, duckdb.IOException):
             raise StorageError(
@@ -130,10 +130,3 @@ def _move_into_place(partial: Path, out: Path, wal: Path, *, overwrite: bool) ->
             raise AlreadyExistsError(f"{out} already exists") from None
         os.replace(partial, out)
 
-
-def _string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _identifier(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -12,6 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+# ACTIVATION's MAX_QUEUE_READERS is at most SQL Server's limit (a smallint): the parser
+# refuses more, and the queue monitor never starts more.
+MAX_QUEUE_READERS = 32767
+
 Validation = Literal["NONE", "EMPTY", "WELL_FORMED_XML"]
 SentBy = Literal["INITIATOR", "TARGET", "ANY"]
 

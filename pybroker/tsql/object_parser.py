@@ -52,9 +52,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import pybroker.tsql.object_ddl as ddl
-from pybroker.activation.monitor import MAX_QUEUE_READERS
 from pybroker.errors import TsqlSyntaxError
 from pybroker.tsql.lexer import Token
+from pybroker.tsql.object_ddl import MAX_QUEUE_READERS
 from pybroker.tsql.parser import Parser
 
 _VALIDATIONS = ("NONE", "EMPTY", "WELL_FORMED_XML")

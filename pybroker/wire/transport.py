@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pybroker.errors import WireError
+from pybroker.timestamps import optional_utc_datetime
 from pybroker.wire import certificates, frames
 from pybroker.wire.addresses import next_hop, parse_address
 from pybroker.wire.adjacent import (
@@ -83,12 +84,6 @@ class _Conn:
     flow_controlled: bool = False
     closed: bool = False
     keys: dict[tuple[str, bool], bytes] = field(default_factory=dict)
-
-
-def _utc(epoch: float | None) -> datetime | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None)
 
 
 class Transport(ForwardingIO, MirroringIO):
@@ -770,8 +765,8 @@ class Transport(ForwardingIO, MirroringIO):
             rows.append((
                 str(uuid.UUID(int=conn.conn_id)), conn.peer_address,
                 "CONNECTED" if logged_in else conn.state, conn.is_accept, conn.connect_time,
-                _utc(core.login_time) if core else None,
-                _utc(core.last_activity_time) if core else None,
+                optional_utc_datetime(core.login_time) if core else None,
+                optional_utc_datetime(core.last_activity_time) if core else None,
                 "CERTIFICATE" if conn.trusted_name else None, conn.trusted_name,
                 core.login_state_desc if core else "WAIT LOGIN NEGOTIATE",
                 "AES (TLS 1.3)" if conn.trusted_name and self.settings.encryption else "NONE",

@@ -13,10 +13,10 @@ event loop thread (but for the public calls, which any thread may make).
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import WireError
+from pybroker.timestamps import optional_utc_datetime
 from pybroker.wire import frames
 from pybroker.wire.addresses import next_hop
 from pybroker.wire.dialog import Transmitter
@@ -209,12 +209,7 @@ class MirroringIO(TransportHost):
         for r in self.mirrors.routes():
             rows.append((
                 r.address, r.mirror_address, r.service, r.broker_instance, r.state,
-                r.principal_address, _utc(r.since), _utc(r.last_probe_time),
+                r.principal_address, optional_utc_datetime(r.since),
+                optional_utc_datetime(r.last_probe_time),
                 r.answers.get(0), r.answers.get(1)))
         return rows
-
-
-def _utc(epoch: float | None) -> datetime | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).replace(tzinfo=None)
