@@ -93,7 +93,7 @@ def test_frames_with_wrong_macs_are_discarded_with_an_event(tmp_path):
 
     a, b, shop, stock = instance_pair(tmp_path)
     try:
-        transport = a.endpoint._transport
+        transport = a.endpoint.transport
         real = frames.encode_message
         spoiled = []
 

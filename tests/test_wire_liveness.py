@@ -22,7 +22,15 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from wire_helpers import wait_for
 
-from pybroker.wire import adjacent, certificates, dialog, frames, transport
+from pybroker.wire import (
+    adjacent,
+    certificates,
+    dialog,
+    frames,
+    transport,
+    transport_connections,
+    transport_settings,
+)
 from pybroker.wire.dialog import Transmitter
 from pybroker.wire.frames import AckEntry, MessageFragment
 
@@ -254,8 +262,9 @@ def test_the_transport_records_and_repairs_a_breach_within_a_second():
     cert, key = certificates.make_certificate("liveness", datetime.now(UTC).replace(
         tzinfo=None))
     sink = _Sink()
-    tr = transport.Transport(sink, transport.Identity(str(uuid.uuid4()), cert, key, (BROKER,)),
-                             {}, transport.Settings(port=0, retry_scale=100.0))
+    identity = transport_settings.Identity(str(uuid.uuid4()), cert, key, (BROKER,))
+    tr = transport.Transport(sink, identity, {},
+                             transport_settings.Settings(port=0, retry_scale=100.0))
 
     def on_loop(fn):
         async def call():
@@ -278,7 +287,7 @@ def test_the_transport_records_and_repairs_a_breach_within_a_second():
         wait_for(lambda: len(sink.repaired()) == 2, 5, "the liveness check")
         assert sink.repaired()[1] == ("the sender would have stalled: fragments were ready "
                                       "with no connection attempt")
-        assert on_loop(lambda: tr._redials.get(hop) or hop in tr._connecting)
+        assert on_loop(lambda: tr._redials.get(hop) or hop in tr.connections.connecting)
         time.sleep(1.5)
         assert len(sink.repaired()) == 2  # repaired: nothing more to say
     finally:
@@ -305,14 +314,14 @@ def test_a_reads_fragments_go_to_the_sink_together_in_order_with_what_comes_betw
     cert, key = certificates.make_certificate("together", datetime.now(UTC).replace(
         tzinfo=None))
     sink = _Recorder()
-    tr = transport.Transport(sink, transport.Identity(str(uuid.uuid4()), cert, key, (BROKER,)),
-                             {}, transport.Settings(port=0))
+    identity = transport_settings.Identity(str(uuid.uuid4()), cert, key, (BROKER,))
+    tr = transport.Transport(sink, identity, {}, transport_settings.Settings(port=0))
     peer_key_id, secret = b"peer-key", b"s" * 32
     events: list[object] = []
     core = types.SimpleNamespace(outstanding=0, next_event=lambda: (
         events.pop(0) if events else None))
-    conn = types.SimpleNamespace(conn_id=7, peer_address="127.0.0.1:1", peer_key_id=peer_key_id,
-                                 secret=secret, keys={}, core=core)
+    conn = transport_connections.Connection(7, True, "127.0.0.1:1", None,  # type: ignore[arg-type]
+                                            core=core, peer_key_id=peer_key_id, secret=secret)
 
     def signed(seq: int, good: bool = True) -> MessageFragment:
         f = message(0, seq, 10)

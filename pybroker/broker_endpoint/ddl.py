@@ -173,7 +173,7 @@ class ServerBatch:
         else:
             self._start = wanted
             if running is not None:
-                settings = running._transport.settings
+                settings = running.transport.settings
                 self._closed = (running.port, settings.host, settings.encryption)
                 running.close()  # step 1: see the module's docstring
                 instance._defined_endpoint = None

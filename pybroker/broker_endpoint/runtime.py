@@ -36,7 +36,8 @@ from pybroker.errors import (
 from pybroker.wire import certificates
 from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE, Acknowledged
 from pybroker.wire.frames import MessageFragment, Notice, Probe
-from pybroker.wire.transport import Identity, Settings, Transport
+from pybroker.wire.transport import Transport
+from pybroker.wire.transport_settings import Identity, Settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.conversation.engine import Messaging
@@ -116,6 +117,11 @@ class Endpoint:
     @property
     def is_closed(self) -> bool:
         return self._closed
+
+    @property
+    def transport(self) -> Transport:
+        """The I/O of this endpoint: its sockets, TLS and event loop thread."""
+        return self._transport
 
     @property
     def encryption(self) -> bool:
@@ -282,7 +288,7 @@ class _Bridge:
                     remote.transmission_status(*item)
                 elif kind == "probe":  # R9.2: the role here of the database it asks about
                     connection, probe = item
-                    self._endpoint._transport.answer_probe(
+                    self._endpoint.transport.answer_probe(
                         connection, probe, probe_role(self._endpoint._instance._messaging,
                                                       probe))
         flush()
@@ -363,7 +369,7 @@ def retrust(instance: EndpointHost) -> None:
     the connections of peers no longer trusted)."""
     endpoint = instance._endpoint
     if endpoint is not None and not endpoint.is_closed:
-        endpoint._transport.trust(trusted_certificates(instance))
+        endpoint.transport.trust(trusted_certificates(instance))
 
 
 def settings_for(port: int, host: str, retry_scale: float, **options: Any) -> Settings:
