@@ -26,13 +26,15 @@ from pybroker.wire import (
     adjacent,
     certificates,
     dialog,
+    frame_macs,
     frames,
     transport,
     transport_connections,
     transport_settings,
 )
 from pybroker.wire.dialog import Transmitter
-from pybroker.wire.frames import AckEntry, MessageFragment
+from pybroker.wire.frame_types import AckEntry
+from pybroker.wire.frames import MessageFragment
 
 HOPS = ("tcp://127.0.0.1:4022", "tcp://127.0.0.1:4023")
 CONVS = tuple(str(uuid.UUID(int=i + 1)) for i in range(3))
@@ -327,10 +329,10 @@ def test_a_reads_fragments_go_to_the_sink_together_in_order_with_what_comes_betw
         f = message(0, seq, 10)
         f.key_id = peer_key_id
         k = certificates.dialog_key(secret, f.conversation_id, f.from_initiator)
-        return frames.sign(f, k if good else b"x" * 32)
+        return frame_macs.sign(f, k if good else b"x" * 32)
 
     notice = frames.Notice(CONVS[0], True, None, 3, 0, "later", False, peer_key_id)
-    notice = frames.sign(notice, certificates.dialog_key(secret, CONVS[0], True))
+    notice = frame_macs.sign(notice, certificates.dialog_key(secret, CONVS[0], True))
     events += [adjacent.FragmentReceived(signed(0)), adjacent.FragmentReceived(signed(1)),
                adjacent.NoticeReceived(notice), adjacent.FragmentReceived(signed(2, False)),
                adjacent.FragmentReceived(signed(3)), adjacent.FragmentReceived(signed(4))]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pybroker.errors import FrameError
-from pybroker.wire import adjacent, frames
+from pybroker.wire import adjacent, frame_macs, frame_types, frames
 
 _KEY = bytes(range(32))
 
@@ -38,12 +38,12 @@ def _text(rng: random.Random) -> str:
     return rng.choice(["", "a", "//Shop/Order", "Svc\u00e9", "x" * rng.randint(0, 300)])
 
 
-def _ack_entry(rng: random.Random) -> frames.AckEntry:
+def _ack_entry(rng: random.Random) -> frame_types.AckEntry:
     ranges = tuple(sorted((rng.randint(0, 50), a, a + rng.randint(0, 5))
                           for a in (rng.randint(0, 9) for _ in range(rng.randint(0, 4)))))
-    entry = frames.AckEntry(_guid(rng), rng.random() < 0.5, _guid(rng),
-                            rng.randbytes(frames.KEY_ID_SIZE), rng.randint(0, 2**40), ranges)
-    return frames.sign(entry, _KEY)
+    entry = frame_types.AckEntry(_guid(rng), rng.random() < 0.5, _guid(rng),
+                                 rng.randbytes(frames.KEY_ID_SIZE), rng.randint(0, 2**40), ranges)
+    return frame_macs.sign(entry, _KEY)
 
 
 def valid_frame(rng: random.Random, kind: int | None = None) -> frames.Frame:
@@ -67,14 +67,14 @@ def valid_frame(rng: random.Random, kind: int | None = None) -> frames.Frame:
             rng.random() < 0.1, rng.random() < 0.1, rng.randint(0, 10), rng.getrandbits(40),
             rng.randint(0, 255), rng.randbytes(frames.KEY_ID_SIZE), body,
             _ack_entry(rng) if rng.random() < 0.3 else None)
-        return frames.sign(f, _KEY)
+        return frame_macs.sign(f, _KEY)
     if kind == frames.ACK:
         return frames.Ack(tuple(_ack_entry(rng) for _ in range(rng.randint(0, 4))))
     if kind == frames.NOTICE:
         n = frames.Notice(_guid(rng), rng.random() < 0.5, rng.choice([None, _guid(rng)]),
                           rng.randint(0, 1000), rng.choice([-8408, -8462, -8495, 1]),
                           _text(rng), rng.random() < 0.5, rng.randbytes(frames.KEY_ID_SIZE))
-        return frames.sign(n, _KEY)
+        return frame_macs.sign(n, _KEY)
     if kind == frames.KEEPALIVE:
         return frames.Keepalive()
     return frames.Close(_text(rng))
@@ -168,9 +168,9 @@ def _ack(data: bytes) -> bool:
     except FrameError:
         return False
     assert isinstance(frame, frames.Ack)
-    pending: frames.AckEntry | None = None
+    pending: frame_types.AckEntry | None = None
     for entry in frame.entries:
-        frames.verify(entry, _KEY)
+        frame_macs.verify(entry, _KEY)
         if pending is None or pending.conversation_id == entry.conversation_id:
             pending = adjacent.merge_ack(pending, entry)
     return True
@@ -184,7 +184,7 @@ def _notice(data: bytes) -> bool:
     except FrameError:
         return False
     assert isinstance(frame, frames.Notice)
-    frames.verify(frame, _KEY)
+    frame_macs.verify(frame, _KEY)
     return True
 
 

@@ -1,6 +1,5 @@
 """Integrity of the frames (P6): what a MAC covers, signing and verifying, and the sending
-path of a message fragment, checked, signed and encoded in one go. frames.py re-exports
-every public name here (``frames.sign``, ``frames.encode_message``, ...).
+path of a message fragment, checked, signed and encoded in one go.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from pybroker.wire.frame_types import (
     MessageFragment,
     Notice,
     Probe,
+    fragment_misfit,
 )
 
 # -- MACs (P6) --------------------------------------------------------------------------
@@ -216,9 +216,8 @@ def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) 
             raise FrameError(f"not sent, the peer would refuse it: fragment "
                              f"{f.fragment_number} of {f.fragment_count} is not valid")
         size = len(f.body)
-        if size > f.message_size or (f.fragment_count == 1 and size != f.message_size):
-            raise FrameError(f"not sent, the peer would refuse it: a fragment of {size} bytes "
-                             f"does not fit a message of {f.message_size} bytes")
+        if (misfit := fragment_misfit(size, f.fragment_count, f.message_size)) is not None:
+            raise FrameError(f"not sent, the peer would refuse it: {misfit}")
         if f.validation not in _VALIDATIONS:
             raise FrameError(f"not sent, the peer would refuse it: unknown validation "
                              f"{f.validation!r}")

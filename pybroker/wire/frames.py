@@ -57,9 +57,9 @@ Decoding is incremental (``FrameDecoder.feed``) and bounded: a header over MAX_H
 its length field arrives. Any malformed input raises :class:`FrameError` and nothing else;
 after one, the decoder refuses every later feed (the connection is closed).
 
-This module encodes and decodes whole frames; its parts live beside it, and every name of
-them is importable from here: the frames as values in ``frame_types``, the fields and
-headers in ``frame_fields``, the MACs and the sending path in ``frame_macs``.
+This module encodes and decodes whole frames. The frames as values (their codes and
+limits) are defined in ``frame_types``, the fields and headers in ``frame_fields``, the MACs
+and the sending path of a fragment in ``frame_macs``.
 """
 
 from __future__ import annotations
@@ -83,12 +83,6 @@ from pybroker.wire.frame_fields import (
     _write_ack_entry,
     _Writer,
 )
-from pybroker.wire.frame_macs import check_ack_entry as check_ack_entry
-from pybroker.wire.frame_macs import compute_mac as compute_mac
-from pybroker.wire.frame_macs import encode_message as encode_message
-from pybroker.wire.frame_macs import sign as sign
-from pybroker.wire.frame_macs import signed_bytes as signed_bytes
-from pybroker.wire.frame_macs import verify as verify
 from pybroker.wire.frame_types import (
     _ABOUT_INITIATOR,
     _ANSWER,
@@ -124,10 +118,8 @@ from pybroker.wire.frame_types import (
     MessageFragment,
     Notice,
     Probe,
+    fragment_misfit,
 )
-from pybroker.wire.frame_types import DEFAULT_TIME_TO_LIVE_MS as DEFAULT_TIME_TO_LIVE_MS
-from pybroker.wire.frame_types import MAX_ACK_RANGES as MAX_ACK_RANGES
-from pybroker.wire.frame_types import AckEntry as AckEntry
 
 # -- encoding ---------------------------------------------------------------------------
 
@@ -262,9 +254,8 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
         raise FrameError(f"fragment {fragment_number} of {fragment_count} is not valid")
     if not from_service or not to_service or not contract or not message_type:
         raise FrameError("a MESSAGE names an empty service, contract or message type")
-    if len(body) > message_size or (fragment_count == 1 and len(body) != message_size):
-        raise FrameError(f"a fragment of {len(body)} bytes does not fit a message of "
-                         f"{message_size} bytes")
+    if (misfit := fragment_misfit(len(body), fragment_count, message_size)) is not None:
+        raise FrameError(misfit)
     if priority > 10:
         raise FrameError(f"priority {priority} is over 10")
     fragment = MessageFragment(

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from pybroker.errors import FrameError
-from pybroker.wire import frames
+from pybroker.wire import frame_macs, frame_types, frames
 from pybroker.wire.adjacent import (
     CLOSED,
     LOGGED_IN,
@@ -48,15 +48,15 @@ def _text(rnd: random.Random, low: int = 0, high: int = 24) -> str:
     return "".join(rnd.choice(_ALPHABET) for _ in range(rnd.randint(low, high)))
 
 
-def _ack_entry(rnd: random.Random) -> frames.AckEntry:
+def _ack_entry(rnd: random.Random) -> frame_types.AckEntry:
     ranges = []
     for _ in range(rnd.choice((0, 0, 1, 3))):
         first = rnd.getrandbits(rnd.choice((2, 8, 32)))
         ranges.append((rnd.getrandbits(rnd.choice((4, 63))), first,
                        min(first + rnd.getrandbits(4), 2**32 - 1)))
-    entry = frames.AckEntry(_guid(rnd), rnd.random() < 0.5, _guid(rnd), rnd.randbytes(8),
-                            rnd.getrandbits(rnd.choice((4, 63))), tuple(ranges))
-    return frames.sign(entry, _KEY)
+    entry = frame_types.AckEntry(_guid(rnd), rnd.random() < 0.5, _guid(rnd), rnd.randbytes(8),
+                                 rnd.getrandbits(rnd.choice((4, 63))), tuple(ranges))
+    return frame_macs.sign(entry, _KEY)
 
 
 def sample_frame(rnd: random.Random) -> frames.Frame:
@@ -87,7 +87,7 @@ def sample_frame(rnd: random.Random) -> frames.Frame:
             key_id=rnd.randbytes(8), body=body,
             ack=_ack_entry(rnd) if rnd.random() < 0.3 else None,
             time_to_live_ms=rnd.getrandbits(32), time_consumed_ms=rnd.getrandbits(32))
-        return frames.sign(fragment, _KEY)
+        return frame_macs.sign(fragment, _KEY)
     if kind == frames.ACK:
         return frames.Ack(tuple(_ack_entry(rnd) for _ in range(rnd.choice((0, 1, 2, 5)))))
     if kind == frames.NOTICE:
@@ -95,14 +95,14 @@ def sample_frame(rnd: random.Random) -> frames.Frame:
                                None if rnd.random() < 0.3 else _guid(rnd),
                                rnd.getrandbits(63) - 2**62, rnd.getrandbits(32) - 2**31,
                                _text(rnd, 0, 80), rnd.random() < 0.5, rnd.randbytes(8))
-        return frames.sign(notice, _KEY)
+        return frame_macs.sign(notice, _KEY)
     if kind == frames.KEEPALIVE:
         return frames.Keepalive()
     if kind == frames.PROBE:
         probe = frames.Probe(_guid(rnd), _text(rnd, 1), None if rnd.random() < 0.5
                              else _guid(rnd), rnd.random() < 0.5,
                              rnd.choice(("", "PRINCIPAL", "MIRROR")), rnd.randbytes(8))
-        return frames.sign(probe, _KEY)
+        return frame_macs.sign(probe, _KEY)
     return frames.Close(_text(rnd, 0, 40))
 
 
@@ -157,8 +157,8 @@ def mutated_frames(seed: int) -> Iterator[bytes]:
 # -- the fuzz target --------------------------------------------------------------------
 
 
-def _sign_ack(entry: frames.AckEntry) -> frames.AckEntry:
-    return frames.sign(entry, _KEY)
+def _sign_ack(entry: frame_types.AckEntry) -> frame_types.AckEntry:
+    return frame_macs.sign(entry, _KEY)
 
 
 def _connection(*, is_accept: bool, instance: int) -> AdjacentConnection:

@@ -31,7 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from pybroker.errors import WireError
-from pybroker.wire import certificates, frame_macs, frames
+from pybroker.wire import certificates, frame_macs, frame_types, frames
 from pybroker.wire.addresses import next_hop, parse_address
 from pybroker.wire.adjacent import (
     AcksReceived,
@@ -175,7 +175,7 @@ class Transport:
     def forget(self, conversation_id: str, from_initiator: bool) -> None:
         self._call(self._forget, conversation_id, from_initiator)
 
-    def reply(self, connection: int, acks: list[frames.AckEntry],
+    def reply(self, connection: int, acks: list[frame_types.AckEntry],
               notices: list[frames.Notice], answered: int = 0) -> None:
         """Acknowledgements and notices for ``answered`` arrivals of ``connection``."""
         self._call(self._reply, connection, acks, notices, answered)
@@ -553,7 +553,7 @@ class Transport:
         conn.core.outstanding += 1  # type: ignore[union-attr]
         arrived.append(f)
 
-    def _acks(self, conn: Connection, entries: tuple[frames.AckEntry, ...]) -> None:
+    def _acks(self, conn: Connection, entries: tuple[frame_types.AckEntry, ...]) -> None:
         done: list[Acknowledged] = []
         relayed: set[Connection] = set()
         for entry in entries:
@@ -619,7 +619,7 @@ class Transport:
         else:
             conn.wake.set()
 
-    def _reply(self, connection: int, acks: list[frames.AckEntry],
+    def _reply(self, connection: int, acks: list[frame_types.AckEntry],
                notices: list[frames.Notice], answered: int) -> None:
         conn = self.connections.get(connection)
         if conn is None or conn.core is None or conn.closed:
