@@ -134,7 +134,7 @@ _AT = st.sampled_from([0, 15, 16, 17, 32, 49, 51, 59]) | st.integers(0, 400)
 
 
 def _read(reader, data: bytes):  # type: ignore[no-untyped-def]
-    r = frame_fields._Reader(data)
+    r = frame_fields.Reader(data)
     try:
         return reader(r), r.pos
     except FrameError as exc:
@@ -149,15 +149,15 @@ def test_an_ack_entry_is_read_by_struct_as_field_by_field(
     """The struct reader gives the field reader's entry, or its error, for an entry's bytes
     with some bytes changed and maybe cut short (a zeroed GUID, a direction byte over 1, a
     range count over the limit, a negative sequence, a truncated MAC, ...)."""
-    w = frame_fields._Writer()
-    frame_fields._write_ack_entry(w, entry)
+    w = frame_fields.Writer()
+    frame_fields.write_ack_entry(w, entry)
     data = bytearray(w.value() + b"tail")
     for at, value in edits:
         data[at:at + len(value)] = value[:max(0, len(data) - at)]
     if cut_it:
         data = data[:cut]
-    fast = _read(frame_fields._read_ack_entry, bytes(data))
-    assert fast == _read(frame_fields._read_ack_entry_fields, bytes(data))
+    fast = _read(frame_fields.read_ack_entry, bytes(data))
+    assert fast == _read(frame_fields.read_ack_entry_fields, bytes(data))
     if not edits and not cut_it:
         assert fast == (entry, len(data) - 4)
 
@@ -165,11 +165,11 @@ def test_an_ack_entry_is_read_by_struct_as_field_by_field(
 def test_an_ack_entry_with_too_many_ranges_is_refused_whole() -> None:
     """Over MAX_ACK_RANGES ranges, every one of them present: refused, not read."""
     entry = frame_types.AckEntry(str(uuid.uuid4()), True, str(uuid.uuid4()), bytes(8), 1)
-    w = frame_fields._Writer()
-    frame_fields._write_ack_entry(w, entry, with_mac=False)
+    w = frame_fields.Writer()
+    frame_fields.write_ack_entry(w, entry, with_mac=False)
     count = frame_types.MAX_ACK_RANGES + 1
     data = w.value()[:-2] + struct.pack("!H", count) + struct.pack("!qII", 5, 0, 0) * count
     data += bytes(frames.MAC_SIZE)
-    fast = _read(frame_fields._read_ack_entry, data)
-    assert fast == _read(frame_fields._read_ack_entry_fields, data)
+    fast = _read(frame_fields.read_ack_entry, data)
+    assert fast == _read(frame_fields.read_ack_entry_fields, data)
     assert "1025 ranges" in fast[0]

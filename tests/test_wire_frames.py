@@ -25,7 +25,7 @@ KEY, OTHER_KEY = b"s" * 32, b"t" * 32
 # -- strategies ----------------------------------------------------------------------------
 
 guids = st.binary(min_size=16, max_size=16).filter(any).map(lambda b: str(uuid.UUID(bytes=b)))
-# NUL is refused by the decoder (see frames._Reader.text), surrogates cannot be UTF-8
+# NUL is refused by the decoder (see frames.Reader.text), surrogates cannot be UTF-8
 texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                 max_size=30)
 names = texts.filter(bool)

@@ -154,8 +154,8 @@ def _check_peer_accepts(data: bytes) -> None:
     header_end = frames.PREFIX_SIZE + frames.PREFIX.unpack_from(data)[5]
     view = memoryview(data)
     try:  # the decoder's own checks, on memoryviews (no copy of the buffer)
-        frames._decode(data[3], data[4], view[frames.PREFIX_SIZE:header_end],
-                       view[header_end:], copy_body=False)
+        frames.decode_parts(data[3], data[4], view[frames.PREFIX_SIZE:header_end],
+                            view[header_end:], copy_body=False)
     except FrameError as exc:
         raise FrameError(f"not sent, the peer would refuse it: {exc}") from None
 

@@ -29,12 +29,12 @@ TYPE_NAMES = {HELLO: "HELLO", MESSAGE: "MESSAGE", ACK: "ACK", NOTICE: "NOTICE",
               KEEPALIVE: "KEEPALIVE", CLOSE: "CLOSE", PROBE: "PROBE"}
 
 # MESSAGE flags
-_FROM_INITIATOR, _END_OF_DIALOG, _ERROR, _HAS_ACK = 1, 2, 4, 8
+FLAG_FROM_INITIATOR, FLAG_END_OF_DIALOG, FLAG_ERROR, FLAG_HAS_ACK = 1, 2, 4, 8
 # NOTICE flags
-_ABOUT_INITIATOR, _FATAL = 1, 2
+FLAG_ABOUT_INITIATOR, FLAG_FATAL = 1, 2
 # PROBE flags
-_ANSWER = 1
-_VALIDATIONS = ("N", "E", "X")
+FLAG_ANSWER = 1
+VALIDATIONS = ("N", "E", "X")
 
 
 # -- the frames -------------------------------------------------------------------------
