@@ -21,9 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +48,7 @@ from pybroker.wire.transport_forwarding import ForwardingIO
 from pybroker.wire.transport_mirroring import MirroringIO
 from pybroker.wire.transport_settings import Identity, Settings, Sink
 from pybroker.wire.transport_sockets import describe, peer_text, why_not_listening
+from pybroker.wire.transport_trust import Trust
 
 READ_SIZE = 256 * 1024
 
@@ -76,11 +75,7 @@ class Transport:
         self.forwarder = Forwarder(limit=settings.forwarding_limit)
         self.mirrors = MirroredRoutes(retry_scale=settings.retry_scale,
                                       probe_timeout=settings.probe_timeout)
-        self._trusted: dict[str, certificates.CertificateInfo] = {}
-        self._secrets: dict[bytes, bytes] = {}
-        self._server_ctx: ssl.SSLContext | None = None
-        self._client_ctx: ssl.SSLContext | None = None
-        self._set_trusted(trusted)
+        self.trust_store = Trust(identity, trusted)
         self.connections = Connections()
         self._failures: dict[str, tuple[int, float]] = {}  # next hop -> (failures, until)
         self._redials: dict[str, int] = {}  # next hop -> connection attempts scheduled
@@ -240,57 +235,14 @@ class Transport:
             with contextlib.suppress(RuntimeError):  # the loop has stopped
                 self._loop.call_soon_threadsafe(fn, *args)
 
-    # -- trust and keys ---------------------------------------------------------------
-
-    def _set_trusted(self, trusted: dict[str, str]) -> None:
-        self._trusted = {name: certificates.certificate_info(pem)
-                         for name, pem in trusted.items()}
-        self._secrets = {}
-        self._server_ctx = self._context(server=True)
-        self._client_ctx = self._context(server=False)
+    # -- trust -------------------------------------------------------------------------
 
     def _retrust(self, trusted: dict[str, str]) -> None:
-        self._set_trusted(trusted)
-        known = {info.fingerprint for info in self._trusted.values()}
+        self.trust_store.replace(trusted)
         for conn in list(self.connections.by_id.values()):
-            if conn.trusted_name is not None and conn.secret and not any(
-                info.key_id == conn.peer_key_id and info.fingerprint in known
-                for info in self._trusted.values()
-            ):
+            if conn.trusted_name is not None and conn.secret and not (
+                    self.trust_store.is_trusted(conn.peer_key_id)):
                 self._close(conn, "the peer is no longer trusted", error=True)
-
-    def _context(self, *, server: bool) -> ssl.SSLContext:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        with tempfile.TemporaryDirectory() as folder:  # load_cert_chain reads files only
-            path = os.path.join(folder, "endpoint.pem")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(self.identity.private_key)
-                out.write(self.identity.certificate)
-            ctx.load_cert_chain(path)
-        pems = "".join(info.pem for info in self._trusted.values())
-        if pems:
-            ctx.load_verify_locations(cadata=pems)
-        return ctx
-
-    def _peer(self, der: bytes | None) -> certificates.CertificateInfo | None:
-        if not der:
-            return None
-        fingerprint = certificates.fingerprint_of_der(der)
-        for info in self._trusted.values():
-            if info.fingerprint == fingerprint:
-                return info
-        return None
-
-    def _secret(self, info: certificates.CertificateInfo) -> bytes:
-        found = self._secrets.get(info.key_id)
-        if found is None:
-            found = self._secrets[info.key_id] = certificates.peer_secret(
-                self.identity.private_key, info.pem)
-        return found
 
     # -- connections (event loop thread) ----------------------------------------------
 
@@ -369,16 +321,19 @@ class Transport:
     async def _serve(self, conn: Connection, reader: asyncio.StreamReader, *, server: bool) -> None:
         try:
             if self.settings.encryption:
+                trust = self.trust_store
+                context = trust.server_context if server else trust.client_context
+                assert context is not None
                 try:
                     await conn.writer.start_tls(
-                        self._server_ctx if server else self._client_ctx,  # type: ignore
-                        server_hostname=None,
+                        context, server_hostname=None,
                         ssl_handshake_timeout=self.settings.handshake_timeout)
                 except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
                     self._login_failed(conn, describe(exc))
                     return
                 sslobj = conn.writer.get_extra_info("ssl_object")
-                info = self._peer(sslobj.getpeercert(binary_form=True) if sslobj else None)
+                info = self.trust_store.of_certificate(
+                    sslobj.getpeercert(binary_form=True) if sslobj else None)
                 if info is None:
                     self._login_failed(conn, "the peer's certificate is not trusted here")
                     return
@@ -424,9 +379,9 @@ class Transport:
             self._close(conn, "connection ended", error=False, quiet=True)
 
     def _admit(self, conn: Connection, info: certificates.CertificateInfo) -> None:
-        conn.trusted_name = next(n for n, i in self._trusted.items() if i is info)
+        conn.trusted_name = self.trust_store.name_of(info)
         conn.peer_key_id = info.key_id
-        conn.secret = self._secret(info)
+        conn.secret = self.trust_store.secret(info)
         conn.state = "CONNECTED"
 
     def _login_failed(self, conn: Connection, reason: str) -> None:
@@ -504,8 +459,7 @@ class Transport:
                 self.mirroring.probe_received(conn, event.probe)
             elif isinstance(event, PeerHello):
                 if not self.settings.encryption:
-                    info = next((i for i in self._trusted.values()
-                                 if i.key_id == event.hello.key_id), None)
+                    info = self.trust_store.of_key_id(event.hello.key_id)
                     if info is None:
                         self._login_failed(conn, "the peer's certificate is not trusted here")
                         return
@@ -720,7 +674,7 @@ class Transport:
         retransmission timer, or fragments ready to send and a connection to send them on,
         open, being made or to be retried. Checked once a second while anything is in
         flight (cheap: see Transmitter.stalled_hops); a breach is recorded as a broker event
-        and repaired at once, not left to stall (the rare stall fixed by 160abf9)."""
+        and repaired at once, not left to stall."""
         if self._watchdog is not None:
             self._watchdog.cancel()
         self._watchdog = None
