@@ -17,9 +17,10 @@ the I/O.
   background thread); it feeds bytes to the core and hands arrivals to the messaging engine.
   It composes two services: ``transport_forwarding`` (forwarding's I/O) and
   ``transport_mirroring`` (mirrored routes' probes), each given what it uses; beside them
-  ``transport_connections`` (the connections and their dialog keys), ``transport_sockets``
-  (the words for sockets and their errors), ``transport_settings`` (its settings and its
-  sink); ``addresses`` parses endpoint addresses.
+  ``transport_connections`` (the connections and their dialog keys), ``transport_trust``
+  (the trusted certificates, TLS contexts and shared secrets), ``transport_sockets`` (the
+  words for sockets and their errors), ``transport_settings`` (its settings and its sink);
+  ``addresses`` parses endpoint addresses.
 - ``fuzzing``: the receive path's fuzz target and a generator of valid and mutated frames.
 
 The core takes ``now`` (epoch seconds) as an argument and exposes its deadlines with
