@@ -329,11 +329,12 @@ def print_progress(report: Report) -> None:
 def _wire_target(name: str) -> Target:
     """A decoder of pybroker.chaos.fuzz_wire: its own arbitrary and mutated valid inputs."""
     from pybroker.chaos import fuzz_wire
+    from pybroker.wire.fuzzing import mutate
 
     def generate(rng: random.Random) -> bytes:
         if rng.random() < 0.2:
             return rng.randbytes(rng.randint(0, 256))
-        return fuzz_wire.mutate(fuzz_wire._valid_input(name, rng), rng)
+        return mutate(fuzz_wire.valid_input(name, rng), rng)
 
     return Target(fuzz_wire.TARGETS[name].__doc__ or f"the wire's {name} decoder",
                   generate, fuzz_wire.TARGETS[name])

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pybroker.chaos import fuzz_wire
-from pybroker.wire import frames
+from pybroker.wire import frames, fuzzing
 
 FAST = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -29,16 +29,16 @@ def test_arbitrary_bytes_raise_only_frame_error(name, data):
 @given(seed=st.integers(0, 2**32), mutations=st.integers(0, 3))
 def test_mutated_valid_inputs_raise_only_frame_error(name, seed, mutations):
     rng = random.Random(seed)
-    data = fuzz_wire._valid_input(name, rng)
+    data = fuzz_wire.valid_input(name, rng)
     for _ in range(mutations):
-        data = fuzz_wire.mutate(data, rng)
+        data = fuzzing.mutate(data, rng)
     fuzz_wire.TARGETS[name](data)
 
 
 @FAST
 @given(seed=st.integers(0, 2**32))
 def test_valid_frames_round_trip(seed):
-    frame = fuzz_wire.valid_frame(random.Random(seed))
+    frame = fuzzing.sample_frame(random.Random(seed))
     assert frames.decode(frames.encode(frame)) == frame
 
 

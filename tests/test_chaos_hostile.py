@@ -13,7 +13,7 @@ import struct
 import time
 import uuid
 
-from pybroker.wire import certificates, frames
+from pybroker.wire import certificates, frame_types, frames
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 
@@ -79,8 +79,8 @@ def test_hostile_peer_without_tls_changes_nothing(tmp_path):
             forged, sequence=2, is_end_of_dialog=True, message_type=(
                 "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"), body=b"",
             message_size=0, mac=b"\x01" * 16)
-        ack = frames.Ack((frames.AckEntry(conv_id, False, stock.broker_instance, a_key,
-                                          1000, (), bytes(16)),))
+        ack = frames.Ack((frame_types.AckEntry(conv_id, False, stock.broker_instance, a_key,
+                                               1000, (), bytes(16)),))
         notice = frames.Notice(conv_id, False, a_broker, 0, -8408, "forged: contract not "
                                "supported", True, a_key, bytes(16))
         for frame in (forged, forged_end, ack, notice):

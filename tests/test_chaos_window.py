@@ -11,7 +11,8 @@ import uuid
 
 from pybroker.wire import dialog
 from pybroker.wire.dialog import WINDOW, Transmitter
-from pybroker.wire.frames import AckEntry, MessageFragment
+from pybroker.wire.frame_types import AckEntry
+from pybroker.wire.frames import MessageFragment
 
 HOP = "tcp://127.0.0.1:4022"
 CONV = str(uuid.UUID(int=7))

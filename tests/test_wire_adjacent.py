@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pybroker.errors import FrameError, WireError
-from pybroker.wire import frames
+from pybroker.wire import frame_macs, frame_types, frames
 from pybroker.wire.adjacent import (
     MIN_PEER_MAX_BODY,
     AcksReceived,
@@ -33,8 +33,8 @@ CONV = str(uuid.UUID(int=0xC0))
 CONV2 = str(uuid.UUID(int=0xC1))
 
 
-def sign_ack(entry: frames.AckEntry) -> frames.AckEntry:
-    return frames.sign(entry, KEY)
+def sign_ack(entry: frame_types.AckEntry) -> frame_types.AckEntry:
+    return frame_macs.sign(entry, KEY)
 
 
 def hello(instance_id: str = A_ID, db: str = DB_A,
@@ -57,18 +57,18 @@ def fragment(seq: int = 1, *, conv: str = CONV, from_initiator: bool = True,
         to_broker_instance=DB_B if from_initiator else DB_A, contract="C",
         message_type="M", validation="N", is_end_of_dialog=False, is_error=False, priority=5,
         lifetime_ms=2**40, hops_remaining=32, key_id=KEY_ID, body=body)
-    return frames.sign(f, KEY)
+    return frame_macs.sign(f, KEY)
 
 
 def ack(through: int, ranges=(), *, conv: str = CONV, acks_initiator: bool = True,
-        broker: str = DB_B, key_id: bytes = KEY_ID) -> frames.AckEntry:
-    return frames.AckEntry(conv, acks_initiator, broker, key_id, through, tuple(ranges))
+        broker: str = DB_B, key_id: bytes = KEY_ID) -> frame_types.AckEntry:
+    return frame_types.AckEntry(conv, acks_initiator, broker, key_id, through, tuple(ranges))
 
 
 def notice() -> frames.Notice:
     n = frames.Notice(CONV, True, DB_B, 3, -8490, "The remote service has been dropped.",
                       True, KEY_ID)
-    return frames.sign(n, KEY)
+    return frame_macs.sign(n, KEY)
 
 
 def events(conn: AdjacentConnection) -> list:
@@ -217,7 +217,7 @@ def test_fragments_flow_in_order_both_ways() -> None:
     link.transfer(T0 + 1)
     got = events(link.b)
     assert got == [FragmentReceived(f) for f in sent]
-    assert all(frames.verify(e.fragment, KEY) for e in got)
+    assert all(frame_macs.verify(e.fragment, KEY) for e in got)
     assert events(link.a) == [FragmentReceived(f) for f in replies]
 
 
@@ -266,7 +266,7 @@ def test_ack_is_piggybacked_on_a_fragment_going_the_other_way() -> None:
     signed = sign_ack(ack(2))
     assert events(link.a) == [AcksReceived((signed,)),
                               FragmentReceived(fragment(1, from_initiator=False))]
-    assert frames.verify(signed, KEY)
+    assert frame_macs.verify(signed, KEY)
     # nothing left to flush: the next deadline is the keepalive, and no ACK frame follows
     assert link.b.get_timer() == T0 + 1.004 + 30.0
     link.b.handle_timer(T0 + 1.005)
@@ -297,7 +297,7 @@ def test_dedicated_ack_frame_exactly_after_ack_delay() -> None:
     (frame,) = decode_all(link.b.data_to_send())
     assert frame == frames.Ack((sign_ack(ack(2)),
                                 sign_ack(ack(1, conv=CONV2, acks_initiator=False))))
-    assert all(frames.verify(e, KEY) for e in frame.entries)
+    assert all(frame_macs.verify(e, KEY) for e in frame.entries)
     assert link.b.is_idle and link.b.get_timer() == t1 + 0.05 + 30.0
     link.a.receive_data(frames.encode(frame), t1 + 0.06)
     assert events(link.a) == [AcksReceived(frame.entries)]
@@ -326,9 +326,9 @@ def test_merge_ack_rules() -> None:
     assert merge_ack(old, new) == ack(13, [(15, 0, 1), (15, 3, 9), (15, 11, 12)], broker=DB_A)
     # the through sequence never goes back; ranges beyond MAX_ACK_RANGES are left out
     assert merge_ack(ack(8), ack(2)).through_sequence == 8
-    many = ack(0, [(s, 0, 0) for s in range(frames.MAX_ACK_RANGES + 10)])
+    many = ack(0, [(s, 0, 0) for s in range(frame_types.MAX_ACK_RANGES + 10)])
     assert merge_ack(None, many).ranges == tuple(
-        (s, 0, 0) for s in range(frames.MAX_ACK_RANGES))
+        (s, 0, 0) for s in range(frame_types.MAX_ACK_RANGES))
 
 
 def test_many_acks_split_into_frames_the_peer_accepts() -> None:
@@ -549,7 +549,7 @@ def test_arbitrary_bytes_after_a_handshake_only_give_events(chunks: list[bytes],
 def test_an_ack_too_big_for_a_header_goes_in_an_ack_frame() -> None:
     link = Link()
     link.handshake()
-    big = ack(0, [(s, 0, 0) for s in range(frames.MAX_ACK_RANGES)])
+    big = ack(0, [(s, 0, 0) for s in range(frame_types.MAX_ACK_RANGES)])
     link.b.queue_acks([big], T0 + 1)
     link.b.send_fragment(fragment(1, from_initiator=False), T0 + 1)
     assert link.b.pending_ack_count == 1
@@ -662,7 +662,7 @@ class PairMachine(RuleBasedStateMachine):
                     self.got[side].append(event.fragment)
                 elif isinstance(event, AcksReceived):
                     for e in event.entries:
-                        assert frames.verify(e, KEY)
+                        assert frame_macs.verify(e, KEY)
                         key = (e.conversation_id, e.acks_initiator)
                         self.ack_seen[key] = max(self.ack_seen.get(key, 0), e.through_sequence)
                 else:

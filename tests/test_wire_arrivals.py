@@ -17,7 +17,8 @@ from collections.abc import Iterator
 import pybroker
 from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL, Arrival
 from pybroker.wire.dialog import Acknowledged
-from pybroker.wire.frames import AckEntry, MessageFragment, Notice
+from pybroker.wire.frame_types import AckEntry
+from pybroker.wire.frames import MessageFragment, Notice
 from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE
 
 FAR_BROKER = str(uuid.UUID(int=0xFA5))

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker.wire import dialog, frames
+from pybroker.wire import dialog, frame_macs, frame_types, frames
 from pybroker.wire.dialog import Transmitter, ack_entry, classify
 
 KEY = b"k" * 32
@@ -39,8 +39,8 @@ class Receiver:
     delivered: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
     corrupted: int = 0
 
-    def arrive(self, f: frames.MessageFragment) -> frames.AckEntry | None:
-        if not frames.verify(f, KEY):
+    def arrive(self, f: frames.MessageFragment) -> frame_types.AckEntry | None:
+        if not frame_macs.verify(f, KEY):
             self.corrupted += 1
             return None  # P6: discarded, not acknowledged
         c = f.conversation_id
@@ -64,7 +64,7 @@ class Receiver:
         pending = [(s, n) for (cid, s), got in self.fragments.items() if cid == c
                    for n in got]
         pending += [(s, n) for s in held for n in range(64)]
-        return frames.sign(ack_entry(c, True, BROKER, KEY_ID, expected, pending), KEY)
+        return frame_macs.sign(ack_entry(c, True, BROKER, KEY_ID, expected, pending), KEY)
 
 
 class Link:
@@ -106,7 +106,7 @@ def run(transmitter: Transmitter, receiver: Receiver, link: Link, *, until: floa
         while (f := transmitter.next_fragment(HOP, now)) is not None:
             if log is not None:
                 log.append((now, f.conversation_id, f.sequence, f.fragment_number))
-            link.put(now, "fragment", frames.sign(f, KEY))
+            link.put(now, "fragment", frame_macs.sign(f, KEY))
         timer = transmitter.get_timer()
         nxt = min([t for t in (timer, link.queue[0][0] if link.queue else None)
                    if t is not None], default=None)
@@ -122,7 +122,7 @@ def run(transmitter: Transmitter, receiver: Receiver, link: Link, *, until: floa
                 if ack is not None:
                     link.put(now, "ack", ack)
             else:
-                assert frames.verify(item, KEY)  # type: ignore[arg-type]
+                assert frame_macs.verify(item, KEY)  # type: ignore[arg-type]
                 transmitter.on_ack(item)  # type: ignore[arg-type]
     raise AssertionError("too many steps")
 
@@ -137,7 +137,7 @@ def test_first_fragment_lost_is_resent_at_exactly_4_s_and_alone():
     assert [f.fragment_number for f in sent] == [0, 1, 2, 3, 4]
     assert t.next_fragment(HOP, 0.0) is None
     # fragments 0, 1, 3, 4 are acknowledged; 2 was lost
-    done = t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 0, 1), (0, 3, 4))))
+    done = t.on_ack(frame_types.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 0, 1), (0, 3, 4))))
     assert done == []
     assert t.get_timer() == 4.0
     assert t.handle_timer(3.999) == set()
@@ -149,7 +149,7 @@ def test_first_fragment_lost_is_resent_at_exactly_4_s_and_alone():
     t.handle_timer(12.0)
     assert t.next_fragment(HOP, 12.0).fragment_number == 2
     assert t.get_timer() == 28.0  # then 16
-    done = t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 2, 2),)))
+    done = t.on_ack(frame_types.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 2, 2),)))
     assert [(d.handle, d.sequence) for d in done] == [("h", 0)]
     assert t.get_timer() is None and t.dialogs() == 0  # P7: nothing kept once acknowledged
 
@@ -181,7 +181,7 @@ def test_small_messages_pass_between_a_large_messages_fragments():
 def test_a_duplicate_and_an_old_message_are_acknowledged_not_delivered():
     r = Receiver()
     cid = str(uuid.uuid4())
-    f = frames.sign(message(cid, 0, b"a"), KEY)
+    f = frame_macs.sign(message(cid, 0, b"a"), KEY)
     first = r.arrive(f)
     again = r.arrive(f)
     assert r.delivered[cid] == [(0, b"a")]  # P3.2, P5.4
@@ -191,10 +191,10 @@ def test_a_duplicate_and_an_old_message_are_acknowledged_not_delivered():
 def test_out_of_order_message_is_held_then_delivered_in_order():
     r = Receiver()
     cid = str(uuid.uuid4())
-    ack = r.arrive(frames.sign(message(cid, 1, b"b"), KEY))
+    ack = r.arrive(frame_macs.sign(message(cid, 1, b"b"), KEY))
     assert cid not in r.delivered and ack.through_sequence == 0
     assert ack.ranges and ack.ranges[0][0] == 1  # acknowledged while held (status 2)
-    r.arrive(frames.sign(message(cid, 0, b"a"), KEY))
+    r.arrive(frame_macs.sign(message(cid, 0, b"a"), KEY))
     assert r.delivered[cid] == [(0, b"a"), (1, b"b")]
 
 
@@ -264,7 +264,7 @@ def test_a_hostile_ack_range_cannot_blow_up_the_sender():
     t.submit("h", HOP, message(cid, 0, b"abc"))
     for _ in range(3):
         t.next_fragment(HOP, 0.0)
-    done = t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 0, 0xFFFFFFFF),)))
+    done = t.on_ack(frame_types.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 0, 0xFFFFFFFF),)))
     assert [d.sequence for d in done] == [0]
 
 
@@ -278,7 +278,7 @@ def test_a_transmission_object_is_under_1_kb_and_gone_once_acknowledged():
     def one_round(base: int) -> float:
         cids = [str(uuid.UUID(int=base + i + 1)) for i in range(2000)]
         messages = [message(cid, 0, b"x" * 256) for cid in cids]
-        acks = [frames.AckEntry(cid, True, BROKER, KEY_ID, 1) for cid in cids]
+        acks = [frame_types.AckEntry(cid, True, BROKER, KEY_ID, 1) for cid in cids]
         before = tracemalloc.get_traced_memory()[0]
         for i, m in enumerate(messages):
             t.submit(f"h{i}", HOP, m)
@@ -319,9 +319,9 @@ def test_the_window_holds_new_fragments_not_resends():
     t.handle_timer(4.0)  # fragment 0-2 are due again: resends pass the closed window
     assert [t.next_fragment(HOP, 4.0).fragment_number for _ in range(3)] == [0, 1, 2]
     assert t.next_fragment(HOP, 4.0) is None
-    t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 0, 1),)))
+    t.on_ack(frame_types.AckEntry(cid, True, BROKER, KEY_ID, 0, ((0, 0, 1),)))
     assert t.in_flight_bytes(HOP) == 10 and t.has_work(HOP)
     assert [t.next_fragment(HOP, 4.0).fragment_number for _ in range(2)] == [3, 4]
     assert t.next_fragment(HOP, 4.0) is None
-    done = t.on_ack(frames.AckEntry(cid, True, BROKER, KEY_ID, 1))
+    done = t.on_ack(frame_types.AckEntry(cid, True, BROKER, KEY_ID, 1))
     assert [d.sequence for d in done] == [0] and t.in_flight_bytes(HOP) == 0

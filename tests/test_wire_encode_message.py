@@ -1,4 +1,4 @@
-"""The sending path's encoder (P1, P6): ``frames.encode_message`` signs and encodes a fragment
+"""The sending path's encoder (P1, P6): ``frame_macs.encode_message`` signs and encodes a fragment
 in one go. It must give exactly the bytes of the general path (sign, attach the riding
 acknowledgement, encode) and refuse exactly what the peer's decoder would refuse."""
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_wire_frames import KEY, ack_entries, fragments
 
 from pybroker.errors import FrameError
-from pybroker.wire import frame_fields, frames
+from pybroker.wire import frame_fields, frame_macs, frame_types, frames
 from pybroker.wire.adjacent import _check_peer_accepts
 
 FAST = settings(max_examples=40, derandomize=True, deadline=None,
@@ -21,8 +21,8 @@ FAST = settings(max_examples=40, derandomize=True, deadline=None,
 ZERO = str(uuid.UUID(int=0))
 
 
-def _general(f: frames.MessageFragment, ack: frames.AckEntry | None) -> bytes:
-    data = frames.encode(replace(frames.sign(f, KEY), ack=ack))
+def _general(f: frames.MessageFragment, ack: frame_types.AckEntry | None) -> bytes:
+    data = frames.encode(replace(frame_macs.sign(f, KEY), ack=ack))
     _check_peer_accepts(data)
     return data
 
@@ -30,13 +30,13 @@ def _general(f: frames.MessageFragment, ack: frames.AckEntry | None) -> bytes:
 @FAST
 @given(fragments(with_ack=False), st.none() | ack_entries)
 def test_encode_message_is_sign_then_encode(f: frames.MessageFragment,
-                                            ack: frames.AckEntry | None) -> None:
-    data = frames.encode_message(f, KEY, ack)
+                                            ack: frame_types.AckEntry | None) -> None:
+    data = frame_macs.encode_message(f, KEY, ack)
     assert data == _general(f, ack)
     decoded = frames.decode(data)
     assert decoded.ack == ack
-    assert frames.verify(decoded, KEY)
-    assert not frames.verify(decoded, b"t" * 32)
+    assert frame_macs.verify(decoded, KEY)
+    assert not frame_macs.verify(decoded, b"t" * 32)
 
 
 # one field at a time set to a value the encoder may write but the decoder refuses (or not)
@@ -53,7 +53,7 @@ _BAD = st.sampled_from([
 @FAST
 @given(fragments(with_ack=False), _BAD, st.none() | ack_entries)
 def test_encode_message_refuses_what_the_peer_would(f: frames.MessageFragment, bad,
-                                                    ack: frames.AckEntry | None) -> None:
+                                                    ack: frame_types.AckEntry | None) -> None:
     field, value = bad
     f = replace(f, **{field: value})
     try:
@@ -61,12 +61,12 @@ def test_encode_message_refuses_what_the_peer_would(f: frames.MessageFragment, b
     except (FrameError, ValueError, TypeError, struct.error):  # the general path's signing
         expected = None  # does not check its values (struct.error, a bad GUID's ValueError)
     try:
-        got = frames.encode_message(f, KEY, ack)
+        got = frame_macs.encode_message(f, KEY, ack)
     except FrameError:
         got = None
     assert got == expected
     if got is not None:
-        assert frames.verify(frames.decode(got), KEY)
+        assert frame_macs.verify(frames.decode(got), KEY)
 
 
 @FAST
@@ -76,12 +76,12 @@ def test_encode_message_refuses_what_the_peer_would(f: frames.MessageFragment, b
 def test_a_riding_acknowledgement_the_peer_would_refuse_is_refused(f, ack, bad) -> None:
     ack = replace(ack, **{bad[0]: bad[1]})
     try:
-        frames.encode_message(f, KEY, ack)
+        frame_macs.encode_message(f, KEY, ack)
     except FrameError:
         pass
     else:
         raise AssertionError("an acknowledgement the peer refuses was encoded")
-    frames.encode_message(f, KEY)  # the fragment alone goes
+    frame_macs.encode_message(f, KEY)  # the fragment alone goes
 
 
 # -- acknowledgement entries: checked without a round trip, read a struct at a time ------
@@ -90,14 +90,14 @@ def test_a_riding_acknowledgement_the_peer_would_refuse_is_refused(f, ack, bad) 
 _BAD_ACK = st.sampled_from([
     ("through_sequence", -1), ("through_sequence", 2**63), ("ranges", ((3, 5, 4),)),
     ("ranges", ((-1, 0, 0),)), ("ranges", ((2**63, 0, 0),)), ("ranges", ((1, 0, 2**32),)),
-    ("ranges", ((1, -1, 0),)), ("ranges", ((1, 0, 0),) * (frames.MAX_ACK_RANGES + 1)),
+    ("ranges", ((1, -1, 0),)), ("ranges", ((1, 0, 0),) * (frame_types.MAX_ACK_RANGES + 1)),
     ("key_id", b"short"), ("mac", b"\x01" * 15), ("conversation_id", ZERO),
     ("broker_instance", ZERO), ("conversation_id", "not a guid"), ("broker_instance", None),
     ("conversation_id", None), ("key_id", None),
 ])
 
 
-def _round_trip_refuses(entry: frames.AckEntry) -> bool:
+def _round_trip_refuses(entry: frame_types.AckEntry) -> bool:
     """What queue_acks checked before: the entry alone in an ACK frame, encoded and
     decoded."""
     try:
@@ -110,11 +110,11 @@ def _round_trip_refuses(entry: frames.AckEntry) -> bool:
 @FAST
 @given(ack_entries, st.none() | _BAD_ACK)
 def test_check_ack_entry_refuses_what_an_ack_frame_round_trip_refuses(
-        entry: frames.AckEntry, bad) -> None:
+        entry: frame_types.AckEntry, bad) -> None:
     if bad is not None:
         entry = replace(entry, **{bad[0]: bad[1]})
     try:
-        frames.check_ack_entry(entry)
+        frame_macs.check_ack_entry(entry)
     except FrameError:
         refused = True
     else:
@@ -134,7 +134,7 @@ _AT = st.sampled_from([0, 15, 16, 17, 32, 49, 51, 59]) | st.integers(0, 400)
 
 
 def _read(reader, data: bytes):  # type: ignore[no-untyped-def]
-    r = frame_fields._Reader(data)
+    r = frame_fields.Reader(data)
     try:
         return reader(r), r.pos
     except FrameError as exc:
@@ -145,31 +145,31 @@ def _read(reader, data: bytes):  # type: ignore[no-untyped-def]
 @given(ack_entries, st.lists(_CORRUPT | st.tuples(_AT, st.binary(min_size=1, max_size=2)),
                              max_size=3), st.integers(0, 400), st.booleans())
 def test_an_ack_entry_is_read_by_struct_as_field_by_field(
-        entry: frames.AckEntry, edits, cut: int, cut_it: bool) -> None:
+        entry: frame_types.AckEntry, edits, cut: int, cut_it: bool) -> None:
     """The struct reader gives the field reader's entry, or its error, for an entry's bytes
     with some bytes changed and maybe cut short (a zeroed GUID, a direction byte over 1, a
     range count over the limit, a negative sequence, a truncated MAC, ...)."""
-    w = frame_fields._Writer()
-    frame_fields._write_ack_entry(w, entry)
+    w = frame_fields.Writer()
+    frame_fields.write_ack_entry(w, entry)
     data = bytearray(w.value() + b"tail")
     for at, value in edits:
         data[at:at + len(value)] = value[:max(0, len(data) - at)]
     if cut_it:
         data = data[:cut]
-    fast = _read(frame_fields._read_ack_entry, bytes(data))
-    assert fast == _read(frame_fields._read_ack_entry_fields, bytes(data))
+    fast = _read(frame_fields.read_ack_entry, bytes(data))
+    assert fast == _read(frame_fields.read_ack_entry_fields, bytes(data))
     if not edits and not cut_it:
         assert fast == (entry, len(data) - 4)
 
 
 def test_an_ack_entry_with_too_many_ranges_is_refused_whole() -> None:
     """Over MAX_ACK_RANGES ranges, every one of them present: refused, not read."""
-    entry = frames.AckEntry(str(uuid.uuid4()), True, str(uuid.uuid4()), bytes(8), 1)
-    w = frame_fields._Writer()
-    frame_fields._write_ack_entry(w, entry, with_mac=False)
-    count = frames.MAX_ACK_RANGES + 1
+    entry = frame_types.AckEntry(str(uuid.uuid4()), True, str(uuid.uuid4()), bytes(8), 1)
+    w = frame_fields.Writer()
+    frame_fields.write_ack_entry(w, entry, with_mac=False)
+    count = frame_types.MAX_ACK_RANGES + 1
     data = w.value()[:-2] + struct.pack("!H", count) + struct.pack("!qII", 5, 0, 0) * count
     data += bytes(frames.MAC_SIZE)
-    fast = _read(frame_fields._read_ack_entry, data)
-    assert fast == _read(frame_fields._read_ack_entry_fields, data)
+    fast = _read(frame_fields.read_ack_entry, data)
+    assert fast == _read(frame_fields.read_ack_entry_fields, data)
     assert "1025 ranges" in fast[0]

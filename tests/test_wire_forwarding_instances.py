@@ -84,7 +84,7 @@ def test_R7_3_forwarded_once_in_order_fragment_by_fragment_and_acknowledged_thro
         for view in ("sys.conversation_endpoints", "sys.transmission_queue"):
             assert f.sql(f"SELECT count(*) FROM {view}").fetchone()[0] == 0
         assert f.sql("SELECT count(*) FROM message_fragments").fetchone()[0] == 0
-        assert f.endpoint._transport.forwarder.held_bytes == 0  # released once written
+        assert f.endpoint.transport.forwarder.held_bytes == 0  # released once written
     finally:
         close(a, f, b)
 
@@ -173,7 +173,7 @@ def test_R7_3_memory_bound_drops_with_an_event_and_the_view_shows_what_is_held(t
                                             address=silent_address)
             f.forwarding = True
             f.forwarding_size_mb = 1  # taken up by the running endpoint within a second
-            wait_for(lambda: f.endpoint._transport.forwarder.limit == 2**20,
+            wait_for(lambda: f.endpoint.transport.forwarder.limit == 2**20,
                      what="the new bound")
             conv = shop.begin_dialog("ShopService", "Far", contract=CONTRACT)
             conv.send(b"y" * (2 * 2**20), message_type=ORDER)  # 4 fragments of 512 KiB
@@ -188,7 +188,7 @@ def test_R7_3_memory_bound_drops_with_an_event_and_the_view_shows_what_is_held(t
             ).fetchall(), what="the held fragment in the view")
             assert rows == [(conv.conversation_id, True, "Far", "ShopService", silent_address,
                              0, 0, 32, 60_000)]
-            assert f.endpoint._transport.forwarder.held_bytes == 512 * 1024 + 256
+            assert f.endpoint.transport.forwarder.held_bytes == 512 * 1024 + 256
         finally:
             close(a, f)
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pybroker.errors import FrameError
-from pybroker.wire import frames
+from pybroker.wire import frame_macs, frame_types, frames
 from pybroker.wire.fuzzing import sample_frame
 
 # modest numbers: the machine is shared (generating one fragment costs ~20 ms under load)
@@ -25,7 +25,7 @@ KEY, OTHER_KEY = b"s" * 32, b"t" * 32
 # -- strategies ----------------------------------------------------------------------------
 
 guids = st.binary(min_size=16, max_size=16).filter(any).map(lambda b: str(uuid.UUID(bytes=b)))
-# NUL is refused by the decoder (see frames._Reader.text), surrogates cannot be UTF-8
+# NUL is refused by the decoder (see frames.Reader.text), surrogates cannot be UTF-8
 texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                 max_size=30)
 names = texts.filter(bool)
@@ -43,7 +43,7 @@ def ranges(draw) -> tuple[int, int, int]:
 
 
 ack_entries = st.builds(
-    frames.AckEntry, conversation_id=guids, acks_initiator=st.booleans(),
+    frame_types.AckEntry, conversation_id=guids, acks_initiator=st.booleans(),
     broker_instance=guids, key_id=key_ids, through_sequence=seqs,
     ranges=st.lists(ranges(), max_size=5).map(tuple), mac=macs)
 
@@ -94,9 +94,9 @@ def test_every_frame_type_round_trips(frame: frames.Frame) -> None:
 
 
 def test_ack_with_many_entries_round_trips() -> None:
-    entries = tuple(frames.AckEntry(str(uuid.UUID(int=i + 1)), i % 2 == 0,
-                                    str(uuid.UUID(int=7)), b"12345678", i,
-                                    tuple((i + j, j, j + 3) for j in range(i % 4)))
+    entries = tuple(frame_types.AckEntry(str(uuid.UUID(int=i + 1)), i % 2 == 0,
+                                         str(uuid.UUID(int=7)), b"12345678", i,
+                                         tuple((i + j, j, j + 3) for j in range(i % 4)))
                     for i in range(frames.MAX_ACK_ENTRIES))
     frame = frames.Ack(entries)
     assert frames.decode(frames.encode(frame)) == frame
@@ -137,12 +137,12 @@ def test_incremental_feeding_gives_the_same_frames(stream: list[frames.Frame],
 @given(fragments(), st.data())
 def test_mac_signs_and_a_flipped_bit_anywhere_fails(fragment: frames.MessageFragment,
                                                     data: st.DataObject) -> None:
-    signed = frames.sign(fragment, KEY)
+    signed = frame_macs.sign(fragment, KEY)
     if signed.ack is not None:
-        signed = replace(signed, ack=frames.sign(signed.ack, KEY))
-    assert frames.verify(signed, KEY) and not frames.verify(signed, OTHER_KEY)
+        signed = replace(signed, ack=frame_macs.sign(signed.ack, KEY))
+    assert frame_macs.verify(signed, KEY) and not frame_macs.verify(signed, OTHER_KEY)
     # attaching or removing a piggybacked ack leaves the fragment's own MAC valid (P5.1)
-    assert frames.verify(replace(signed, ack=None), KEY)
+    assert frame_macs.verify(replace(signed, ack=None), KEY)
     encoded = frames.encode(signed)
     bit = data.draw(st.integers(0, len(encoded) * 8 - 1), label="bit")
     tampered = bytearray(encoded)
@@ -152,24 +152,24 @@ def test_mac_signs_and_a_flipped_bit_anywhere_fails(fragment: frames.MessageFrag
     except FrameError:
         return
     assert isinstance(decoded, frames.MessageFragment)
-    assert not frames.verify(decoded, KEY) or (
-        decoded.ack is not None and not frames.verify(decoded.ack, KEY))
+    assert not frame_macs.verify(decoded, KEY) or (
+        decoded.ack is not None and not frame_macs.verify(decoded.ack, KEY))
 
 
 @FAST
 @given(fragments(), st.integers(0, 255))
 def test_a_decoded_fragment_is_verified_as_it_arrived_and_a_changed_copy_as_it_is_now(
         fragment: frames.MessageFragment, hops: int) -> None:
-    signed = frames.sign(fragment, KEY)
+    signed = frame_macs.sign(fragment, KEY)
     decoded = frames.decode(frames.encode(signed))
     assert decoded.signed is not None and signed.signed is None
-    assert frames.signed_bytes(decoded) == frames.signed_bytes(signed)
-    assert frames.verify(decoded, KEY) and not frames.verify(decoded, OTHER_KEY)
+    assert frame_macs.signed_bytes(decoded) == frame_macs.signed_bytes(signed)
+    assert frame_macs.verify(decoded, KEY) and not frame_macs.verify(decoded, OTHER_KEY)
     # a forwarder's copy (hops changed) is not verified with what arrived: encoded again
     moved = replace(decoded, hops_remaining=hops)
     assert moved.signed is None
-    assert frames.verify(moved, KEY) == (hops == fragment.hops_remaining)
-    assert frames.verify(frames.sign(moved, KEY), KEY)
+    assert frame_macs.verify(moved, KEY) == (hops == fragment.hops_remaining)
+    assert frame_macs.verify(frame_macs.sign(moved, KEY), KEY)
 
 
 def test_repeated_names_are_read_again_when_they_differ_in_one_byte() -> None:
@@ -182,26 +182,26 @@ def test_repeated_names_are_read_again_when_they_differ_in_one_byte() -> None:
     for service in ("ServiceA", "ServiceC", "ServiceA", "ServiceD"):
         f = replace(base, from_service=service, to_broker_instance=(
             None if service == "ServiceA" else str(uuid.uuid4())))
-        got = frames.decode(frames.encode(frames.sign(f, KEY)))
+        got = frames.decode(frames.encode(frame_macs.sign(f, KEY)))
         assert (got.from_service, got.to_broker_instance) == (
             service, f.to_broker_instance)
-        assert frames.verify(got, KEY)
+        assert frame_macs.verify(got, KEY)
         seen.add(got.from_service)
     assert seen == {"ServiceA", "ServiceC", "ServiceD"}
 
 
 @FAST
 @given(ack_entries, notices)
-def test_ack_entries_and_notices_carry_their_own_mac(entry: frames.AckEntry,
+def test_ack_entries_and_notices_carry_their_own_mac(entry: frame_types.AckEntry,
                                                      notice: frames.Notice) -> None:
     for item, field, value in ((entry, "through_sequence", entry.through_sequence ^ 1),
                                (entry, "acks_initiator", not entry.acks_initiator),
                                (notice, "code", notice.code ^ 1),
                                (notice, "is_fatal", not notice.is_fatal),
                                (notice, "about_initiator", not notice.about_initiator)):
-        signed = frames.sign(item, KEY)
-        assert frames.verify(signed, KEY) and not frames.verify(signed, OTHER_KEY)
-        assert not frames.verify(replace(signed, **{field: value}), KEY)
+        signed = frame_macs.sign(item, KEY)
+        assert frame_macs.verify(signed, KEY) and not frame_macs.verify(signed, OTHER_KEY)
+        assert not frame_macs.verify(replace(signed, **{field: value}), KEY)
 
 
 # -- hostile input: only FrameError, never a hang -----------------------------------------

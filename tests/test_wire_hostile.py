@@ -89,12 +89,12 @@ def test_garbage_oversized_silent_and_flooding_peers(tmp_path):
 
 def test_frames_with_wrong_macs_are_discarded_with_an_event(tmp_path):
     """P6: a fragment whose MAC does not match is dropped unacknowledged and recorded."""
-    from pybroker.wire import frames
+    from pybroker.wire import frame_macs
 
     a, b, shop, stock = instance_pair(tmp_path)
     try:
-        transport = a.endpoint._transport
-        real = frames.encode_message
+        transport = a.endpoint.transport
+        real = frame_macs.encode_message
         spoiled = []
 
         def bad_encode(f, key, ack=None):
@@ -103,7 +103,7 @@ def test_frames_with_wrong_macs_are_discarded_with_an_event(tmp_path):
                 return real(f, bytes(32), ack)
             return real(f, key, ack)
 
-        frames.encode_message = bad_encode  # the first copy of message 0 leaves spoiled
+        frame_macs.encode_message = bad_encode  # the first copy of message 0 leaves spoiled
         try:
             conv = shop.begin_dialog("ShopService", "StockService", contract=CONTRACT)
             conv.send(b"<x/>", message_type=ORDER)
@@ -114,7 +114,7 @@ def test_frames_with_wrong_macs_are_discarded_with_an_event(tmp_path):
 
             wait_for(corrupted, what="a corrupted-message event")
         finally:
-            frames.encode_message = real
+            frame_macs.encode_message = real
         # the resend (after 4 s x retry_scale) is signed properly and delivered once
         got = drain(stock, "StockQueue", 1)
         assert got[0].message_body == b"<x/>"

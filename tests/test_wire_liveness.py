@@ -22,9 +22,19 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from wire_helpers import wait_for
 
-from pybroker.wire import adjacent, certificates, dialog, frames, transport
+from pybroker.wire import (
+    adjacent,
+    certificates,
+    dialog,
+    frame_macs,
+    frames,
+    transport,
+    transport_connections,
+    transport_settings,
+)
 from pybroker.wire.dialog import Transmitter
-from pybroker.wire.frames import AckEntry, MessageFragment
+from pybroker.wire.frame_types import AckEntry
+from pybroker.wire.frames import MessageFragment
 
 HOPS = ("tcp://127.0.0.1:4022", "tcp://127.0.0.1:4023")
 CONVS = tuple(str(uuid.UUID(int=i + 1)) for i in range(3))
@@ -267,8 +277,9 @@ def test_the_transport_records_and_repairs_a_breach_within_a_second(monkeypatch)
     cert, key = certificates.make_certificate("liveness", datetime.now(UTC).replace(
         tzinfo=None))
     sink = _Sink()
-    tr = transport.Transport(sink, transport.Identity(str(uuid.uuid4()), cert, key, (BROKER,)),
-                             {}, transport.Settings(port=0, retry_scale=100.0))
+    identity = transport_settings.Identity(str(uuid.uuid4()), cert, key, (BROKER,))
+    tr = transport.Transport(sink, identity, {},
+                             transport_settings.Settings(port=0, retry_scale=100.0))
 
     def on_loop(fn):
         async def call():
@@ -291,7 +302,7 @@ def test_the_transport_records_and_repairs_a_breach_within_a_second(monkeypatch)
         wait_for(lambda: len(sink.repaired()) == 2, 5, "the liveness check")
         assert sink.repaired()[1] == ("the sender would have stalled: fragments were ready "
                                       "with no connection attempt")
-        assert on_loop(lambda: tr._redials.get(hop) or hop in tr._connecting)
+        assert on_loop(lambda: tr._redials.get(hop) or hop in tr.connections.connecting)
         # repaired: nothing more to say, at three whole checks more (each check asks the
         # transmitter for its stalled hops once, first; checks armed from now on come at
         # 0.05 s, not 1 s)
@@ -324,23 +335,23 @@ def test_a_reads_fragments_go_to_the_sink_together_in_order_with_what_comes_betw
     cert, key = certificates.make_certificate("together", datetime.now(UTC).replace(
         tzinfo=None))
     sink = _Recorder()
-    tr = transport.Transport(sink, transport.Identity(str(uuid.uuid4()), cert, key, (BROKER,)),
-                             {}, transport.Settings(port=0))
+    identity = transport_settings.Identity(str(uuid.uuid4()), cert, key, (BROKER,))
+    tr = transport.Transport(sink, identity, {}, transport_settings.Settings(port=0))
     peer_key_id, secret = b"peer-key", b"s" * 32
     events: list[object] = []
     core = types.SimpleNamespace(outstanding=0, next_event=lambda: (
         events.pop(0) if events else None))
-    conn = types.SimpleNamespace(conn_id=7, peer_address="127.0.0.1:1", peer_key_id=peer_key_id,
-                                 secret=secret, keys={}, core=core)
+    conn = transport_connections.Connection(7, True, "127.0.0.1:1", None,  # type: ignore[arg-type]
+                                            core=core, peer_key_id=peer_key_id, secret=secret)
 
     def signed(seq: int, good: bool = True) -> MessageFragment:
         f = message(0, seq, 10)
         f.key_id = peer_key_id
         k = certificates.dialog_key(secret, f.conversation_id, f.from_initiator)
-        return frames.sign(f, k if good else b"x" * 32)
+        return frame_macs.sign(f, k if good else b"x" * 32)
 
     notice = frames.Notice(CONVS[0], True, None, 3, 0, "later", False, peer_key_id)
-    notice = frames.sign(notice, certificates.dialog_key(secret, CONVS[0], True))
+    notice = frame_macs.sign(notice, certificates.dialog_key(secret, CONVS[0], True))
     events += [adjacent.FragmentReceived(signed(0)), adjacent.FragmentReceived(signed(1)),
                adjacent.NoticeReceived(notice), adjacent.FragmentReceived(signed(2, False)),
                adjacent.FragmentReceived(signed(3)), adjacent.FragmentReceived(signed(4))]

@@ -34,7 +34,8 @@ from pybroker.errors import (
 from pybroker.wire import certificates
 from pybroker.wire.dialog import DEFAULT_FRAGMENT_SIZE, Acknowledged
 from pybroker.wire.frames import MessageFragment, Notice, Probe
-from pybroker.wire.transport import Identity, Settings, Transport
+from pybroker.wire.transport import Transport
+from pybroker.wire.transport_settings import Identity, Settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.kernel.kernel import Kernel
@@ -90,6 +91,11 @@ class BrokerEndpoint:
     @property
     def is_closed(self) -> bool:
         return self._closed
+
+    @property
+    def transport(self) -> Transport:
+        """The I/O of this endpoint: its sockets, TLS and event loop thread."""
+        return self._transport
 
     @property
     def settings(self) -> Settings:

@@ -3,8 +3,10 @@ of arbitrary and mutated valid inputs for each.
 
 A target is ``def target(data: bytes) -> None``: it feeds ``data`` to a decoder and returns
 when the decoder accepted it or refused it with its documented error (``FrameError``); any
-other exception escapes (a crash). ``run(name, count, seed)`` drives one target with
-``count`` inputs from ``inputs(name, seed)`` and reports crashes and the slowest input.
+other exception escapes (a crash). Valid inputs are built from the sample frames of
+``pybroker.wire.fuzzing`` and changed by its mutations. ``run(name, count, seed)`` drives
+one target with ``count`` inputs from ``inputs(name, seed)`` and reports crashes and the
+slowest input.
 
 - ``frames``: a whole frame through ``frames.decode`` and, cut in two, through a
   ``FrameDecoder``;
@@ -25,94 +27,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pybroker.errors import FrameError
-from pybroker.wire import adjacent, frames
-
-_KEY = bytes(range(32))
-
-
-def _guid(rng: random.Random) -> str:
-    return str(uuid.UUID(int=rng.getrandbits(128) | 1))
-
-
-def _text(rng: random.Random) -> str:
-    return rng.choice(["", "a", "//Shop/Order", "Svc\u00e9", "x" * rng.randint(0, 300)])
-
-
-def _ack_entry(rng: random.Random) -> frames.AckEntry:
-    ranges = tuple(sorted((rng.randint(0, 50), a, a + rng.randint(0, 5))
-                          for a in (rng.randint(0, 9) for _ in range(rng.randint(0, 4)))))
-    entry = frames.AckEntry(_guid(rng), rng.random() < 0.5, _guid(rng),
-                            rng.randbytes(frames.KEY_ID_SIZE), rng.randint(0, 2**40), ranges)
-    return frames.sign(entry, _KEY)
-
-
-def valid_frame(rng: random.Random, kind: int | None = None) -> frames.Frame:
-    """One valid frame of each kind, with seeded field values."""
-    kind = kind or rng.choice([frames.HELLO, frames.MESSAGE, frames.ACK, frames.NOTICE,
-                               frames.KEEPALIVE, frames.CLOSE])
-    if kind == frames.HELLO:
-        return frames.Hello(_guid(rng), tuple(_guid(rng) for _ in range(rng.randint(0, 3))),
-                            rng.choice([65536, frames.DEFAULT_MAX_BODY]),
-                            rng.choice(["", "tcp://127.0.0.1:4022"]),
-                            rng.randbytes(frames.KEY_ID_SIZE))
-    if kind == frames.MESSAGE:
-        size = rng.randint(0, 64)
-        count = rng.randint(1, 3)
-        number = rng.randrange(count)
-        body = rng.randbytes(size if count == 1 else rng.randint(0, size))
-        f = frames.MessageFragment(
-            _guid(rng), rng.random() < 0.5, rng.randint(0, 1000), number, count, size,
-            _text(rng) or "s", _text(rng) or "t", _guid(rng),
-            rng.choice([None, _guid(rng)]), "c", "m", rng.choice("NEX"),
-            rng.random() < 0.1, rng.random() < 0.1, rng.randint(0, 10), rng.getrandbits(40),
-            rng.randint(0, 255), rng.randbytes(frames.KEY_ID_SIZE), body,
-            _ack_entry(rng) if rng.random() < 0.3 else None)
-        return frames.sign(f, _KEY)
-    if kind == frames.ACK:
-        return frames.Ack(tuple(_ack_entry(rng) for _ in range(rng.randint(0, 4))))
-    if kind == frames.NOTICE:
-        n = frames.Notice(_guid(rng), rng.random() < 0.5, rng.choice([None, _guid(rng)]),
-                          rng.randint(0, 1000), rng.choice([-8408, -8462, -8495, 1]),
-                          _text(rng), rng.random() < 0.5, rng.randbytes(frames.KEY_ID_SIZE))
-        return frames.sign(n, _KEY)
-    if kind == frames.KEEPALIVE:
-        return frames.Keepalive()
-    return frames.Close(_text(rng))
-
-
-_EXTREMES = (b"\x00", b"\xff", b"\x7f", b"\x80", b"\x00\x00", b"\xff\xff",
-             b"\x00\x00\x00\x00", b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff")
-
-
-def mutate(data: bytes, rng: random.Random) -> bytes:
-    """One to four mutations: bit flips, bytes set to extremes, insertions, deletions,
-    truncation, duplication of a slice, random tails."""
-    out = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        op = rng.randrange(8)
-        pos = rng.randint(0, len(out))
-        if op == 0 and out:
-            i = rng.randrange(len(out))
-            out[i] ^= 1 << rng.randrange(8)
-        elif op == 1 and out:
-            v = rng.choice(_EXTREMES)
-            out[pos:pos + len(v)] = v
-        elif op == 2:
-            out[pos:pos] = rng.randbytes(rng.randint(1, 8))
-        elif op == 3 and out:
-            del out[pos:pos + rng.randint(1, 8)]
-        elif op == 4:
-            del out[rng.randint(0, len(out)):]
-        elif op == 5 and out:
-            a = rng.randrange(len(out))
-            out[pos:pos] = out[a:a + rng.randint(1, 32)]
-        elif op == 6:
-            out += rng.randbytes(rng.randint(1, 16))
-        elif out:
-            i = rng.randrange(len(out))
-            out[i] = rng.randrange(256)
-    return bytes(out)
-
+from pybroker.wire import adjacent, frame_macs, frame_types, frames
+from pybroker.wire.fuzzing import KEY, mutate, sample_frame
 
 # -- what each target decodes -------------------------------------------------------------
 
@@ -168,9 +84,9 @@ def _ack(data: bytes) -> bool:
     except FrameError:
         return False
     assert isinstance(frame, frames.Ack)
-    pending: frames.AckEntry | None = None
+    pending: frame_types.AckEntry | None = None
     for entry in frame.entries:
-        frames.verify(entry, _KEY)
+        frame_macs.verify(entry, KEY)
         if pending is None or pending.conversation_id == entry.conversation_id:
             pending = adjacent.merge_ack(pending, entry)
     return True
@@ -184,7 +100,7 @@ def _notice(data: bytes) -> bool:
     except FrameError:
         return False
     assert isinstance(frame, frames.Notice)
-    frames.verify(frame, _KEY)
+    frame_macs.verify(frame, KEY)
     return True
 
 
@@ -208,16 +124,16 @@ def target_notice(data: bytes) -> None:
     _notice(data)
 
 
-def _valid_input(name: str, rng: random.Random) -> bytes:
+def valid_input(name: str, rng: random.Random) -> bytes:
     if name == "frames":
-        return frames.encode(valid_frame(rng))
+        return frames.encode(sample_frame(rng))
     if name == "handshake":
-        first = frames.encode(valid_frame(rng, frames.HELLO))
-        more = b"".join(frames.encode(valid_frame(rng)) for _ in range(rng.randint(0, 2)))
+        first = frames.encode(sample_frame(rng, frames.HELLO))
+        more = b"".join(frames.encode(sample_frame(rng)) for _ in range(rng.randint(0, 2)))
         return bytes((rng.randrange(256),)) + first + more
     if name == "ack":
-        return _parts(valid_frame(rng, frames.ACK))[2]
-    flags, header, _ = _parts(valid_frame(rng, frames.NOTICE))
+        return _parts(sample_frame(rng, frames.ACK))[2]
+    flags, header, _ = _parts(sample_frame(rng, frames.NOTICE))
     return bytes((flags,)) + header
 
 
@@ -234,7 +150,7 @@ def inputs(name: str, seed: int = 0) -> Iterator[bytes]:
     if name not in TARGETS:
         raise KeyError(name)
     rng = random.Random(f"{seed}:{name}")
-    corpus = [_valid_input(name, rng) for _ in range(64)]
+    corpus = [valid_input(name, rng) for _ in range(64)]
     while True:
         r = rng.random()
         if r < 0.1:
@@ -246,7 +162,7 @@ def inputs(name: str, seed: int = 0) -> Iterator[bytes]:
                               len(body) if rng.random() < 0.5 else 0,
                               0 if rng.random() < 0.5 else len(body)) + body
         elif r < 0.25:
-            fresh = _valid_input(name, rng)
+            fresh = valid_input(name, rng)
             corpus[rng.randrange(len(corpus))] = fresh
             yield fresh
         else:

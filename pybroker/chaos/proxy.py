@@ -130,16 +130,23 @@ class Proxy:
     def address(self) -> str:
         return f"tcp://127.0.0.1:{self.listen_port}"
 
-    async def _start(self) -> None:
+    async def start(self) -> None:
+        """Listen (on the group's event loop)."""
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.listen_port,
                                                   limit=_READ)
         self.listen_port = self._server.sockets[0].getsockname()[1]
 
-    async def _stop(self) -> None:
+    async def stop(self) -> None:
+        """Stop listening and close every open connection."""
         if self._server is not None:
             self._server.close()
+        self.cut_all(reset=False)
+
+    def cut_all(self, *, reset: bool) -> None:
+        """Close every open connection, with a TCP reset when ``reset`` (on the group's
+        event loop)."""
         for link in list(self._links.values()):
-            self._cut(link, reset=False)
+            self._cut(link, reset=reset)
 
     def _cut(self, link: _Link, *, reset: bool) -> None:
         if link.closed:
@@ -361,7 +368,7 @@ class ProxyGroup:
     def add(self, name: str, target_port: int, listen_port: int = 0,
             faults: Faults = NONE) -> Proxy:
         proxy = Proxy(self, name, target_port, listen_port, faults)
-        self._call(proxy._start())
+        self._call(proxy.start())
         self.proxies[name] = proxy
         return proxy
 
@@ -382,8 +389,7 @@ class ProxyGroup:
         async def cut() -> None:
             for p in self.proxies.values():
                 if name is None or p.name == name:
-                    for link in list(p._links.values()):
-                        p._cut(link, reset=True)
+                    p.cut_all(reset=True)
 
         self._call(cut())
 
@@ -399,7 +405,7 @@ class ProxyGroup:
 
         async def stop() -> None:
             for p in self.proxies.values():
-                await p._stop()
+                await p.stop()
 
         with contextlib.suppress(Exception):
             self._call(stop(), timeout=10)

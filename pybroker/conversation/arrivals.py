@@ -52,7 +52,8 @@ from pybroker.conversation.system_messages import (
     parse_error,
 )
 from pybroker.wire import dialog
-from pybroker.wire.frames import AckEntry, MessageFragment, Notice
+from pybroker.wire.frame_types import AckEntry
+from pybroker.wire.frames import MessageFragment, Notice
 from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE
 
 if TYPE_CHECKING:  # pragma: no cover

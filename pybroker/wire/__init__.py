@@ -1,10 +1,10 @@
 """Between instances (SPEC P1-P9): a sans-I/O protocol core and the one module that does
 the I/O.
 
-- ``frames``: the frame format (encode, incremental bounded decode, MACs).
-  Its parts by concern, all re-exported by ``frames``: ``frame_types`` (the frames as
-  values, their codes and limits), ``frame_fields`` (fields and headers), ``frame_macs``
-  (MACs and the sending path of a fragment).
+- ``frames``: the frame format (encode, incremental bounded decode). Beside it, by
+  concern: ``frame_types`` (the frames as values, their codes and limits),
+  ``frame_fields`` (fields and headers), ``frame_macs`` (MACs and the sending path of a
+  fragment).
 - ``dialog``: per conversation direction: fragmenting, acknowledgement bookkeeping,
   retransmission timers (P3-P5); the receiver's reassembly decisions.
 - ``adjacent``: one connection to an adjacent broker: handshake, framing, batching of
@@ -15,11 +15,13 @@ the I/O.
   back-off (R9).
 - ``transport``: the only module that touches sockets, TLS and the clock (asyncio in a
   background thread); it feeds bytes to the core and hands arrivals to the messaging engine.
-  Its parts by concern: ``transport_forwarding`` (forwarding's I/O),
-  ``transport_mirroring`` (mirrored routes' probes), ``transport_sockets`` (the words for
-  sockets and their errors), ``transport_settings`` (its settings and its sink),
-  ``transport_host`` (what the parts rely on of the transport);
+  It composes two services: ``transport_forwarding`` (forwarding's I/O) and
+  ``transport_mirroring`` (mirrored routes' probes), each given what it uses; beside them
+  ``transport_connections`` (the connections and their dialog keys), ``transport_trust``
+  (the trusted certificates, TLS contexts and shared secrets), ``transport_sockets`` (the
+  words for sockets and their errors), ``transport_settings`` (its settings and its sink);
   ``addresses`` parses endpoint addresses.
+- ``fuzzing``: the receive path's fuzz target and a generator of valid and mutated frames.
 
 The core takes ``now`` (epoch seconds) as an argument and exposes its deadlines with
 ``get_timer()``; it imports neither asyncio, ssl, sockets nor duckdb. Nothing here imports

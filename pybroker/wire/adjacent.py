@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from pybroker.errors import FrameError, WireError
-from pybroker.wire import frames
+from pybroker.wire import frame_macs, frame_types, frames
 
 MIN_PEER_MAX_BODY = 65536  # a HELLO announcing less is refused
 
@@ -52,9 +52,9 @@ WAIT_LOGIN, ONLINE, LOGIN_ERROR = "WAIT LOGIN NEGOTIATE", "ONLINE", "ERROR"
 # What one ACK entry costs in an ACK frame's body, measured on the encoding itself: the
 # count (2 bytes), then per entry a fixed part and 16 bytes a range.
 def _measure_ack_entry(ranges: int) -> int:
-    entry = frames.AckEntry("00000000-0000-0000-0000-000000000001", True,
-                            "00000000-0000-0000-0000-000000000001", bytes(frames.KEY_ID_SIZE),
-                            0, ((0, 0, 0),) * ranges)
+    entry = frame_types.AckEntry("00000000-0000-0000-0000-000000000001", True,
+                                 "00000000-0000-0000-0000-000000000001", bytes(frames.KEY_ID_SIZE),
+                                 0, ((0, 0, 0),) * ranges)
     return len(frames.encode(frames.Ack((entry,)))) - frames.PREFIX_SIZE - 2
 
 
@@ -85,7 +85,7 @@ class AcksReceived:
     """Acknowledgements, from an ACK frame or from a fragment's header (P5.1). Their MACs
     are not checked here (the dialog layer holds the keys, P6)."""
 
-    entries: tuple[frames.AckEntry, ...]
+    entries: tuple[frame_types.AckEntry, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +119,7 @@ Event = (PeerHello | FragmentReceived | AcksReceived | NoticeReceived | ProbeRec
 _NO_MAC = bytes(frames.MAC_SIZE)
 
 
-def merge_ack(old: frames.AckEntry | None, new: frames.AckEntry) -> frames.AckEntry:
+def merge_ack(old: frame_types.AckEntry | None, new: frame_types.AckEntry) -> frame_types.AckEntry:
     """One pending acknowledgement out of two for the same conversation direction: the
     larger ``through_sequence``, the union of the ranges not below it (overlapping or
     adjacent ranges of one sequence joined; at most MAX_ACK_RANGES, lowest first: a range
@@ -137,11 +137,11 @@ def merge_ack(old: frames.AckEntry | None, new: frames.AckEntry) -> frames.AckEn
                 merged[-1] = (seq, merged[-1][1], last)
         else:
             merged.append((seq, first, last))
-    return replace(new, through_sequence=through, ranges=tuple(merged[:frames.MAX_ACK_RANGES]),
+    return replace(new, through_sequence=through, ranges=tuple(merged[:frame_types.MAX_ACK_RANGES]),
                    mac=bytes(frames.MAC_SIZE))
 
 
-def _ack_entry_size(entry: frames.AckEntry) -> int:
+def _ack_entry_size(entry: frame_types.AckEntry) -> int:
     return _ACK_ENTRY_FIXED + _ACK_RANGE_SIZE * len(entry.ranges)
 
 
@@ -154,8 +154,8 @@ def _check_peer_accepts(data: bytes) -> None:
     header_end = frames.PREFIX_SIZE + frames.PREFIX.unpack_from(data)[5]
     view = memoryview(data)
     try:  # the decoder's own checks, on memoryviews (no copy of the buffer)
-        frames._decode(data[3], data[4], view[frames.PREFIX_SIZE:header_end],
-                       view[header_end:], copy_body=False)
+        frames.decode_parts(data[3], data[4], view[frames.PREFIX_SIZE:header_end],
+                            view[header_end:], copy_body=False)
     except FrameError as exc:
         raise FrameError(f"not sent, the peer would refuse it: {exc}") from None
 
@@ -177,7 +177,7 @@ class AdjacentConnection:
     """One connection to an adjacent broker (see the module's docstring)."""
 
     def __init__(self, *, is_accept: bool, hello: frames.Hello, now: float,
-                 sign_ack: Callable[[frames.AckEntry], frames.AckEntry],
+                 sign_ack: Callable[[frame_types.AckEntry], frame_types.AckEntry],
                  handshake_timeout: float = 10.0, idle_timeout: float = 90.0,
                  keepalive_interval: float = 30.0, ack_delay: float = 0.005,
                  max_body: int = frames.DEFAULT_MAX_BODY,
@@ -212,7 +212,7 @@ class AdjacentConnection:
         self.outgoing_bytes = 0  # of _outgoing: the transport hands them on before too many
         self._held: list[tuple[int, bytes]] = []  # (frame type, bytes) sent before login
         # P5.1: (conversation_id, acks_initiator) -> (merged entry, first queued at)
-        self._pending_acks: dict[tuple[str, bool], tuple[frames.AckEntry, float]] = {}
+        self._pending_acks: dict[tuple[str, bool], tuple[frame_types.AckEntry, float]] = {}
         # C6 counters (sys.dm_broker_connections)
         self.connect_time = now
         self.login_time: float | None = None
@@ -354,12 +354,12 @@ class AdjacentConnection:
         if mac_key is not None:
             ack = None if pending is None else self._sign_ack(pending[0])
             try:
-                data = frames.encode_message(fragment, mac_key, ack)
+                data = frame_macs.encode_message(fragment, mac_key, ack)
             except FrameError:
                 if ack is None:
                     raise
                 pending = None  # the ack's ranges do not fit a header: it goes in an ACK
-                data = frames.encode_message(fragment, mac_key)
+                data = frame_macs.encode_message(fragment, mac_key)
             if pending is not None:
                 del self._pending_acks[key]
             self._send(frames.MESSAGE, data, now)
@@ -377,7 +377,7 @@ class AdjacentConnection:
             del self._pending_acks[key]
         self._send(frames.MESSAGE, data, now)
 
-    def queue_acks(self, entries: Iterable[frames.AckEntry], now: float) -> None:
+    def queue_acks(self, entries: Iterable[frame_types.AckEntry], now: float) -> None:
         """Acknowledgements to send (unsigned): merged per conversation direction, they leave
         in the header of the next fragment going the other way, or in one ACK frame once the
         earliest has waited ``ack_delay``. A no-op once CLOSED. Raises FrameError for an
@@ -387,7 +387,7 @@ class AdjacentConnection:
             return
         for entry in entries:
             entry = merge_ack(None, entry)
-            frames.check_ack_entry(entry)  # what the peer's decoder would refuse
+            frame_macs.check_ack_entry(entry)  # what the peer's decoder would refuse
             key = (entry.conversation_id.lower(), entry.acks_initiator)
             old = self._pending_acks.get(key)
             if old is None:
@@ -479,7 +479,7 @@ class AdjacentConnection:
         self._pending_acks.clear()
         assert self.peer is not None
         limit = self.peer.max_body
-        batch: list[frames.AckEntry] = []
+        batch: list[frame_types.AckEntry] = []
         size = 2  # the entry count
         for entry in entries:
             cost = _ack_entry_size(entry)

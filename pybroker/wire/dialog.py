@@ -25,7 +25,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from pybroker.wire.frames import AckEntry, MessageFragment
+from pybroker.wire.frame_types import AckEntry
+from pybroker.wire.frames import MessageFragment
 
 DEFAULT_FRAGMENT_SIZE = 1 * 2**20  # bytes; larger messages travel as fragments (P4.1)
 # bytes in flight (sent, unacknowledged) per next hop at most: a round trip is a receiver's

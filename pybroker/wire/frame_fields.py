@@ -12,17 +12,17 @@ import uuid
 
 from pybroker.errors import FrameError
 from pybroker.wire.frame_types import (
-    _ABOUT_INITIATOR,
-    _END_OF_DIALOG,
-    _ERROR,
-    _FATAL,
-    _FROM_INITIATOR,
-    _HAS_ACK,
-    _VALIDATIONS,
+    FLAG_ABOUT_INITIATOR,
+    FLAG_END_OF_DIALOG,
+    FLAG_ERROR,
+    FLAG_FATAL,
+    FLAG_FROM_INITIATOR,
+    FLAG_HAS_ACK,
     KEY_ID_SIZE,
     MAC_SIZE,
     MAX_ACK_RANGES,
     NO_GUID,
+    VALIDATIONS,
     AckEntry,
     MessageFragment,
     Notice,
@@ -32,7 +32,7 @@ from pybroker.wire.frame_types import (
 # -- writing ----------------------------------------------------------------------------
 
 
-class _Writer:
+class Writer:
     __slots__ = ("parts",)
 
     def __init__(self) -> None:
@@ -57,7 +57,7 @@ class _Writer:
         self.parts.append(struct.pack("!Q", v))
 
     def guid(self, v: str | None) -> None:
-        self.parts.append(NO_GUID if v is None else _guid_bytes(v))
+        self.parts.append(NO_GUID if v is None else guid_bytes(v))
 
     def text(self, v: str) -> None:
         data = v.encode("utf-8")
@@ -83,7 +83,7 @@ _ACK_HEAD = struct.Struct("!16sB16s8sqH")
 _ACK_RANGE = struct.Struct("!qII")
 
 
-def _write_ack_entry(w: _Writer, e: AckEntry, *, with_mac: bool = True) -> None:
+def write_ack_entry(w: Writer, e: AckEntry, *, with_mac: bool = True) -> None:
     if len(e.key_id) != KEY_ID_SIZE:
         raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(e.key_id)} bytes")
     ranges = e.ranges
@@ -91,9 +91,9 @@ def _write_ack_entry(w: _Writer, e: AckEntry, *, with_mac: bool = True) -> None:
         raise FrameError(f"an acknowledgement carries at most {MAX_ACK_RANGES} ranges")
     parts = w.parts
     parts.append(_ACK_HEAD.pack(
-        NO_GUID if e.conversation_id is None else _guid_bytes(e.conversation_id),
+        NO_GUID if e.conversation_id is None else guid_bytes(e.conversation_id),
         1 if e.acks_initiator else 0,
-        NO_GUID if e.broker_instance is None else _guid_bytes(e.broker_instance),
+        NO_GUID if e.broker_instance is None else guid_bytes(e.broker_instance),
         bytes(e.key_id), e.through_sequence, len(ranges)))
     for seq, first, last in ranges:
         parts.append(_ACK_RANGE.pack(seq, first, last))
@@ -102,33 +102,33 @@ def _write_ack_entry(w: _Writer, e: AckEntry, *, with_mac: bool = True) -> None:
 
 
 @functools.lru_cache(maxsize=65536)
-def _guid_bytes(v: str) -> bytes:
+def guid_bytes(v: str) -> bytes:
     return uuid.UUID(v).bytes
 
 
 @functools.lru_cache(maxsize=65536)
-def _guid_text(raw: bytes) -> str:
+def guid_text(raw: bytes) -> str:
     return str(uuid.UUID(bytes=raw))
 
 
-_FIXED = struct.Struct("!qIIQ")
+FIXED = struct.Struct("!qIIQ")
 # validation, priority, lifetime_ms, hops_remaining, time_to_live_ms, time_consumed_ms
-_STATIC = struct.Struct("!BBqBII")
+STATIC = struct.Struct("!BBqBII")
 
 
-def _message_header(f: MessageFragment, *, with_mac: bool = True,
-                    with_ack: bool = True) -> bytes:
-    w = _Writer()
+def message_header(f: MessageFragment, *, with_mac: bool = True,
+                   with_ack: bool = True) -> bytes:
+    w = Writer()
     w.guid(f.conversation_id)
-    w.parts.append(_FIXED.pack(f.sequence, f.fragment_number, f.fragment_count,
-                               f.message_size))
+    w.parts.append(FIXED.pack(f.sequence, f.fragment_number, f.fragment_count,
+                              f.message_size))
     w.text(f.from_service)
     w.text(f.to_service)
     w.guid(f.from_broker_instance)
     w.guid(f.to_broker_instance)
     w.text(f.contract)
     w.text(f.message_type)
-    w.u8(_VALIDATIONS.index(f.validation) if f.validation in _VALIDATIONS else 255)
+    w.u8(VALIDATIONS.index(f.validation) if f.validation in VALIDATIONS else 255)
     w.u8(f.priority)
     w.i64(f.lifetime_ms)
     w.u8(f.hops_remaining)
@@ -136,21 +136,21 @@ def _message_header(f: MessageFragment, *, with_mac: bool = True,
     w.u32(f.time_consumed_ms)
     w.raw(f.key_id, KEY_ID_SIZE)
     if f.ack is not None and with_ack:
-        _write_ack_entry(w, f.ack)
+        write_ack_entry(w, f.ack)
     if with_mac:
         w.raw(f.mac, MAC_SIZE)
     return w.value()
 
 
-def _message_flags(f: MessageFragment) -> int:
-    return ((_FROM_INITIATOR if f.from_initiator else 0)
-            | (_END_OF_DIALOG if f.is_end_of_dialog else 0)
-            | (_ERROR if f.is_error else 0)
-            | (_HAS_ACK if f.ack is not None else 0))
+def message_flags(f: MessageFragment) -> int:
+    return ((FLAG_FROM_INITIATOR if f.from_initiator else 0)
+            | (FLAG_END_OF_DIALOG if f.is_end_of_dialog else 0)
+            | (FLAG_ERROR if f.is_error else 0)
+            | (FLAG_HAS_ACK if f.ack is not None else 0))
 
 
-def _notice_header(n: Notice, *, with_mac: bool = True) -> bytes:
-    w = _Writer()
+def notice_header(n: Notice, *, with_mac: bool = True) -> bytes:
+    w = Writer()
     w.guid(n.conversation_id)
     w.guid(n.broker_instance)
     w.i64(n.sequence)
@@ -162,12 +162,12 @@ def _notice_header(n: Notice, *, with_mac: bool = True) -> bytes:
     return w.value()
 
 
-def _notice_flags(n: Notice) -> int:
-    return (_ABOUT_INITIATOR if n.about_initiator else 0) | (_FATAL if n.is_fatal else 0)
+def notice_flags(n: Notice) -> int:
+    return (FLAG_ABOUT_INITIATOR if n.about_initiator else 0) | (FLAG_FATAL if n.is_fatal else 0)
 
 
-def _probe_header(p: Probe, *, with_mac: bool = True) -> bytes:
-    w = _Writer()
+def probe_header(p: Probe, *, with_mac: bool = True) -> bytes:
+    w = Writer()
     w.guid(p.probe_id)
     w.text(p.service)
     w.guid(p.broker_instance)
@@ -182,7 +182,7 @@ def _probe_header(p: Probe, *, with_mac: bool = True) -> bytes:
 # -- reading ----------------------------------------------------------------------------
 
 
-class _Reader:
+class Reader:
     __slots__ = ("data", "pos")
 
     def __init__(self, data: bytes | memoryview) -> None:
@@ -218,7 +218,7 @@ class _Reader:
 
     def guid(self) -> str | None:
         raw = bytes(self.take(16))
-        return None if raw == NO_GUID else _guid_text(raw)
+        return None if raw == NO_GUID else guid_text(raw)
 
     def required_guid(self, what: str) -> str:
         value = self.guid()
@@ -234,10 +234,10 @@ class _Reader:
             raise FrameError(f"{len(self.data) - self.pos} bytes left over after the {what}")
 
 
-def _read_ack_entry(r: _Reader) -> AckEntry:
+def read_ack_entry(r: Reader) -> AckEntry:
     """One acknowledgement entry at the reader's position: its fixed fields and ranges
     unpacked a struct at a time when they are all there and valid, else read field by field
-    (``_read_ack_entry_fields``), which says what is wrong, in the same order of checks."""
+    (``read_ack_entry_fields``), which says what is wrong, in the same order of checks."""
     data, pos = r.data, r.pos
     end = pos + _ACK_HEAD.size
     if end <= len(data):
@@ -253,12 +253,12 @@ def _read_ack_entry(r: _Reader) -> AckEntry:
             if through < 0:
                 raise FrameError(f"an acknowledgement through sequence {through} is negative")
             r.pos = stop + MAC_SIZE
-            return AckEntry(_guid_text(conversation), role == 1, _guid_text(broker), key_id,
+            return AckEntry(guid_text(conversation), role == 1, guid_text(broker), key_id,
                             through, ranges, bytes(data[stop:stop + MAC_SIZE]))
-    return _read_ack_entry_fields(r)
+    return read_ack_entry_fields(r)
 
 
-def _read_ack_entry_fields(r: _Reader) -> AckEntry:
+def read_ack_entry_fields(r: Reader) -> AckEntry:
     conversation_id = r.required_guid("conversation id")
     role = r.u8()
     if role > 1:
@@ -281,7 +281,7 @@ def _read_ack_entry_fields(r: _Reader) -> AckEntry:
     return AckEntry(conversation_id, role == 1, broker, key_id, through, tuple(ranges), mac)
 
 
-_GUID_FIXED = struct.Struct("!16sqIIQ")  # conversation id, then _FIXED
+GUID_FIXED = struct.Struct("!16sqIIQ")  # conversation id, then FIXED
 _U16 = struct.Struct("!H")
 
 
@@ -297,7 +297,7 @@ def _text_value(raw: bytes) -> str:
     return value
 
 
-def _text_at(header: memoryview, pos: int) -> tuple[str, int]:
+def text_at(header: memoryview, pos: int) -> tuple[str, int]:
     """The string field at ``pos`` and the offset after it."""
     end = pos + 2
     if end > len(header):
@@ -310,11 +310,11 @@ def _text_at(header: memoryview, pos: int) -> tuple[str, int]:
     return _text_value(bytes(header[end:end + n])), end + n
 
 
-def _guid_at(header: memoryview, pos: int) -> str | None:
+def guid_at(header: memoryview, pos: int) -> str | None:
     raw = bytes(header[pos:pos + 16])
     if len(raw) != 16:
         raise FrameError(f"a field runs past the end of its frame part (16 bytes at offset "
                          f"{pos} of {len(header)})")
-    return None if raw == NO_GUID else _guid_text(raw)
+    return None if raw == NO_GUID else guid_text(raw)
 
 

@@ -1,6 +1,5 @@
 """Integrity of the frames (P6): what a MAC covers, signing and verifying, and the sending
-path of a message fragment, checked, signed and encoded in one go. frames.py re-exports
-every public name here (``frames.sign``, ``frames.encode_message``, ...).
+path of a message fragment, checked, signed and encoded in one go.
 """
 
 from __future__ import annotations
@@ -15,19 +14,18 @@ from typing import Any
 
 from pybroker.errors import FrameError
 from pybroker.wire.frame_fields import (
-    _FIXED,
-    _STATIC,
-    _guid_bytes,
-    _message_flags,
-    _notice_flags,
-    _notice_header,
-    _probe_header,
-    _write_ack_entry,
-    _Writer,
+    FIXED,
+    STATIC,
+    Writer,
+    guid_bytes,
+    message_flags,
+    notice_flags,
+    notice_header,
+    probe_header,
+    write_ack_entry,
 )
 from pybroker.wire.frame_types import (
-    _HAS_ACK,
-    _VALIDATIONS,
+    FLAG_HAS_ACK,
     KEY_ID_SIZE,
     MAC_SIZE,
     MAGIC,
@@ -36,11 +34,13 @@ from pybroker.wire.frame_types import (
     MESSAGE,
     NO_GUID,
     PREFIX,
+    VALIDATIONS,
     VERSION,
     AckEntry,
     MessageFragment,
     Notice,
     Probe,
+    fragment_misfit,
 )
 
 # -- MACs (P6) --------------------------------------------------------------------------
@@ -53,12 +53,12 @@ def signed_bytes(item: MessageFragment | AckEntry | Notice | Probe) -> bytes:
         signed = item.signed
         return (_signed_header(item) if signed is None else signed) + bytes(item.body)
     if isinstance(item, AckEntry):
-        w = _Writer()
-        _write_ack_entry(w, item, with_mac=False)
+        w = Writer()
+        write_ack_entry(w, item, with_mac=False)
         return w.value()
     if isinstance(item, Probe):
-        return bytes((int(item.is_answer),)) + _probe_header(item, with_mac=False)
-    return bytes((_notice_flags(item),)) + _notice_header(item, with_mac=False)
+        return bytes((int(item.is_answer),)) + probe_header(item, with_mac=False)
+    return bytes((notice_flags(item),)) + notice_header(item, with_mac=False)
 
 
 def _signed_header(f: MessageFragment) -> bytes:
@@ -67,8 +67,8 @@ def _signed_header(f: MessageFragment) -> bytes:
     (a decoded fragment passed the decoder's)."""
     if len(f.key_id) != KEY_ID_SIZE:
         raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
-    code = _VALIDATIONS.index(f.validation) if f.validation in _VALIDATIONS else 255
-    return bytes((_message_flags(f) & ~_HAS_ACK,)) + _message_core(
+    code = VALIDATIONS.index(f.validation) if f.validation in VALIDATIONS else 255
+    return bytes((message_flags(f) & ~FLAG_HAS_ACK,)) + _message_core(
         f, _names_unchecked, _guid_or_zero, code)
 
 
@@ -80,7 +80,7 @@ def _message_core(f: MessageFragment, names: Callable[..., bytes],
     verify a fragment as it is)."""
     return b"".join((
         guid(f.conversation_id, "conversation id"),
-        _FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
+        FIXED.pack(f.sequence, f.fragment_number, f.fragment_count, f.message_size),
         names(f.from_service, f.to_service, f.from_broker_instance, f.to_broker_instance,
               f.contract, f.message_type, validation, f.priority, f.lifetime_ms,
               f.hops_remaining, f.time_to_live_ms, f.time_consumed_ms, bytes(f.key_id)),
@@ -100,11 +100,11 @@ def _names(text: Callable[[str, str], bytes], guid: Callable[[Any, str], bytes],
         text(from_service, "sending service"),
         text(to_service, "target service"),
         guid(from_broker, "sending broker instance"),
-        NO_GUID if to_broker is None else _guid_bytes(to_broker),
+        NO_GUID if to_broker is None else guid_bytes(to_broker),
         text(contract, "contract"),
         text(message_type, "message type"),
-        _STATIC.pack(validation, priority, lifetime_ms, hops, time_to_live_ms,
-                     time_consumed_ms),
+        STATIC.pack(validation, priority, lifetime_ms, hops, time_to_live_ms,
+                    time_consumed_ms),
         key_id,
     ))
 
@@ -124,7 +124,7 @@ def _text_raw(value: str, what: str = "") -> bytes:
 
 
 def _guid_or_zero(value: str | None, what: str = "") -> bytes:
-    return NO_GUID if value is None else _guid_bytes(value)
+    return NO_GUID if value is None else guid_bytes(value)
 
 
 # Keyed BLAKE2b hashers with no data yet, one per key (a dialog's key per conversation
@@ -190,7 +190,7 @@ def _text_field(value: str, what: str) -> bytes:
 
 
 def _required_guid_field(value: str, what: str) -> bytes:
-    raw = _guid_bytes(value)
+    raw = guid_bytes(value)
     if raw == NO_GUID:
         raise FrameError(f"not sent, the peer would refuse it: the {what} of a frame is "
                          "missing (all-zero GUID)")
@@ -216,10 +216,9 @@ def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) 
             raise FrameError(f"not sent, the peer would refuse it: fragment "
                              f"{f.fragment_number} of {f.fragment_count} is not valid")
         size = len(f.body)
-        if size > f.message_size or (f.fragment_count == 1 and size != f.message_size):
-            raise FrameError(f"not sent, the peer would refuse it: a fragment of {size} bytes "
-                             f"does not fit a message of {f.message_size} bytes")
-        if f.validation not in _VALIDATIONS:
+        if (misfit := fragment_misfit(size, f.fragment_count, f.message_size)) is not None:
+            raise FrameError(f"not sent, the peer would refuse it: {misfit}")
+        if f.validation not in VALIDATIONS:
             raise FrameError(f"not sent, the peer would refuse it: unknown validation "
                              f"{f.validation!r}")
         if not 0 <= f.priority <= 10:
@@ -228,8 +227,8 @@ def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) 
         if len(f.key_id) != KEY_ID_SIZE:
             raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
         core = _message_core(f, _names_checked, _required_guid_field,
-                             _VALIDATIONS.index(f.validation))
-        flags = _message_flags(f) & ~_HAS_ACK
+                             VALIDATIONS.index(f.validation))
+        flags = message_flags(f) & ~FLAG_HAS_ACK
         h = _hasher(key)
         h.update(bytes((flags,)))
         h.update(core)
@@ -237,10 +236,10 @@ def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) 
         mac = h.digest()
         if ack is not None:
             check_ack_entry(ack)
-            w = _Writer()
-            _write_ack_entry(w, ack)
+            w = Writer()
+            write_ack_entry(w, ack)
             header = b"".join((core, w.value(), mac))
-            flags |= _HAS_ACK
+            flags |= FLAG_HAS_ACK
         else:
             header = core + mac
     except (struct.error, ValueError, AttributeError, TypeError) as exc:

@@ -1,6 +1,6 @@
 """The frames of the adjacent broker protocol as values (P1): their type codes, flags and
 limits, and one dataclass per frame type. The layout of the bytes is in frames.py's
-docstring; frames.py re-exports every name here.
+docstring.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ TYPE_NAMES = {HELLO: "HELLO", MESSAGE: "MESSAGE", ACK: "ACK", NOTICE: "NOTICE",
               KEEPALIVE: "KEEPALIVE", CLOSE: "CLOSE", PROBE: "PROBE"}
 
 # MESSAGE flags
-_FROM_INITIATOR, _END_OF_DIALOG, _ERROR, _HAS_ACK = 1, 2, 4, 8
+FLAG_FROM_INITIATOR, FLAG_END_OF_DIALOG, FLAG_ERROR, FLAG_HAS_ACK = 1, 2, 4, 8
 # NOTICE flags
-_ABOUT_INITIATOR, _FATAL = 1, 2
+FLAG_ABOUT_INITIATOR, FLAG_FATAL = 1, 2
 # PROBE flags
-_ANSWER = 1
-_VALIDATIONS = ("N", "E", "X")
+FLAG_ANSWER = 1
+VALIDATIONS = ("N", "E", "X")
 
 
 # -- the frames -------------------------------------------------------------------------
@@ -72,7 +72,7 @@ class AckEntry:
 # Not frozen, unlike the other frames: one is built for every fragment sent and every one
 # received, and a frozen dataclass's constructor (a call per field) costs 8x a plain one's
 # at 25 fields. Treated as a value all the same: nothing changes a fragment in place
-# (dataclasses.replace makes a changed copy), and it hashes by value as before.
+# (dataclasses.replace makes a changed copy), and it hashes by value (``unsafe_hash``).
 @dataclass(slots=True, unsafe_hash=True)
 class MessageFragment:
     """One fragment of a sequenced message (P3.1, P4.1), with an acknowledgement for the
@@ -161,3 +161,12 @@ class Probe:
 
 
 Frame = Hello | MessageFragment | Ack | Notice | Keepalive | Close | Probe
+
+
+def fragment_misfit(body_size: int, fragment_count: int, message_size: int) -> str | None:
+    """Why a fragment of ``body_size`` bytes cannot be one of ``fragment_count`` of a
+    message of ``message_size`` bytes (the sender checks before it sends, the receiver when
+    it decodes), or None when it can."""
+    if body_size > message_size or (fragment_count == 1 and body_size != message_size):
+        return f"a fragment of {body_size} bytes does not fit a message of {message_size} bytes"
+    return None

@@ -57,9 +57,9 @@ Decoding is incremental (``FrameDecoder.feed``) and bounded: a header over MAX_H
 its length field arrives. Any malformed input raises :class:`FrameError` and nothing else;
 after one, the decoder refuses every later feed (the connection is closed).
 
-This module encodes and decodes whole frames; its parts live beside it, and every name of
-them is importable from here: the frames as values in ``frame_types``, the fields and
-headers in ``frame_fields``, the MACs and the sending path in ``frame_macs``.
+This module encodes and decodes whole frames. The frames as values (their codes and
+limits) are defined in ``frame_types``, the fields and headers in ``frame_fields``, the MACs
+and the sending path of a fragment in ``frame_macs``.
 """
 
 from __future__ import annotations
@@ -68,39 +68,32 @@ import struct
 
 from pybroker.errors import FrameError
 from pybroker.wire.frame_fields import (
-    _GUID_FIXED,
-    _STATIC,
-    _guid_at,
-    _guid_text,
-    _message_flags,
-    _message_header,
-    _notice_flags,
-    _notice_header,
-    _probe_header,
-    _read_ack_entry,
-    _Reader,
-    _text_at,
-    _write_ack_entry,
-    _Writer,
+    GUID_FIXED,
+    STATIC,
+    Reader,
+    Writer,
+    guid_at,
+    guid_text,
+    message_flags,
+    message_header,
+    notice_flags,
+    notice_header,
+    probe_header,
+    read_ack_entry,
+    text_at,
+    write_ack_entry,
 )
-from pybroker.wire.frame_macs import check_ack_entry as check_ack_entry
-from pybroker.wire.frame_macs import compute_mac as compute_mac
-from pybroker.wire.frame_macs import encode_message as encode_message
-from pybroker.wire.frame_macs import sign as sign
-from pybroker.wire.frame_macs import signed_bytes as signed_bytes
-from pybroker.wire.frame_macs import verify as verify
 from pybroker.wire.frame_types import (
-    _ABOUT_INITIATOR,
-    _ANSWER,
-    _END_OF_DIALOG,
-    _ERROR,
-    _FATAL,
-    _FROM_INITIATOR,
-    _HAS_ACK,
-    _VALIDATIONS,
     ACK,
     CLOSE,
     DEFAULT_MAX_BODY,
+    FLAG_ABOUT_INITIATOR,
+    FLAG_ANSWER,
+    FLAG_END_OF_DIALOG,
+    FLAG_ERROR,
+    FLAG_FATAL,
+    FLAG_FROM_INITIATOR,
+    FLAG_HAS_ACK,
     HELLO,
     KEEPALIVE,
     KEY_ID_SIZE,
@@ -115,6 +108,7 @@ from pybroker.wire.frame_types import (
     PREFIX_SIZE,
     PROBE,
     TYPE_NAMES,
+    VALIDATIONS,
     VERSION,
     Ack,
     Close,
@@ -124,10 +118,8 @@ from pybroker.wire.frame_types import (
     MessageFragment,
     Notice,
     Probe,
+    fragment_misfit,
 )
-from pybroker.wire.frame_types import DEFAULT_TIME_TO_LIVE_MS as DEFAULT_TIME_TO_LIVE_MS
-from pybroker.wire.frame_types import MAX_ACK_RANGES as MAX_ACK_RANGES
-from pybroker.wire.frame_types import AckEntry as AckEntry
 
 # -- encoding ---------------------------------------------------------------------------
 
@@ -139,19 +131,19 @@ def encode(frame: Frame) -> bytes:
     try:
         if isinstance(frame, MessageFragment):
             kind, flags, header, body = (
-                MESSAGE, _message_flags(frame), _message_header(frame), frame.body)
+                MESSAGE, message_flags(frame), message_header(frame), frame.body)
         elif isinstance(frame, Ack):
             if len(frame.entries) > MAX_ACK_ENTRIES:
                 raise FrameError(f"an ACK frame carries at most {MAX_ACK_ENTRIES} entries")
-            w = _Writer()
+            w = Writer()
             w.u16(len(frame.entries))
             for entry in frame.entries:
-                _write_ack_entry(w, entry)
+                write_ack_entry(w, entry)
             kind, header, body = ACK, b"", w.value()
         elif isinstance(frame, Notice):
-            kind, flags, header = NOTICE, _notice_flags(frame), _notice_header(frame)
+            kind, flags, header = NOTICE, notice_flags(frame), notice_header(frame)
         elif isinstance(frame, Hello):
-            w = _Writer()
+            w = Writer()
             w.guid(frame.instance_id)
             w.u32(frame.max_body)
             w.u16(len(frame.broker_instances))
@@ -161,11 +153,11 @@ def encode(frame: Frame) -> bytes:
             w.raw(frame.key_id, KEY_ID_SIZE)
             kind, header = HELLO, w.value()
         elif isinstance(frame, Probe):
-            kind, flags, header = PROBE, _ANSWER if frame.is_answer else 0, _probe_header(frame)
+            kind, flags, header = PROBE, FLAG_ANSWER if frame.is_answer else 0, probe_header(frame)
         elif isinstance(frame, Keepalive):
             kind, header = KEEPALIVE, b""
         elif isinstance(frame, Close):
-            w = _Writer()
+            w = Writer()
             w.text(frame.reason[:1000])
             kind, header = CLOSE, w.value()
         else:
@@ -189,20 +181,20 @@ def encode(frame: Frame) -> bytes:
 # lookup. Only what the field-by-field reading accepted is kept; bounded by clearing.
 _NAMES: dict[bytes, tuple[str, str, str, str | None, str, str]] = {}
 _NAMES_SIZE = 4096
-_TAIL = _STATIC.size + KEY_ID_SIZE + MAC_SIZE  # after the names, without an acknowledgement
+_TAIL = STATIC.size + KEY_ID_SIZE + MAC_SIZE  # after the names, without an acknowledgement
 
 
 def _read_names(header: memoryview) -> tuple[tuple[str, str, str, str | None, str, str], int]:
     """The names and broker identifiers of a MESSAGE header, field by field, and the offset
     after them."""
-    from_service, pos = _text_at(header, _GUID_FIXED.size)
-    to_service, pos = _text_at(header, pos)
-    from_broker = _guid_at(header, pos)
+    from_service, pos = text_at(header, GUID_FIXED.size)
+    to_service, pos = text_at(header, pos)
+    from_broker = guid_at(header, pos)
     if from_broker is None:
         raise FrameError("the sending broker instance of a frame is missing (all-zero GUID)")
-    to_broker = _guid_at(header, pos + 16)
-    contract, pos = _text_at(header, pos + 32)
-    message_type, pos = _text_at(header, pos)
+    to_broker = guid_at(header, pos + 16)
+    contract, pos = text_at(header, pos + 32)
+    message_type, pos = text_at(header, pos)
     return (from_service, to_service, from_broker, to_broker, contract, message_type), pos
 
 
@@ -210,40 +202,40 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
                     copy_body: bool = True) -> MessageFragment:
     """A MESSAGE frame, its header read with a few fixed-layout unpacks (the hot path of
     arrivals): the same checks and errors as field by field."""
-    if flags & ~(_FROM_INITIATOR | _END_OF_DIALOG | _ERROR | _HAS_ACK):
+    if flags & ~(FLAG_FROM_INITIATOR | FLAG_END_OF_DIALOG | FLAG_ERROR | FLAG_HAS_ACK):
         raise FrameError(f"unknown MESSAGE flags 0x{flags:02x}")
     size = len(header)
-    if size < _GUID_FIXED.size:
+    if size < GUID_FIXED.size:
         raise FrameError(f"a field runs past the end of its frame part (MESSAGE header of "
                          f"{size} bytes)")
     conv_raw, sequence, fragment_number, fragment_count, message_size = (
-        _GUID_FIXED.unpack_from(header, 0))
+        GUID_FIXED.unpack_from(header, 0))
     if conv_raw == NO_GUID:
         raise FrameError("the conversation id of a frame is missing (all-zero GUID)")
-    conversation_id = _guid_text(conv_raw)
+    conversation_id = guid_text(conv_raw)
     names = None
-    if not flags & _HAS_ACK and size > _GUID_FIXED.size + _TAIL:
+    if not flags & FLAG_HAS_ACK and size > GUID_FIXED.size + _TAIL:
         pos = size - _TAIL
-        raw_names = bytes(header[_GUID_FIXED.size:pos])
+        raw_names = bytes(header[GUID_FIXED.size:pos])
         names = _NAMES.get(raw_names)
     if names is None:
         names, pos = _read_names(header)
-        if not flags & _HAS_ACK and pos == size - _TAIL:
+        if not flags & FLAG_HAS_ACK and pos == size - _TAIL:
             if len(_NAMES) >= _NAMES_SIZE:
                 _NAMES.clear()
-            _NAMES[bytes(header[_GUID_FIXED.size:pos])] = names
+            _NAMES[bytes(header[GUID_FIXED.size:pos])] = names
     from_service, to_service, from_broker, to_broker, contract, message_type = names
-    if pos + _STATIC.size + KEY_ID_SIZE > size:
-        raise FrameError(f"a field runs past the end of its frame part ({_STATIC.size} bytes "
+    if pos + STATIC.size + KEY_ID_SIZE > size:
+        raise FrameError(f"a field runs past the end of its frame part ({STATIC.size} bytes "
                          f"at offset {pos} of {size})")
-    validation, priority, lifetime_ms, hops, ttl, consumed = _STATIC.unpack_from(header, pos)
-    pos += _STATIC.size
+    validation, priority, lifetime_ms, hops, ttl, consumed = STATIC.unpack_from(header, pos)
+    pos += STATIC.size
     key_end = pos + KEY_ID_SIZE
     key_id = bytes(header[pos:key_end])
-    if flags & _HAS_ACK:
-        r = _Reader(header)
+    if flags & FLAG_HAS_ACK:
+        r = Reader(header)
         r.pos = key_end
-        ack = _read_ack_entry(r)
+        ack = read_ack_entry(r)
         mac = bytes(r.take(MAC_SIZE))
         r.end("MESSAGE header")
     else:
@@ -254,7 +246,7 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
                              if len(mac) > MAC_SIZE else
                              f"a field runs past the end of its frame part ({MAC_SIZE} bytes "
                              f"at offset {key_end} of {size})")
-    if validation >= len(_VALIDATIONS):
+    if validation >= len(VALIDATIONS):
         raise FrameError(f"unknown validation code {validation}")
     if sequence < 0:
         raise FrameError(f"a message sequence number {sequence} is negative")
@@ -262,25 +254,24 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
         raise FrameError(f"fragment {fragment_number} of {fragment_count} is not valid")
     if not from_service or not to_service or not contract or not message_type:
         raise FrameError("a MESSAGE names an empty service, contract or message type")
-    if len(body) > message_size or (fragment_count == 1 and len(body) != message_size):
-        raise FrameError(f"a fragment of {len(body)} bytes does not fit a message of "
-                         f"{message_size} bytes")
+    if (misfit := fragment_misfit(len(body), fragment_count, message_size)) is not None:
+        raise FrameError(misfit)
     if priority > 10:
         raise FrameError(f"priority {priority} is over 10")
     fragment = MessageFragment(
-        conversation_id, bool(flags & _FROM_INITIATOR), sequence, fragment_number,
+        conversation_id, bool(flags & FLAG_FROM_INITIATOR), sequence, fragment_number,
         fragment_count, message_size, from_service, to_service, from_broker, to_broker,
-        contract, message_type, _VALIDATIONS[validation], bool(flags & _END_OF_DIALOG),
-        bool(flags & _ERROR), priority, lifetime_ms, hops, key_id,
+        contract, message_type, VALIDATIONS[validation], bool(flags & FLAG_END_OF_DIALOG),
+        bool(flags & FLAG_ERROR), priority, lifetime_ms, hops, key_id,
         bytes(body) if copy_body else body, ack, mac, ttl, consumed)
     # P6: what the MAC covers before the body, as it arrived: the flags byte without the
     # acknowledgement's flag, and the header up to the key id (see frame_macs.py)
-    fragment.signed = bytes((flags & ~_HAS_ACK,)) + bytes(header[:key_end])
+    fragment.signed = bytes((flags & ~FLAG_HAS_ACK,)) + bytes(header[:key_end])
     return fragment
 
 
-def _decode(kind: int, flags: int, header: memoryview, body: memoryview,
-            copy_body: bool = True) -> Frame:
+def decode_parts(kind: int, flags: int, header: memoryview, body: memoryview,
+                 copy_body: bool = True) -> Frame:
     if kind == MESSAGE:
         return _decode_message(flags, header, body, copy_body)
     if flags and kind not in (NOTICE, PROBE):
@@ -288,33 +279,33 @@ def _decode(kind: int, flags: int, header: memoryview, body: memoryview,
     if kind == ACK:
         if len(header):
             raise FrameError("an ACK frame has a header")
-        r = _Reader(body)
+        r = Reader(body)
         count = r.u16()
         if count > MAX_ACK_ENTRIES:
             raise FrameError(f"an ACK frame with {count} entries (at most {MAX_ACK_ENTRIES})")
-        entries = tuple(_read_ack_entry(r) for _ in range(count))
+        entries = tuple(read_ack_entry(r) for _ in range(count))
         r.end("ACK entries")
         return Ack(entries)
     if len(body):
         raise FrameError(f"a {TYPE_NAMES.get(kind, kind)} frame has a body")
-    r = _Reader(header)
+    r = Reader(header)
     if kind == NOTICE:
-        if flags & ~(_ABOUT_INITIATOR | _FATAL):
+        if flags & ~(FLAG_ABOUT_INITIATOR | FLAG_FATAL):
             raise FrameError(f"unknown NOTICE flags 0x{flags:02x}")
         conversation_id = r.required_guid("conversation id")
         broker, sequence, code, text = r.guid(), r.i64(), r.i32(), r.text()
         key_id, mac = bytes(r.take(KEY_ID_SIZE)), bytes(r.take(MAC_SIZE))
         r.end("NOTICE header")
-        return Notice(conversation_id, bool(flags & _ABOUT_INITIATOR), broker, sequence, code,
-                      text, bool(flags & _FATAL), key_id, mac)
+        return Notice(conversation_id, bool(flags & FLAG_ABOUT_INITIATOR), broker, sequence, code,
+                      text, bool(flags & FLAG_FATAL), key_id, mac)
     if kind == PROBE:
-        if flags & ~_ANSWER:
+        if flags & ~FLAG_ANSWER:
             raise FrameError(f"unknown PROBE flags 0x{flags:02x}")
         probe_id = r.required_guid("probe id")
         service, broker, role = r.text(), r.guid(), r.text()
         key_id, mac = bytes(r.take(KEY_ID_SIZE)), bytes(r.take(MAC_SIZE))
         r.end("PROBE header")
-        return Probe(probe_id, service, broker, bool(flags & _ANSWER), role, key_id, mac)
+        return Probe(probe_id, service, broker, bool(flags & FLAG_ANSWER), role, key_id, mac)
     if kind == HELLO:
         instance_id = r.required_guid("instance id")
         max_body = r.u32()
@@ -386,8 +377,8 @@ class FrameDecoder:
                 end = start + header_len + body_len
                 if len(buffer) < end:
                     break
-                frames.append(_decode(kind, flags, view[start:start + header_len],
-                                      view[start + header_len:end]))
+                frames.append(decode_parts(kind, flags, view[start:start + header_len],
+                                           view[start + header_len:end]))
                 pos = end
         except FrameError as exc:
             self._failed = exc  # the stream is dead: its buffer stays as it is

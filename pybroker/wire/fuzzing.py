@@ -7,8 +7,10 @@ only FrameError and an adjacent connection raises nothing at all (it closes with
   FrameError, anything escaping a connection, or an :class:`AssertionError` naming a broken
   invariant.
 - ``mutated_frames(seed)``: an endless, reproducible stream of mutated valid frames (bit
-  flips, inserted, deleted and duplicated bytes, truncation, huge length fields, spliced
-  frames), standard library only.
+  flips, extreme values, inserted, deleted and duplicated bytes, truncation, random tails,
+  huge length fields, spliced frames), standard library only.
+- ``sample_frame(rnd, kind)`` and ``mutate(data, rnd)``: the valid frames and the mutations
+  every wire fuzzer draws from (``pybroker fuzz``, ``pybroker chaos fuzz``).
 
 Like the rest of the core it reads no clock and opens no socket.
 """
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from pybroker.errors import FrameError
-from pybroker.wire import frames
+from pybroker.wire import frame_macs, frame_types, frames
 from pybroker.wire.adjacent import (
     CLOSED,
     LOGGED_IN,
@@ -33,7 +35,7 @@ from pybroker.wire.adjacent import (
 )
 
 _T0 = 1_800_000_000.0
-_KEY = bytes(range(32))
+KEY = bytes(range(32))  # what sample frames are signed with
 _ALPHABET = "abcXYZ09 _-/:.<>é中𝄞"
 
 
@@ -48,22 +50,23 @@ def _text(rnd: random.Random, low: int = 0, high: int = 24) -> str:
     return "".join(rnd.choice(_ALPHABET) for _ in range(rnd.randint(low, high)))
 
 
-def _ack_entry(rnd: random.Random) -> frames.AckEntry:
+def _ack_entry(rnd: random.Random) -> frame_types.AckEntry:
     ranges = []
     for _ in range(rnd.choice((0, 0, 1, 3))):
         first = rnd.getrandbits(rnd.choice((2, 8, 32)))
         ranges.append((rnd.getrandbits(rnd.choice((4, 63))), first,
                        min(first + rnd.getrandbits(4), 2**32 - 1)))
-    entry = frames.AckEntry(_guid(rnd), rnd.random() < 0.5, _guid(rnd), rnd.randbytes(8),
-                            rnd.getrandbits(rnd.choice((4, 63))), tuple(ranges))
-    return frames.sign(entry, _KEY)
+    entry = frame_types.AckEntry(_guid(rnd), rnd.random() < 0.5, _guid(rnd), rnd.randbytes(8),
+                                 rnd.getrandbits(rnd.choice((4, 63))), tuple(ranges))
+    return frame_macs.sign(entry, KEY)
 
 
-def sample_frame(rnd: random.Random) -> frames.Frame:
-    """One valid frame of a random type with random field values."""
-    kind = rnd.choice((frames.HELLO, frames.MESSAGE, frames.MESSAGE, frames.MESSAGE,
-                       frames.ACK, frames.NOTICE, frames.KEEPALIVE, frames.CLOSE,
-                       frames.PROBE))
+def sample_frame(rnd: random.Random, kind: int | None = None) -> frames.Frame:
+    """One valid frame of type ``kind`` (a random type when None) with random field
+    values."""
+    kind = kind or rnd.choice((frames.HELLO, frames.MESSAGE, frames.MESSAGE, frames.MESSAGE,
+                               frames.ACK, frames.NOTICE, frames.KEEPALIVE, frames.CLOSE,
+                               frames.PROBE))
     if kind == frames.HELLO:
         hello = frames.Hello(_guid(rnd), tuple(_guid(rnd) for _ in range(rnd.randint(0, 3))),
                              rnd.choice((65536, frames.DEFAULT_MAX_BODY, 2**32 - 1)))
@@ -87,7 +90,7 @@ def sample_frame(rnd: random.Random) -> frames.Frame:
             key_id=rnd.randbytes(8), body=body,
             ack=_ack_entry(rnd) if rnd.random() < 0.3 else None,
             time_to_live_ms=rnd.getrandbits(32), time_consumed_ms=rnd.getrandbits(32))
-        return frames.sign(fragment, _KEY)
+        return frame_macs.sign(fragment, KEY)
     if kind == frames.ACK:
         return frames.Ack(tuple(_ack_entry(rnd) for _ in range(rnd.choice((0, 1, 2, 5)))))
     if kind == frames.NOTICE:
@@ -95,32 +98,34 @@ def sample_frame(rnd: random.Random) -> frames.Frame:
                                None if rnd.random() < 0.3 else _guid(rnd),
                                rnd.getrandbits(63) - 2**62, rnd.getrandbits(32) - 2**31,
                                _text(rnd, 0, 80), rnd.random() < 0.5, rnd.randbytes(8))
-        return frames.sign(notice, _KEY)
+        return frame_macs.sign(notice, KEY)
     if kind == frames.KEEPALIVE:
         return frames.Keepalive()
     if kind == frames.PROBE:
         probe = frames.Probe(_guid(rnd), _text(rnd, 1), None if rnd.random() < 0.5
                              else _guid(rnd), rnd.random() < 0.5,
                              rnd.choice(("", "PRINCIPAL", "MIRROR")), rnd.randbytes(8))
-        return frames.sign(probe, _KEY)
+        return frame_macs.sign(probe, KEY)
     return frames.Close(_text(rnd, 0, 40))
 
 
 # -- mutations ---------------------------------------------------------------------------
 
-_INTERESTING = (0, 1, 0x7F, 0x80, 0xFF)
+_EXTREMES = (b"\x00", b"\x01", b"\x7f", b"\x80", b"\xff", b"\x00\x00", b"\xff\xff",
+             b"\x00\x00\x00\x00", b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff")
 
 
 def mutate(data: bytes, rnd: random.Random) -> bytes:
     """``data`` with one to four random mutations."""
     buf = bytearray(data)
     for _ in range(rnd.randint(1, 4)):
-        op = rnd.randrange(10)
+        op = rnd.randrange(11)
         pos = rnd.randrange(len(buf)) if buf else 0
         if op == 0 and buf:  # flip a bit
             buf[pos] ^= 1 << rnd.randrange(8)
-        elif op == 1 and buf:  # an interesting byte value
-            buf[pos] = rnd.choice(_INTERESTING)
+        elif op == 1 and buf:  # an extreme value over one to four bytes
+            value = rnd.choice(_EXTREMES)
+            buf[pos:pos + len(value)] = value
         elif op == 2:  # insert bytes
             buf[pos:pos] = rnd.randbytes(rnd.randint(1, 8))
         elif op == 3 and buf:  # delete bytes
@@ -142,6 +147,8 @@ def mutate(data: bytes, rnd: random.Random) -> bytes:
             buf[pos:pos + 2] = rnd.choice((b"\xff\xff", b"\x00\x00", b"\x10\x00"))
         elif op == 9 and len(buf) >= frames.PREFIX_SIZE:  # the type or flags byte
             buf[rnd.choice((3, 4))] = rnd.randrange(256)
+        elif op == 10:  # a random tail
+            buf += rnd.randbytes(rnd.randint(1, 16))
     return bytes(buf)
 
 
@@ -157,8 +164,8 @@ def mutated_frames(seed: int) -> Iterator[bytes]:
 # -- the fuzz target --------------------------------------------------------------------
 
 
-def _sign_ack(entry: frames.AckEntry) -> frames.AckEntry:
-    return frames.sign(entry, _KEY)
+def _sign_ack(entry: frame_types.AckEntry) -> frame_types.AckEntry:
+    return frame_macs.sign(entry, KEY)
 
 
 def _connection(*, is_accept: bool, instance: int) -> AdjacentConnection:

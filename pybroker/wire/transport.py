@@ -10,8 +10,10 @@ bytes. Fragments to send come from the ``Transmitter``, round robin across conve
 What arrives (fragments, acknowledgements, notices, status changes, events) goes to a sink
 that runs in another thread (the engine's writer): the event loop never waits for DuckDB.
 
-Forwarding (R7) has its I/O in forwarder.py (``ForwardingIO``, a part of ``Transport``),
-mirrored routes (R9) theirs in mirroring_io.py (``MirroringIO``).
+The transport composes two services that run on its event loop thread: forwarding's I/O
+(R7, ``ForwardingIO`` in transport_forwarding.py) and mirrored routes' (R9, ``MirroringIO``
+in transport_mirroring.py). Each is given the connections, the sink and the few transport
+actions it calls (wake a next hop, flush a connection, ...).
 """
 
 from __future__ import annotations
@@ -19,20 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import ssl
-import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 
 from pybroker.errors import WireError
-from pybroker.timestamps import optional_utc_datetime
-from pybroker.wire import certificates, frames
+from pybroker.wire import certificates, frame_macs, frame_types, frames
 from pybroker.wire.addresses import next_hop, parse_address
 from pybroker.wire.adjacent import (
     AcksReceived,
@@ -45,18 +42,13 @@ from pybroker.wire.adjacent import (
 )
 from pybroker.wire.dialog import Acknowledged, Transmitter, backoff
 from pybroker.wire.forwarding import Forwarder
-from pybroker.wire.mirrored_route import (
-    NOT_PRINCIPAL_CODE,
-    MirroredRoutes,
-    ProbeOut,
-    is_pair_key,
-)
+from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE, MirroredRoutes, is_pair_key
+from pybroker.wire.transport_connections import Connection, Connections, report_corrupted
 from pybroker.wire.transport_forwarding import ForwardingIO
 from pybroker.wire.transport_mirroring import MirroringIO
-from pybroker.wire.transport_settings import Identity as Identity
-from pybroker.wire.transport_settings import Settings as Settings
-from pybroker.wire.transport_settings import Sink as Sink
+from pybroker.wire.transport_settings import Identity, Settings, Sink
 from pybroker.wire.transport_sockets import describe, peer_text, why_not_listening
+from pybroker.wire.transport_trust import Trust
 
 READ_SIZE = 256 * 1024
 
@@ -65,28 +57,10 @@ HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (f
 LIVENESS_INTERVAL = 1.0  # seconds between liveness checks while anything is in flight
 
 
-@dataclass(eq=False)
-class _Conn:
-    conn_id: int
-    is_accept: bool
-    peer_address: str  # the remote socket's host:port
-    writer: asyncio.StreamWriter
-    core: AdjacentConnection | None = None
-    address: str | None = None  # the next hop it serves (outbound)
-    trusted_name: str | None = None
-    peer_key_id: bytes = b""
-    secret: bytes = b""
-    timer: asyncio.TimerHandle | None = None
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    connect_time: datetime = field(default_factory=lambda: datetime.now(UTC).replace(
-        tzinfo=None))
-    state: str = "CONNECTING"
-    flow_controlled: bool = False
-    closed: bool = False
-    keys: dict[tuple[str, bool], bytes] = field(default_factory=dict)
+class Transport:
+    """A broker endpoint's sockets: ``start``, the calls the engine makes from any thread
+    (``submit``, ``reply``, ``forward``, ``answer_probe``, ...), ``close``."""
 
-
-class Transport(ForwardingIO, MirroringIO):
     def __init__(self, sink: Sink, identity: Identity, trusted: dict[str, str],
                  settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.sink = sink
@@ -99,19 +73,10 @@ class Transport(ForwardingIO, MirroringIO):
         self.transmitter = Transmitter(fragment_size=settings.fragment_size,
                                        retry_scale=settings.retry_scale)
         self.forwarder = Forwarder(limit=settings.forwarding_limit)
-        self._forward_timer: asyncio.TimerHandle | None = None
         self.mirrors = MirroredRoutes(retry_scale=settings.retry_scale,
                                       probe_timeout=settings.probe_timeout)
-        self._mirror_timer: asyncio.TimerHandle | None = None
-        self._probes_waiting: dict[str, list[ProbeOut]] = {}
-        self._trusted: dict[str, certificates.CertificateInfo] = {}
-        self._secrets: dict[bytes, bytes] = {}
-        self._server_ctx: ssl.SSLContext | None = None
-        self._client_ctx: ssl.SSLContext | None = None
-        self._set_trusted(trusted)
-        self._conns: dict[int, _Conn] = {}
-        self._outbound: dict[str, _Conn] = {}  # next hop -> its connection
-        self._connecting: set[str] = set()
+        self.trust_store = Trust(identity, trusted)
+        self.connections = Connections()
         self._failures: dict[str, tuple[int, float]] = {}  # next hop -> (failures, until)
         self._redials: dict[str, int] = {}  # next hop -> connection attempts scheduled
         self._ids = itertools.count(1)
@@ -123,10 +88,21 @@ class Transport(ForwardingIO, MirroringIO):
         self._watchdog: asyncio.TimerHandle | None = None
         self._closed = False
         self.port = settings.port
+        self.mirroring = MirroringIO(
+            self.mirrors, self.transmitter, self.connections, sink, key_id=self.key_id,
+            clock=clock, loop=self._loop, closed=self._is_closed, kick=self._kick,
+            flush=self._flush, dial=self._ensure_outbound, arm_retries=self._arm)
+        self.forwarding = ForwardingIO(
+            self.forwarder, self.connections, sink, key_id=self.key_id, clock=clock,
+            loop=self._loop, closed=self._is_closed, kick=self._kick, flush=self._flush,
+            principal_for=self.mirroring.forward_principal)
 
     @property
     def address(self) -> str:
         return f"tcp://{self.settings.host}:{self.port}"
+
+    def _is_closed(self) -> bool:
+        return self._closed
 
     # -- lifecycle (any thread) -------------------------------------------------------
 
@@ -174,7 +150,7 @@ class Transport(ForwardingIO, MirroringIO):
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-        for conn in list(self._conns.values()):
+        for conn in list(self.connections.by_id.values()):
             self._close(conn, "the endpoint is closing", error=False)
         await asyncio.sleep(0)
         # connections still logging in or connecting end here, not as "Task was destroyed
@@ -194,7 +170,7 @@ class Transport(ForwardingIO, MirroringIO):
     def forget(self, conversation_id: str, from_initiator: bool) -> None:
         self._call(self._forget, conversation_id, from_initiator)
 
-    def reply(self, connection: int, acks: list[frames.AckEntry],
+    def reply(self, connection: int, acks: list[frame_types.AckEntry],
               notices: list[frames.Notice], answered: int = 0) -> None:
         """Acknowledgements and notices for ``answered`` arrivals of ``connection``."""
         self._call(self._reply, connection, acks, notices, answered)
@@ -214,11 +190,41 @@ class Transport(ForwardingIO, MirroringIO):
         connections of peers no longer trusted are closed."""
         self._call(self._retrust, trusted)
 
+    def forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
+        """Pass arrivals on (R7): (connection it came on, peer, fragment, next hop's
+        address), as the engine's routing decided (msdb's table, R1.2)."""
+        self._call(self.forwarding.forward, items)
+
+    def set_forwarding_limit(self, limit: int) -> None:
+        """R7.3: the bytes forwarded messages may hold from now on."""
+        self._call(setattr, self.forwarder, "limit", limit)
+
+    def answer_probe(self, connection: int, probe: frames.Probe, role: str) -> None:
+        """Answer a question that came on ``connection``: ``role`` is PRINCIPAL, MIRROR, or
+        "" when no database here has the service (and broker identifier)."""
+        self._call(self.mirroring.answer_probe, connection, probe, role)
+
     def snapshot(self) -> list[tuple[Any, ...]]:
         """Rows of sys.dm_broker_connections."""
+        return self._on_loop(lambda: self.connections.rows(self.settings.encryption))
+
+    def forwarded(self) -> list[tuple[Any, ...]]:
+        """Rows of sys.dm_broker_forwarded_messages: what is held right now."""
+        return self._on_loop(self.forwarding.rows)
+
+    def mirrored_routes(self) -> list[tuple[Any, ...]]:
+        """Rows of sys.dm_broker_mirrored_routes: every mirrored pair used since start."""
+        return self._on_loop(self.mirroring.rows)
+
+    def _on_loop(self, rows: Callable[[], list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+        """``rows()`` run on the event loop thread (no rows once closed or on a timeout)."""
         if self._closed:
             return []
-        future: Any = asyncio.run_coroutine_threadsafe(self._snapshot(), self._loop)
+
+        async def call() -> list[tuple[Any, ...]]:
+            return rows()
+
+        future: Any = asyncio.run_coroutine_threadsafe(call(), self._loop)
         try:
             return future.result(timeout=5)
         except Exception:
@@ -229,95 +235,43 @@ class Transport(ForwardingIO, MirroringIO):
             with contextlib.suppress(RuntimeError):  # the loop has stopped
                 self._loop.call_soon_threadsafe(fn, *args)
 
-    # -- trust and keys ---------------------------------------------------------------
-
-    def _set_trusted(self, trusted: dict[str, str]) -> None:
-        self._trusted = {name: certificates.certificate_info(pem)
-                         for name, pem in trusted.items()}
-        self._secrets = {}
-        self._server_ctx = self._context(server=True)
-        self._client_ctx = self._context(server=False)
+    # -- trust -------------------------------------------------------------------------
 
     def _retrust(self, trusted: dict[str, str]) -> None:
-        self._set_trusted(trusted)
-        known = {info.fingerprint for info in self._trusted.values()}
-        for conn in list(self._conns.values()):
-            if conn.trusted_name is not None and conn.secret and not any(
-                info.key_id == conn.peer_key_id and info.fingerprint in known
-                for info in self._trusted.values()
-            ):
+        self.trust_store.replace(trusted)
+        for conn in list(self.connections.by_id.values()):
+            if conn.trusted_name is not None and conn.secret and not (
+                    self.trust_store.is_trusted(conn.peer_key_id)):
                 self._close(conn, "the peer is no longer trusted", error=True)
-
-    def _context(self, *, server: bool) -> ssl.SSLContext:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        with tempfile.TemporaryDirectory() as folder:  # load_cert_chain reads files only
-            path = os.path.join(folder, "endpoint.pem")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(self.identity.private_key)
-                out.write(self.identity.certificate)
-            ctx.load_cert_chain(path)
-        pems = "".join(info.pem for info in self._trusted.values())
-        if pems:
-            ctx.load_verify_locations(cadata=pems)
-        return ctx
-
-    def _peer(self, der: bytes | None) -> certificates.CertificateInfo | None:
-        if not der:
-            return None
-        fingerprint = certificates.fingerprint_of_der(der)
-        for info in self._trusted.values():
-            if info.fingerprint == fingerprint:
-                return info
-        return None
-
-    def _secret(self, info: certificates.CertificateInfo) -> bytes:
-        found = self._secrets.get(info.key_id)
-        if found is None:
-            found = self._secrets[info.key_id] = certificates.peer_secret(
-                self.identity.private_key, info.pem)
-        return found
-
-    def _key(self, conn: _Conn, conversation_id: str, from_initiator: bool) -> bytes:
-        k = (conversation_id, from_initiator)
-        key = conn.keys.get(k)
-        if key is None:
-            if len(conn.keys) > 4096:
-                conn.keys.clear()
-            key = conn.keys[k] = certificates.dialog_key(conn.secret, conversation_id,
-                                                         from_initiator)
-        return key
 
     # -- connections (event loop thread) ----------------------------------------------
 
     async def _accept(self, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
         peer = peer_text(writer)
-        if len(self._conns) >= self.settings.max_connections:
+        if len(self.connections) >= self.settings.max_connections:
             self.sink.event("Broker:Connection", "Connect Failed", peer, None, None,
-                            f"refused: the endpoint already has {len(self._conns)} "
+                            f"refused: the endpoint already has {len(self.connections)} "
                             "connections (its limit)")
             writer.close()
             return
-        conn = _Conn(next(self._ids), True, peer, writer)
-        self._conns[conn.conn_id] = conn
+        conn = Connection(next(self._ids), True, peer, writer)
+        self.connections.by_id[conn.conn_id] = conn
         self.sink.event("Broker:Connection", "Accept", peer, None, None,
                         "accepted a connection")
         with contextlib.suppress(asyncio.CancelledError):  # the endpoint closes (3.11's
             await self._serve(conn, reader, server=True)  # streams log a cancelled task)
 
     def _ensure_outbound(self, address: str) -> None:
-        if address in self._outbound or address in self._connecting or self._closed:
+        c = self.connections
+        if address in c.outbound or address in c.connecting or self._closed:
             return
         _failures, until = self._failures.get(address, (0, 0.0))
         now = self.clock()
         if now < until:  # not hammered: back off per destination
             self._redial_later(address, until - now)
             return
-        self._connecting.add(address)
+        c.connecting.add(address)
         self._loop.create_task(self._connect(address))
 
     def _redial_later(self, address: str, wait: float) -> None:
@@ -342,13 +296,13 @@ class Transport(ForwardingIO, MirroringIO):
                 asyncio.open_connection(host, port, limit=READ_SIZE),
                 self.settings.connect_timeout)
         except (TimeoutError, OSError, WireError) as exc:
-            self._connecting.discard(address)
+            self.connections.connecting.discard(address)
             self._connect_failed(address, describe(exc))
             return
-        conn = _Conn(next(self._ids), False, peer_text(writer), writer, address=address)
-        self._conns[conn.conn_id] = conn
-        self._connecting.discard(address)
-        self._outbound[address] = conn
+        conn = Connection(next(self._ids), False, peer_text(writer), writer, address=address)
+        self.connections.by_id[conn.conn_id] = conn
+        self.connections.connecting.discard(address)
+        self.connections.outbound[address] = conn
         await self._serve(conn, reader, server=False)
 
     def _connect_failed(self, address: str, reason: str) -> None:
@@ -357,26 +311,29 @@ class Transport(ForwardingIO, MirroringIO):
         wait = backoff(failures - 1, self.settings.retry_scale)
         self._failures[address] = (failures, self.clock() + wait)
         self.sink.event("Broker:Connection", "Connect Failed", address, None, None, reason)
-        self._dropped(self.forwarder.drop_hop(address, reason))
-        self._mirror_unreachable(address, reason)
+        self.forwarding.dropped(self.forwarder.drop_hop(address, reason))
+        self.mirroring.unreachable(address, reason)
         self.sink.status(self.transmitter.handles(address),
                          f"Connection attempt failed with error: '{reason}'.")
         if self.transmitter.has_work(address) or self.transmitter.handles(address):
             self._redial_later(address, wait)
 
-    async def _serve(self, conn: _Conn, reader: asyncio.StreamReader, *, server: bool) -> None:
+    async def _serve(self, conn: Connection, reader: asyncio.StreamReader, *, server: bool) -> None:
         try:
             if self.settings.encryption:
+                trust = self.trust_store
+                context = trust.server_context if server else trust.client_context
+                assert context is not None
                 try:
                     await conn.writer.start_tls(
-                        self._server_ctx if server else self._client_ctx,  # type: ignore
-                        server_hostname=None,
+                        context, server_hostname=None,
                         ssl_handshake_timeout=self.settings.handshake_timeout)
                 except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
                     self._login_failed(conn, describe(exc))
                     return
                 sslobj = conn.writer.get_extra_info("ssl_object")
-                info = self._peer(sslobj.getpeercert(binary_form=True) if sslobj else None)
+                info = self.trust_store.of_certificate(
+                    sslobj.getpeercert(binary_form=True) if sslobj else None)
                 if info is None:
                     self._login_failed(conn, "the peer's certificate is not trusted here")
                     return
@@ -386,8 +343,8 @@ class Transport(ForwardingIO, MirroringIO):
             s = self.settings
             conn.core = AdjacentConnection(
                 is_accept=server, hello=hello, now=self.clock(),
-                sign_ack=lambda entry, c=conn: frames.sign(entry, self._key(
-                    c, entry.conversation_id, entry.acks_initiator)),
+                sign_ack=lambda entry, c=conn: frame_macs.sign(entry, c.key(
+                    entry.conversation_id, entry.acks_initiator)),
                 handshake_timeout=s.handshake_timeout, idle_timeout=s.idle_timeout,
                 keepalive_interval=s.keepalive_interval, ack_delay=s.ack_delay,
                 max_body=s.max_body)
@@ -421,13 +378,13 @@ class Transport(ForwardingIO, MirroringIO):
         finally:
             self._close(conn, "connection ended", error=False, quiet=True)
 
-    def _admit(self, conn: _Conn, info: certificates.CertificateInfo) -> None:
-        conn.trusted_name = next(n for n, i in self._trusted.items() if i is info)
+    def _admit(self, conn: Connection, info: certificates.CertificateInfo) -> None:
+        conn.trusted_name = self.trust_store.name_of(info)
         conn.peer_key_id = info.key_id
-        conn.secret = self._secret(info)
+        conn.secret = self.trust_store.secret(info)
         conn.state = "CONNECTED"
 
-    def _login_failed(self, conn: _Conn, reason: str) -> None:
+    def _login_failed(self, conn: Connection, reason: str) -> None:
         self.sink.event("Audit Broker Login", "Authentication Failure", conn.peer_address,
                         None, None, reason)
         if conn.address is not None:
@@ -437,12 +394,12 @@ class Transport(ForwardingIO, MirroringIO):
             wait = backoff(failures, self.settings.retry_scale)
             self._failures[conn.address] = (failures + 1, self.clock() + wait)
             self.sink.status(self.transmitter.handles(conn.address), text)
-            self._dropped(self.forwarder.drop_hop(conn.address, reason))
-            self._mirror_unreachable(conn.address, reason)
+            self.forwarding.dropped(self.forwarder.drop_hop(conn.address, reason))
+            self.mirroring.unreachable(conn.address, reason)
             self._redial_later(conn.address, wait)
         self._close(conn, reason, error=True, quiet=True)
 
-    def _close(self, conn: _Conn, reason: str, *, error: bool, quiet: bool = False) -> None:
+    def _close(self, conn: Connection, reason: str, *, error: bool, quiet: bool = False) -> None:
         if conn.closed:
             return
         conn.closed = True
@@ -456,9 +413,9 @@ class Transport(ForwardingIO, MirroringIO):
         if conn.timer is not None:
             conn.timer.cancel()
         conn.wake.set()
-        self._conns.pop(conn.conn_id, None)
-        if conn.address is not None and self._outbound.get(conn.address) is conn:
-            del self._outbound[conn.address]
+        self.connections.by_id.pop(conn.conn_id, None)
+        if conn.address is not None and self.connections.outbound.get(conn.address) is conn:
+            del self.connections.outbound[conn.address]
             if self.transmitter.has_work(conn.address) or self.transmitter.handles(
                     conn.address) or self.forwarder.has_work(conn.address):
                 # reconnect for what is in flight, after the disconnect pause (scaled)
@@ -467,7 +424,7 @@ class Transport(ForwardingIO, MirroringIO):
             self.sink.event("Broker:Connection", "Closed", conn.peer_address, None, None,
                             reason)
 
-    def _process(self, conn: _Conn) -> None:
+    def _process(self, conn: Connection) -> None:
         core = conn.core
         assert core is not None
         arrived: list[frames.MessageFragment] = []  # handed to the sink together
@@ -482,27 +439,27 @@ class Transport(ForwardingIO, MirroringIO):
                 self._acks(conn, event.entries)
             elif isinstance(event, NoticeReceived):
                 n = event.notice
-                if n.key_id != conn.peer_key_id or not frames.verify(
-                        n, self._key(conn, n.conversation_id, n.about_initiator)):
-                    self._corrupted(conn, n.conversation_id, n.sequence, "notice")
+                if n.key_id != conn.peer_key_id or not frame_macs.verify(
+                        n, conn.key(n.conversation_id, n.about_initiator)):
+                    report_corrupted(self.sink, conn, n.conversation_id, n.sequence,
+                                     "notice")
                     continue
                 path = self.forwarder.return_path(n.conversation_id, n.about_initiator)
                 if path is not None:  # R7: for a sender behind this forwarder
                     if n.code == NOT_PRINCIPAL_CODE:  # R9.3: msdb's mirrored route learns
-                        self._mirror_refused(conn, n)
-                    self._relay_notice(n, path)
+                        self.mirroring.refused(conn, n)
+                    self.forwarding.relay_notice(n, path)
                     continue
                 if n.is_fatal:
                     self._forget(n.conversation_id, n.about_initiator)
                 elif n.code == NOT_PRINCIPAL_CODE:  # R9.3: the partner may be principal now
-                    self._mirror_refused(conn, n)
+                    self.mirroring.refused(conn, n)
                 self.sink.notice(n, conn.peer_address)
             elif isinstance(event, ProbeReceived):
-                self._probe_received(conn, event.probe)
+                self.mirroring.probe_received(conn, event.probe)
             elif isinstance(event, PeerHello):
                 if not self.settings.encryption:
-                    info = next((i for i in self._trusted.values()
-                                 if i.key_id == event.hello.key_id), None)
+                    info = self.trust_store.of_key_id(event.hello.key_id)
                     if info is None:
                         self._login_failed(conn, "the peer's certificate is not trusted here")
                         return
@@ -518,11 +475,12 @@ class Transport(ForwardingIO, MirroringIO):
                     # address would become our path to that peer
                     with contextlib.suppress(WireError):
                         hop = next_hop(event.hello.address)
-                        if hop not in self._outbound and hop not in self._connecting:
+                        c = self.connections
+                        if hop not in c.outbound and hop not in c.connecting:
                             conn.address = hop
-                            self._outbound[hop] = conn
+                            c.outbound[hop] = conn
                             self._failures.pop(hop, None)
-                self._probes_for(conn)
+                self.mirroring.logged_in(conn)
                 conn.wake.set()
             elif isinstance(event, ConnectionClosed):
                 if event.error:
@@ -533,7 +491,7 @@ class Transport(ForwardingIO, MirroringIO):
             self.sink.arrived(conn.conn_id, conn.peer_address, arrived)
         self._flush(conn)
 
-    def _fragment(self, conn: _Conn, f: frames.MessageFragment,
+    def _fragment(self, conn: Connection, f: frames.MessageFragment,
                   arrived: list[frames.MessageFragment]) -> None:
         """A MESSAGE frame received: into ``arrived`` (for the sink) if it checks out."""
         if f.key_id != conn.peer_key_id:
@@ -542,24 +500,25 @@ class Transport(ForwardingIO, MirroringIO):
                             "the message was signed by another instance than the adjacent "
                             "one (a forwarder signs what it passes on): discarded")
             return
-        if not frames.verify(f, self._key(conn, f.conversation_id, f.from_initiator)):
-            self._corrupted(conn, f.conversation_id, f.sequence, "message fragment")
+        if not frame_macs.verify(f, conn.key(f.conversation_id, f.from_initiator)):
+            report_corrupted(self.sink, conn, f.conversation_id, f.sequence,
+                             "message fragment")
             return
         conn.core.outstanding += 1  # type: ignore[union-attr]
         arrived.append(f)
 
-    def _acks(self, conn: _Conn, entries: tuple[frames.AckEntry, ...]) -> None:
+    def _acks(self, conn: Connection, entries: tuple[frame_types.AckEntry, ...]) -> None:
         done: list[Acknowledged] = []
-        relayed: set[_Conn] = set()
+        relayed: set[Connection] = set()
         for entry in entries:
-            if entry.key_id != conn.peer_key_id or not frames.verify(
-                    entry, self._key(conn, entry.conversation_id, entry.acks_initiator)):
-                self._corrupted(conn, entry.conversation_id, entry.through_sequence,
-                                "acknowledgement")
+            if entry.key_id != conn.peer_key_id or not frame_macs.verify(
+                    entry, conn.key(entry.conversation_id, entry.acks_initiator)):
+                report_corrupted(self.sink, conn, entry.conversation_id,
+                                 entry.through_sequence, "acknowledgement")
                 continue
             path = self.forwarder.return_path(entry.conversation_id, entry.acks_initiator)
             if path is not None:  # R7.3: only the final destination acknowledges; relayed
-                back = self._return_connection(path)
+                back = self.connections.back_to(path.connection, path.address)
                 if back is not None and back.core is not None:
                     # merged with what waits for that connection, signed when it leaves
                     back.core.queue_acks([replace(entry, key_id=self.key_id)], self.clock())
@@ -574,11 +533,6 @@ class Transport(ForwardingIO, MirroringIO):
             if self.transmitter.has_work(address):
                 self._kick(address)
 
-    def _corrupted(self, conn: _Conn, conversation_id: str, sequence: int, what: str) -> None:
-        self.sink.event("Broker:Corrupted Message", "MAC mismatch", conn.peer_address,
-                        conversation_id, sequence,
-                        f"a {what} failed its integrity check (P6) and was discarded")
-
     # -- sending ------------------------------------------------------------------------
 
     def _submit(self, items: list[tuple[str, str, frames.MessageFragment]]) -> None:
@@ -587,7 +541,7 @@ class Transport(ForwardingIO, MirroringIO):
         for handle, address, message in items:
             try:
                 if is_pair_key(address):  # R9: a mirrored route's, to its principal
-                    hop = self._submit_mirrored(address, message)
+                    hop = self.mirroring.submit(address, message)
                     if hop == address:
                         parked = parked or {}
                         parked.setdefault(hop, []).append(handle)
@@ -601,27 +555,27 @@ class Transport(ForwardingIO, MirroringIO):
         for hop in hops:
             self._kick(hop)
         if parked is not None:
-            self._parked(parked)
+            self.mirroring.parked(parked)
         self._arm()
 
     def _forget(self, conversation_id: str, from_initiator: bool) -> None:
         self.transmitter.forget(conversation_id, from_initiator)
         for address in self.transmitter.addresses():  # its bytes in flight left the window
-            if (conn := self._outbound.get(address)) is not None:
+            if (conn := self.connections.to(address)) is not None:
                 conn.wake.set()
 
     def _kick(self, address: str) -> None:
         if is_pair_key(address):
             return  # a mirrored pair with no principal known: its probes' timer drives it
-        conn = self._outbound.get(address)
+        conn = self.connections.to(address)
         if conn is None:
             self._ensure_outbound(address)
         else:
             conn.wake.set()
 
-    def _reply(self, connection: int, acks: list[frames.AckEntry],
+    def _reply(self, connection: int, acks: list[frame_types.AckEntry],
                notices: list[frames.Notice], answered: int) -> None:
-        conn = self._conns.get(connection)
+        conn = self.connections.get(connection)
         if conn is None or conn.core is None or conn.closed:
             return  # gone: the sender resends, and the next copy is acknowledged (P3.3)
         conn.core.outstanding = max(0, conn.core.outstanding - answered)
@@ -629,11 +583,11 @@ class Transport(ForwardingIO, MirroringIO):
         if acks:
             conn.core.queue_acks(acks, now)
         for notice in notices:
-            conn.core.send_notice(frames.sign(notice, self._key(
-                conn, notice.conversation_id, notice.about_initiator)), now)
+            conn.core.send_notice(frame_macs.sign(notice, conn.key(
+                notice.conversation_id, notice.about_initiator)), now)
         self._flush(conn)
 
-    async def _pump(self, conn: _Conn) -> None:
+    async def _pump(self, conn: Connection) -> None:
         """Fragments to this connection's next hop, while the socket keeps up."""
         transport = conn.writer.transport
         while not conn.closed:
@@ -647,14 +601,14 @@ class Transport(ForwardingIO, MirroringIO):
                 sent = 0
                 while transport.get_write_buffer_size() < HIGH_WATER:
                     if self.forwarder.has_work(conn.address):  # held in memory: first
-                        self._send_forwarded(conn, core, now)
+                        self.forwarding.send_next(conn, core, now)
                         sent += 1
                         continue
                     f = self.transmitter.next_fragment(conn.address, now)
                     if f is None:
                         break
-                    core.send_fragment(f, now, self._key(  # signed while encoded
-                        conn, f.conversation_id, f.from_initiator))
+                    core.send_fragment(f, now, conn.key(  # signed while encoded
+                        f.conversation_id, f.from_initiator))
                     sent += 1
                     # handed on every 64 frames, or sooner when large: fragments of 1 MiB
                     # encoded up to the window (32 MiB) before one write held the window
@@ -672,7 +626,7 @@ class Transport(ForwardingIO, MirroringIO):
                     break
                 conn.flow_controlled = False
 
-    def _flush(self, conn: _Conn) -> None:
+    def _flush(self, conn: Connection) -> None:
         core = conn.core
         if core is None:
             return
@@ -691,7 +645,7 @@ class Transport(ForwardingIO, MirroringIO):
         if core.state == "CLOSED" and not conn.closed:
             self._close(conn, "closed", error=False)
 
-    def _conn_timer(self, conn: _Conn) -> None:
+    def _conn_timer(self, conn: Connection) -> None:
         conn.timer = None
         if conn.core is not None and not conn.closed:
             conn.core.handle_timer(self.clock())
@@ -720,7 +674,7 @@ class Transport(ForwardingIO, MirroringIO):
         retransmission timer, or fragments ready to send and a connection to send them on,
         open, being made or to be retried. Checked once a second while anything is in
         flight (cheap: see Transmitter.stalled_hops); a breach is recorded as a broker event
-        and repaired at once, not left to stall (the rare stall fixed by 160abf9)."""
+        and repaired at once, not left to stall."""
         if self._watchdog is not None:
             self._watchdog.cancel()
         self._watchdog = None
@@ -736,11 +690,11 @@ class Transport(ForwardingIO, MirroringIO):
         if self._timer is None and t.get_timer() is not None:
             self._breach(None, "a retransmission was due with no timer armed")
         for hop in t.addresses():
-            conn = self._outbound.get(hop)
+            conn = self.connections.to(hop)
             if is_pair_key(hop):
                 continue
             if conn is None:
-                if (hop not in self._connecting and not self._redials.get(hop)
+                if (hop not in self.connections.connecting and not self._redials.get(hop)
                         and t.ready(hop)):
                     self._breach(hop, "fragments were ready with no connection attempt")
             elif (conn.core is not None and conn.core.peer is not None and not conn.closed
@@ -754,26 +708,3 @@ class Transport(ForwardingIO, MirroringIO):
                         f"the sender would have stalled: {what}")
         if hop is not None:
             self._kick(hop)
-
-    # -- what an analyst sees ---------------------------------------------------------
-
-    async def _snapshot(self) -> list[tuple[Any, ...]]:
-        rows = []
-        for conn in self._conns.values():
-            core = conn.core
-            logged_in = core is not None and core.peer is not None
-            rows.append((
-                str(uuid.UUID(int=conn.conn_id)), conn.peer_address,
-                "CONNECTED" if logged_in else conn.state, conn.is_accept, conn.connect_time,
-                optional_utc_datetime(core.login_time) if core else None,
-                optional_utc_datetime(core.last_activity_time) if core else None,
-                "CERTIFICATE" if conn.trusted_name else None, conn.trusted_name,
-                core.login_state_desc if core else "WAIT LOGIN NEGOTIATE",
-                "AES (TLS 1.3)" if conn.trusted_name and self.settings.encryption else "NONE",
-                core.total_bytes_sent if core else 0,
-                core.total_bytes_received if core else 0,
-                core.total_fragments_sent if core else 0,
-                core.total_fragments_received if core else 0,
-                core.total_sends if core else 0, core.total_receives if core else 0,
-                conn.flow_controlled))
-        return rows

@@ -1,134 +1,118 @@
-"""Forwarding's I/O (R7): the side of the transport that moves what the ``Forwarder``
+"""Forwarding's I/O (R7): the service of the transport that moves what the ``Forwarder``
 (forwarding.py, sans-I/O) holds.
 
 The engine decides that an arrival is for another instance and hands it back
-(``forward``) with the next hop; the ``Forwarder`` holds it in memory and the transport
-writes it to the next hop's connection, signed again with this instance's key for that hop
-(the MAC keys are per adjacent pair, see frames.py). Acknowledgements and notices for a
-conversation direction it forwards go back on the return path. When msdb's route is a
+(``Transport.forward``) with the next hop; the ``Forwarder`` holds it in memory and the
+transport writes it to the next hop's connection, signed again with this instance's key for
+that hop (the MAC keys are per adjacent pair, see frames.py). Acknowledgements and notices
+for a conversation direction it forwards go back on the return path. When msdb's route is a
 mirrored pair (R9), the next hop is the pair's principal, asked for as a sender asks
 (transport_mirroring.py); until one partner claims it, what arrives is dropped and its
-sender sends it again. ``Transport`` takes these
-methods from ``ForwardingIO``; they run on its event loop thread (but for the public calls,
-which any thread may make).
+sender sends it again. Everything here runs on the transport's event loop thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pybroker.errors import WireError
-from pybroker.wire import frames
+from pybroker.wire import frame_macs, frames
 from pybroker.wire.addresses import next_hop
 from pybroker.wire.adjacent import AdjacentConnection
 from pybroker.wire.forwarding import NO_PRINCIPAL, Dropped, Forwarder, ReturnPath
 from pybroker.wire.mirrored_route import is_pair_key
-from pybroker.wire.transport_host import Conn, TransportHost
+from pybroker.wire.transport_connections import Connection, Connections
+from pybroker.wire.transport_settings import Sink
 
 FORWARD_TICK = 1.0  # seconds between drops of what ran out of time, while anything is held
 
 
-class ForwardingIO(TransportHost):
-    """The forwarding methods of ``Transport`` (transport.py)."""
+class ForwardingIO:
+    """What the transport does for the messages it forwards: admit them, send them to their
+    next hop, relay what comes back, drop what ran out of time (with a broker event)."""
 
-    # what the transport provides
-    forwarder: Forwarder
-    _forward_timer: asyncio.TimerHandle | None
-
-    if TYPE_CHECKING:  # pragma: no cover
-        def _forward_principal(self, key: str, fragment: frames.MessageFragment
-                               ) -> str | None: ...
+    def __init__(self, forwarder: Forwarder, connections: Connections, sink: Sink, *,
+                 key_id: bytes, clock: Callable[[], float],
+                 loop: asyncio.AbstractEventLoop, closed: Callable[[], bool],
+                 kick: Callable[[str], None], flush: Callable[[Connection], None],
+                 principal_for: Callable[[str, frames.MessageFragment], str | None]
+                 ) -> None:
+        """``kick(hop)`` wakes (or opens) the connection to a next hop, ``flush(conn)``
+        writes what a connection's core has to send, ``principal_for(pair_key, fragment)``
+        is a mirrored pair's principal's next hop (None while none is known)."""
+        self.forwarder = forwarder
+        self.connections = connections
+        self.sink = sink
+        self.key_id = key_id
+        self.clock = clock
+        self.loop = loop
+        self.closed = closed
+        self.kick = kick
+        self.flush = flush
+        self.principal_for = principal_for
+        self._timer: asyncio.TimerHandle | None = None
 
     def forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
-        """Pass arrivals on (R7): (connection it came on, peer, fragment, next hop's
-        address), as the engine's routing decided (msdb's table, R1.2)."""
-        self._call(self._forward, items)
-
-    def set_forwarding_limit(self, limit: int) -> None:
-        """R7.3: the bytes forwarded messages may hold from now on."""
-        self._call(setattr, self.forwarder, "limit", limit)
-
-    def forwarded(self) -> list[tuple[Any, ...]]:
-        """Rows of sys.dm_broker_forwarded_messages: what is held right now."""
-        if self._closed:
-            return []
-        future: Any = asyncio.run_coroutine_threadsafe(self._forwarded(), self._loop)
-        try:
-            return future.result(timeout=5)
-        except Exception:
-            return []
-
-    def _forward(self, items: list[tuple[int, str, frames.MessageFragment, str]]) -> None:
+        """Hold arrivals for their next hops: (connection it came on, peer, fragment, next
+        hop's address)."""
         now = self.clock()
         hops: set[str] = set()
         for connection, peer, fragment, address in items:
-            came = self._conns.get(connection)
+            came = self.connections.get(connection)
             adjacent = peer
             if came is not None and came.core is not None and came.core.peer is not None:
                 adjacent = came.core.peer.address or peer  # its endpoint, not its socket
             try:
-                hop = (self._forward_principal(address, fragment) if is_pair_key(address)
+                hop = (self.principal_for(address, fragment) if is_pair_key(address)
                        else next_hop(address))
             except WireError as exc:
                 self.forwarder.learn(fragment, connection, adjacent)
-                self._dropped([Dropped(fragment, "no next hop", str(exc))])
+                self.dropped([Dropped(fragment, "no next hop", str(exc))])
                 continue
             if hop is None:  # R9.4: a mirrored pair with no principal known
                 self.forwarder.learn(fragment, connection, adjacent)
-                self._dropped([Dropped(fragment, NO_PRINCIPAL, (
+                self.dropped([Dropped(fragment, NO_PRINCIPAL, (
                     "neither partner of msdb's mirrored route has said it is the principal "
                     "yet (both are asked)"))])
                 continue
             dropped = self.forwarder.admit(fragment, hop, connection, adjacent, now)
             if dropped is not None:
-                self._dropped([dropped])
+                self.dropped([dropped])
             else:
                 hops.add(hop)
         for hop in hops:
-            self._kick(hop)
-        self._arm_forwarding()
+            self.kick(hop)
+        self.arm()
 
-    def _send_forwarded(self, conn: Conn, core: AdjacentConnection, now: float) -> None:
+    def send_next(self, conn: Connection, core: AdjacentConnection, now: float) -> None:
         """The next forwarded fragment for ``conn``'s next hop, signed for that hop; its
         bytes are released once handed to the connection (R7.3)."""
         assert conn.address is not None
         f, dropped = self.forwarder.next_fragment(conn.address, now, self.key_id)
         if dropped:
-            self._dropped(dropped)
+            self.dropped(dropped)
         if f is None:
             return
         try:
-            core.send_fragment(f, now,
-                               self._key(conn, f.conversation_id, f.from_initiator))
+            core.send_fragment(f, now, conn.key(f.conversation_id, f.from_initiator))
         except WireError as exc:  # over the next hop's max_body, or not encodable
-            self._dropped([Dropped(f, "refused by the next hop", str(exc), conn.address)])
+            self.dropped([Dropped(f, "refused by the next hop", str(exc), conn.address)])
 
-    def _relay_notice(self, n: frames.Notice, path: ReturnPath) -> None:
-        back = self._return_connection(path)
+    def relay_notice(self, n: frames.Notice, path: ReturnPath) -> None:
+        """A notice for a sender behind this forwarder, back on its return path."""
+        back = self.connections.back_to(path.connection, path.address)
         if back is None or back.core is None:
             return  # the sender resends; the next copy's notice finds the way
-        back.core.send_notice(frames.sign(replace(n, key_id=self.key_id), self._key(
-            back, n.conversation_id, n.about_initiator)), self.clock())
-        self._flush(back)
+        back.core.send_notice(frame_macs.sign(replace(n, key_id=self.key_id), back.key(
+            n.conversation_id, n.about_initiator)), self.clock())
+        self.flush(back)
 
-    def _return_connection(self, path: ReturnPath) -> Conn | None:
-        """The connection back to the adjacent broker of a return path: the one the
-        fragments came on, else one to that broker's endpoint (None: the sender resends,
-        and the next copy finds the way)."""
-        conn = self._conns.get(path.connection)
-        if conn is not None and not conn.closed:
-            return conn
-        with contextlib.suppress(WireError):
-            conn = self._outbound.get(next_hop(path.address))
-            if conn is not None and not conn.closed:
-                return conn
-        return None
-
-    def _dropped(self, dropped: list[Dropped]) -> None:
+    def dropped(self, dropped: list[Dropped]) -> None:
+        """Each fragment not forwarded, as a broker event."""
         for d in dropped:
             f = d.fragment
             self.sink.event("Broker:Forwarded Message Dropped", d.reason, d.next_hop,
@@ -137,20 +121,21 @@ class ForwardingIO(TransportHost):
                             f"{f.from_service!r} to {f.to_service!r} was not forwarded: "
                             f"{d.description}; its sender sends it again")
 
-    def _arm_forwarding(self) -> None:
+    def arm(self) -> None:
         """While anything is held: once a second, drop what ran out of time (R7.1) and
         wake the connections of next hops with fragments waiting."""
-        if self._forward_timer is None and self.forwarder.held_bytes and not self._closed:
-            self._forward_timer = self._loop.call_later(FORWARD_TICK, self._forward_tick)
+        if self._timer is None and self.forwarder.held_bytes and not self.closed():
+            self._timer = self.loop.call_later(FORWARD_TICK, self._tick)
 
-    def _forward_tick(self) -> None:
-        self._forward_timer = None
-        self._dropped(self.forwarder.handle_timer(self.clock()))
+    def _tick(self) -> None:
+        self._timer = None
+        self.dropped(self.forwarder.handle_timer(self.clock()))
         for hop in self.forwarder.next_hops():
-            self._kick(hop)
-        self._arm_forwarding()
+            self.kick(hop)
+        self.arm()
 
-    async def _forwarded(self) -> list[tuple[Any, ...]]:
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Rows of sys.dm_broker_forwarded_messages: what is held right now."""
         now = self.clock()
         rows = []
         for held in self.forwarder.held():
