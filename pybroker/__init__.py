@@ -6,10 +6,10 @@
         decision = inst.route("InventoryService", origin="AdventureWorks2008R2")
 """
 
-from pybroker.broker_endpoint.runtime import BrokerEndpoint
-from pybroker.catalog_objects import Contract, MessageType, Queue, Route, Service
-from pybroker.connecting import connect
-from pybroker.conversation import Conversation, Message
+from pybroker.api.conversation import Conversation, Message
+from pybroker.api.instance import Database, Instance
+from pybroker.core.routing.decision import RouteDecision, TraceStep
+from pybroker.core.routing.engine import OUTSIDE, ExplainStep
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -36,9 +36,9 @@ from pybroker.errors import (
     UnsupportedStatementError,
     WireError,
 )
-from pybroker.instance import Database, Instance
-from pybroker.routing.decision import RouteDecision, TraceStep
-from pybroker.routing.engine import OUTSIDE, ExplainStep
+from pybroker.kernel.broker_endpoint.runtime import BrokerEndpoint
+from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
+from pybroker.server.connecting import connect
 
 __version__ = "0.1.0"
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from pybroker.cli import main
+from pybroker.cli.main import main
 
 sys.exit(main())

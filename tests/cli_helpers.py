@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from pybroker.cli import main
+from pybroker.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

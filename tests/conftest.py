@@ -96,7 +96,7 @@ def spark():
     # state's resolve took 6.2-7.7 s so against 8.3-10.9 s with generated code. The
     # standalone-cluster test (test_pipeline_spark) runs the CLI's session with Spark's
     # defaults, so the generated-code path is still tested end to end.
-    from pybroker.pipeline.engine import spark_session
+    from pybroker.apps.pipeline.engine import spark_session
 
     session = spark_session(
         "local[2]",

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import pybroker
+from pybroker.apps.pipeline.engine import Engine
+from pybroker.apps.pipeline.resolve import check_unique_conversations, run_resolve
+from pybroker.apps.pipeline.schema import CONVERSATIONS, DECISIONS, TABLES_BY_NAME, Table
+from pybroker.devtools.demos.routing import build_example, load_examples
 from pybroker.errors import PipelineError
-from pybroker.examples import build_example, load_examples
-from pybroker.pipeline.engine import Engine
-from pybroker.pipeline.resolve import check_unique_conversations, run_resolve
-from pybroker.pipeline.schema import CONVERSATIONS, DECISIONS, TABLES_BY_NAME, Table
 
 BEGIN = datetime(2030, 1, 1)
 REPEAT = 40  # conversations per seed case: enough for every arbitrary pick to show
@@ -150,7 +150,7 @@ def write_traffic(directory: Path, sales_id: int) -> None:
 def traffic_instance(directory: Path) -> int:
     """An instance exported to ``directory`` (with AS_OF as its export time is not
     recorded: traffic gets --as-of), plus its recorded traffic; returns Sales' id."""
-    from pybroker.pipeline.export import export_instance
+    from pybroker.apps.pipeline.export import export_instance
 
     file = directory.parent / f"{directory.name}.duckdb"
     with pybroker.connect(file) as inst:

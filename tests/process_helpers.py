@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pybroker
-from pybroker.chaos.ports import free_ports  # noqa: F401 (re-exported: ports below the ephemeral range)
+from pybroker.devtools.chaos.ports import free_ports  # noqa: F401 (re-exported: ports below the ephemeral range)
 from tests.wire_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

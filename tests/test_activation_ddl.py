@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.tsql import AlterQueue, CreateQueue, parse_batch
+from pybroker.core.tsql import AlterQueue, CreateQueue, parse_batch
 
 SHOWN = ("SELECT name, is_receive_enabled, is_retention_enabled, "
          "is_poison_message_handling_enabled, is_activation_enabled, activation_procedure, "

@@ -1,4 +1,4 @@
-"""The queue monitor core (pybroker.activation.monitor) with a fake ``now``: its states and
+"""The queue monitor core (pybroker.core.activation.monitor) with a fake ``now``: its states and
 how many readers it starts as arrivals, receives, returns and checks come in (C3)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker.activation.monitor import (
+from pybroker.core.activation.monitor import (
     INACTIVE,
     NOTIFIED,
     RECEIVES_OCCURRING,

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pybroker
-from pybroker.chaos.ports import free_port
+from pybroker.devtools.chaos.ports import free_port
 from tests.process_helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.bench import serve
+from pybroker.devtools.bench import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 

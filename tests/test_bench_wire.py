@@ -13,7 +13,7 @@ import time
 import duckdb
 import pytest
 
-from pybroker.bench import wire, wire_child, wire_floors
+from pybroker.devtools.bench import wire, wire_child, wire_floors
 
 TINY = {"messages": 200, "conversations": 10, "sends_per_transaction": 50, "paced": 100,
         "rate": 1_000, "large": 3, "large_per_transaction": 2, "raw_frames": 500}

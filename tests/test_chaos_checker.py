@@ -3,8 +3,8 @@ history; the workload's bodies say what they are."""
 
 from __future__ import annotations
 
-from pybroker.chaos.checker import Received, Sent, check
-from pybroker.chaos.workload import check_body, make_body, split
+from pybroker.devtools.chaos.checker import Received, Sent, check
+from pybroker.devtools.chaos.workload import check_body, make_body, split
 
 CONV = "11111111-1111-1111-1111-111111111111"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pybroker.cli import main
+from pybroker.cli.main import main
 
 
 def test_chaos_fuzz_prints_figures_and_exits_zero(capsys):

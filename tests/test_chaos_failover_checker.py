@@ -3,9 +3,9 @@ violation: each shape of history is classified, and each violation it names is c
 
 from __future__ import annotations
 
-from pybroker.chaos.checker import Received, Sent, Verdict
-from pybroker.chaos.checker_failover import check_failover
-from pybroker.chaos.workload import check_body, make_body
+from pybroker.devtools.chaos.checker import Received, Sent, Verdict
+from pybroker.devtools.chaos.checker_failover import check_failover
+from pybroker.devtools.chaos.workload import check_body, make_body
 
 BEFORE = "11111111-1111-1111-1111-111111111111"
 AFTER = "22222222-2222-2222-2222-222222222222"

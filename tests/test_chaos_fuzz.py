@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pybroker.chaos import fuzz_wire
-from pybroker.wire import frames, fuzzing
+from pybroker.core.wire import frames
+from pybroker.devtools.fuzz import frames as fuzzing
+from pybroker.devtools.fuzz import wire as fuzz_wire
 
 FAST = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ import struct
 import time
 import uuid
 
-from pybroker.wire import certificates, frame_types, frames
+from pybroker.core.wire import certificates, frame_types, frames
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 

@@ -1,4 +1,4 @@
-"""Ports for processes started on a fixed port (pybroker.chaos.ports): free, distinct, and
+"""Ports for processes started on a fixed port (pybroker.devtools.chaos.ports): free, distinct, and
 below the kernel's ephemeral range, where no outgoing connection can take them between
 the choice and the bind."""
 
@@ -9,7 +9,7 @@ import socket
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker.chaos import ports
+from pybroker.devtools.chaos import ports
 
 
 @settings(max_examples=20, deadline=None)

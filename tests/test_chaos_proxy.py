@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from pybroker.chaos.proxy import NONE, Faults, ProxyGroup, preset
+from pybroker.devtools.chaos.proxy import NONE, Faults, ProxyGroup, preset
 from pybroker.errors import BrokerError
 
 

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from pybroker.chaos import runner
-from pybroker.chaos.proxy import FAULTS
+from pybroker.devtools.chaos import runner
+from pybroker.devtools.chaos.proxy import FAULTS
 
 pytestmark = pytest.mark.chaos
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.chaos import topology as chaos_topology
+from pybroker.devtools.chaos import topology as chaos_topology
 
 pytestmark = pytest.mark.chaos
 

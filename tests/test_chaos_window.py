@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import uuid
 
-from pybroker.wire import dialog
-from pybroker.wire.dialog import WINDOW, Transmitter
-from pybroker.wire.frame_types import AckEntry
-from pybroker.wire.frames import MessageFragment
+from pybroker.core.wire import dialog
+from pybroker.core.wire.dialog import WINDOW, Transmitter
+from pybroker.core.wire.frame_types import AckEntry
+from pybroker.core.wire.frames import MessageFragment
 
 HOP = "tcp://127.0.0.1:4022"
 CONV = str(uuid.UUID(int=7))

@@ -267,7 +267,7 @@ def test_bench_idle_conversations_is_an_option_of_bench_messaging_only():
 
 
 def test_bench_messaging_report_reads_as_a_report():
-    from pybroker.bench import messaging
+    from pybroker.devtools.bench import messaging
 
     report = messaging.run(repeat=1, sizes={
         "messages": 60, "conversations": 6, "sends_per_transaction": 25, "max_messages": 1000,
@@ -285,7 +285,7 @@ def test_bench_messaging_report_reads_as_a_report():
 
 
 def test_bench_idle_report_reads_as_a_report():
-    from pybroker.bench import idle
+    from pybroker.devtools.bench import idle
 
     report = idle.run_case(3_000)  # in this process: the figures' shape, not their size
     assert report["window"] == 1_000 and len(report["windows"]) == 3

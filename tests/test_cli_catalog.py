@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.conversation.model import STATUS_NO_ROUTE
+from pybroker.core.conversation.model import STATUS_NO_ROUTE
 from tests.cli_helpers import call, rows_digest, run
 
 pytestmark = pytest.mark.cli
@@ -307,7 +307,7 @@ def test_listings_open_the_file_read_only(built):
 
 
 def test_a_listing_prints_one_table_line_per_row_whatever_a_value_holds():
-    from pybroker.cli_support import print_rows
+    from pybroker.cli.support import print_rows
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker import sent_message
-from pybroker.cli import main
-from pybroker.conversation.model import (
+from pybroker.cli import sent_message
+from pybroker.cli.main import main
+from pybroker.core.conversation.model import (
     STATUS_NO_ROUTE,
     STATUS_NO_TRANSPORT,
     STATUS_QUEUE_DISABLED,
@@ -37,7 +37,7 @@ def built_shop_file(tmp_path_factory):
     done = run("demo", path, "--example", "1")
     assert done.returncode == 0, done.stderr
     with pybroker.connect(path, worker=False) as inst:
-        from pybroker.examples import run_conversation
+        from pybroker.devtools.demos.routing import run_conversation
 
         run_conversation(inst, out=lambda line: None)  # Shop and Warehouse, as demo builds
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # closed: no log beside it

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import AlreadyExistsError, MasterOnlyError, WireError
-from pybroker.cli import build_parser
+from pybroker.cli.main import build_parser
 from tests.cli_helpers import call, run
 
 pytestmark = pytest.mark.cli

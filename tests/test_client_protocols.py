@@ -1,9 +1,9 @@
-"""The client's instance, database and conversation (pybroker.server.client) are classes of
+"""The client's instance, database and conversation (pybroker.api.served.client) are classes of
 their own, not subclasses of the embedded ones, and both sides have the shape of
-pybroker.api_protocols: every public name of the embedded class is a member of its
+pybroker.api.protocols: every public name of the embedded class is a member of its
 Protocol, with the same parameters, and exists on the client's class, where it runs in the
 server or refuses with ServerError, never falling into code that expects the file. The
-T-SQL runner's table of handlers (pybroker.tsql.statement_handlers) covers every DDL
+T-SQL runner's table of handlers (pybroker.core.tsql.statement_handlers) covers every DDL
 statement the parser returns."""
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ import typing
 import pytest
 
 import pybroker
-from pybroker import api_protocols
-from pybroker.conversation.api import Conversation
-from pybroker.errors import BrokerError, ServerError
-from pybroker.instance import Database, Instance
-from pybroker.server import calls
-from pybroker.server.client import (
+from pybroker.api import protocols as api_protocols
+from pybroker.api.conversation import Conversation
+from pybroker.api.instance import Database, Instance
+from pybroker.api.served import calls
+from pybroker.api.served.client import (
     ClientConversation,
     ClientDatabase,
     ClientInstance,
     add_calls,
     public_names,
 )
-from pybroker.server.protocol import CALL_METHOD, GET_PROPERTY
+from pybroker.api.served.protocol import CALL_METHOD, GET_PROPERTY
+from pybroker.core.tsql import batch, database_ddl, endpoint_ddl, object_ddl
+from pybroker.core.tsql.statement_handlers import HANDLERS, SERVER_STATEMENTS, StatementRunner
+from pybroker.errors import BrokerError, ServerError
 from pybroker.server.server import serve_clients
-from pybroker.tsql import batch, database_ddl, endpoint_ddl, object_ddl
-from pybroker.tsql.statement_handlers import HANDLERS, SERVER_STATEMENTS, StatementRunner
 
 # (client class, embedded class, Protocol, what each embedded object holds as data)
 SIDES = [
@@ -95,7 +95,7 @@ def test_a_name_the_whitelist_does_not_name_refuses_clearly() -> None:
     probe = Probe()
     assert [n for n in public_names(Database) if not hasattr(Probe, n)] == []
     with pytest.raises(ServerError, match=r"receive is not available to a client .*"
-                                          r"whitelist \(pybroker.server.calls.CALLS\)"):
+                                          r"whitelist \(pybroker.api.served.calls.CALLS\)"):
         probe.receive("q")
     with pytest.raises(ServerError, match="mirroring_role is not available"):
         _ = probe.mirroring_role

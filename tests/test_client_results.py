@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 import pybroker
-from pybroker.server.client import ClientConversation, ClientDatabase
+from pybroker.api.served.client import ClientConversation, ClientDatabase
 from pybroker.server.server import serve_clients
 
 # the handles of a database and a conversation: the client's own classes

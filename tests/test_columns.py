@@ -1,4 +1,4 @@
-"""Batches of rows bound as one string (pybroker/conversation/columns.py): whatever the
+"""Batches of rows bound as one string (pybroker/core/conversation/columns.py): whatever the
 values, a batch written through its template on a real DuckDB file reads back as it went
 (the queue rows of a SEND or an arrival batch, the transmission-queue rows of a SEND)."""
 
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker.conversation import columns
-from pybroker.conversation.unit_of_work import (
+from pybroker.core.conversation import columns
+from pybroker.kernel.messaging.unit_of_work import (
     _QUEUE_COLUMNS,
     _TX_COLUMNS,
     _queue_columns,
     _tx_columns,
 )
-from pybroker.storage import Store
+from pybroker.storage.store import Store
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 import pybroker
-from pybroker.examples import (
+from pybroker.devtools.demos.routing import (
     EXAMPLES_FILE,
     build_example,
     check_case,

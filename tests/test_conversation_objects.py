@@ -1,23 +1,15 @@
 """Message types, contracts, queues and services (SPEC C2, C3), through the Python API and
-through Database.execute()'s dispatch of the object DDL statements (pybroker.tsql)."""
+through Database.execute()'s dispatch of the object DDL statements (pybroker.core.tsql)."""
 
 from __future__ import annotations
 
 import pytest
 
 import pybroker
-import pybroker.tsql
-import pybroker.tsql.conversation_parser
-from pybroker.catalog_objects import Contract, MessageType, Queue, Service
-from pybroker.errors import (
-    AlreadyExistsError,
-    BrokerError,
-    InUseError,
-    InvalidArgumentError,
-    NotFoundError,
-)
-from pybroker.tsql import CreateRoute
-from pybroker.tsql.object_ddl import (
+import pybroker.core.tsql
+import pybroker.core.tsql.conversation_parser
+from pybroker.core.tsql import CreateRoute
+from pybroker.core.tsql.object_ddl import (
     AlterMessageType,
     AlterQueue,
     AlterService,
@@ -30,6 +22,14 @@ from pybroker.tsql.object_ddl import (
     DropQueue,
     DropService,
 )
+from pybroker.errors import (
+    AlreadyExistsError,
+    BrokerError,
+    InUseError,
+    InvalidArgumentError,
+    NotFoundError,
+)
+from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Service
 
 PREFIX = "http://schemas.microsoft.com/SQL/ServiceBroker/"
 
@@ -182,10 +182,10 @@ def test_execute_runs_what_the_parser_returns(inst, monkeypatch):
 
     def fake_parse(text, *, master=False):
         seen.append((text, master))
-        return [pybroker.tsql.conversation_parser.Batch(
+        return [pybroker.core.tsql.conversation_parser.Batch(
             [CreateQueue("Q"), CreateService("S", "Q", ("DEFAULT",))])]
 
-    monkeypatch.setattr(pybroker.tsql.conversation_parser, "parse_batches", fake_parse)
+    monkeypatch.setattr(pybroker.core.tsql.conversation_parser, "parse_batches", fake_parse)
     db.execute("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);")
     assert seen == [("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);", False)]
     assert db.services() == [Service("S", "Q", ("DEFAULT",))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pybroker.conversation.states import (
+from pybroker.core.conversation.states import (
     EVENTS,
     INITIATOR,
     STATE_DESC,

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 import pybroker
-from pybroker.conversation.model import (
+from pybroker.core.conversation.model import (
     STATUS_NO_ROUTE,
     STATUS_NO_TRANSPORT,
     STATUS_QUEUE_DISABLED,

@@ -29,11 +29,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker import sql_templates, storage_recovery
-from pybroker.chaos import crash
+from pybroker.devtools.chaos import crash
 from pybroker.errors import StorageError
-from pybroker.resources import sql_dir
-from pybroker.storage_schema import (
+from pybroker.storage import recovery as storage_recovery
+from pybroker.storage import templates as sql_templates
+from pybroker.storage.resources import sql_dir
+from pybroker.storage.schema import (
     available_migrations,
     catalog_definitions,
     superseded_migrations,
@@ -212,7 +213,7 @@ def test_the_definitions_of_an_open_are_all_checked_above():
 
 
 # DDL templates of sql/ that never run on an instance file, and so write no log that must
-# replay: the pipeline's engine works in an in-memory DuckDB (pipeline/engine.py
+# replay: the pipeline's engine works in an in-memory DuckDB (apps/pipeline/engine.py
 # DuckDBEngine), the benches on scratch databases of their own, and the ATTACH of a
 # replay is the recovery itself
 NO_LOG = re.compile(r"^(pipeline/duckdb__|bench/|instance/attach_for_replay\.sql$)")
@@ -231,7 +232,7 @@ def test_every_ddl_template_is_checked_for_replay_or_runs_without_a_log():
 
 
 def test_the_pipeline_engine_runs_in_memory():
-    from pybroker.pipeline.engine import DuckDBEngine
+    from pybroker.apps.pipeline.engine import DuckDBEngine
 
     engine = DuckDBEngine(memory_limit="256MiB")
     try:

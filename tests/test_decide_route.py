@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import datetime
 
 import pybroker
-from pybroker.sql_templates import render
+from pybroker.storage.templates import render
 
 GUID_1 = "5fb8d92b-ed69-4c80-afbb-2aa6a7d3cb2d"
 GUID_2 = "81b1d3d0-288e-4d2c-b1d3-456cbb944b4f"

@@ -1,4 +1,4 @@
-"""``pybroker demo``'s last part (pybroker/examples_wire.py): example 6 through a forwarder,
+"""``pybroker demo``'s last part (pybroker/devtools/demos/wire.py): example 6 through a forwarder,
 dynamic routing and example 3's mirrored pair, each across real instance processes on
 127.0.0.1 (R7, R8, R9). The children are stopped by pid and every wait is bounded inside
 the demo itself; here, what arrived where."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from pybroker.examples_wire import run_across_processes
+from pybroker.devtools.demos.wire import run_across_processes
 
 
 @pytest.fixture(scope="module")

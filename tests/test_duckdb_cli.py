@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 import pybroker
-from pybroker.examples import build_example, load_examples
+from pybroker.devtools.demos.routing import build_example, load_examples
 
 pytestmark = pytest.mark.cli
 

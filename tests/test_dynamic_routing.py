@@ -1,5 +1,5 @@
 """Dynamic routing end to end (SPEC R2.4, R8): route requests sent by the broker, answered
-by the ready-made configuration service (pybroker/routing/configuration_service.py), in
+by the ready-made configuration service (pybroker/apps/configuration_service.py), in
 one instance with a fake clock and no worker (the tests drive the delay/retry loop)."""
 
 from __future__ import annotations
@@ -11,8 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.conversation.route_requests import ANSWERED_TIMEOUT
-from pybroker.conversation.system_messages import (
+from pybroker.apps.configuration_service import (
+    NO_ROUTE_KNOWN,
+    ConfigurationService,
+    RouteAnswer,
+    route_name,
+)
+from pybroker.core.conversation.system_messages import (
     BROKER_CONFIGURATION_NOTICE,
     MISSING_ROUTE,
     ROUTE_REQUEST_QUEUE,
@@ -20,12 +25,7 @@ from pybroker.conversation.system_messages import (
     missing_route_body,
     parse_missing_route,
 )
-from pybroker.routing.configuration_service import (
-    NO_ROUTE_KNOWN,
-    ConfigurationService,
-    RouteAnswer,
-    route_name,
-)
+from pybroker.kernel.messaging.route_requests import ANSWERED_TIMEOUT
 
 DYNAMIC = "SQL/ServiceBroker/BrokerConfiguration"
 SCALE = 0.001

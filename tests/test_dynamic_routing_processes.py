@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 
 import pybroker
-from pybroker.conversation.model import STATUS_NO_ROUTE
-from pybroker.routing.configuration_service import NO_ROUTE_KNOWN
+from pybroker.apps.configuration_service import NO_ROUTE_KNOWN
+from pybroker.core.conversation.model import STATUS_NO_ROUTE
 from tests.process_helpers import (
     Child,
     Served,

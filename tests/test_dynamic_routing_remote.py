@@ -1,5 +1,5 @@
 """A configuration service answering route requests from another instance (SPEC R8,
-pybroker/routing/configuration_service.py, ``instances=``): two instances in one process,
+pybroker/apps/configuration_service.py, ``instances=``): two instances in one process,
 talking over TCP on 127.0.0.1. Instance A (database Shop) asks the configuration service
 in instance B (database Stock) about the services it has no route to; the service creates
 the route in Shop through A's API (an open Instance, or a client of A's server), then
@@ -11,9 +11,8 @@ from __future__ import annotations
 import pytest
 
 import pybroker
-from pybroker.conversation.system_messages import ROUTE_REQUEST_SERVICE
-from pybroker.routing import configuration_service
-from pybroker.routing.configuration_service import (
+from pybroker.apps import configuration_service
+from pybroker.apps.configuration_service import (
     DEFAULT_QUEUE,
     NOT_IN_THIS_INSTANCE,
     REQUESTER_UNREACHABLE,
@@ -21,6 +20,7 @@ from pybroker.routing.configuration_service import (
     ConfigurationService,
     route_name,
 )
+from pybroker.core.conversation.system_messages import ROUTE_REQUEST_SERVICE
 from pybroker.server.server import serve_clients
 from tests.process_helpers import free_ports
 from tests.wire_helpers import instance_pair, wait_for

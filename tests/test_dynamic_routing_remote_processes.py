@@ -1,5 +1,5 @@
 """A configuration service in another instance's process answers route requests (SPEC R8,
-pybroker/routing/configuration_service.py, ``instances=``), with every instance in its own
+pybroker/apps/configuration_service.py, ``instances=``), with every instance in its own
 process (`pybroker serve`, each its own file and endpoint on 127.0.0.1):
 
 - A holds App, whose route to SQL/ServiceBroker/BrokerConfiguration points over the wire
@@ -21,9 +21,9 @@ import json
 from pathlib import Path
 
 import pybroker
-from pybroker.conversation.system_messages import ROUTE_REQUEST_SERVICE
-from pybroker.routing.configuration_service import route_name
-from pybroker.server.paths import token_path_for
+from pybroker.api.served.paths import token_path_for
+from pybroker.apps.configuration_service import route_name
+from pybroker.core.conversation.system_messages import ROUTE_REQUEST_SERVICE
 from tests.process_helpers import (
     Child,
     Served,

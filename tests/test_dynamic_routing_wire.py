@@ -1,15 +1,15 @@
 """Dynamic routing across two instances in one process (SPEC R8): the route request is
 routed like any conversation, here over TCP on 127.0.0.1 to a configuration service in
 the other instance. That service is not told where the requester's instance is served
-(no ``instances=``), so it cannot create a route there (pybroker/routing/
+(no ``instances=``), so it cannot create a route there (pybroker/core/routing/
 configuration_service.py says why): it ends the request WITH ERROR, and the requester
 records it and keeps its conversation DELAYED (tests/test_dynamic_routing_remote.py has
 the service that is told)."""
 
 from __future__ import annotations
 
-from pybroker.conversation.system_messages import ROUTE_REQUEST_SERVICE
-from pybroker.routing.configuration_service import NOT_IN_THIS_INSTANCE, ConfigurationService
+from pybroker.apps.configuration_service import NOT_IN_THIS_INSTANCE, ConfigurationService
+from pybroker.core.conversation.system_messages import ROUTE_REQUEST_SERVICE
 from tests.wire_helpers import instance_pair, wait_for
 
 DYNAMIC = "SQL/ServiceBroker/BrokerConfiguration"

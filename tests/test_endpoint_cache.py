@@ -10,8 +10,8 @@ import random
 import pytest
 
 import pybroker
-from pybroker.conversation.endpoint_cache import EndpointCache
 from pybroker.errors import ConversationError, ConversationStateError
+from pybroker.kernel.messaging.endpoint_cache import EndpointCache
 from tests.conftest_conversations import make_broker
 
 
@@ -197,7 +197,7 @@ def test_a_commit_does_not_wait_for_another_threads_unit_of_work_to_trim(small):
     transaction's length. What it skipped, the next commit that finds the lock free does."""
     import threading
 
-    from pybroker.conversation.unit_of_work import UnitOfWork
+    from pybroker.kernel.messaging.unit_of_work import UnitOfWork
 
     m = small.inst.kernel.messaging
     convs = [small.a.begin_dialog("SA", "SB") for _ in range(12)]

@@ -4,7 +4,7 @@ the storage.
 
 Imports are read with ``ast``, so an import under ``if TYPE_CHECKING:`` or inside a function
 counts as much as one at the top: a circle of type hints is still a circle to a reader. A
-``from pybroker.conversation import X`` counts as importing the package (its
+``from pybroker.api.conversation import X`` counts as importing the package (its
 ``__init__``), except from a module inside that package (Python has loaded it already).
 """
 
@@ -17,21 +17,49 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pybroker"
 
-# Never imported by pybroker/wire/: the sans-I/O core and its transport touch no storage.
-# A name ending in "_" stands for every module whose name begins so.
-ABOVE_THE_WIRE = (
-    "pybroker.conversation",
-    "pybroker.instance",
-    "pybroker.kernel",
-    "pybroker.broker_endpoint",
-    "pybroker.storage",
-    "duckdb",
+# The layers, top to bottom: a module imports modules of its own layer and of the layers below
+# it, never above. ``pybroker`` itself is the public surface: it re-exports from every layer.
+LAYERS = (
+    ("public surface", ("pybroker",)),
+    ("command line", ("pybroker.cli", "pybroker.__main__")),
+    ("developer tooling", ("pybroker.devtools",)),
+    ("adapters", ("pybroker.server",)),
+    ("applications", ("pybroker.apps",)),
+    ("public API", ("pybroker.api",)),
+    ("kernel", ("pybroker.kernel",)),
+    ("cores", ("pybroker.core",)),
+    ("storage", ("pybroker.storage",)),
+    ("foundation", ("pybroker.errors", "pybroker.arguments", "pybroker.timestamps")),
 )
+
+# Never imported by the wire's core: the sans-I/O protocol and its transport touch no storage.
+ABOVE_THE_WIRE = ("pybroker.storage", "duckdb")
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of the layer ``module`` belongs to (None: in none)."""
+    for rank, (_, roots) in enumerate(LAYERS):
+        for root in roots:
+            if module == root or (root != "pybroker" and module.startswith(root + ".")):
+                return rank
+    return None
+
+
+def back_up_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module by one in a lower layer, as 'module (layer) imports name
+    (layer)'."""
+    found = []
+    for module in sorted(graph):
+        low = layer_of(module)
+        for name in sorted(graph[module]):
+            high = layer_of(name)
+            if low is not None and high is not None and high < low:
+                found.append(f"{module} ({LAYERS[low][0]}) imports {name} ({LAYERS[high][0]})")
+    return found
 
 
 def above_the_wire(name: str) -> bool:
-    return any(name.startswith(above) if above.endswith("_") else (
-        name == above or name.startswith(above + ".")) for above in ABOVE_THE_WIRE)
+    return any(name == above or name.startswith(above + ".") for above in ABOVE_THE_WIRE)
 
 
 def module_files(root: Path) -> dict[str, Path]:
@@ -131,11 +159,22 @@ def test_no_module_of_pybroker_is_in_an_import_circle() -> None:
             f"circle of {len(c)}: {', '.join(c)}" for c in found)
 
 
-def test_the_wire_never_imports_the_engine_the_api_or_the_storage() -> None:
+def test_every_module_is_in_one_layer() -> None:
+    outside = sorted(m for m in module_files(PACKAGE) if layer_of(m) is None)
+    assert outside == [], "modules in no layer (tests/test_import_graph.py LAYERS):\n" + \
+        "\n".join(outside)
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    found = back_up_imports(import_graph(PACKAGE))
+    assert found == [], "imports against the flow:\n" + "\n".join(found)
+
+
+def test_the_wire_never_imports_the_storage() -> None:
     files = module_files(PACKAGE)
-    wire = {m: p for m, p in files.items() if m == "pybroker.wire" or m.startswith(
-        "pybroker.wire.")}
-    assert "pybroker.wire.transport" in wire and "pybroker.wire.frames" in wire
+    wire = {m: p for m, p in files.items() if m == "pybroker.core.wire" or m.startswith(
+        "pybroker.core.wire.")}
+    assert "pybroker.core.wire.transport" in wire and "pybroker.core.wire.frames" in wire
     reaching_up = sorted(
         f"{module} imports {name}"
         for module, path in wire.items()
@@ -193,17 +232,36 @@ def test_no_circle_in_a_one_way_tree(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("line", "seen"), [
     ("import duckdb", True),
-    ("from pybroker.storage import Store", True),
-    ("from pybroker.conversation.engine import Messaging", True),
-    ("from pybroker import instance", True),
-    ("from pybroker.kernel.route_ddl import RouteDDL", True),
-    ("from ..broker_endpoint import runtime", True),
-    ("if True:\n    from pybroker import conversation", True),
-    ("from pybroker.wire import frames", False),
+    ("from pybroker.storage.store import Store", True),
+    ("from pybroker import storage", True),
+    ("if True:\n    from pybroker.storage import templates", True),
+    ("from pybroker.core.wire import frames", False),
     ("from pybroker.errors import WireError", False),
-    ("import pybroker.instances_of_nothing", False),
+    ("import pybroker.storage_of_nothing", False),
 ])
-def test_a_wire_import_above_the_wire_is_seen(tmp_path: Path, line: str, seen: bool) -> None:
+def test_a_wire_import_of_the_storage_is_seen(tmp_path: Path, line: str, seen: bool) -> None:
     root = _package(tmp_path, {"wire/__init__.py": "", "wire/dialog.py": line + "\n"})
-    names = imported_names("pybroker.wire.dialog", root / "wire" / "dialog.py")
+    names = imported_names("pybroker.core.wire.dialog", root / "wire" / "dialog.py")
     assert any(above_the_wire(n) for n in names) is seen
+
+
+def test_an_import_against_the_flow_is_found(tmp_path: Path) -> None:
+    root = _package(tmp_path, {
+        "__init__.py": "from pybroker.cli import main\n",  # the surface: every layer
+        "cli/__init__.py": "",
+        "cli/main.py": "from pybroker.api.instance import Instance\n",
+        "api/__init__.py": "",
+        "api/instance.py": "from pybroker.kernel import kernel\n",
+        "kernel/__init__.py": "",
+        "kernel/kernel.py": "def f():\n    from pybroker.api import instance\n",
+        "storage/__init__.py": "",
+        "storage/store.py": "from pybroker.errors import BrokerError\n",
+        "errors.py": "",
+    })
+    root = root.rename(root.parent / "pybroker")
+    graph = import_graph(root)
+    assert back_up_imports(graph) == [
+        "pybroker.kernel.kernel (kernel) imports pybroker.api (public API)",
+        "pybroker.kernel.kernel (kernel) imports pybroker.api.instance (public API)"]
+    assert layer_of("pybroker.tools") is None and layer_of("pybroker.cli.main") == 1
+    assert layer_of("pybroker") == 0 and layer_of("pybroker.errors") == len(LAYERS) - 1

@@ -53,7 +53,7 @@ def wait_until(predicate, what: str) -> None:
 
 def threads_asking_for_the_store(monkeypatch) -> list[threading.Thread]:
     """From now on, every thread that asks for a store's lock, noted as it asks."""
-    from pybroker.storage import StoreLock
+    from pybroker.storage.store import StoreLock
 
     asking: list[threading.Thread] = []
     acquire = StoreLock.acquire
@@ -242,8 +242,8 @@ def test_close_timeout_is_checked(tmp_path):
 def test_store_close_interrupts_a_statement_past_the_deadline(tmp_path, monkeypatch):
     """The file closes at close's deadline even while another thread's statement runs:
     DuckDB interrupts it, its transaction is discarded, and the file opens again."""
-    from pybroker import no_pandas
-    from pybroker.storage import Store
+    from pybroker.storage import no_pandas
+    from pybroker.storage.store import Store
 
     path = tmp_path / "s.duckdb"
     pybroker.connect(path).close()

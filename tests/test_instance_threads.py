@@ -1,4 +1,4 @@
-"""DuckDB's worker threads for an instance (pybroker.storage: DEFAULT_THREADS,
+"""DuckDB's worker threads for an instance (pybroker.storage.store: DEFAULT_THREADS,
 check_threads): one for an instance opened for writing, DuckDB's own for a read-only open,
 the ``threads`` keyword, and refusals."""
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import InvalidArgumentError
-from pybroker.storage import DEFAULT_THREADS, MAX_THREADS, check_threads
+from pybroker.storage.store import DEFAULT_THREADS, MAX_THREADS, check_threads
 
 
 def threads_of(inst: pybroker.Instance) -> int:

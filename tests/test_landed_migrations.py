@@ -15,11 +15,11 @@ file's shape (migrations 017 and 018 rebuild message_fragments from the two that
 
 A file of schema 5 or less whose queues table has rows: DuckDB 1.5.6 refuses 002 and 006 as
 written (they add columns with defaults to service_queues); the runner then applies them
-in the form pybroker/migration_defaults.py gives, and a kill after that commits leaves a
+in the form pybroker/storage/migration_defaults.py gives, and a kill after that commits leaves a
 file whose log replays in bare DuckDB and whose next open finishes the upgrade.
 
 The views and macros of sql/catalog/ are not built here: an open replaces them whenever
-the file's are not its own (pybroker/storage.py).
+the file's are not its own (pybroker/storage/store.py).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import duckdb
 import pytest
 
 import pybroker
-from pybroker.resources import migrations_dir
-from pybroker.storage_schema import available_migrations
+from pybroker.storage.resources import migrations_dir
+from pybroker.storage.schema import available_migrations
 from pybroker.timestamps import utc_now
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "landed_migrations"
@@ -353,7 +353,7 @@ BY_COMMIT = {landed["commit"][:7]: landed for landed in SETS}
 
 def test_duckdb_refuses_006_as_written_on_a_file_whose_queues_table_has_rows(
         tmp_path, source):
-    # what the runner's split form (pybroker/migration_defaults.py) is for: as written,
+    # what the runner's split form (pybroker/storage/migration_defaults.py) is for: as written,
     # 006 fails on such a file, as 002 does on a file of 001
     for made_by, then in (("33a620e", "c937506"), ("f5a6e37", "74412ce")):
         path = tmp_path / f"{made_by}.duckdb"
@@ -366,7 +366,7 @@ def test_duckdb_refuses_006_as_written_on_a_file_whose_queues_table_has_rows(
 
 def test_a_migration_refused_in_both_forms_says_the_file_cannot_be_upgraded(
         tmp_path, source, monkeypatch):
-    from pybroker import migration_defaults
+    from pybroker.storage import migration_defaults
 
     path = tmp_path / "i.duckdb"
     _build(path, (BY_COMMIT["33a620e"],), source)

@@ -1,5 +1,5 @@
 """The views of what a process holds in memory show it as it is when they are read
-(pybroker/live_views.py): each test waits on the state itself (the endpoint's connections,
+(pybroker/kernel/live_views.py): each test waits on the state itself (the endpoint's connections,
 the running reader, the forwarder holding fragments), then reads the view once, with no
 wait, and finds the row; and once the state is gone, a read at once finds none."""
 

@@ -1,4 +1,4 @@
-"""DuckDB's memory limit of an instance (pybroker.storage: DEFAULT_MEMORY_LIMIT, BODY_ROOM):
+"""DuckDB's memory limit of an instance (pybroker.storage.store: DEFAULT_MEMORY_LIMIT, BODY_ROOM):
 the default for a file, the ``memory_limit`` keyword, refusals, and the room it makes for a
 large body."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import pybroker
 from pybroker import InvalidArgumentError
 from pybroker.arguments import MIN_MEMORY_LIMIT, check_memory_limit
-from pybroker.storage import BODY_ROOM, DEFAULT_MEMORY_LIMIT
+from pybroker.storage.store import BODY_ROOM, DEFAULT_MEMORY_LIMIT
 
 MIB = 2**20
 

@@ -1,5 +1,5 @@
 """P4.4: a message that crossed the wire in fragments goes into its queue as its fragments
-(migrations/010, pybroker/conversation/message_parts.py). Fed straight to
+(migrations/010, pybroker/kernel/messaging/message_parts.py). Fed straight to
 ``RemoteDelivery.arrive`` (no sockets), in any order and any fragment size: RECEIVE (one
 statement, read ahead, WHERE, with RETENTION) hands out the body byte for byte, the
 fragments leave exactly when the message does (commit, END CONVERSATION, DROP QUEUE) and
@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker import sql_templates, storage_schema
-from pybroker.conversation import message_parts
-from pybroker.conversation.arrivals import Arrival
-from pybroker.storage_schema import available_migrations
-from pybroker.wire.frames import MessageFragment
+from pybroker.core.wire.frames import MessageFragment
+from pybroker.kernel.messaging import message_parts
+from pybroker.kernel.messaging.arrivals import Arrival
+from pybroker.storage import schema as storage_schema
+from pybroker.storage import templates as sql_templates
+from pybroker.storage.schema import available_migrations
 
 FAR_BROKER = str(uuid.UUID(int=0xFA5))
 KEPT = "SELECT count(*) FROM main.message_fragments"
@@ -349,7 +350,7 @@ def test_fragments_kept_before_their_pieces_were_numbered_are_received(tmp_path,
     for version, _name, source in available_migrations():
         if version <= 11:
             (older / source.name).write_text(source.read_text())
-    monkeypatch.setattr("pybroker.storage_schema.migrations_dir", lambda: older)
+    monkeypatch.setattr("pybroker.storage.schema.migrations_dir", lambda: older)
     render = sql_templates.render
 
     def render_as_at_011(name: str, **variables):  # the statements of the code at 011:
@@ -387,7 +388,7 @@ def test_once_a_large_kept_message_is_received_its_pieces_row_group_is_dropped(
     # back at each later COMMIT that adds pieces; with another message's fragments still
     # kept, the checkpoint could not drop it, and none is taken
     monkeypatch.setattr(message_parts, "PIECE_SIZE", 100)
-    monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 50)
+    monkeypatch.setattr("pybroker.storage.store.TIDY_PIECES", 50)
     row_groups = "SELECT count(*) FROM pragma_storage_info('message_fragments')"
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         stock = _stock(inst)
@@ -407,7 +408,7 @@ def test_once_a_large_kept_message_is_received_its_pieces_row_group_is_dropped(
 
 def _statements(monkeypatch) -> list[str]:
     """The templates of the statements RECEIVE runs from now on (UnitOfWork.sql)."""
-    from pybroker.conversation.unit_of_work import UnitOfWork
+    from pybroker.kernel.messaging.unit_of_work import UnitOfWork
     seen: list[str] = []
     real = UnitOfWork.sql
 

@@ -1,6 +1,6 @@
 """DuckDB looks for pandas on every bound value; pybroker's own calls answer the look at
 once (no_pandas.call), and nothing else of the process changes: an application that
-imports pybroker and then pandas gets pandas (pybroker/no_pandas.py)."""
+imports pybroker and then pandas gets pandas (pybroker/storage/no_pandas.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker import no_pandas
+from pybroker.storage import no_pandas
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_PANDAS = importlib.util.find_spec("pandas") is not None
@@ -153,7 +153,7 @@ import json, sys
 import duckdb
 import pybroker
 from pybroker.server import rows
-from pybroker.storage import Store
+from pybroker.storage.store import Store
 
 asked = []
 class Spy:
@@ -263,7 +263,7 @@ VALUES = (st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
 
 @pytest.fixture(scope="module")
 def store():
-    from pybroker.storage import Store
+    from pybroker.storage.store import Store
 
     opened = Store(None)
     yield opened

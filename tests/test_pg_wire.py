@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.cli import main
+from pybroker.cli.main import main
 from pybroker.server import pg_protocol as wire
 from pybroker.server.pg import PASSWORD_ENV, PgServer, PgSession
 

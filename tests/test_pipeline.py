@@ -17,16 +17,16 @@ import pyarrow.parquet as pq
 import pytest
 
 import pybroker
-from pybroker.cli import main
+from pybroker.apps.pipeline.engine import DuckDBEngine
+from pybroker.apps.pipeline.export import export_instance
+from pybroker.apps.pipeline.generate import run_generate
+from pybroker.apps.pipeline.impact import run_impact
+from pybroker.apps.pipeline.progress import Progress
+from pybroker.apps.pipeline.schema import CONVERSATIONS, DECISIONS, EXPORTED_TABLES
+from pybroker.apps.pipeline.traffic import run_traffic
+from pybroker.cli.main import main
+from pybroker.devtools.demos.routing import check_case
 from pybroker.errors import BrokerError, PipelineError
-from pybroker.examples import check_case
-from pybroker.pipeline.engine import DuckDBEngine
-from pybroker.pipeline.export import export_instance
-from pybroker.pipeline.generate import run_generate
-from pybroker.pipeline.impact import run_impact
-from pybroker.pipeline.progress import Progress
-from pybroker.pipeline.schema import CONVERSATIONS, DECISIONS, EXPORTED_TABLES
-from pybroker.pipeline.traffic import run_traffic
 from tests.pipeline_fixtures import (
     AS_OF,
     NO_ROUTE,
@@ -213,7 +213,7 @@ def test_keys_whose_texts_share_a_hash_are_found_by_their_texts(tmp_path, monkey
     # the join must compare the texts instead: the same decisions either way, and every
     # seed example (unknown origins, no begin_time, broker identifiers in any case) as its
     # expected rows.
-    from pybroker.pipeline import resolve as resolve_module
+    from pybroker.apps.pipeline import resolve as resolve_module
 
     work = tmp_path / "work"
     with DuckDBEngine() as engine:
@@ -464,13 +464,13 @@ def test_bad_conversation_files(tmp_path):
     }
     for name, message in cases.items():
         with DuckDBEngine() as engine, pytest.raises(PipelineError, match=message):
-            from pybroker.pipeline.resolve import run_resolve
+            from pybroker.apps.pipeline.resolve import run_resolve
 
             run_resolve(engine, tmp_path / name, file, tmp_path / "out")
 
 
 def test_bad_routing_state_and_output(tmp_path):
-    from pybroker.pipeline.resolve import run_resolve
+    from pybroker.apps.pipeline.resolve import run_resolve
 
     file = _state(tmp_path)
     conv = write_rows(tmp_path / "c.parquet", CONVERSATIONS, [])
@@ -563,7 +563,7 @@ def test_progress_writes_only_when_enabled():
 
 
 def test_bench_pipeline_report_format():
-    from pybroker.bench.pipeline import format_report
+    from pybroker.devtools.bench.pipeline import format_report
 
     engine = {"seconds": 2.0, "conversations_per_s": 500_000.0, "peak_rss_mb": 300.0,
               "jvm_peak_rss_mb": 0.0, "startup_seconds": 0.0, "runs": [2.0],
@@ -604,7 +604,7 @@ def test_bench_pipeline_report_format():
 
 
 def test_bench_pipeline_steps_are_medians_over_the_runs_a_repeated_step_summed():
-    from pybroker.bench.pipeline import _median_steps
+    from pybroker.devtools.bench.pipeline import _median_steps
 
     runs = [{"steps": [["keys", 1.0], ["writing", 4.0]]},
             {"steps": [["keys", 3.0], ["writing", 2.0], ["writing", 1.0]]},
@@ -615,7 +615,7 @@ def test_bench_pipeline_steps_are_medians_over_the_runs_a_repeated_step_summed()
 
 
 def test_bench_pipeline_checksum_ignores_row_order(tmp_path):
-    from pybroker.bench.pipeline import decisions_checksum
+    from pybroker.devtools.bench.pipeline import decisions_checksum
 
     rows = [{c: f"{c}-{i}" for c in DECISIONS.column_names} for i in range(5)]
     rows[0]["route"] = None

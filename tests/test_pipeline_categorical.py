@@ -14,18 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker.errors import PipelineError
-from pybroker.pipeline import engine as engine_module
-from pybroker.pipeline.engine import DuckDBEngine
-from pybroker.pipeline.generate import run_generate
-from pybroker.pipeline.resolve import (
+from pybroker.apps.pipeline import engine as engine_module
+from pybroker.apps.pipeline.engine import DuckDBEngine
+from pybroker.apps.pipeline.generate import run_generate
+from pybroker.apps.pipeline.resolve import (
     OPTION_TEXT_COLUMNS,
     load_conversations,
     load_routing_state,
     resolve,
     run_resolve,
 )
-from pybroker.pipeline.schema import CONVERSATIONS
+from pybroker.apps.pipeline.schema import CONVERSATIONS
+from pybroker.errors import PipelineError
 
 TEXT = ("origin", "service_name", "broker_instance")
 LIMIT = 4

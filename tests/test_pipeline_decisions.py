@@ -4,7 +4,7 @@ Random routing states (routes with and without service, broker identifier, expir
 services; route requests; forwarding) and conversations (known and unknown services, with
 and without broker identifiers in any case, begin times on and around the expiry instants)
 are resolved by the pipeline on DuckDB. Each conversation is then decided on its own by the
-live engine's point path (pybroker/routing/point.py over select_key_inputs.sql, expiry
+live engine's point path (pybroker/core/routing/point.py over select_key_inputs.sql, expiry
 judged at the conversation's begin_time, R1.4), and its arbitrary pick taken by the rule
 the pipeline documents: the options ranked by pick group (R2.3), route name (R3) and
 database (R4.2), one mixed-radix digit each from the first 12 hex digits of
@@ -22,10 +22,10 @@ import duckdb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pybroker import sql_templates
-from pybroker.pipeline.engine import DuckDBEngine
-from pybroker.pipeline.schema import CONVERSATIONS, DECISIONS, ROUTING_TABLES
-from pybroker.routing.point import route_option_rows
+from pybroker.apps.pipeline.engine import DuckDBEngine
+from pybroker.apps.pipeline.schema import CONVERSATIONS, DECISIONS, ROUTING_TABLES
+from pybroker.core.routing.point import route_option_rows
+from pybroker.storage import templates as sql_templates
 from tests.pipeline_fixtures import read_rows, resolve_to_rows, write_rows
 
 T0 = datetime(2030, 1, 1)

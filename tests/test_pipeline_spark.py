@@ -19,13 +19,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pybroker.chaos.ports import free_ports
-from pybroker.examples import check_case
-from pybroker.pipeline import engine as engine_module
-from pybroker.pipeline.engine import LOCAL_DRIVER_JAVA_OPTIONS, DuckDBEngine, SparkEngine
-from pybroker.pipeline.generate import TEMPLATES, run_generate
-from pybroker.pipeline.impact import run_impact
-from pybroker.pipeline.traffic import run_traffic
+from pybroker.apps.pipeline import engine as engine_module
+from pybroker.apps.pipeline.engine import LOCAL_DRIVER_JAVA_OPTIONS, DuckDBEngine, SparkEngine
+from pybroker.apps.pipeline.generate import TEMPLATES, run_generate
+from pybroker.apps.pipeline.impact import run_impact
+from pybroker.apps.pipeline.traffic import run_traffic
+from pybroker.devtools.chaos.ports import free_ports
+from pybroker.devtools.demos.routing import check_case
 from tests.pipeline_fixtures import (
     AS_OF,
     DUPLICATED_IDS,
@@ -116,7 +116,7 @@ def test_duplicate_conversation_ids_are_named_as_on_duckdb(spark_engine):
 def test_the_bench_floor_writes_every_conversation_on_both_engines(spark_engine, tmp_path):
     # `pybroker bench pipeline`'s floor: each conversation read and one row of the
     # decisions' eleven columns written, nothing decided; the same rows on both engines
-    from pybroker.bench.pipeline import DECISION_COLUMNS, run_floor
+    from pybroker.devtools.bench.pipeline import DECISION_COLUMNS, run_floor
 
     work = tmp_path / "work"
     with DuckDBEngine() as duck:
@@ -157,7 +157,7 @@ def test_keys_whose_texts_share_a_hash_give_identical_rows(spark_engine, tmp_pat
                                                           monkeypatch):
     # Spark's key hash (xxhash64) cut to 2 bits: texts share hashes, the key join compares
     # the texts on both engines, and the rows are those of DuckDB's join by the hash
-    from pybroker.pipeline import resolve as resolve_module
+    from pybroker.apps.pipeline import resolve as resolve_module
 
     work = tmp_path / "work"
     with DuckDBEngine() as duck:
@@ -176,7 +176,7 @@ def test_impact_gives_identical_rows(spark_engine, tmp_path):
     from datetime import datetime
 
     import pybroker
-    from pybroker.pipeline.schema import CONVERSATIONS
+    from pybroker.apps.pipeline.schema import CONVERSATIONS
 
     file = tmp_path / "i.duckdb"
     with pybroker.connect(file) as inst:

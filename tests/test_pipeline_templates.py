@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pybroker import sql_templates
+from pybroker.apps.pipeline.schema import ROUTING_TABLES
 from pybroker.errors import TemplateError
-from pybroker.pipeline.schema import ROUTING_TABLES
-from pybroker.resources import sql_dir
+from pybroker.storage import templates as sql_templates
+from pybroker.storage.resources import sql_dir
 
 GOLDEN = Path(__file__).parent / "golden" / "pipeline"
 UPDATE = os.environ.get("PYBROKER_UPDATE_GOLDEN") == "1"
@@ -120,7 +120,7 @@ def test_key_options_stages_materialize_the_ctes_read_several_times():
 
 @pytest.mark.parametrize("stem", sorted(DUCKDB_ONLY))
 def test_duckdb_only_templates_parse(stem):
-    from pybroker.pipeline.schema import ROUTING_TABLES as tables
+    from pybroker.apps.pipeline.schema import ROUTING_TABLES as tables
 
     variables = {
         "export_table": {"table": "routes", "columns": tables[4].columns,

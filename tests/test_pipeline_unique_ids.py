@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker.pipeline.engine import DuckDBEngine
+from pybroker.apps.pipeline.engine import DuckDBEngine
 from tests.pipeline_fixtures import DUPLICATED_IDS, expected_refusal, refusal
 
 IDS = st.lists(st.text(min_size=1, max_size=6), min_size=0, max_size=40)

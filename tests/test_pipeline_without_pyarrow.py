@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker import sql_templates
+from pybroker.apps.pipeline.export import export_instance
+from pybroker.apps.pipeline.schema import EXPORTED_TABLES
 from pybroker.errors import PipelineError
-from pybroker.pipeline.export import export_instance
-from pybroker.pipeline.schema import EXPORTED_TABLES
+from pybroker.storage import templates as sql_templates
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,7 @@ try:
 except ImportError:
     blocked = True
 
-from pybroker.cli import main
+from pybroker.cli.main import main
 
 codes = [main(line) for line in json.loads(sys.argv[1])]
 print(json.dumps({"blocked": blocked, "codes": codes,
@@ -200,7 +200,7 @@ def test_an_export_replaces_an_earlier_one_whole_and_keeps_it_on_failure(tmp_pat
     def failing(*args, **kwargs):
         raise PipelineError("cannot export: the disk is full")
 
-    monkeypatch.setattr("pybroker.pipeline.export._write_export_info", failing)
+    monkeypatch.setattr("pybroker.apps.pipeline.export._write_export_info", failing)
     with pytest.raises(PipelineError, match="disk is full"):
         export_instance(file, out)
     assert sorted(p.name for p in out.iterdir()) == sorted(set(first) -

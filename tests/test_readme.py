@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.chaos.ports import free_ports
+from pybroker.devtools.chaos.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

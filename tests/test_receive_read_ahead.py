@@ -1,4 +1,4 @@
-"""RECEIVE inside a transaction reads ahead (pybroker/conversation/receive.py, ReceiveBuffer):
+"""RECEIVE inside a transaction reads ahead (pybroker/kernel/messaging/receive.py, ReceiveBuffer):
 the second and later receives from a queue in one transaction hand out conversation groups
 from memory, and the messages handed out leave the table in one statement at commit.
 
@@ -13,9 +13,9 @@ import random
 
 import pytest
 
-from pybroker.conversation import receive
-from pybroker.conversation.unit_of_work import UnitOfWork
 from pybroker.errors import QueueDisabledError
+from pybroker.kernel.messaging import receive
+from pybroker.kernel.messaging.unit_of_work import UnitOfWork
 from tests.conftest_conversations import make_broker
 
 

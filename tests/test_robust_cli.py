@@ -100,8 +100,8 @@ def file_bytes(path: Path) -> tuple[str, int, bool]:
 
 
 def unparsable(text: str) -> bool:
+    from pybroker.core.tsql.conversation_parser import parse_batches
     from pybroker.errors import BrokerError
-    from pybroker.tsql.conversation_parser import parse_batches
 
     try:
         parse_batches(text)

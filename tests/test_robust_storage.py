@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import InvalidArgumentError, StorageError
-from pybroker.cli import main
+from pybroker.cli.main import main
 
 DAMAGE = settings(max_examples=30, derandomize=True, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture,

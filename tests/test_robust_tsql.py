@@ -9,10 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker import BrokerError, TsqlSyntaxError, fuzz
-from pybroker.cli import main
-from pybroker.fuzz import TSQL_CORPUS, catalog_snapshot
-from pybroker.tsql import parse_batch
+from pybroker import BrokerError, TsqlSyntaxError
+from pybroker.cli.main import main
+from pybroker.core.tsql import parse_batch
+from pybroker.devtools.fuzz import targets as fuzz
+from pybroker.devtools.fuzz.targets import TSQL_CORPUS, catalog_snapshot
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,

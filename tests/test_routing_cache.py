@@ -1,4 +1,4 @@
-"""The routing engine's memory (pybroker/routing/cache.py): a write voids only the answers
+"""The routing engine's memory (pybroker/core/routing/cache.py): a write voids only the answers
 it can alter, keys in use are decided again after the write, and service names the catalog
 does not know share one answer per origin. The decisive check is differential: after every
 step of a random sequence of catalog changes, the engine's remembered answer for each key
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.routing.cache import EVERYTHING, CatalogChange, is_class_member
-from pybroker.sql_templates import render
+from pybroker.core.routing.cache import EVERYTHING, CatalogChange, is_class_member
+from pybroker.storage.templates import render
 from pybroker.timestamps import to_utc_datetime
 
 GUID_A = "5fb8d92b-ed69-4c80-afbb-2aa6a7d3cb2d"
@@ -49,7 +49,7 @@ def fresh(inst, key) -> set[tuple]:
     """What the routing query says now, bypassing every remembered answer."""
     engine = inst.kernel.routing
     key = engine._normalize_key(key)
-    return options(engine._decide([key], inst.kernel.clock(), point=False)[key].decisions)
+    return options(engine.decide_plans([key], inst.kernel.clock(), point=False)[key].decisions)
 
 
 def remembered(inst, key) -> set[tuple]:
@@ -433,9 +433,9 @@ def _check_mirror(inst, keys, *, in_transaction: bool) -> tuple[int, int]:
 def test_random_changes_never_leave_a_stale_answer(inst, clock):
     """Differential: after each random catalog change, every remembered answer equals a
     fresh decision by the routing query, and so does the point path's (keys not yet known
-    are decided in Python, pybroker/routing/point.py): the same rows, in the same order,
+    are decided in Python, pybroker/core/routing/point.py): the same rows, in the same order,
     with the same weights. The point path reads the catalog mirror
-    (pybroker/routing/mirror.py): its rows for each key equal select_key_inputs.sql's,
+    (pybroker/core/routing/mirror.py): its rows for each key equal select_key_inputs.sql's,
     after every change, inside explicit transactions (where it must leave what the
     transaction changed to the query) and after they commit or roll back, as routes expire,
     and as databases come and go."""
@@ -515,7 +515,7 @@ def test_random_changes_never_leave_a_stale_answer(inst, clock):
         # every answer the engine remembers, the sample's included, is the query's answer
         remembered = {engine._normalize_key(k): options(p.decisions)
                       for k, p in engine._plans.items()}
-        now_fresh = engine._decide(_sorted_keys(remembered), clock.now, point=False)
+        now_fresh = engine.decide_plans(_sorted_keys(remembered), clock.now, point=False)
         for key, answer in remembered.items():
             assert answer == options(now_fresh[key].decisions), (step, key)
         checked += len(remembered)

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.cli import main
+from pybroker.cli.main import main
 from tests.process_helpers import ROOT, Served, child_env, free_ports
 
 

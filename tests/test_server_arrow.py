@@ -1,6 +1,6 @@
 """``sql(...).arrow()`` through a client gives the Arrow data an embedded caller gets from
 DuckDB for the same query: the same columns, types and values (both are DuckDB relations,
-pybroker.server.rows). The server runs in this
+pybroker.api.served.rows). The server runs in this
 process (``serve_clients`` on a file in tmp_path); the embedded side is the very instance
 it serves, so both read the same rows."""
 

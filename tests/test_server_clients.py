@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 import pybroker
+from pybroker.api.served import protocol
+from pybroker.api.served.paths import socket_path_for, token_path_for
 from pybroker.errors import ServerError, ServerGoneError
-from pybroker.server import protocol
-from pybroker.server.paths import socket_path_for, token_path_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = ROOT / "tests" / "server_child.py"

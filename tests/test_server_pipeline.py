@@ -1,4 +1,4 @@
-"""A client's SENDs inside a transaction are pipelined (pybroker.server.client): they
+"""A client's SENDs inside a transaction are pipelined (pybroker.api.served.client): they
 return the same sequence numbers as embedded, run in order, and a failed one dooms the
 transaction (the same error class and message, at the next call or at COMMIT, nothing of
 it committed), as does a client that leaves in the middle. The server runs in this process
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
+from pybroker.api.served import protocol
+from pybroker.api.served.paths import socket_path_for, unix_address
 from pybroker.errors import BrokerError, NotFoundError
-from pybroker.server import protocol
-from pybroker.server.paths import socket_path_for, unix_address
 from pybroker.server.server import serve_clients
 
 CONVERSATIONS = 3

@@ -1,4 +1,4 @@
-"""The client protocol without a socket (pybroker.server.protocol, pybroker.server.calls):
+"""The client protocol without a socket (pybroker.api.served.protocol, pybroker.api.served.calls):
 values and frames round-trip, any bytes at all are refused with ServerError only, a frame
 too large is refused at its header, errors come back as the same class, message and
 attributes, and the client proxies cover every public name of the embedded classes."""
@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import errors
+from pybroker.api.served import calls, protocol
+from pybroker.api.served.client import ClientConversation, ClientDatabase, ClientInstance
+from pybroker.api.served.protocol import Call, Failure, FrameReader, Hello, Record, Result
 from pybroker.errors import BrokerError, ServerError
-from pybroker.server import calls, protocol
-from pybroker.server.client import ClientConversation, ClientDatabase, ClientInstance
-from pybroker.server.protocol import Call, Failure, FrameReader, Hello, Record, Result
 
 scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
            | st.text() | st.binary() | st.datetimes() | st.dates() | st.times()

@@ -15,7 +15,7 @@ from conftest_conversations import make_broker
 from test_duckdb_cli import duckdb_binary
 
 import pybroker
-from pybroker.cli import main
+from pybroker.cli.main import main
 from pybroker.errors import AlreadyExistsError, InvalidArgumentError
 
 pytestmark = pytest.mark.cli

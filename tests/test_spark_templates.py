@@ -19,11 +19,11 @@ import pytest
 import sqlglot
 
 import pybroker
-from pybroker import sql_templates
+from pybroker.apps.pipeline.engine import SparkEngine
+from pybroker.devtools.demos.routing import load_examples
 from pybroker.errors import TemplateError
-from pybroker.examples import load_examples
-from pybroker.pipeline.engine import SparkEngine
-from pybroker.resources import sql_dir
+from pybroker.storage import templates as sql_templates
+from pybroker.storage.resources import sql_dir
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("PYBROKER_UPDATE_GOLDEN") == "1"

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker.cli import main
+from pybroker.cli.main import main
+from pybroker.cli.step_codes import explain, normalize, parse, step_codes
 from pybroker.errors import BrokerError, NotFoundError
-from pybroker.resources import step_codes_document
-from pybroker.step_codes import explain, normalize, parse, step_codes
+from pybroker.storage.resources import step_codes_document
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def test_every_code_the_project_prints_or_cites_is_explained():
 
 
 def test_the_document_explains_the_codes_the_routing_trace_prints():
-    from pybroker.routing.decision import STEP_TEXT
+    from pybroker.core.routing.decision import STEP_TEXT
 
     assert set(STEP_TEXT) <= explained()
 

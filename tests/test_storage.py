@@ -13,8 +13,8 @@ import pytest
 import pybroker
 from pybroker import AlreadyExistsError, BrokerError, InvalidArgumentError, NotFoundError
 from pybroker.errors import StorageError
-from pybroker.storage import Store
-from pybroker.storage_schema import available_migrations, superseded_migrations
+from pybroker.storage.schema import available_migrations, superseded_migrations
+from pybroker.storage.store import Store
 from tests.thread_helpers import held_open
 
 
@@ -42,7 +42,7 @@ def test_reopening_applies_only_new_migrations(tmp_path, monkeypatch):
     (extra / f"{next_version:03d}_add_note.sql").write_text(
         "CREATE TABLE route_notes (route_name VARCHAR, note VARCHAR);"
     )
-    monkeypatch.setattr("pybroker.storage_schema.migrations_dir", lambda: extra)
+    monkeypatch.setattr("pybroker.storage.schema.migrations_dir", lambda: extra)
     with pybroker.connect(path) as inst:
         applied = inst.sql("SELECT version, name FROM schema_migrations ORDER BY 1").fetchall()
         assert applied[-1] == (next_version, "add_note")

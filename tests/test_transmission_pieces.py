@@ -1,6 +1,6 @@
 """P5.2, P4.4: a large body SEND puts in the transmission queue is kept as pieces, written
 and committed apart before the SEND's own transaction writes its row
-(pybroker/conversation/transmission_pieces.py, migrations/011). The body crosses byte for
+(pybroker/kernel/messaging/transmission_pieces.py, migrations/011). The body crosses byte for
 byte, the pieces leave with their row (acknowledged, delivered after a delay, dropped),
 a rollback or a stop before the commit leaves none behind, and sys.transmission_queue
 shows the body whole. Sizes are made small here (STAGE_BYTES, PIECE_SIZE) so that the
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker.conversation import message_parts, unit_of_work
+from pybroker.kernel.messaging import message_parts, unit_of_work
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 PIECES = "SELECT count(*) FROM main.transmission_queue_pieces"
@@ -157,7 +157,7 @@ def test_any_body_round_trips_through_its_pieces(tmp_path, monkeypatch):
 def test_export_writes_a_body_kept_as_pieces_whole(tmp_path, small):
     import duckdb
 
-    from pybroker.pipeline.export import export_instance
+    from pybroker.apps.pipeline.export import export_instance
 
     path = tmp_path / "i.duckdb"
     body = random.Random(8).randbytes(2_500)
@@ -198,7 +198,7 @@ def test_close_during_a_send_stops_its_pieces_and_the_next_open_sweeps_them(tmp_
     # batches already committed are pieces no row names, gone when the file opens again
     import threading
 
-    from pybroker.storage import Store
+    from pybroker.storage.store import Store
 
     path = tmp_path / "i.duckdb"
     with pybroker.connect(path) as inst:
@@ -248,7 +248,7 @@ def test_once_many_pieces_are_gone_and_none_is_left_the_file_is_checkpointed(
         tmp_path, small, monkeypatch):
     # Store._tidy_pieces: deleted pieces otherwise stay in their row group, read back at
     # each later COMMIT that adds pieces, until a checkpoint finds none left and drops it
-    monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 30)
+    monkeypatch.setattr("pybroker.storage.store.TIDY_PIECES", 30)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         shop = _shop(inst)
         conv, other = _far(shop, 7), _far(shop, 8)
@@ -263,7 +263,7 @@ def test_once_many_pieces_are_gone_and_none_is_left_the_file_is_checkpointed(
 
 def test_pieces_deleted_by_a_transaction_that_rolls_back_count_for_nothing(
         tmp_path, small, monkeypatch):
-    monkeypatch.setattr("pybroker.storage.TIDY_PIECES", 20)
+    monkeypatch.setattr("pybroker.storage.store.TIDY_PIECES", 20)
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
         shop = _shop(inst)
         conv = _far(shop, 9)

@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pybroker
+from pybroker.core.tsql.batch import parse_batch
+from pybroker.core.tsql.database_ddl import AlterDatabasePartner
 from pybroker.errors import (
     InvalidArgumentError,
     NotFoundError,
@@ -15,8 +17,6 @@ from pybroker.errors import (
     UnsupportedOptionError,
     UnsupportedStatementError,
 )
-from pybroker.tsql.batch import parse_batch
-from pybroker.tsql.database_ddl import AlterDatabasePartner
 
 
 @pytest.fixture

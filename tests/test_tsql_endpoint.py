@@ -26,7 +26,7 @@ from pybroker import (
     UnsupportedStatementError,
     WireError,
 )
-from pybroker.tsql import (
+from pybroker.core.tsql import (
     AlterEndpoint,
     CreateCertificateFromFile,
     CreateCertificateWithSubject,
@@ -305,7 +305,7 @@ def test_P2_two_instances_admit_each_other_in_tsql_and_talk(tmp_path):
     try:
         a_master, b_master = a.database("master"), b.database("master")
         a_master.execute("CREATE CERTIFICATE ShopCert WITH SUBJECT = 'Shop endpoint'")
-        assert "CN=Shop endpoint" in pybroker.wire.certificates.certificate_info(
+        assert "CN=Shop endpoint" in pybroker.core.wire.certificates.certificate_info(
             a.certificate).subject  # made with the subject given
         b_pem = write_pem(b, tmp_path / "b.pem")
         a_der = write_der(a, tmp_path / "a.cer")
@@ -557,8 +557,8 @@ def test_start_endpoint_takes_what_it_is_not_given_from_the_file(tmp_path):
 
 
 def test_a_definition_changed_between_the_check_and_the_write_is_refused(tmp_path):
-    from pybroker.broker_endpoint.ddl import ServerBatch
-    from pybroker.routing.cache import NOTHING
+    from pybroker.core.routing.cache import NOTHING
+    from pybroker.kernel.broker_endpoint.ddl import ServerBatch
 
     with pybroker.connect(tmp_path / "a.duckdb") as inst:
         master = inst.database("master")
@@ -578,7 +578,7 @@ def test_a_definition_changed_between_the_check_and_the_write_is_refused(tmp_pat
 @settings(SETTINGS, max_examples=30)  # each opens a real file twice
 @given(endpoint=ENDPOINTS.filter(lambda e: e.state != "STARTED"))
 def test_any_definition_reads_back_from_the_file_as_written(tmp_path, endpoint):
-    from pybroker.broker_endpoint.ddl import stored_endpoint
+    from pybroker.kernel.broker_endpoint.ddl import stored_endpoint
 
     path = tmp_path / "round.duckdb"
     endpoint = CreateEndpoint(endpoint.name, endpoint.port, endpoint.state,

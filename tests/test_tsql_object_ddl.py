@@ -9,7 +9,7 @@ import pytest
 
 import pybroker
 from pybroker import TsqlSyntaxError, UnsupportedStatementError
-from pybroker.tsql import (
+from pybroker.core.tsql import (
     AlterMessageType,
     AlterQueue,
     AlterRoute,

@@ -11,7 +11,7 @@ from conftest import T0  # the fake clock's epoch seconds
 
 import pybroker
 from pybroker import RouteDefinitionError, TsqlSyntaxError, UnsupportedStatementError
-from pybroker.tsql import AlterRoute, CreateRoute, DropRoute, parse_batch
+from pybroker.core.tsql import AlterRoute, CreateRoute, DropRoute, parse_batch
 
 GUID = "5fb8d92b-ed69-4c80-afbb-2aa6a7d3cb2d"
 

@@ -11,9 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from pybroker.errors import FrameError, WireError
-from pybroker.wire import frame_macs, frame_types, frames
-from pybroker.wire.adjacent import (
+from pybroker.core.wire import frame_macs, frame_types, frames
+from pybroker.core.wire.adjacent import (
     MIN_PEER_MAX_BODY,
     AcksReceived,
     AdjacentConnection,
@@ -23,6 +22,7 @@ from pybroker.wire.adjacent import (
     PeerHello,
     merge_ack,
 )
+from pybroker.errors import FrameError, WireError
 
 T0 = 1_800_000_000.0
 KEY = b"k" * 32

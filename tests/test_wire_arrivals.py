@@ -15,11 +15,11 @@ import uuid
 from collections.abc import Iterator
 
 import pybroker
-from pybroker.conversation.arrivals import UNKNOWN_AT_PRINCIPAL, Arrival
-from pybroker.wire.dialog import Acknowledged
-from pybroker.wire.frame_types import AckEntry
-from pybroker.wire.frames import MessageFragment, Notice
-from pybroker.wire.mirrored_route import NOT_PRINCIPAL_CODE
+from pybroker.core.wire.dialog import Acknowledged
+from pybroker.core.wire.frame_types import AckEntry
+from pybroker.core.wire.frames import MessageFragment, Notice
+from pybroker.core.wire.mirrored_route import NOT_PRINCIPAL_CODE
+from pybroker.kernel.messaging.arrivals import UNKNOWN_AT_PRINCIPAL, Arrival
 
 FAR_BROKER = str(uuid.UUID(int=0xFA5))
 ERROR = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"

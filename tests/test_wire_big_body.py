@@ -10,11 +10,11 @@ import tracemalloc
 import uuid
 
 import pybroker
-from pybroker.conversation import message_parts
-from pybroker.conversation.arrivals import Arrival
-from pybroker.wire import frame_macs, frames
-from pybroker.wire.dialog import Transmitter
-from pybroker.wire.frames import MessageFragment
+from pybroker.core.wire import frame_macs, frames
+from pybroker.core.wire.dialog import Transmitter
+from pybroker.core.wire.frames import MessageFragment
+from pybroker.kernel.messaging import message_parts
+from pybroker.kernel.messaging.arrivals import Arrival
 
 MIB = 2**20
 FAR_BROKER = str(uuid.UUID(int=0xFA5))
@@ -119,7 +119,7 @@ def test_fragments_that_do_not_make_the_message_size_are_refused(tmp_path):
 
 
 def test_a_24_mb_body_crosses_between_processes_in_bounded_memory():
-    from pybroker.bench import big_body
+    from pybroker.devtools.bench import big_body
 
     report = big_body.run(body_mb=24, repeat=1)
     r = report["big_body"]
@@ -149,7 +149,7 @@ def test_a_24_mb_body_crosses_between_processes_in_bounded_memory():
 def test_the_storage_floor_refuses_an_unknown_way(tmp_path):
     import pytest
 
-    from pybroker.bench import big_body_floor
+    from pybroker.devtools.bench import big_body_floor
 
     with pytest.raises(ValueError, match="unknown way 'zip'"):
         big_body_floor.measure("zip", tmp_path, 10)

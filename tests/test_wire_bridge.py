@@ -1,4 +1,4 @@
-"""The engine's writer for the wire (pybroker/broker_endpoint/runtime.py ``_Bridge``): what
+"""The engine's writer for the wire (pybroker/kernel/broker_endpoint/runtime.py ``_Bridge``): what
 arrives is applied at once, acknowledgements alone at most every ACK_INTERVAL (P5.2:
 deleting transmission-queue rows is never on the way of a delivery, so they can wait a
 little and share a transaction)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pybroker.broker_endpoint import runtime as ep_module
-from pybroker.broker_endpoint.runtime import ACK_INTERVAL, _Bridge
+from pybroker.kernel.broker_endpoint import runtime as ep_module
+from pybroker.kernel.broker_endpoint.runtime import ACK_INTERVAL, _Bridge
 
 
 class _Remote:

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import pybroker
-from pybroker.chaos.ports import free_port
+from pybroker.devtools.chaos.ports import free_port
 from tests.cli_helpers import run
 
 pytestmark = pytest.mark.cli

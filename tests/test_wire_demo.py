@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pybroker.examples import run_two_instances
+from pybroker.devtools.demos.routing import run_two_instances
 
 
 def _tables(lines: list[str], after: str) -> list[list[list[str]]]:

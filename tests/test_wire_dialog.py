@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybroker.wire import dialog, frame_macs, frame_types, frames
-from pybroker.wire.dialog import Transmitter, ack_entry, classify
+from pybroker.core.wire import dialog, frame_macs, frame_types, frames
+from pybroker.core.wire.dialog import Transmitter, ack_entry, classify
 
 KEY = b"k" * 32
 KEY_ID = b"12345678"

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wire_frames import KEY, ack_entries, fragments
 
+from pybroker.core.wire import frame_fields, frame_macs, frame_types, frames
+from pybroker.core.wire.adjacent import _check_peer_accepts
 from pybroker.errors import FrameError
-from pybroker.wire import frame_fields, frame_macs, frame_types, frames
-from pybroker.wire.adjacent import _check_peer_accepts
 
 FAST = settings(max_examples=40, derandomize=True, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])

@@ -5,8 +5,11 @@ P8, R5, C4), and a 50 MB message in fragments."""
 from __future__ import annotations
 
 import pybroker
-from pybroker.chaos.ports import free_port
-from pybroker.conversation.arrival_destinations import STATUS_BROKER_NOT_HERE, STATUS_FORWARDING_OFF
+from pybroker.devtools.chaos.ports import free_port
+from pybroker.kernel.messaging.arrival_destinations import (
+    STATUS_BROKER_NOT_HERE,
+    STATUS_FORWARDING_OFF,
+)
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 ERROR = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"

@@ -8,8 +8,8 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pybroker.wire import forwarding, frames
-from pybroker.wire.forwarding import FRAGMENT_OVERHEAD, Forwarder
+from pybroker.core.wire import forwarding, frames
+from pybroker.core.wire.forwarding import FRAGMENT_OVERHEAD, Forwarder
 
 CONV = str(uuid.UUID(int=7))
 B = "tcp://127.0.0.1:4023"

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pybroker.core.wire import frame_macs, frame_types, frames
+from pybroker.devtools.fuzz.frames import sample_frame
 from pybroker.errors import FrameError
-from pybroker.wire import frame_macs, frame_types, frames
-from pybroker.wire.fuzzing import sample_frame
 
 # modest numbers: the machine is shared (generating one fragment costs ~20 ms under load)
 FAST = settings(max_examples=60, derandomize=True, deadline=None,

@@ -1,4 +1,4 @@
-"""The fuzz target and the mutation generator of pybroker.wire.fuzzing."""
+"""The fuzz target and the mutation generator of pybroker.devtools.fuzz.frames."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pybroker.core.wire import adjacent, frames
+from pybroker.devtools.fuzz.frames import fuzz_frames, mutate, mutated_frames, sample_frame
 from pybroker.errors import FrameError
-from pybroker.wire import adjacent, frames
-from pybroker.wire.fuzzing import fuzz_frames, mutate, mutated_frames, sample_frame
 
 
 def test_mutated_frames_are_reproducible_and_varied() -> None:
@@ -72,7 +72,7 @@ def test_fuzz_frames_reports_a_connection_that_raises(monkeypatch) -> None:
 
 def test_pybroker_fuzz_frames_finds_nothing_in_a_short_fixed_run():
     """The short version of `pybroker fuzz frames --count 1000000` (README, Reliability)."""
-    from pybroker import fuzz
+    from pybroker.devtools.fuzz import targets as fuzz
 
     report = fuzz.run("frames", count=3000, seed=7)
     assert report.count == 3000 and report.crashes == 0 and report.hangs == 0

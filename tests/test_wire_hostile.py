@@ -89,7 +89,7 @@ def test_garbage_oversized_silent_and_flooding_peers(tmp_path):
 
 def test_frames_with_wrong_macs_are_discarded_with_an_event(tmp_path):
     """P6: a fragment whose MAC does not match is dropped unacknowledged and recorded."""
-    from pybroker.wire import frame_macs
+    from pybroker.core.wire import frame_macs
 
     a, b, shop, stock = instance_pair(tmp_path)
     try:

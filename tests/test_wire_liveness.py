@@ -22,7 +22,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from wire_helpers import wait_for
 
-from pybroker.wire import (
+from pybroker.core.wire import (
     adjacent,
     certificates,
     dialog,
@@ -32,9 +32,9 @@ from pybroker.wire import (
     transport_connections,
     transport_settings,
 )
-from pybroker.wire.dialog import Transmitter
-from pybroker.wire.frame_types import AckEntry
-from pybroker.wire.frames import MessageFragment
+from pybroker.core.wire.dialog import Transmitter
+from pybroker.core.wire.frame_types import AckEntry
+from pybroker.core.wire.frames import MessageFragment
 
 HOPS = ("tcp://127.0.0.1:4022", "tcp://127.0.0.1:4023")
 CONVS = tuple(str(uuid.UUID(int=i + 1)) for i in range(3))

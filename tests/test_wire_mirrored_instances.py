@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import pybroker
+from pybroker.devtools.demos.routing import build_example, decide_case, load_examples
 from pybroker.errors import InvalidArgumentError, NotFoundError
-from pybroker.examples import build_example, decide_case, load_examples
 from tests.wire_helpers import CONTRACT, ORDER, define_objects, drain, wait_for
 
 EVENT = "Broker:Mirrored Route State Changed"

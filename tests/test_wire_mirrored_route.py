@@ -11,11 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pybroker.errors import WireError
-from pybroker.wire import frame_macs, frames
-from pybroker.wire.adjacent import AdjacentConnection, PeerHello, ProbeReceived
-from pybroker.wire.dialog import Transmitter
-from pybroker.wire.mirrored_route import (
+from pybroker.core.wire import frame_macs, frames
+from pybroker.core.wire.adjacent import AdjacentConnection, PeerHello, ProbeReceived
+from pybroker.core.wire.dialog import Transmitter
+from pybroker.core.wire.mirrored_route import (
     MIRROR,
     NO_PRINCIPAL,
     PRINCIPAL,
@@ -26,6 +25,7 @@ from pybroker.wire.mirrored_route import (
     pair_key,
     split_pair_key,
 )
+from pybroker.errors import WireError
 
 A, B = "tcp://a.example:4022/", "TCP://b.example:4022"
 HOP_A, HOP_B = "tcp://a.example:4022", "tcp://b.example:4022"

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pybroker
-from pybroker.conversation import message_parts
+from pybroker.kernel.messaging import message_parts
 from tests.process_helpers import ROOT, Child, certificates, free_ports
 from tests.process_helpers import child_env as _env
 from tests.process_helpers import kill as _kill

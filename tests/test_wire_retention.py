@@ -6,7 +6,7 @@ for a conversation inside one instance."""
 from __future__ import annotations
 
 import pybroker
-from pybroker.conversation.model import STATUS_NO_TRANSPORT
+from pybroker.core.conversation.model import STATUS_NO_TRANSPORT
 from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"

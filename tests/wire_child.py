@@ -35,7 +35,7 @@ mirror    one that is its MIRROR: the Stock database has broker identifier WIRE_
     python tests/wire_child.py configuration FILE DATABASE DIRECTORY [INSTANCES]
 
 configuration runs the ready-made configuration service (R8,
-          pybroker/routing/configuration_service.py) on DATABASE of the instance another
+          pybroker/apps/configuration_service.py) on DATABASE of the instance another
           process serves at FILE, as its client, until SIGTERM; its directory is the JSON
           file DIRECTORY (read at every request), and it prints "asked SERVICE known" or
           "asked SERVICE unknown" for each route request it answers. INSTANCES, a JSON
@@ -230,7 +230,7 @@ def run_closer(inst: pybroker.Instance, db: pybroker.Database, count: int) -> No
 
 def run_configuration(file: str, database: str, directory: str,
                       instances: str | None = None) -> int:
-    from pybroker.routing.configuration_service import ConfigurationService, RouteAnswer, serve
+    from pybroker.apps.configuration_service import ConfigurationService, RouteAnswer, serve
 
     def lookup(service: str) -> RouteAnswer | None:
         entry = json.loads(Path(directory).read_text()).get(service)

@@ -1,18 +1,18 @@
 """The instance's broker endpoint (P2), a service composed on the kernel: starting it, its
 certificate and the peers it admits. The running endpoint is
-pybroker/broker_endpoint/runtime.py; the kernel holds it in its endpoint slot."""
+pybroker/kernel/broker_endpoint/runtime.py; the kernel holds it in its endpoint slot."""
 
 from __future__ import annotations
 
-from pybroker.broker_endpoint.ddl import stored_endpoint
-from pybroker.broker_endpoint.runtime import (
+from pybroker.errors import WireError
+from pybroker.kernel.broker_endpoint.ddl import stored_endpoint
+from pybroker.kernel.broker_endpoint.runtime import (
     BrokerEndpoint,
     endpoint_identity,
     settings_for,
     trust,
     untrust,
 )
-from pybroker.errors import WireError
 from pybroker.kernel.kernel import Kernel
 
 

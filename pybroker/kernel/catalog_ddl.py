@@ -1,6 +1,6 @@
 """The message type, contract, queue and service DDL (SPEC C2, C3), a service composed on
 the kernel: what ``Database.create_queue()`` and the rest run, and what
-``Database.execute()`` runs for the statements of pybroker.tsql.object_ddl. Each method
+``Database.execute()`` runs for the statements of pybroker.core.tsql.object_ddl. Each method
 takes the database it acts on."""
 
 from __future__ import annotations
@@ -9,14 +9,15 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from pybroker import arguments
-from pybroker.activation.procedure import (
+from pybroker.core.activation.procedure import (
     check_execute_as,
     check_max_readers,
     check_procedure_name,
 )
-from pybroker.catalog_objects import Contract, MessageType, Queue, Service
-from pybroker.conversation.model import VALIDATION_CODES, VALIDATION_NAMES
-from pybroker.conversation.system_messages import SYSTEM_PREFIX
+from pybroker.core.conversation.model import VALIDATION_CODES, VALIDATION_NAMES
+from pybroker.core.conversation.system_messages import SYSTEM_PREFIX
+from pybroker.core.routing.cache import NOTHING, CatalogChange
+from pybroker.core.routing.definition import MAX_VALUE_LENGTH, check_name
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
@@ -24,12 +25,11 @@ from pybroker.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from pybroker.routing.cache import NOTHING, CatalogChange
-from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name
+from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Service
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.conversation.catalog import DatabaseCatalog
     from pybroker.kernel.kernel import DatabaseRef, Kernel
+    from pybroker.kernel.messaging.catalog import DatabaseCatalog
 
 _SENT_BY = ("INITIATOR", "TARGET", "ANY")
 
@@ -194,7 +194,7 @@ class CatalogDDL:
         ``activation_status`` (default True: ON), ``max_queue_readers`` (0 to 32767,
         default 1) and ``execute_as`` ('SELF', the default, or 'OWNER') go with it. Only the
         name's form is checked here; it is imported when a reader first starts (see
-        pybroker.activation.procedure for the callable's signature)."""
+        pybroker.core.activation.procedure for the callable's signature)."""
         check_name("queue", name)
         for what, value in (("queue status", status), ("retention", retention),
                             ("poison_message_handling", poison_message_handling)):

@@ -19,24 +19,24 @@ from typing import Any, NamedTuple, Protocol
 import duckdb
 
 from pybroker import arguments
-from pybroker.activation.runner import ActivationRunner
-from pybroker.conversation.endpoint_cache import DEFAULT_ENDPOINT_CACHE
-from pybroker.conversation.engine import Messaging
-from pybroker.conversation.worker import Worker
+from pybroker.core.routing.cache import EVERYTHING, CatalogChange
+from pybroker.core.routing.decision import RouteDecision
+from pybroker.core.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
+from pybroker.core.routing.engine import RoutingEngine, to_utc_datetime
+from pybroker.core.wire.transport import Settings
 from pybroker.errors import BrokerError, InstanceClosedError, NotFoundError
-from pybroker.live_views import LiveRows, LiveViews
-from pybroker.routing.cache import EVERYTHING, CatalogChange
-from pybroker.routing.decision import RouteDecision
-from pybroker.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
-from pybroker.routing.engine import RoutingEngine, to_utc_datetime
-from pybroker.storage import Store
-from pybroker.storage_errors import translate_error
-from pybroker.wire.transport import Settings
+from pybroker.kernel.activation import ActivationRunner
+from pybroker.kernel.live_views import LiveRows, LiveViews
+from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE
+from pybroker.kernel.messaging.engine import Messaging
+from pybroker.kernel.worker import Worker
+from pybroker.storage.duckdb_errors import translate_error
+from pybroker.storage.store import Store
 
 
 class RunningEndpoint(Protocol):
     """What the kernel asks of the running broker endpoint it holds
-    (pybroker.broker_endpoint.runtime.BrokerEndpoint, which takes the kernel)."""
+    (pybroker.kernel.broker_endpoint.runtime.BrokerEndpoint, which takes the kernel)."""
 
     started: datetime
 
@@ -119,7 +119,7 @@ class Kernel:
         self.activation: ActivationRunner | None = None
         self.endpoint: RunningEndpoint | None = None
         # the running endpoint that is the one the file defines (CREATE ENDPOINT on master,
-        # pybroker.broker_endpoint.ddl): ALTER and DROP ENDPOINT stop, move or keep it
+        # pybroker.kernel.broker_endpoint.ddl): ALTER and DROP ENDPOINT stop, move or keep it
         self.defined_endpoint: RunningEndpoint | None = None
         self.live = LiveViews(self.store, self.live_rows)
         if not read_only:
@@ -216,7 +216,7 @@ class Kernel:
             raise
 
     def live_rows(self) -> LiveRows:
-        """What the broker endpoint and activation hold now (live_views.py)."""
+        """What the broker endpoint and activation hold now (kernel/live_views.py)."""
         endpoint, activation = self.endpoint, self.activation
         monitors, tasks = ((), ()) if activation is None else activation.rows()
         if endpoint is None or endpoint.is_closed:

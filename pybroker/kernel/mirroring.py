@@ -19,8 +19,8 @@ begun after the failover, and any whose target endpoint the new principal alread
 was principal for them before), continue there. A conversation the new principal has never
 seen ends with an error at its initiator: the principal refuses a later message (sequence
 above 0) of a conversation it has no endpoint for, with a notice that is not fatal
-(UNKNOWN_AT_PRINCIPAL, conversation/arrivals.py), takes and acknowledges nothing of it, and
-the initiator (conversation/remote.py) ends the conversation if the far side had
+(UNKNOWN_AT_PRINCIPAL, kernel/messaging/arrivals.py), takes and acknowledges nothing of it, and
+the initiator (kernel/messaging/remote.py) ends the conversation if the far side had
 acknowledged one of its messages or sent one: its target endpoint existed, at the former
 principal. The initiator gets an Error message (-8462, the description naming the new
 principal and the failover), the endpoint goes to ERROR, its transmission queue rows go,
@@ -52,9 +52,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pybroker.core.routing.cache import NOTHING
+from pybroker.core.routing.definition import address_problem, parse_network_address
 from pybroker.errors import InvalidArgumentError, NotFoundError
-from pybroker.routing.cache import NOTHING
-from pybroker.routing.definition import address_problem, parse_network_address
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.kernel.kernel import DatabaseRef, Kernel

@@ -1,21 +1,21 @@
 """The route DDL (SPEC R10), a service composed on the kernel: CREATE, ALTER and DROP ROUTE
 on a database's routing table, as ``Database.create_route()`` and the rest, and as
-``Database.execute()`` runs the statements of pybroker.tsql.route_ddl."""
+``Database.execute()`` runs the statements of pybroker.core.tsql.route_ddl."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pybroker.catalog_objects import Route
-from pybroker.errors import BrokerError, NotFoundError, RouteDefinitionError
-from pybroker.routing.cache import CatalogChange
-from pybroker.routing.definition import (
+from pybroker.core.routing.cache import CatalogChange
+from pybroker.core.routing.definition import (
     RouteDefinition,
     check_lifetime,
     check_name,
     validate_route,
 )
+from pybroker.errors import BrokerError, NotFoundError, RouteDefinitionError
+from pybroker.kernel.catalog_objects import Route
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.kernel.kernel import DatabaseRef, Kernel

@@ -6,7 +6,7 @@ thread-local and holds the store's lock from its first action to its end), so a 
 transaction must begin, run and end on one thread of its own, and a call that waits
 (RECEIVE ... WAITFOR, a transaction waiting for another's lock) must not stall the other
 clients. A thread per connection gives both with no hand-off; the protocol itself is the
-sans-I/O pybroker.server.protocol, fed here with what ``recv`` returns.
+sans-I/O pybroker.api.served.protocol, fed here with what ``recv`` returns.
 
 Time-outs (``timeout``, default 60 s): a frame begun and not finished, a HELLO that does
 not come, and a transaction left open longer end the connection or the transaction (rolled
@@ -35,11 +35,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pybroker.api.instance import Instance
+from pybroker.api.served import calls, protocol
+from pybroker.api.served.paths import socket_path_for, token_path_for, unix_address
+from pybroker.api.served.protocol import Call, FrameReader, Hello
 from pybroker.errors import BrokerError, InvalidArgumentError, ServerError
-from pybroker.instance import Instance
-from pybroker.server import calls, protocol
-from pybroker.server.paths import socket_path_for, token_path_for, unix_address
-from pybroker.server.protocol import Call, FrameReader, Hello
 from pybroker.server.session import Session
 
 DEFAULT_TIMEOUT = 60.0  # seconds
@@ -99,7 +99,7 @@ class ClientServer:
         self.timeout = float(timeout)
         self.max_clients = max_clients
         self.max_frame = max_frame
-        self._log = log or (lambda line: None)
+        self.log = log or (lambda line: None)  # one line per event
         self._summary = summary
         self._summary_interval = summary_interval
         self._stop = threading.Event()
@@ -245,13 +245,13 @@ class ClientServer:
                 connection = _Connection(self, number, conn, kind, who)
                 self._connections[number] = connection
         if full:
-            self._refuse(conn, who, f"too many clients ({self.max_clients} connected); "
+            self.refuse(conn, who, f"too many clients ({self.max_clients} connected); "
                          "try again later, or serve with a higher --max-clients",
                          event=False)
             return
         connection.start()
 
-    def _refuse(self, conn: socket.socket, who: str, why: str, *, event: bool) -> None:
+    def refuse(self, conn: socket.socket, who: str, why: str, *, event: bool) -> None:
         if event:  # first: once refused, the client may look for it
             self._record_refusal(who, why)
         with contextlib.suppress(OSError):
@@ -261,7 +261,7 @@ class ClientServer:
             conn.close()
         with self._lock:
             self._stats["refused"] += 1
-        self._log(f"client refused ({who}): {why}")
+        self.log(f"client refused ({who}): {why}")
 
     def _record_refusal(self, who: str, why: str) -> None:
         """An Audit Broker Login event in sys.broker_events, as the wire records a login
@@ -304,6 +304,22 @@ class ClientServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether stop() was called: every connection ends at its next poll."""
+        return self._stop.is_set()
+
+    def count(self, what: str, number: int = 1) -> None:
+        """Add ``number`` to the summary's count of ``what`` (connected, refused, calls)."""
+        with self._lock:
+            self._stats[what] += number
+
+    def forget(self, number: int) -> None:
+        """Free the slot of client ``number`` (its connection has ended or been refused)."""
+        with self._lock:
+            self._connections.pop(number, None)
+
 
     def __repr__(self) -> str:
         where = ", ".join(str(w) for w in (self.socket_path, self.address) if w)
@@ -357,9 +373,8 @@ class _Connection:
             hello = self._handshake(reader)
             if hello is None:
                 return
-            with server._lock:
-                server._stats["connected"] += 1
-            server._log(f"client {self.number} connected ({self.who}"
+            server.count("connected")
+            server.log(f"client {self.number} connected ({self.who}"
                         f"{', read-only' if hello.read_only else ''}; {hello.client})")
             reason = self._serve(reader)
         except (OSError, ServerError) as exc:
@@ -369,14 +384,13 @@ class _Connection:
             if session is not None:
                 with contextlib.suppress(BrokerError):
                     session.close()  # a transaction left open is rolled back
-            with server._lock:  # the slot is free before the client sees the close
-                server._connections.pop(self.number, None)
-                if session is not None:
-                    server._stats["calls"] += session.calls
+            server.forget(self.number)  # the slot is free before the client sees the close
+            if session is not None:
+                server.count("calls", session.calls)
             with contextlib.suppress(OSError):
                 self.sock.close()
             if session is not None:
-                server._log(f"client {self.number} disconnected ({reason}; "
+                server.log(f"client {self.number} disconnected ({reason}; "
                             f"{session.calls} calls)")
 
     def _handshake(self, reader: FrameReader) -> Hello | None:
@@ -386,7 +400,7 @@ class _Connection:
         try:
             while event is None:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or server._stop.is_set():
+                if remaining <= 0 or server.stopping:
                     raise ServerError("no HELLO within the handshake time-out")
                 self._set_timeout(min(remaining, POLL))
                 try:
@@ -428,9 +442,8 @@ class _Connection:
         return event
 
     def _refuse(self, why: str, *, event: bool) -> None:
-        with self.server._lock:
-            self.server._connections.pop(self.number, None)
-        self.server._refuse(self.sock, self.who, why, event=event)
+        self.server.forget(self.number)
+        self.server.refuse(self.sock, self.who, why, event=event)
 
     def _serve(self, reader: FrameReader) -> str:
         server, session = self.server, self.session
@@ -458,9 +471,9 @@ class _Connection:
             if transaction_since is not None and now - transaction_since > server.timeout:
                 session.expire(server.timeout)
                 transaction_since = None
-                server._log(f"client {self.number}: transaction open longer than "
+                server.log(f"client {self.number}: transaction open longer than "
                             f"{server.timeout:g} s, rolled back")
-            if server._stop.is_set():
+            if server.stopping:
                 return "the server stopped"
             self._set_timeout(POLL)
             try:

@@ -24,12 +24,12 @@ from typing import Any
 
 import duckdb
 
-from pybroker.conversation.api import Conversation
+from pybroker.api.conversation import Conversation
+from pybroker.api.instance import Database, Instance
+from pybroker.api.served import calls
+from pybroker.api.served.calls import CONVERSATION, DATABASE, INSTANCE, TRANSACTION
+from pybroker.api.served.protocol import CALL_METHOD, GET_PROPERTY, Call, Record
 from pybroker.errors import BrokerError, InvalidArgumentError, ServerError, StorageError
-from pybroker.instance import Database, Instance
-from pybroker.server import calls
-from pybroker.server.calls import CONVERSATION, DATABASE, INSTANCE, TRANSACTION
-from pybroker.server.protocol import CALL_METHOD, GET_PROPERTY, Call, Record
 
 
 class _RolledBack(Exception):

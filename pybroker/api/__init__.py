@@ -1,0 +1,1 @@
+"""The public API: Instance, Database, Conversation and the records they hand out."""

@@ -1,0 +1,1 @@
+"""The client of a served instance: the same API, run in the process that holds the file."""

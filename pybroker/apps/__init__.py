@@ -1,0 +1,1 @@
+"""Applications built on the public API: the configuration service, the Spark pipeline."""

@@ -1,0 +1,1 @@
+"""The command line: every ``pybroker`` subcommand, ``serve``'s composition root too."""

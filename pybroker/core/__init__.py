@@ -1,0 +1,1 @@
+"""Cores that import nothing above them: routing, the wire, conversation states, T-SQL."""

@@ -1,0 +1,70 @@
+"""ALTER DATABASE ... SET PARTNER in SQL Server's syntax: a database's part in a mirrored
+pair (SPEC R9), run by the ``master`` database's ``execute()`` (Database.run_statements
+runs it with ``set_mirroring`` and ``fail_over``, pybroker.kernel.mirroring).
+
+It understands exactly
+
+    ALTER DATABASE name SET PARTNER = 'tcp://host:port'
+    ALTER DATABASE name SET PARTNER FAILOVER
+    ALTER DATABASE name SET PARTNER OFF
+
+Choices, where pybroker differs from SQL Server: there is no mirroring session, so SET
+PARTNER = names the partner and makes the database PRINCIPAL unless it is already the
+MIRROR (its role is kept); a mirror is made with SET PARTNER = on it, then SET PARTNER
+FAILOVER. FAILOVER flips the role of this side only: run it on both partners (the sender
+follows whichever says it is principal, R9.3). Every other ALTER DATABASE option is refused,
+and so is ALTER DATABASE outside master (as before: only master runs it).
+Only the syntax is checked here; whether the database exists is checked when it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pybroker.core.tsql.endpoint_ddl import MAX_TEXT
+from pybroker.core.tsql.lexer import Token
+from pybroker.core.tsql.parser import Parser
+from pybroker.errors import UnsupportedOptionError
+
+Action = Literal["PARTNER", "FAILOVER", "OFF"]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterDatabasePartner:
+    """ALTER DATABASE ``database`` SET PARTNER ...: ``action`` PARTNER (= ``partner``),
+    FAILOVER or OFF."""
+
+    database: str
+    action: Action
+    partner: str | None = None
+
+
+def _alter_database(p: Parser[Any], verb: Token) -> AlterDatabasePartner:
+    name = p.name("a database name")
+    p.keyword("SET", "SET PARTNER after the database name")
+    option = p.token
+    if not option.is_word("PARTNER"):
+        raise UnsupportedOptionError(
+            f"ALTER DATABASE ... SET {option.text.upper()} at {option.where} is not "
+            "supported: pybroker sets a database's mirroring partner only (SET PARTNER = "
+            "'tcp://host:port', SET PARTNER FAILOVER or SET PARTNER OFF)",
+            option=option.text.upper())
+    p.advance()
+    if p.accept("="):
+        t = p.token
+        if t.kind != "string" or not t.text or len(t.text) > MAX_TEXT:
+            raise p.expected("the partner's address as a string, such as "
+                             "'tcp://partner:4022',")
+        p.advance()
+        return AlterDatabasePartner(name, "PARTNER", t.text)
+    action = p.choice("'=' and the partner's address, FAILOVER or OFF after PARTNER",
+                      "FAILOVER", "OFF")
+    return AlterDatabasePartner(name, "FAILOVER" if action == "FAILOVER" else "OFF")
+
+
+DATABASE_STATEMENTS: dict[tuple[str, str],
+                          Callable[[Parser[Any], Token], AlterDatabasePartner]] = {
+    ("ALTER", "DATABASE"): _alter_database,
+}

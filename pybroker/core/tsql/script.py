@@ -1,0 +1,431 @@
+"""Running a batch of T-SQL conversation statements (pybroker.core.tsql.conversation_parser) on a
+Database, in order, with its variables, the way SQL Server runs a script. Every verb goes
+through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``/
+``begin_timer``/``move_to``, ``Database.receive``, ``Database.get_conversation_group``,
+``Database.transaction``), so a batch does exactly what the same calls from Python do.
+
+**Chosen where SQL Server leaves a choice** (the README says the same):
+
+- The whole batch is parsed before anything runs: a statement that is not understood, or a
+  variable used before it is declared, runs nothing of the batch.
+- Outside BEGIN TRANSACTION each statement commits on its own (SQL Server's autocommit);
+  between BEGIN TRANSACTION and COMMIT everything commits together. Transactions nest as
+  @@TRANCOUNT does: only the outermost COMMIT commits, and ROLLBACK rolls back everything.
+- A statement that fails stops the batch (as with SET XACT_ABORT ON): an open transaction
+  is rolled back; what earlier statements committed stays. The error is the API's own,
+  its message prefixed with the statement and its place; the result sets returned before
+  it are on the error as ``results``.
+- A batch that ends inside BEGIN TRANSACTION is rolled back, with a TransactionError.
+- A batch of DDL only (no conversation statement) stays all or nothing, as before.
+- A script is split into batches at each line holding only GO [count], as sqlcmd and SSMS
+  split it (pybroker.core.tsql.conversation_parser.parse_batches). Every batch is parsed before
+  the first runs, then they run in order, each on its own: variables do not cross GO, and
+  neither does a transaction (a batch that ends inside one is rolled back, as above).
+  GO count runs the batch before it that many times. A failed batch stops the script
+  (as sqlcmd -b does): what the batches before it did stays, and the error says how many
+  ran; the result sets of the whole script returned before it are on it as ``results``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pybroker import arguments
+from pybroker.core.tsql import conversation_parser as cp
+from pybroker.core.tsql.expressions import (
+    RECEIVE_COLUMNS,
+    SqlType,
+    Value,
+    as_body,
+    as_guid,
+    as_text,
+    as_whole_number,
+    convert,
+    evaluate,
+    variable_key,
+)
+from pybroker.errors import InvalidArgumentError, TransactionError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.core.conversation.model import Message
+
+
+class BatchConversation(Protocol):
+    """The methods of a Conversation (pybroker.api.conversation) a batch calls."""
+
+    handle: str
+
+    @property
+    def conversation_group_id(self) -> str: ...
+
+    def send(self, body: bytes | str | None = b"", message_type: str = "DEFAULT") -> int: ...
+
+    def end(self, error: int | None = None, description: str | None = None,
+            cleanup: bool = False) -> None: ...
+
+    def begin_timer(self, seconds: float) -> None: ...
+
+    def move_to(self, group_id: str) -> None: ...
+
+
+class MessageTypeRow(Protocol):
+    """A message type as ``Database.message_types()`` lists it (pybroker.kernel.catalog_objects)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def validation(self) -> str: ...
+
+
+class BatchDatabase(Protocol):
+    """The methods of a Database (pybroker.api.instance, which imports this module) a batch
+    calls: its conversation verbs, its transaction, its message types and the runner of
+    its DDL statements."""
+
+    broker_instance: str
+
+    def begin_dialog(self, from_service: str, to_service: str, *, contract: str = "DEFAULT",
+                     broker_instance: str | None = None, lifetime: int | None = None,
+                     related_conversation_group: str | None = None) -> BatchConversation: ...
+
+    def conversation(self, handle: str) -> BatchConversation: ...
+
+    def receive(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0,
+                conversation_handle: str | None = None,
+                conversation_group_id: str | None = None) -> list[Message]: ...
+
+    def get_conversation_group(self, queue: str, *, timeout: float = 0.0) -> str | None: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+    def message_types(self) -> Sequence[MessageTypeRow]: ...
+
+    def run_statements(self, statements: Iterable[object]) -> None: ...
+
+_INT32_MAX = 2**31 - 1
+_CURRENT_DATABASE = "CURRENT DATABASE"  # BEGIN DIALOG's broker_instance for this database
+
+
+@dataclass(frozen=True, slots=True)
+class ResultSet:
+    """One result of a batch: what a RECEIVE or a SELECT returned, as SSMS shows a grid."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Value, ...]] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[tuple[Value, ...]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def dicts(self) -> list[dict[str, Value]]:
+        """The rows as {column: value} (a later column of the same name wins)."""
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+class _Run:
+    def __init__(self, database: BatchDatabase) -> None:
+        self.db = database
+        self.variables: dict[str, tuple[SqlType | None, Any]] = {}
+        self.results: list[ResultSet] = []
+        self.transactions: list[tuple[AbstractContextManager[Any], cp.Transaction]] = []
+        self._validations: dict[str, str] | None = None
+
+    # -- the batch ----------------------------------------------------------------------
+
+    def run(self, statements: Sequence[cp.ScriptStatement]) -> list[ResultSet]:
+        for ran, statement in enumerate(statements):
+            try:
+                self.statement(statement)
+            except BaseException as exc:
+                undone = self._roll_back_all()
+                if isinstance(exc, Exception) and exc.args and isinstance(exc.args[0], str):
+                    exc.args = (_where(statement, exc.args[0], ran, undone), *exc.args[1:])
+                exc.results = list(self.results)  # type: ignore[attr-defined]
+                raise
+        if self.transactions:
+            begun = self.transactions[0][1].token
+            self._roll_back_all()
+            error = TransactionError(
+                f"the batch ended inside the transaction begun at {begun.where}: it was "
+                "rolled back; end it with COMMIT (or ROLLBACK) in the same batch")
+            error.results = list(self.results)  # type: ignore[attr-defined]
+            raise error
+        return self.results
+
+    def statement(self, s: cp.ScriptStatement) -> None:
+        if isinstance(s, cp.Transaction):
+            self.transaction(s)
+        elif not cp.is_conversation_statement(s):
+            self.db.run_statements([s])  # DDL: joins an open transaction
+        else:
+            getattr(self, _HANDLERS[type(s)])(s)
+
+    def transaction(self, s: cp.Transaction) -> None:
+        if s.action == "BEGIN":
+            context = self.db.transaction()
+            context.__enter__()
+            self.transactions.append((context, s))
+            return
+        if not self.transactions:
+            raise TransactionError(
+                "there is no BEGIN TRANSACTION for it to end (each statement outside one "
+                "commits on its own)")
+        if s.action == "ROLLBACK":
+            self._roll_back_all()
+            return
+        context, _ = self.transactions.pop()
+        context.__exit__(None, None, None)  # the outermost one commits
+
+    def _roll_back_all(self) -> bool:
+        """Roll back an open transaction (innermost first, as the contexts nest)."""
+        undone = bool(self.transactions)
+        while self.transactions:
+            context, _ = self.transactions.pop()
+            rollback = _Rollback()
+            context.__exit__(_Rollback, rollback, None)
+        return undone
+
+    # -- variables ------------------------------------------------------------------------
+
+    def value(self, expression: Any, row: dict[str, Value] | None = None) -> Value:
+        return evaluate(expression, self.variables, row)
+
+    def assign(self, name: str, value: Value, where: str) -> None:
+        key = variable_key(name)
+        declared, _ = self.variables[key]
+        self.variables[key] = (declared, convert(value, declared, where) if declared else value)
+
+    def declare(self, s: cp.Declare) -> None:
+        if s.table is not None:
+            self.variables[variable_key(s.table[0])] = (None, ResultSet(s.table[1]))
+            return
+        for name, sql_type, initial in s.variables:
+            self.variables[variable_key(name)] = (sql_type, None)
+            if initial is not None:
+                self.assign(name, self.value(initial), s.token.where)
+
+    def assign_statement(self, s: cp.Assign) -> None:
+        values = [(name, self.value(expression)) for name, expression in s.targets]
+        for name, value in values:
+            self.assign(name, value, s.token.where)
+
+    def select(self, s: cp.Select) -> None:
+        if s.table is None:
+            row = tuple(self.value(expression) for _, expression in s.items)
+            self.results.append(ResultSet(tuple(name for name, _ in s.items), [row]))
+            return
+        table: ResultSet = self.variables[variable_key(s.table)][1]
+        wanted = s.table_columns or table.columns
+        at = [table.columns.index(c) for c in wanted]
+        self.results.append(ResultSet(tuple(wanted), [tuple(r[i] for i in at)
+                                                      for r in table.rows]))
+
+    # -- the verbs ----------------------------------------------------------------------
+
+    def begin_dialog(self, s: cp.BeginDialog) -> None:
+        where = s.token.where
+        to_service = as_text(self.value(s.to_service), "TO SERVICE", where)
+        broker_instance = None
+        if s.broker_instance is not None:
+            broker_instance = as_text(self.value(s.broker_instance), "the broker instance",
+                                      where)
+            if broker_instance.upper() == _CURRENT_DATABASE:
+                broker_instance = self.db.broker_instance
+        group = None
+        if s.related_conversation is not None:
+            related = as_guid(self.value(s.related_conversation), "RELATED_CONVERSATION",
+                              where)
+            group = self.db.conversation(related).conversation_group_id
+        elif s.related_group is not None:
+            group = as_guid(self.value(s.related_group), "RELATED_CONVERSATION_GROUP", where)
+        lifetime = None
+        if s.lifetime is not None:
+            lifetime = as_whole_number(self.value(s.lifetime), "LIFETIME", where, minimum=1,
+                                       maximum=arguments.MAX_SECONDS)
+        conversation = self.db.begin_dialog(
+            s.from_service, to_service, contract=s.contract, broker_instance=broker_instance,
+            lifetime=lifetime, related_conversation_group=group)
+        self.assign(s.handle, conversation.handle, where)
+
+    def send(self, s: cp.Send) -> None:
+        where = s.token.where
+        handles = [as_guid(self.value(h), "the conversation handle", where)
+                   for h in s.handles]
+        body = b"" if s.body is None else as_body(self.value(s.body), where)
+        if len(handles) == 1:
+            self.db.conversation(handles[0]).send(body, message_type=s.message_type)
+            return
+        with self.db.transaction():  # one statement: on every conversation, or on none
+            for handle in handles:
+                self.db.conversation(handle).send(body, message_type=s.message_type)
+
+    def end_conversation(self, s: cp.EndConversation) -> None:
+        where = s.token.where
+        handle = as_guid(self.value(s.handle), "the conversation handle", where)
+        error = description = None
+        if s.error is not None:
+            error = as_whole_number(self.value(s.error), "ERROR", where, minimum=1,
+                                    maximum=_INT32_MAX)
+            description = as_text(self.value(s.description), "DESCRIPTION", where)
+        self.db.conversation(handle).end(error, description, cleanup=s.cleanup)
+
+    def begin_timer(self, s: cp.BeginTimer) -> None:
+        where = s.token.where
+        handle = as_guid(self.value(s.handle), "the conversation handle", where)
+        seconds = as_whole_number(self.value(s.timeout), "TIMEOUT", where, minimum=0,
+                                  maximum=arguments.MAX_SECONDS)
+        self.db.conversation(handle).begin_timer(seconds)
+
+    def move_conversation(self, s: cp.MoveConversation) -> None:
+        where = s.token.where
+        handle = as_guid(self.value(s.handle), "the conversation handle", where)
+        group = self.value(s.group)
+        if group is None:
+            raise InvalidArgumentError(
+                f"the conversation group at {where} is NULL: expected a conversation group "
+                "id (set the variable first, e.g. by GET CONVERSATION GROUP or from "
+                "sys.conversation_endpoints)")
+        self.db.conversation(handle).move_to(as_guid(group, "the conversation group", where))
+
+    def _timeout(self, s: cp.Receive | cp.GetConversationGroup) -> float:
+        """WAITFOR's TIMEOUT in seconds (without one it waits as long as it may, about 68
+        years); 0 outside WAITFOR."""
+        if not s.waits:
+            return 0.0
+        if s.timeout is None:
+            return float(arguments.MAX_SECONDS)
+        ms = as_whole_number(self.value(s.timeout), "TIMEOUT", s.token.where, minimum=0,
+                             maximum=_INT32_MAX)
+        return ms / 1000
+
+    def get_conversation_group(self, s: cp.GetConversationGroup) -> None:
+        group = self.db.get_conversation_group(s.queue, timeout=self._timeout(s))
+        self.assign(s.group, group, s.token.where)
+
+    def receive(self, s: cp.Receive) -> None:
+        where = s.token.where
+        top = _INT32_MAX
+        if s.top is not None:
+            top = as_whole_number(self.value(s.top), "TOP", where, minimum=1,
+                                  maximum=_INT32_MAX)
+        handle = group = None
+        matches = True
+        if s.where is not None:
+            column, expression = s.where
+            found = self.value(expression)
+            matches = found is not None  # WHERE column = NULL keeps no message, as in SQL
+            value = as_guid(found, column, where) if matches else None
+            handle, group = (value, None) if column == "conversation_handle" else (None, value)
+        messages = self.db.receive(
+            s.queue, max_messages=top, timeout=self._timeout(s), conversation_handle=handle,
+            conversation_group_id=group) if matches else []
+        rows = [self._columns(m) for m in messages]
+        if s.items and s.items[0][0] is not None:  # RECEIVE @v = column, ...
+            for row in rows:
+                values = [(target, self.value(e, row)) for target, _, e in s.items]
+                for target, column_value in values:
+                    self.assign(target, column_value, where)  # type: ignore[arg-type]
+            return
+        result = ResultSet(tuple(name for _, name, _ in s.items),
+                           [tuple(self.value(e, row) for _, _, e in s.items) for row in rows])
+        if s.into is None:
+            self.results.append(result)
+        else:
+            table: ResultSet = self.variables[variable_key(s.into)][1]
+            table.rows.extend(result.rows)
+
+    def _columns(self, m: Message) -> dict[str, Value]:
+        """The RECEIVE columns of a message. pybroker keeps services, contracts and
+        message types by name: their ids are NULL."""
+        if self._validations is None:
+            codes = {"NONE": "N", "EMPTY": "E", "WELL_FORMED_XML": "X"}
+            self._validations = {t.name: codes.get(t.validation, "N")
+                                 for t in self.db.message_types()}
+        row: dict[str, Value] = dict.fromkeys(RECEIVE_COLUMNS)
+        row.update(
+            status=1, priority=5, queuing_order=m.queuing_order,
+            conversation_group_id=m.conversation_group_id,
+            conversation_handle=m.conversation_handle,
+            message_sequence_number=m.message_sequence_number, service_name=m.service_name,
+            service_contract_name=m.service_contract_name,
+            message_type_name=m.message_type_name,
+            validation=self._validations.get(m.message_type_name, "N"),
+            message_body=m.message_body or None)  # an empty body is NULL, as in SQL Server
+        return row
+
+
+# The method of _Run that runs each kind of conversation statement.
+_HANDLERS: dict[type, str] = {
+    cp.Declare: "declare", cp.Assign: "assign_statement", cp.Select: "select",
+    cp.BeginDialog: "begin_dialog", cp.Send: "send", cp.EndConversation: "end_conversation",
+    cp.BeginTimer: "begin_timer", cp.GetConversationGroup: "get_conversation_group",
+    cp.Receive: "receive", cp.MoveConversation: "move_conversation",
+}
+
+
+class _Rollback(Exception):
+    """Thrown into Database.transaction() to roll it back (ROLLBACK, a failed statement)."""
+
+
+_VERBS = {
+    "Assign": "SET", "BeginDialog": "BEGIN DIALOG", "GetConversationGroup":
+    "GET CONVERSATION GROUP", "EndConversation": "END CONVERSATION", "BeginTimer":
+    "BEGIN CONVERSATION TIMER", "MoveConversation": "MOVE CONVERSATION",
+}  # fmt: skip
+
+
+def _where(statement: Any, message: str, ran: int, undone: bool) -> str:
+    """The error's message, saying which statement failed and what became of the batch."""
+    name = type(statement).__name__
+    verb = _VERBS.get(name) or " ".join(re.findall("[A-Z][a-z]*", name)).upper()
+    if isinstance(statement, cp.Transaction):
+        verb = statement.action
+    elif isinstance(statement, cp.Receive) and statement.waits:
+        verb = "WAITFOR (RECEIVE)"
+    elif isinstance(statement, cp.GetConversationGroup) and statement.waits:
+        verb = "WAITFOR (GET CONVERSATION GROUP)"
+    token = getattr(statement, "token", None)
+    head = f"{verb} at {token.where}" if token is not None else (
+        f"statement {ran + 1} of the batch ({verb})")
+    tail = "; the open transaction was rolled back" if undone else (
+        f"; the {ran} statement(s) before it ran" if ran else "")
+    return f"{head} failed: {message}{tail}"
+
+
+def run_script(database: BatchDatabase, statements: Sequence[cp.ScriptStatement]
+               ) -> list[ResultSet]:
+    """Run parsed statements in order on ``database`` (see the module docstring)."""
+    return _Run(database).run(statements)
+
+
+def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> list[ResultSet]:
+    """Run the batches of a script in order, each on its own (see the module docstring):
+    a batch of DDL only all or nothing (``database.run_statements``), any other as
+    ``run_script`` runs it."""
+    results: list[ResultSet] = []
+    runs = sum(batch.count for batch in batches)
+    ran = 0
+    for batch in batches:
+        for _ in range(batch.count):
+            try:
+                if any(cp.is_conversation_statement(s) for s in batch.statements):
+                    results.extend(run_script(database, batch.statements))
+                else:
+                    database.run_statements(batch.statements)
+            except Exception as exc:
+                if runs > 1:  # one batch: its error as it always was
+                    if ran and exc.args and isinstance(exc.args[0], str):
+                        exc.args = (f"{exc.args[0]}; the {ran} batch(es) before it (up to "
+                                    "GO) ran", *exc.args[1:])
+                    exc.results = [*results, *getattr(  # type: ignore[attr-defined]
+                        exc, "results", [])]
+                raise
+            ran += 1
+    return results

@@ -1,0 +1,1 @@
+"""Developer tooling, out of the kernel's way: benchmarks, chaos runs, fuzzers, demos."""

@@ -1,0 +1,1 @@
+"""``pybroker demo``: the seeds' routing examples and a wire demo."""

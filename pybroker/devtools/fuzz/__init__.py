@@ -1,0 +1,1 @@
+"""``pybroker fuzz``: decoders fed generated inputs (T-SQL, frames, the wire)."""

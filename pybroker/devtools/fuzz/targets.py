@@ -1,0 +1,345 @@
+"""``pybroker fuzz TARGET``: feed a decoder many generated inputs and count what escapes.
+
+A target is a name in :data:`TARGETS` mapping to a :class:`Target`: ``generate(rng)`` makes
+one input from a seeded ``random.Random``, ``run(input)`` decodes it. Refusing the input
+with a :class:`~pybroker.errors.BrokerError` is a clean outcome; any other exception is a
+**crash**, and an input that takes longer than the time-out is a **hang**. Other decoders
+register themselves with :func:`register` (for example the wire's frame decoder as
+``frames``); the command lists whatever is registered.
+
+The ``tsql`` target mutates valid Service Broker DDL (route, message type, contract, queue
+and service statements): it deletes, duplicates, swaps and truncates pieces, and inserts
+characters T-SQL treats specially (quotes, brackets, comment markers, braces) as well as
+text that is not text at all (NUL, lone surrogates, a byte order mark). Every input is
+parsed; one in ``execute_every`` of the inputs that parse is also run in an in-memory
+instance, and a rejected batch must leave its catalog exactly as it was.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pybroker.errors import BrokerError
+
+
+class Hang(Exception):
+    """An input ran past the time-out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    description: str
+    generate: Callable[[random.Random], Any]
+    run: Callable[[Any], Any]
+    # Called once before a run (e.g. to open an in-memory instance) and once after.
+    setup: Callable[[], None] = lambda: None
+    teardown: Callable[[], None] = lambda: None
+
+
+TARGETS: dict[str, Target] = {}
+
+
+def register(name: str, target: Target) -> None:
+    """Make ``target`` available as ``pybroker fuzz NAME``."""
+    TARGETS[name] = target
+
+
+@dataclass
+class Report:
+    target: str
+    seed: int
+    count: int = 0
+    refused: int = 0  # a BrokerError: the clean refusal
+    accepted: int = 0
+    crashes: int = 0
+    hangs: int = 0
+    seconds: float = 0.0
+    examples: list[dict[str, str]] = field(default_factory=list)  # the first crashes / hangs
+
+    @property
+    def inputs_per_second(self) -> float:
+        return self.count / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target, "seed": self.seed, "inputs": self.count,
+            "seconds": round(self.seconds, 3), "inputs_per_second": round(self.inputs_per_second),
+            "refused": self.refused, "accepted": self.accepted, "crashes": self.crashes,
+            "hangs": self.hangs, "examples": self.examples,
+        }
+
+
+def run(
+    name: str,
+    *,
+    count: int,
+    seed: int,
+    timeout: float = 5.0,
+    progress: Callable[[Report], None] | None = None,
+) -> Report:
+    """Run ``count`` generated inputs through target ``name``."""
+    target = TARGETS[name]
+    rng = random.Random(seed)
+    report = Report(name, seed)
+    use_alarm = hasattr(signal, "setitimer") and _in_main_thread()
+    previous = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None
+    target.setup()
+    started = time.perf_counter()
+    try:
+        for index in range(count):
+            data = target.generate(rng)
+            if use_alarm:
+                signal.setitimer(signal.ITIMER_REAL, timeout)
+            try:
+                target.run(data)
+                report.accepted += 1
+            except BrokerError:
+                report.refused += 1
+            except Hang:
+                report.hangs += 1
+                _note(report, "hang", data, f"ran longer than {timeout} s")
+            except Exception as exc:  # counting what escapes is the point
+                report.crashes += 1
+                _note(report, "crash", data, f"{type(exc).__name__}: {exc}")
+            finally:
+                if use_alarm:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            report.count = index + 1
+            if progress is not None and index % 10_000 == 9_999:
+                report.seconds = time.perf_counter() - started
+                progress(report)
+    finally:
+        report.seconds = time.perf_counter() - started
+        if use_alarm:
+            signal.signal(signal.SIGALRM, previous)
+        target.teardown()
+    return report
+
+
+def format_report(report: Report) -> str:
+    lines = [
+        f"fuzz {report.target}: {report.count:,} inputs in {report.seconds:.1f} s "
+        f"({report.inputs_per_second:,.0f} inputs/s), seed {report.seed}",
+        f"  refused with a BrokerError: {report.refused:,}; accepted: {report.accepted:,}",
+        f"  crashes: {report.crashes:,}; hangs: {report.hangs:,}",
+    ]
+    for example in report.examples:
+        lines.append(f"  {example['kind']}: {example['input']} -> {example['outcome']}")
+    return "\n".join(lines)
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Hang
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _note(report: Report, kind: str, data: Any, outcome: str) -> None:
+    if len(report.examples) < 10:
+        shown = ascii(data)
+        report.examples.append({
+            "kind": kind, "input": shown if len(shown) <= 300 else shown[:297] + "...",
+            "outcome": outcome[:300]})
+
+
+# -- the tsql target ---------------------------------------------------------------------
+
+TSQL_CORPUS = (
+    "CREATE ROUTE R WITH ADDRESS = 'LOCAL'",
+    "CREATE ROUTE [Expense Route] WITH SERVICE_NAME = '//Adventure-Works.com/Expenses', "
+    "BROKER_INSTANCE = 'D8D4D268-00A3-4C62-8F91-634B89C1E315', LIFETIME = 259200, "
+    "ADDRESS = 'TCP://www.Adventure-Works.com:1234'",
+    "CREATE ROUTE M WITH SERVICE_NAME = 'S', ADDRESS = 'tcp://a:4022/', "
+    "MIRROR_ADDRESS = N'tcp://b:4022'",
+    "CREATE ROUTE T WITH ADDRESS = 'TRANSPORT'",
+    "ALTER ROUTE R WITH LIFETIME = 60, ADDRESS = 'tcp://[::1]:4022'",
+    "ALTER ROUTE R WITH SERVICE_NAME = '', BROKER_INSTANCE = ''",
+    "DROP ROUTE R; DROP ROUTE \"q\"\"x\"",
+    "CREATE MESSAGE TYPE [//Shop/Order] AUTHORIZATION dbo VALIDATION = WELL_FORMED_XML",
+    "ALTER MESSAGE TYPE m VALIDATION = EMPTY",
+    "DROP MESSAGE TYPE [m]",
+    "CREATE CONTRACT [//Shop/C] ([//Shop/Order] SENT BY INITIATOR, [DEFAULT] SENT BY ANY)",
+    "DROP CONTRACT c",
+    "CREATE QUEUE dbo.Q WITH STATUS = ON, RETENTION = OFF, "
+    "POISON_MESSAGE_HANDLING (STATUS = OFF)",
+    "ALTER QUEUE Q WITH STATUS = OFF",
+    "DROP QUEUE [dbo].[Q]",
+    "CREATE SERVICE [//Shop/S] ON QUEUE dbo.Q ([//Shop/C], [DEFAULT])",
+    "ALTER SERVICE S ON QUEUE Q2 (ADD CONTRACT c2, DROP CONTRACT c)",
+    "DROP SERVICE S",
+    "/* block /* nested */ */ CREATE QUEUE q -- line\n; DROP QUEUE q",
+    "CREATE MESSAGE TYPE m VALIDATION = NONE; CREATE CONTRACT c (m SENT BY TARGET); "
+    "CREATE QUEUE q; CREATE SERVICE s ON QUEUE q (c); "
+    "CREATE ROUTE r WITH SERVICE_NAME = 's', ADDRESS = 'LOCAL'",
+)
+
+_SPECIAL = (
+    "'", "''", "N'", "[", "]", "]]", '"', "(", ")", ",", ";", "=", ".", "-", "+", "--", "/*",
+    "*/", "{", "}", "{0}", "{where}", "%s", "\\", "\n", "\r\n", "\t", " ", "0", "-1", "1e3",
+    "0x1F", "2147483648", "99999999999999999999", "\x00", "\ud800", "\udfff", "\ufeff",
+    "\u200b", "\u00e9", "\U0001f600", "\x7f", "GO", "WITH", "CREATE", "ALTER", "DROP",
+    "ROUTE", "QUEUE", "SERVICE", "CONTRACT", "MESSAGE TYPE", "ADDRESS", "LIFETIME",
+    "SERVICE_NAME", "BROKER_INSTANCE", "MIRROR_ADDRESS", "'LOCAL'", "'TRANSPORT'",
+    "'tcp://x:1'", "'tcp://x'", "'tcp://x:0'", "SENT BY", "ANY", "ON", "OFF", "STATUS",
+    "AUTHORIZATION", "dbo.", "SELECT", "EXEC", "@v", "#t", "$", "\u0130", "\u212a",
+)
+
+
+def generate_tsql(rng: random.Random) -> str:
+    """One mutated batch: 1-4 mutations of one or two corpus statements."""
+    text = rng.choice(TSQL_CORPUS)
+    if rng.random() < 0.2:
+        text = text + rng.choice(("; ", "\n", " ")) + rng.choice(TSQL_CORPUS)
+    for _ in range(rng.randint(1, 4)):
+        text = _mutate(rng, text)
+    return text
+
+
+def _mutate(rng: random.Random, text: str) -> str:
+    n = len(text)
+    at = rng.randint(0, n)
+    end = min(n, at + rng.randint(1, 12))
+    kind = rng.randrange(8)
+    if kind == 0:  # insert a special piece
+        return text[:at] + rng.choice(_SPECIAL) + text[at:]
+    if kind == 1:  # delete a piece
+        return text[:at] + text[end:]
+    if kind == 2:  # duplicate a piece
+        return text[:end] + text[at:end] + text[end:]
+    if kind == 3:  # replace one character by any code point
+        code = rng.choice((rng.randrange(0x80), rng.randrange(0x800), rng.randrange(0x110000)))
+        return text[:at] + chr(code) + text[at + 1:]
+    if kind == 4:  # truncate
+        return text[:at]
+    if kind == 5:  # swap two pieces
+        other = rng.randint(0, n)
+        a, b = sorted((at, other))
+        return text[:a] + text[b:b + 6] + text[a + 6:b] + text[a:a + 6] + text[b + 6:]
+    if kind == 6:  # change the case of a piece
+        piece = text[at:end]
+        return text[:at] + (piece.swapcase() if rng.random() < 0.5 else piece.upper()) + text[end:]
+    # repeat a piece many times (long names, deep nesting)
+    return text[:at] + text[at:end] * rng.randint(2, 60) + text[end:]
+
+
+class _TsqlRunner:
+    """Parses every input; runs one in ``execute_every`` of those that parse in an
+    in-memory instance and checks that a refused batch changed nothing."""
+
+    def __init__(self, execute_every: int = 50) -> None:
+        self.execute_every = execute_every
+        self.parsed = 0
+        self.instance: Any = None
+        self.database: Any = None
+
+    def setup(self) -> None:
+        import pybroker
+
+        self.instance = pybroker.connect(None, worker=False)
+        self.database = self.instance.create_database("Fuzz")
+        self.database.execute(TSQL_CORPUS[-1])
+
+    def teardown(self) -> None:
+        if self.instance is not None:
+            self.instance.close()
+            self.instance = self.database = None
+
+    def __call__(self, text: str) -> None:
+        from pybroker.core.tsql import parse_batch
+
+        statements = parse_batch(text)
+        self.parsed += 1
+        if self.database is None or self.parsed % self.execute_every:
+            return
+        before = catalog_snapshot(self.database)
+        try:
+            self.database.run_statements(statements)
+        except BrokerError:
+            after = catalog_snapshot(self.database)
+            if after != before:
+                raise AssertionError(f"a refused batch changed the catalog: {text!r}") from None
+            raise
+
+
+def catalog_snapshot(database: Any) -> tuple[Any, ...]:
+    """Everything a T-SQL batch can change in a database, for comparing before and after."""
+    return (
+        tuple(database.routes()),
+        tuple(database.message_types()),
+        tuple(database.contracts()),
+        tuple(database.queues()),
+        tuple(database.services()),
+    )
+
+
+_tsql_runner = _TsqlRunner()
+register("tsql", Target(
+    "mutated Service Broker T-SQL DDL through the parser (and some through an instance)",
+    generate_tsql, _tsql_runner, _tsql_runner.setup, _tsql_runner.teardown,
+))
+
+
+def generate_frames(rng: random.Random) -> bytes:
+    """Mutated valid frames (any type: HELLO, the handshake; MESSAGE; ACK and NOTICE
+    payloads; one to three spliced, one in ten left valid), or arbitrary bytes."""
+    from pybroker.core.wire import frames
+    from pybroker.devtools.fuzz import frames as fuzzing
+
+    if rng.random() < 0.1:
+        return rng.randbytes(rng.randint(0, 64))
+    data = b"".join(frames.encode(fuzzing.sample_frame(rng)) for _ in range(rng.randint(1, 3)))
+    return data if rng.random() < 0.1 else fuzzing.mutate(data, rng)
+
+
+def _decode_frames(data: bytes) -> int:
+    """The network's decoder, whole and byte by byte: frames out or FrameError."""
+    from pybroker.core.wire import frames
+
+    decoder = frames.FrameDecoder(65536)
+    count = len(decoder.feed(data))
+    piecewise = frames.FrameDecoder(65536)
+    for i in range(len(data)):
+        piecewise.feed(data[i:i + 1])
+    return count
+
+
+register("frames", Target(
+    "mutated and arbitrary wire frames (HELLO, MESSAGE, ACK, NOTICE, ...) through the frame "
+    "decoder, whole and byte by byte",
+    generate_frames, _decode_frames,
+))
+
+
+def print_progress(report: Report) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{report.count:,} inputs, {report.inputs_per_second:,.0f}/s, "
+              f"{report.crashes} crashes, {report.hangs} hangs", end="", file=sys.stderr,
+              flush=True)
+
+
+def _wire_target(name: str) -> Target:
+    """A decoder of pybroker.devtools.fuzz.wire: its own arbitrary and mutated valid inputs."""
+    from pybroker.devtools.fuzz import wire as fuzz_wire
+    from pybroker.devtools.fuzz.frames import mutate
+
+    def generate(rng: random.Random) -> bytes:
+        if rng.random() < 0.2:
+            return rng.randbytes(rng.randint(0, 256))
+        return mutate(fuzz_wire.valid_input(name, rng), rng)
+
+    return Target(fuzz_wire.TARGETS[name].__doc__ or f"the wire's {name} decoder",
+                  generate, fuzz_wire.TARGETS[name])
+
+
+for _name in ("handshake", "ack", "notice"):
+    register(_name, _wire_target(_name))

@@ -1,0 +1,1 @@
+"""The messaging engine: conversations, queues, the transmission queue, arrivals."""

@@ -1,0 +1,607 @@
+"""The messaging engine of one instance: conversation endpoints, delivery into queues, the
+transmission queue, and the delay/retry loop (SPEC C1-C5, P3, P5, P8, R4, R5).
+
+Group commit is the design. A unit of work (``Database.transaction()``, or one API call
+outside it) keeps endpoint changes in memory and buffers the rows it writes; at commit it
+writes them as one set-based statement per table (columns bound as one string each, see
+columns.py) in one DuckDB transaction. A ``send()`` therefore runs no SQL: the endpoint,
+its route decision, its far endpoint and the contract's permissions are cached in memory.
+
+The cache of endpoints is the state of the file after the last commit. A unit of work that
+rolls back evicts every endpoint it touched, so they are read again from the file.
+
+One DuckDB connection serves the instance, so units of work are serialized: a unit of work
+holds the store's lock from its first action to its end. That is also the conversation
+group lock of SQL Server's RECEIVE (no other transaction of this instance can receive from
+the group meanwhile). Only one process can open the file.
+
+``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG, SEND and
+MOVE CONVERSATION, and composes the services that do the rest, each given what it needs:
+``catalogs`` (catalog_cache.py), ``delivery`` (delivery.py: routing, delivery and the
+delay/retry loop), ``ending`` (end_conversation.py: END CONVERSATION, timers, DROP
+SERVICE's endings), ``receiving`` (receive.py: RECEIVE and its read-ahead),
+``receive_where`` (receive_where.py: RECEIVE ... WHERE, GET CONVERSATION GROUP),
+``remote`` (remote.py: the side of the wire) and ``route_requests`` (route_requests.py).
+It imports nothing of the API: the instance gives it its store, clock and routing, and the
+API's verbs pass a database by its id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+from xml.parsers import expat
+
+from pybroker.arguments import uuid_text
+from pybroker.core.conversation.endpoint import ConversationEndpoint
+from pybroker.core.conversation.handles import new_handle
+from pybroker.core.conversation.model import DEFAULT_LIFETIME, Message, Router
+from pybroker.core.conversation.states import INITIATOR, TRANSITIONS, transition
+from pybroker.core.conversation.system_messages import DIALOG_TIMER, END_DIALOG, ERROR
+from pybroker.core.routing.cache import CatalogChange
+from pybroker.core.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
+from pybroker.errors import (
+    BrokerError,
+    ContractViolationError,
+    ConversationError,
+    ConversationStateError,
+    InstanceClosedError,
+    InvalidArgumentError,
+    MessageValidationError,
+    NotFoundError,
+)
+from pybroker.kernel.messaging import transmission_pieces
+from pybroker.kernel.messaging.catalog import DatabaseCatalog
+from pybroker.kernel.messaging.catalog_cache import CatalogCache
+from pybroker.kernel.messaging.delivery import Delivery
+from pybroker.kernel.messaging.end_conversation import EndConversation
+from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
+from pybroker.kernel.messaging.read_ahead import ReceiveBuffer
+from pybroker.kernel.messaging.receive import Receiving
+from pybroker.kernel.messaging.receive_where import ReceiveWhere
+from pybroker.kernel.messaging.remote import RemoteDelivery
+from pybroker.kernel.messaging.route_requests import RouteRequests
+from pybroker.kernel.messaging.unit_of_work import UnitOfWork
+from pybroker.timestamps import to_utc_datetime
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.storage.store import Store
+
+POISON_ROLLBACKS = 5  # C3
+
+
+@dataclass
+class _PoisonCount:
+    rollbacks: dict[tuple[int, str], int] = field(default_factory=dict)
+
+
+class QueueWatcher(Protocol):
+    """What the engine tells activation's queue monitors (pybroker.kernel.activation), from
+    whichever thread does it; each call returns at once."""
+
+    def enqueued(self, queues: set[tuple[int, str]]) -> None:
+        """A commit put ready messages into these (database_id, queue) queues."""
+
+    def received(self, queue: tuple[int, str], messages: int) -> None:
+        """A RECEIVE from the queue returned ``messages`` (0: an empty rowset)."""
+
+    def waiting(self, queue: tuple[int, str], change: int) -> None:
+        """A RECEIVE began (+1) or ended (-1) waiting for the queue's messages."""
+
+
+class Messaging:
+    """The engine of one instance. It is given what it needs of the instance, never the
+    instance itself: the store, the clock (epoch seconds), how to route (``route``,
+    Instance.route) and how to turn a queue OFF through the catalog (``disable_queue``,
+    C3's poison message handling). Its verbs take a database by its id."""
+
+    def __init__(self, store: Store, clock: Callable[[], float], route: Router,
+                 disable_queue: Callable[[int, str], None], *, retry_scale: float = 1.0,
+                 endpoint_cache: int = DEFAULT_ENDPOINT_CACHE,
+                 routing_changed: Callable[[CatalogChange], None] | None = None) -> None:
+        if isinstance(retry_scale, bool) or not isinstance(retry_scale, (int, float)) or not (
+            retry_scale > 0
+        ):
+            raise InvalidArgumentError(f"retry_scale must be a positive number: {retry_scale!r}")
+        self.store = store
+        self.clock = clock
+        self.route = route
+        self._disable_queue = disable_queue
+        self.retry_scale = float(retry_scale)
+        # P7: the endpoints in use, bounded; the rest are read again from the file.
+        self.endpoints = EndpointCache(endpoint_cache)
+        self.catalogs = CatalogCache(store)
+        # RECEIVE read-ahead per queue (database_id, queue), kept across transactions
+        # (every change to queue_messages goes through this engine: a delivery extends it,
+        # END, DROP QUEUE or a rollback drops it).
+        self.read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
+        self._local = threading.local()
+        self._poison = _PoisonCount()
+        # notified by each commit that delivers: a waiting RECEIVE looks again
+        self.arrival = threading.Condition(threading.Lock())
+        self._wake = threading.Event()
+        self.closing = False  # Instance.close() began: RECEIVEs stop waiting
+        self._closed = False  # ... and now refuses new units of work (Messaging.close)
+        self.next_deadline: float = 0.0  # epoch seconds; the worker looks then
+        self.queue_watcher: QueueWatcher | None = None  # activation, while it runs
+        # the transmission queue keeps a body as pieces (transmission_pieces.py): its
+        # deletes then delete pieces too (set by remote.load and by each SEND that does)
+        self.transmission_pieces = False
+        with self.store.lock:
+            row = self.store.run("conversation/select_max_queuing_order.sql")
+        self._queuing_order = int(row[0][0])
+        self.receiving = Receiving(self, store, self.catalogs, self.read_ahead, self.arrival)
+        self.receive_where = ReceiveWhere(self.receiving, store, self.catalogs,
+                                          lambda: self.queue_watcher)
+        self.remote = RemoteDelivery(self)
+        self.delivery = Delivery(self, self.catalogs, route)
+        self.ending = EndConversation(self, self.delivery)
+        self.remote.load()
+        # R2.4, R8: the route requests; ``routing_changed`` tells routing that one began or
+        # went (the instance passes RoutingEngine.changed)
+        self.route_requests = RouteRequests(self, routing_changed or (lambda change: None))
+        with self.store.lock:
+            deadline = self.store.run("conversation/select_next_deadline.sql")[0][0]
+            asked = self.store.run("conversation/select_route_request_dialogs.sql")
+        self.set_next_deadline(deadline)
+        if asked and not self.next_deadline:
+            # a request dialog may have ended before the file was closed: look at once
+            self.next_deadline = 1.0
+        self.route_requests.active = bool(asked)
+
+    def set_next_deadline(self, deadline: datetime | None) -> None:
+        """The worker looks next at ``deadline`` (the file's earliest; None: nothing due)."""
+        self.next_deadline = (
+            0.0 if deadline is None else (deadline - datetime(1970, 1, 1)).total_seconds())
+
+    # -- units of work -------------------------------------------------------------------
+
+    def current(self) -> UnitOfWork | None:
+        return getattr(self._local, "uow", None)
+
+    @contextlib.contextmanager
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
+        outer = self.current()
+        if outer is not None:
+            yield outer
+            return
+        if self._closed:
+            raise InstanceClosedError()
+        uow = UnitOfWork(self)
+        self._local.uow = uow
+        try:
+            yield uow
+        except BaseException as exc:
+            self._local.uow = None
+            uow.rollback(exc)
+            raise
+        self._local.uow = None
+        uow.commit()
+
+    # What a unit of work calls back (unit_of_work.py).
+
+    def stage_pieces(self, uow: UnitOfWork, handle: str, sequence: int,
+                     body: bytes | memoryview) -> int:
+        """A large body of the transmission queue written as pieces apart (how many)."""
+        return transmission_pieces.stage(uow, handle, sequence, body)
+
+    def unstage_pieces(self, uow: UnitOfWork) -> None:
+        """The pieces ``uow`` wrote apart go (it rolled back)."""
+        transmission_pieces.unstage(uow)
+
+    def after_commit(self, uow: UnitOfWork) -> None:
+        """``uow`` committed: its endpoints, waiting RECEIVEs, the worker and the wire
+        are told."""
+        for key in uow.received:
+            self._poison.rollbacks.pop(key, None)
+        for handle in uow.touched:
+            ep = self.endpoints.get(handle)
+            if ep is not None and ep.state == "CD":
+                del self.endpoints[handle]  # closed: nothing will read it often again
+        # Under the store's lock no unit of work is open, so every endpoint is as saved
+        # and may go. When another thread's unit of work holds it, this one's recency and
+        # the trim are skipped, not waited for: the next commit that finds the lock free
+        # trims, and an endpoint let go is read back as saved. (Waiting here held a
+        # committed RECEIVE up to an arrival transaction's length.)
+        lock = self.store.lock
+        if lock.acquire(blocking=False):
+            try:
+                self.endpoints.used(uow.touched)
+                self.endpoints.trim()
+            finally:
+                lock.release()
+        if uow.enqueued:
+            with self.arrival:
+                self.arrival.notify_all()
+            watcher = self.queue_watcher
+            if watcher is not None and uow.ready_queues:
+                watcher.enqueued(uow.ready_queues)
+        if uow.wake:
+            self._wake.set()
+        if uow.outbound:
+            self.remote.after_commit(uow.outbound)
+        if uow.retry_after_commit:
+            self.run_pending(retry_all=True)
+        elif uow.route_replies:  # R8.2: a route request's dialog ended; settle it now
+            self.run_pending()
+
+    def after_rollback(self, uow: UnitOfWork) -> None:
+        """``uow`` rolled back: what was read inside it is read again; C3's poison
+        message handling counts the RECEIVEs it undid."""
+        if self.store.closed:  # cut off by close(): no message's fault, nothing to read
+            return
+        if uow.arrivals:  # what the wire's maps say of held fragments never was
+            self.remote.reload()
+        if uow.catalog_written:  # what the catalog cache read inside never was
+            self.catalog_changed()
+        disable = []
+        for key in uow.received:  # C3: consecutive rolled-back receives
+            count = self._poison.rollbacks.get(key, 0) + 1
+            self._poison.rollbacks[key] = count
+            if count >= POISON_ROLLBACKS:
+                disable.append(key)
+        for database_id, queue in disable:
+            catalog = self.catalog(database_id)
+            settings = catalog.queues.get(queue)
+            if settings is not None and settings.status and settings.poison_message_handling:
+                self._disable_queue(database_id, queue)
+            self._poison.rollbacks.pop((database_id, queue), None)
+
+    # -- close ---------------------------------------------------------------------------
+
+    def begin_close(self) -> None:
+        """Instance.close() began: every RECEIVE that waits for messages ends now
+        (InstanceClosedError); work in flight goes on (the endpoint and worker wind down)."""
+        self.closing = True
+        with self.arrival:
+            self.arrival.notify_all()
+
+    def close(self) -> None:
+        """No new unit of work from now (InstanceClosedError); the file closes after the
+        one in flight, or cuts it off at close's deadline (Store.close)."""
+        self._closed = True
+        self.store.close()
+
+    # -- catalog -------------------------------------------------------------------------
+
+    @property
+    def catalog_version(self) -> int:
+        """Changes whenever the catalog may have changed (activation reloads its queues)."""
+        return self.catalogs.version
+
+    def catalog_changed(self) -> None:
+        """A catalog write committed or rolled back: what was read of it is read again."""
+        self.read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
+        self.remote.mirroring_changed()  # e.g. ALTER DATABASE ... SET PARTNER FAILOVER
+        self.catalogs.changed()
+
+    def catalog(self, database_id: int) -> DatabaseCatalog:
+        return self.catalogs.catalog(database_id)
+
+    def catalog_named(self, name: str) -> DatabaseCatalog:
+        return self.catalogs.catalog_named(name)
+
+    @property
+    def max_message_size(self) -> int:
+        return self.catalogs.max_message_size
+
+    def forget_endpoints(self) -> None:
+        """Drop every cached endpoint (a transaction they may have changed rolled back)."""
+        self.endpoints.clear()
+
+    def after_catalog_write(self) -> None:
+        """A catalog write committed: retry every waiting transmission now."""
+        uow = self.current()
+        if uow is not None:
+            uow.retry_after_commit = True
+        else:
+            self.run_pending(retry_all=True)
+
+    def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint:
+        ep = self.endpoints.get(handle)
+        if ep is None:
+            if not isinstance(handle, str):
+                raise InvalidArgumentError(
+                    f"a conversation handle is a UUID string, not {type(handle).__name__}")
+            try:
+                key = str(uuid.UUID(handle))
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"{handle!r} is not a conversation handle (a UUID)") from None
+            ep = self.endpoints.get(key)
+            if ep is None:
+                with self.store.lock:
+                    rows = self.store.run(
+                        "conversation/select_conversation_endpoint.sql",
+                        {"conversation_handle": key})
+                if not rows:
+                    raise ConversationError(
+                        f"conversation handle {key} does not exist in this instance (never "
+                        "begun, or ended WITH CLEANUP)")
+                ep = ConversationEndpoint(rows[0], persisted=True)
+                if self.current() is None:  # P7: bound the cache outside units of work too
+                    with self.store.lock:
+                        self.endpoints[key] = ep
+                        self.endpoints.trim()
+                else:  # kept until the unit of work ends: callers hold what they read
+                    self.endpoints[key] = ep
+        if database_id is not None and ep.database_id != database_id:
+            raise ConversationError(
+                f"conversation handle {handle} is not an endpoint of this database; use the "
+                f"database {self.catalog(ep.database_id).name!r}")
+        return ep
+
+    def next_order(self) -> int:
+        """The queuing order of the next message into any queue of the instance."""
+        self._queuing_order += 1
+        return self._queuing_order
+
+    def now(self) -> datetime:
+        """The instance's clock as a naive UTC datetime (the form every stored time has)."""
+        return to_utc_datetime(self.clock())
+
+    def note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None:
+        """Something is due at ``when`` (a lifetime, timer or retry): the worker wakes for
+        it after ``uow`` commits if it is earlier than what it waits for."""
+        if when is None:
+            return
+        at = (when - datetime(1970, 1, 1)).total_seconds()
+        if at < self.next_deadline or self.next_deadline == 0.0:
+            self.next_deadline = at
+            uow.wake = True
+
+    # -- BEGIN DIALOG --------------------------------------------------------------------
+
+    def begin_dialog(
+        self,
+        database_id: int,
+        from_service: str,
+        to_service: str,
+        contract: str,
+        broker_instance: str | None,
+        lifetime: int | None,
+        related_conversation_group: str | None,
+    ) -> str:
+        check_name("service", from_service, MAX_VALUE_LENGTH)
+        check_name("service", to_service, MAX_VALUE_LENGTH)
+        check_name("contract", contract, MAX_VALUE_LENGTH)
+        if broker_instance is not None:
+            broker_instance = normalize_guid(broker_instance)
+        if lifetime is None:
+            lifetime = DEFAULT_LIFETIME
+        elif isinstance(lifetime, bool) or not isinstance(lifetime, int) or not (
+            0 < lifetime <= DEFAULT_LIFETIME
+        ):
+            raise InvalidArgumentError(
+                f"lifetime must be a whole number of seconds from 1 to {DEFAULT_LIFETIME}: "
+                f"{lifetime!r}")
+        group = None
+        if related_conversation_group is not None:
+            group = uuid_text("related_conversation_group", related_conversation_group)
+        with self.unit_of_work() as uow:
+            uow.activate()
+            catalog = self.catalog(database_id)
+            if from_service not in catalog.services:
+                raise NotFoundError(
+                    f"service {from_service!r} does not exist in database {catalog.name!r}")
+            if contract not in catalog.contracts:
+                raise NotFoundError(
+                    f"contract {contract!r} does not exist in database {catalog.name!r}")
+            now = self.now()
+            handle = new_handle()  # P7: time-ordered, see handles.py
+            state = transition(INITIATOR, None, "begin").state
+            ep = ConversationEndpoint((
+                handle, database_id, str(uuid.uuid4()), group or str(uuid.uuid4()),
+                True, from_service, contract, to_service, None, broker_instance, state,
+                now + timedelta(seconds=lifetime), None, 0, 0, None, 0, 0, 0, None, None, None,
+                5, now, "",
+            ), persisted=False)
+            self.endpoints[handle] = ep
+            uow.touch(ep)
+            self.note_deadline(uow, ep.lifetime)
+        return handle
+
+    # -- MOVE CONVERSATION ---------------------------------------------------------------
+
+    def move_conversation(self, database_id: int, handle: str, group_id: str) -> None:
+        """MOVE CONVERSATION handle TO group_id: this side of the conversation, with its
+        messages in the queue, joins the conversation group ``group_id`` (C3's unit of
+        RECEIVE), inside the current unit of work.
+
+        As SQL Server documents it, a conversation moves only between groups of the same
+        queue, so the group must exist: an open conversation of this database, whose
+        service uses the same queue, is in it (a new group begins with BEGIN DIALOG ...
+        WITH RELATED_CONVERSATION_GROUP). SQL Server locks both groups until the
+        transaction ends; here the unit of work holds the store's lock, which is stronger."""
+        group = uuid_text("conversation_group_id", group_id)
+        with self.unit_of_work() as uow:
+            uow.activate()
+            ep = self.endpoint(handle, database_id)
+            if ep.state == "CD":
+                raise ConversationStateError(
+                    f"cannot move conversation {ep.conversation_handle} to another group: it "
+                    "is closed (state CD)", role=ep.role, state=ep.state, event="move")
+            if group == ep.conversation_group_id:
+                return
+            catalog = self.catalog(database_id)
+            queue = catalog.services.get(ep.service_name)
+            # the flush in uow.sql writes this transaction's new endpoints first
+            found = uow.sql("conversation/select_group_services.sql",
+                            {"conversation_group_id": group})
+            here = [service for db, service in found if db == database_id]
+            if not found:
+                raise NotFoundError(
+                    f"conversation group {group} does not exist: no open conversation is in "
+                    f"it; move the conversation to the group of another conversation of "
+                    f"queue {queue!r} (its conversation_group_id), or begin one in a new "
+                    "group (BEGIN DIALOG ... WITH RELATED_CONVERSATION_GROUP, "
+                    "begin_dialog(related_conversation_group=...))")
+            if not here:
+                other = self.catalog(found[0][0]).name
+                raise ConversationError(
+                    f"conversation group {group} belongs to database {other!r}, not "
+                    f"{catalog.name!r}: a conversation moves only to a group of its own "
+                    f"database and queue ({queue!r})")
+            queues = sorted({catalog.services.get(service) or "" for service in here})
+            if queue not in queues:
+                raise ConversationError(
+                    f"conversation group {group} is a group of queue "
+                    f"{' and '.join(repr(q) for q in queues)}, but conversation "
+                    f"{ep.conversation_handle} is of queue {queue!r}: a conversation moves "
+                    "only between groups of the same queue")
+            params = {"conversation_handle": ep.conversation_handle,
+                      "conversation_group_id": group}
+            uow.sql("conversation/update_conversation_group.sql", params)
+            uow.sql("conversation/update_queue_messages_group.sql", params)
+            ep.conversation_group_id = group
+            uow.touch(ep)  # a rollback reads it back from the file, in its old group
+            # RECEIVE's read-ahead holds messages by group: read the queue again
+            uow.forget_read_ahead()
+
+    # -- SEND ----------------------------------------------------------------------------
+
+    def send(self, database_id: int, handle: str, body: Any, message_type: str) -> int:
+        body = _as_bytes(body)
+        with self.unit_of_work() as uow:
+            uow.activate()
+            ep = self.endpoint(handle, database_id)
+            t = TRANSITIONS.get((ep.role, ep.state, "send"))
+            if t is None:
+                transition(ep.role, ep.state, "send")  # raises, naming the state
+            validation = self._permission(ep, message_type)
+            self._validate(body, validation, message_type)
+            seq = ep.send_sequence
+            ep.send_sequence = seq + 1
+            ep.state = t.state
+            uow.touch(ep)
+            self.delivery.dispatch(uow, ep, [(seq, message_type, validation, body, False, False)])
+        return seq
+
+    def next_send_sequences(self, database_id: int, handles: list[str]) -> list[int | None]:
+        """The sequence number the next SEND on each conversation gets (P3.1), or None
+        where a SEND would fail for the conversation itself (unknown, another database's,
+        or in a state that may not send). Inside a transaction, after this takes the lock
+        as a SEND does, the numbers hold until it ends for every SEND that succeeds; a
+        client of a served instance pipelines its SENDs with them."""
+        with self.unit_of_work() as uow:
+            uow.activate()
+            found: list[int | None] = []
+            for handle in handles:
+                try:
+                    ep = self.endpoint(handle, database_id)
+                except BrokerError:
+                    found.append(None)
+                    continue
+                sends = (ep.role, ep.state, "send") in TRANSITIONS
+                found.append(ep.send_sequence if sends else None)
+            return found
+
+    def _permission(self, ep: ConversationEndpoint, message_type: str) -> str:
+        """The validation of ``message_type`` if this side may send it (else raise)."""
+        permissions = ep.permissions
+        if permissions is None or ep.epoch != self.catalogs.version:
+            self.delivery.refresh_cached(ep)
+            permissions = ep.permissions
+        found = permissions.get(message_type)  # type: ignore[union-attr]
+        if found is None:
+            if not isinstance(message_type, str):
+                raise InvalidArgumentError(
+                    f"message_type must be a message type name, not "
+                    f"{type(message_type).__name__}")
+            catalog = self.catalog(ep.database_id)
+            if message_type in (END_DIALOG, ERROR, DIALOG_TIMER):
+                raise ContractViolationError(
+                    f"{message_type} is sent by the broker, not by SEND: use "
+                    "Conversation.end() (EndDialog, Error) or begin_timer() (DialogTimer)")
+            if message_type not in catalog.message_types:
+                raise NotFoundError(
+                    f"message type {message_type!r} does not exist in database "
+                    f"{catalog.name!r}")
+            side = "initiator" if ep.is_initiator else "target"
+            raise ContractViolationError(
+                f"the {side} of a conversation on contract {ep.service_contract_name!r} may "
+                f"not send message type {message_type!r}; the contract allows the {side} "
+                f"{sorted(permissions) or 'nothing'}")  # type: ignore[arg-type]
+        return found
+
+    def _validate(self, body: bytes, validation: str, message_type: str) -> None:
+        limit = self.max_message_size
+        if len(body) > limit:
+            raise MessageValidationError(
+                f"the message body is {len(body)} bytes; the instance's maximum message size "
+                f"is {limit} bytes (Instance.max_message_size)")
+        if validation == "N":
+            return
+        if validation == "E":
+            if body:
+                raise MessageValidationError(
+                    f"message type {message_type!r} has VALIDATION = EMPTY, but the body is "
+                    f"{len(body)} bytes")
+            return
+        if body:  # an empty body passes XML validation, as in SQL Server
+            parser = expat.ParserCreate()
+            try:
+                parser.Parse(body, True)
+            except expat.ExpatError as exc:
+                raise MessageValidationError(
+                    f"message type {message_type!r} has VALIDATION = WELL_FORMED_XML, but the "
+                    f"body is not well-formed XML: {exc}") from None
+
+    # -- the services' verbs -------------------------------------------------------------
+
+    def run_pending(self, now: float | None = None, *, retry_all: bool = False) -> int:
+        """Do what is due at ``now`` (Delivery.run_pending)."""
+        return self.delivery.run_pending(now, retry_all=retry_all)
+
+    def end(self, database_id: int, handle: str, error: int | None,
+            description: str | None, cleanup: bool) -> None:
+        self.ending.end(database_id, handle, error, description, cleanup)
+
+    def begin_timer(self, database_id: int, handle: str, seconds: float) -> None:
+        self.ending.begin_timer(database_id, handle, seconds)
+
+    def end_service_conversations(self, database_id: int, service: str) -> None:
+        self.ending.end_service_conversations(database_id, service)
+
+    def receive(
+        self, database_id: int, queue: str, max_messages: int, timeout: float,
+        conversation_handle: str | None = None, conversation_group_id: str | None = None,
+    ) -> list[Message]:
+        if conversation_handle is not None or conversation_group_id is not None:
+            check_name("queue", queue)
+            return self.receive_where.receive(database_id, queue, max_messages, timeout,
+                                              conversation_handle, conversation_group_id)
+        return self.receiving.receive(database_id, queue, max_messages, timeout)
+
+    def get_conversation_group(
+        self, database_id: int, queue: str, timeout: float
+    ) -> str | None:
+        return self.receive_where.get_conversation_group(database_id, queue, timeout)
+
+    # -- the worker ----------------------------------------------------------------------
+
+    def wait_for_work(self, timeout: float) -> bool:
+        woken = self._wake.wait(timeout)
+        self._wake.clear()
+        return woken
+
+    def wake(self) -> None:
+        self._wake.set()
+
+
+def _as_bytes(body: Any) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if body is None:
+        return b""
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    raise InvalidArgumentError(
+        f"a message body is bytes or str (sent as UTF-8), not {type(body).__name__}")

@@ -1,0 +1,260 @@
+"""RECEIVE (C3, P3.1) from a queue of one instance, with its read-ahead, and the waiting of
+WAITFOR (RECEIVE ...) that RECEIVE ... WHERE and GET CONVERSATION GROUP share.
+
+The first RECEIVE of a queue in a transaction takes its group out of the table with one
+statement (receive_messages.sql); a second one reads the first groups of the queue into
+memory (ReceiveBuffer, read_ahead.py), and from then on RECEIVE hands out groups from
+memory, exactly as the table would, and the messages handed out leave the table in one
+statement at the next flush (C3: when the receiving transaction commits). The read-ahead is
+kept across transactions; deliveries extend it, END CONVERSATION, DROP QUEUE and any
+rollback drop it (UnitOfWork.forget_read_ahead).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pybroker.core.conversation import columns
+from pybroker.core.conversation.model import Message
+from pybroker.core.routing.definition import check_name
+from pybroker.errors import InstanceClosedError, InvalidArgumentError
+from pybroker.kernel.messaging import message_parts
+from pybroker.kernel.messaging.catalog_cache import CatalogCache
+from pybroker.kernel.messaging.read_ahead import ReceiveBuffer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.kernel.messaging.unit_of_work import UnitOfWork
+    from pybroker.storage.store import Store
+
+READ_AHEAD_FIRST = 256  # messages (at least max_messages) of the first read of a queue
+READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
+READ_AHEAD_BYTES = 32 * 2**20  # ... and to about this many bytes of bodies (by the last read)
+WAKE_EVERY = 0.05  # seconds: a waiting RECEIVE asks again at least this often
+
+
+class _Engine(Protocol):
+    """What RECEIVE needs of the messaging engine (engine.py's Messaging): public names."""
+
+    queue_watcher: Any  # engine.py's QueueWatcher (activation), while it runs
+    closing: bool  # Instance.close() began: waiting RECEIVEs end
+
+    def current(self) -> UnitOfWork | None: ...
+
+    def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
+
+
+def check_receive(max_messages: int, timeout: float) -> None:
+    """RECEIVE TOP (max_messages) ..., WAITFOR (...), TIMEOUT timeout (seconds)."""
+    if isinstance(max_messages, bool) or not isinstance(max_messages, int) or (
+        max_messages < 1
+    ):
+        raise InvalidArgumentError(f"max_messages must be a positive whole number: "
+                                   f"{max_messages!r}")
+    check_timeout(timeout)
+
+
+def check_timeout(timeout: float) -> None:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise InvalidArgumentError(f"timeout must be seconds >= 0: {timeout!r}")
+
+
+def messages_of(rows: list[tuple[Any, ...]]) -> list[Message]:
+    """Rows of the receive_messages*.sql templates (with their bodies) as messages."""
+    return [
+        Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"", r[6], r[7], r[0])
+        for r in rows
+    ]
+
+
+class Receiving:
+    """RECEIVE of one instance's engine, reading ``store`` under its lock, the queues'
+    settings from ``catalogs``, and woken by ``arrival`` (notified by each commit that
+    delivers). ``read_ahead`` holds what was read ahead per queue (database_id, queue): what
+    the file holds after the last commit less what the open transaction took."""
+
+    def __init__(self, messaging: _Engine, store: Store, catalogs: CatalogCache,
+                 read_ahead: dict[tuple[int, str], ReceiveBuffer],
+                 arrival: threading.Condition) -> None:
+        self._m = messaging
+        self._store = store
+        self._catalogs = catalogs
+        self.read_ahead = read_ahead
+        self._arrival = arrival
+        # Queues received from by a RECEIVE in its own transaction: the next such RECEIVE
+        # reads ahead too (a loop of them costs a statement and a commit per call).
+        self._receive_loops: set[tuple[int, str]] = set()
+
+    def receive(self, database_id: int, queue: str, max_messages: int,
+                timeout: float) -> list[Message]:
+        check_name("queue", queue)
+        check_receive(max_messages, timeout)
+        self._catalogs.queue_settings(database_id, queue)
+        outer = self._m.current()
+        key = (database_id, queue)
+
+        def wait(deadline: float) -> None:
+            if self._read_ahead_ready(key):
+                return
+            watcher = self._m.queue_watcher
+            if watcher is not None:
+                watcher.waiting(key, 1)
+            try:
+                self._wait_ready(database_id, queue, deadline)
+            finally:
+                if watcher is not None:
+                    watcher.waiting(key, -1)
+
+        def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
+            settings = self._catalogs.enabled_queue_settings(database_id, queue)
+            if key not in uow.received and key not in self.read_ahead and not (
+                    outer is None and key in self._receive_loops):
+                # The first RECEIVE from the queue in this transaction (often the only
+                # one), nothing read ahead, and not a loop of RECEIVEs each in its own
+                # transaction: one statement takes the group out.
+                if outer is None:
+                    self._receive_loops.add(key)
+                rows = _take_group(uow, key, max_messages, settings.retention)
+            else:
+                rows = self._receive_read_ahead(uow, key, max_messages, settings.retention)
+            uow.received.add(key)
+            return rows
+
+        rows = self.take_when_ready(timeout, wait, take)
+        watcher = self._m.queue_watcher
+        if watcher is not None:
+            watcher.received(key, len(rows))
+        return messages_of(rows)
+
+    def take_when_ready(
+        self, timeout: float, wait: Callable[[float], None],
+        take: Callable[[UnitOfWork], list[tuple[Any, ...]]],
+    ) -> list[tuple[Any, ...]]:
+        """Run ``take`` in a unit of work (joining the caller's transaction), first waiting
+        (``wait(deadline)``) up to ``timeout`` seconds, again while it takes nothing.
+        WAITFOR waits without holding the instance, so others can send: only possible
+        while this thread holds no open transaction; inside one that has already done work
+        there is no waiting (the store stays held)."""
+        deadline = time.monotonic() + timeout
+        outer = self._m.current()
+        can_wait = timeout > 0 and (outer is None or not outer.locked)
+        while True:
+            if can_wait:
+                wait(deadline)
+            with self._m.unit_of_work() as uow:
+                uow.activate()
+                rows = take(uow)
+            if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
+                return rows
+
+    def wait_for_arrival(self, is_ready: Callable[[], bool], queue: str,
+                         deadline: float) -> None:
+        """Wait until ``is_ready()`` (asked under the store's lock) holds or the deadline
+        passes: woken by each commit that delivers, and asked again at least every
+        WAKE_EVERY seconds. A close() meanwhile ends the wait with InstanceClosedError."""
+        while True:
+            if self._m.closing:
+                raise InstanceClosedError(
+                    f"the instance was closed while RECEIVE waited for messages on queue "
+                    f"{queue!r}: nothing was received (what the queue holds stays in the "
+                    "file); open the file again with pybroker.connect() to go on")
+            with self._store.lock:
+                if is_ready():
+                    return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            with self._arrival:
+                self._arrival.wait(min(remaining, WAKE_EVERY))
+
+    def _receive_read_ahead(
+        self, uow: UnitOfWork, key: tuple[int, str], max_messages: int, retention: bool
+    ) -> list[tuple[Any, ...]]:
+        """RECEIVE from the messages read ahead: the next group, read again (after writing
+        out what was taken) when they run out or cannot say. What is handed out leaves the
+        table at the next flush, in this unit of work's DuckDB transaction, so it leaves
+        exactly when the transaction commits (C3); a rollback puts it back and drops every
+        read-ahead. Each read takes twice as many messages as the last, up to
+        READ_AHEAD_MAX, so a long stream of receives costs a few statements."""
+        buffer = self.read_ahead.get(key)
+        rows = None if buffer is None else buffer.take(max_messages)
+        if rows is None:
+            reads = 0 if buffer is None else buffer.reads + 1
+            budget = min(max(max_messages, READ_AHEAD_FIRST) << reads, READ_AHEAD_MAX)
+            if buffer is not None and buffer.body_size:  # large bodies: read fewer
+                budget = min(budget, int(READ_AHEAD_BYTES // buffer.body_size))
+            budget = max(budget, max_messages)
+            kept: dict[int, tuple[str, int]] = {}
+            fetched = _with_bodies(uow, uow.sql(
+                "conversation/select_ready_messages.sql", {
+                    "database_id": key[0], "queue_name": key[1], "per_group": budget,
+                    "budget": budget}), kept)
+            buffer = self.read_ahead[key] = ReceiveBuffer(fetched, reads, kept)
+            rows = buffer.take(max_messages)
+            if rows is None:  # cannot happen as the read is built; the table is sure
+                del self.read_ahead[key]
+                return _take_group(uow, key, max_messages, retention)
+        (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
+        released = buffer.release_kept(rows)  # their fragments leave with them
+        if not retention:
+            uow.taken_fragments.extend(released)
+        return rows
+
+    def _read_ahead_ready(self, key: tuple[int, str]) -> bool:
+        """Whether messages read ahead from the queue are ready (then it has some)."""
+        with self._store.lock:
+            buffer = self.read_ahead.get(key)
+            return buffer is not None and bool(buffer.groups)
+
+    def _wait_ready(self, database_id: int, queue: str, deadline: float) -> None:
+        params = {"database_id": database_id, "queue_name": queue}
+        key = (database_id, queue)
+
+        def is_ready() -> bool:
+            # what was read ahead says when it holds every ready message of the queue
+            buffer = self.read_ahead.get(key)
+            if buffer is not None and buffer.groups:
+                return True
+            if buffer is None or not buffer.complete:
+                ready = self._store.run("conversation/count_ready_messages.sql", params)
+                return bool(ready and ready[0][0])
+            return False
+
+        self.wait_for_arrival(is_ready, queue, deadline)
+
+
+def _take_group(uow: UnitOfWork, key: tuple[int, str], max_messages: int,
+                retention: bool) -> list[tuple[Any, ...]]:
+    """One statement takes the queue's next group out of the table (or retains it)."""
+    template = ("conversation/retain_received_messages.sql" if retention
+                else "conversation/receive_messages.sql")
+    rows = message_parts.with_bodies(uow, uow.sql(template, {
+        "database_id": key[0], "queue_name": key[1], "max_messages": max_messages}),
+        taken=not retention)
+    rows.sort(key=lambda r: r[0])
+    return rows
+
+
+def _with_bodies(uow: UnitOfWork, rows: list[tuple[Any, ...]],
+                 kept: dict[int, tuple[str, int]]) -> list[tuple[Any, ...]]:
+    """Rows of select_ready_messages.sql with each body in its place (column 5); a body
+    kept as fragments is read back (message_parts.py), and its message noted in ``kept``
+    (the read-ahead's, dropped with it) until RECEIVE takes it."""
+    if not rows:
+        return rows
+    orders = [r[0] for r in rows]
+    bodies = {order: (body, parts) for order, body, parts in uow.sql(
+        "conversation/select_message_bodies.sql", {
+            "low": min(orders), "high": max(orders),
+            "queuing_order": columns.ints(orders)})}
+    out = []
+    for r in rows:
+        body, parts = bodies[r[0]]
+        if parts:
+            body = message_parts.read_body(uow, r[1], r[3], parts)
+            kept[r[0]] = (r[1], r[3])
+        out.append((*r[:5], body, *r[5:]))
+    return out

@@ -1,0 +1,375 @@
+"""A unit of work (group commit): the endpoint changes and buffered rows of one transaction,
+written at commit as one set-based statement per table, with each column bound as one
+string (columns.py); engine.py describes the design."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pybroker.core.conversation import columns
+from pybroker.core.conversation.endpoint import ConversationEndpoint, wide_columns
+from pybroker.core.conversation.system_messages import ROUTE_REQUEST_QUEUE
+from pybroker.errors import BrokerError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.kernel.messaging.endpoint_cache import EndpointCache
+    from pybroker.kernel.messaging.read_ahead import ReceiveBuffer
+    from pybroker.storage.store import Store
+
+LARGE_BODY = 256 * 1024  # bytes: a body this large is inserted as its own bound row
+# bytes: a body this large goes into the transmission queue as pieces written apart
+# (transmission_pieces.py)
+STAGE_BYTES = 4 * 2**20
+# whether message_fragments holds any row: after many of its pieces are deleted, the file
+# is checkpointed once it holds none (Store.pieces_deleted; message_parts.py)
+COUNT_FRAGMENTS = "wire/count_message_fragments.sql"
+
+
+# -- the unit of work ---------------------------------------------------------------------
+
+
+class _Engine(Protocol):
+    """What a unit of work needs of the messaging engine (engine.py's Messaging, which
+    imports this module): public names."""
+
+    store: Store
+    endpoints: EndpointCache
+    read_ahead: dict[tuple[int, str], ReceiveBuffer]
+    queue_watcher: object | None  # activation's queue monitors, while they run
+    transmission_pieces: bool  # the transmission queue keeps a body as pieces
+
+    def after_commit(self, uow: UnitOfWork) -> None: ...
+
+    def after_rollback(self, uow: UnitOfWork) -> None: ...
+
+    def stage_pieces(self, uow: UnitOfWork, handle: str, sequence: int,
+                     body: bytes | memoryview) -> int: ...
+
+    def unstage_pieces(self, uow: UnitOfWork) -> None: ...
+
+
+class UnitOfWork:
+    """ConversationEndpoint changes and buffered rows of one transaction, written at commit."""
+
+    def __init__(self, messaging: _Engine) -> None:
+        self.m = messaging
+        self.new: dict[str, ConversationEndpoint] = {}
+        self.dirty: dict[str, ConversationEndpoint] = {}
+        self.touched: set[str] = set()
+        self.queue_rows: list[tuple[Any, ...]] = []
+        self.tx_rows: list[tuple[Any, ...]] = []
+        self.inbound_rows: list[tuple[Any, ...]] = []  # P8: arrivals for a queue that is OFF
+        self.outbound: list[Any] = []  # to the wire after commit (remote.py)
+        self.arrivals = False  # applied arrivals from the wire (remote.py keeps their maps)
+        self.received: set[tuple[int, str]] = set()
+        # RECEIVE: the queuing orders handed out from read-ahead (Messaging.read_ahead),
+        # removed (or retained) at the next flush (C3).
+        self.taken: list[int] = []
+        self.taken_retained: list[int] = []
+        # message_parts.py: the (handle, sequence) of taken messages kept as fragments, and
+        # the number of fragments of each queue row to write that is kept so
+        self.taken_fragments: list[tuple[str, int]] = []
+        self.body_fragments: dict[int, int] = {}
+        # transmission_pieces.py: the (handle, sequence) of messages whose pieces this unit
+        # of work wrote apart from its transaction (a rollback deletes them)
+        self.staged_pieces: list[tuple[str, int]] = []
+        self.locked = False
+        self.enqueued = False
+        self.ready_queues: set[tuple[int, str]] = set()  # got ready messages (activation)
+        self.wake = False
+        self.retry_after_commit = False
+        self.catalog_written = False  # a catalog write joined this transaction
+        self.route_replies = False  # something arrived for a route request (R8.2)
+        self._tx: Any = None
+
+    def activate(self) -> None:
+        if not self.locked:
+            self.m.store.lock.acquire()
+            self.locked = True
+
+    def ensure_tx(self) -> None:
+        self.activate()
+        if self._tx is None:
+            self._tx = self.m.store.transaction()
+            self._tx.__enter__()
+
+    def touch(self, ep: ConversationEndpoint) -> None:
+        self.touched.add(ep.conversation_handle)
+        if ep.persisted:
+            self.dirty[ep.conversation_handle] = ep
+        else:
+            self.new[ep.conversation_handle] = ep
+
+    def enqueue(self, row: tuple[Any, ...], body_fragments: int | None = None) -> None:
+        """A message into a queue (a row of insert_queue_messages.sql), written at flush;
+        ``body_fragments``: its body is kept as that many fragments (message_parts.py)."""
+        self.queue_rows.append(row)
+        if row[1] == ROUTE_REQUEST_QUEUE:
+            self.route_replies = True  # a route request dialog ended (R8.2): settle it
+        buffers = self.m.read_ahead
+        if body_fragments is not None:
+            self.body_fragments[row[2]] = body_fragments
+            buffers.pop((row[0], row[1]), None)  # RECEIVE reads it from the table
+            return
+        if buffers:
+            buffer = buffers.get((row[0], row[1]))
+            if buffer is not None:
+                # a ready message joins what was read (rows of select_ready_messages.sql
+                # with its body), so the RECEIVE that waits for it runs no query
+                body = row[12]
+                buffer.delivered(row[5], row[2], (
+                    row[2], row[6], row[5], row[7], row[10],
+                    body if body is None or type(body) is bytes else bytes(body),
+                    row[8], row[9],
+                ) if row[3] == 1 else None)
+
+    def forget_read_ahead(self) -> None:
+        """Messages left queues other than by RECEIVE: read them again when needed."""
+        self.m.read_ahead.clear()
+
+    def flush(self) -> None:
+        if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
+                or self.taken_retained or self.inbound_rows):
+            return
+        self.ensure_tx()
+        run = self.m.store.run
+        if self.new:
+            run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
+                list(self.new.values())))
+            for ep in self.new.values():
+                ep.persisted = True
+                ep.saved = wide_columns(ep)
+        if self.dirty:
+            # Most endpoints of a SEND change only their sequence numbers: a narrow UPDATE.
+            narrow, wide = [], []
+            for ep in self.dirty.values():
+                now = wide_columns(ep)
+                (narrow if now == ep.saved else wide).append(ep)
+                ep.saved = now
+            if wide:
+                run("conversation/update_conversation_endpoints.sql", _endpoint_changes(wide))
+            if len(narrow) == 1:
+                ep = narrow[0]
+                run("conversation/update_endpoint_sequence.sql", {
+                    "conversation_handle": ep.conversation_handle,
+                    "send_sequence": ep.send_sequence,
+                    "first_unacked_send_sequence": ep.first_unacked_send_sequence,
+                    "receive_sequence": ep.receive_sequence})
+            elif narrow:
+                run("conversation/update_endpoint_sequences.sql", {
+                    "conversation_handle": columns.guids(e.conversation_handle for e in narrow),
+                    "send_sequence": columns.ints(e.send_sequence for e in narrow),
+                    "first_unacked_send_sequence": columns.ints(
+                        e.first_unacked_send_sequence for e in narrow),
+                    "receive_sequence": columns.ints(e.receive_sequence for e in narrow)})
+        # One SEND, or a large body: plain bound values (the encoded columns cost more for
+        # one row, and copy a large body into base64 text).
+        queue_rows = self.queue_rows
+        rows, parts = queue_rows, self.body_fragments
+        if parts:  # each kept as fragments on its own (message_parts.py), the rest together
+            rows = [r for r in queue_rows if r[2] not in parts]
+            for row in queue_rows:
+                if row[2] in parts:
+                    run("conversation/insert_queue_message.sql", {
+                        **dict(zip(_QUEUE_COLUMNS, row, strict=True)),
+                        "body_fragments": parts[row[2]]})
+            parts.clear()
+        if len(rows) == 1 or any(len(r[12] or b"") > LARGE_BODY for r in rows):
+            for row in rows:
+                run("conversation/insert_queue_message.sql", {
+                    **dict(zip(_QUEUE_COLUMNS, row, strict=True)), "body_fragments": None})
+        elif rows:
+            run("conversation/insert_queue_messages.sql", _queue_columns(rows))
+        if queue_rows:
+            self.enqueued = True
+            if self.m.queue_watcher is not None:  # only activation asks which queues
+                self.ready_queues.update((r[0], r[1]) for r in queue_rows if r[3] == 1)
+        # C3: received messages leave with this transaction; after the inserts, since a
+        # message sent and received in one transaction is taken from the read-ahead
+        # (ReceiveBuffer.delivered) before it was written
+        if self.taken_fragments:  # message_parts.py
+            self.m.store.pieces_deleted(COUNT_FRAGMENTS, run(
+                "conversation/delete_received_fragments.sql", {
+                    "conversation_handle": columns.guids(h for h, _ in self.taken_fragments),
+                    "message_sequence_number": columns.ints(
+                        s for _, s in self.taken_fragments)}))
+            self.taken_fragments.clear()
+        if self.taken:
+            run("conversation/delete_received_messages.sql",
+                {"queuing_order": columns.ints(self.taken)})
+            self.taken.clear()
+        if self.taken_retained:
+            run("conversation/retain_received_by_order.sql",
+                {"queuing_order": columns.ints(self.taken_retained)})
+            self.taken_retained.clear()
+        for rows, inbound in ((self._staged(self.tx_rows), False), (self.inbound_rows, True)):
+            if len(rows) == 1 or any(len(r[14] or b"") > LARGE_BODY for r in rows):
+                for row in rows:
+                    run("conversation/insert_transmission_queue_row.sql",
+                        {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound,
+                         "body_pieces": None})
+            elif rows:
+                run("conversation/insert_transmission_queue.sql",
+                    {**_tx_columns(rows), "is_inbound": inbound})
+        self.inbound_rows.clear()
+        self.new.clear()
+        self.dirty.clear()
+        self.queue_rows.clear()
+        self.tx_rows.clear()
+
+    def _staged(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Rows of the transmission queue with a large body: the body written as pieces
+        apart (transmission_pieces.py) and the row with none, written here; the rest."""
+        if not any(len(r[14] or b"") >= STAGE_BYTES for r in rows):
+            return rows
+        self.m.transmission_pieces = True
+        rest = []
+        for row in rows:
+            body = row[14] or b""
+            if len(body) < STAGE_BYTES:
+                rest.append(row)
+                continue
+            pieces = self.m.stage_pieces(self, row[1], row[2], body)
+            self.m.store.run("conversation/insert_transmission_queue_row.sql", {
+                **dict(zip(_TX_COLUMNS, row, strict=True)), "message_body": None,
+                "is_inbound": False, "body_pieces": pieces})
+        return rest
+
+    def sql(self, template: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run a statement inside this unit of work's transaction (buffered rows first)."""
+        self.flush()
+        self.ensure_tx()
+        return self.m.store.run(template, params)
+
+    def delete_pieces(self, template: str, params: dict[str, Any],
+                      count_template: str = COUNT_FRAGMENTS) -> None:
+        """Run a DELETE of pieces (P4.4) in this unit of work's transaction, and note how
+        many went for the table ``count_template`` counts (Store.pieces_deleted)."""
+        self.m.store.pieces_deleted(count_template, self.sql(template, params))
+
+    def commit(self) -> None:
+        try:
+            self.flush()
+            if self._tx is not None:
+                tx, self._tx = self._tx, None
+                tx.__exit__(None, None, None)
+        except BaseException as exc:
+            self.rollback(exc)
+            if isinstance(exc, BrokerError):
+                raise
+            raise BrokerError(f"the change was not made: {exc}") from exc
+        finally:
+            self._release()
+        self.m.after_commit(self)
+
+    def rollback(self, exc: BaseException) -> None:
+        try:
+            if self._tx is not None:
+                tx, self._tx = self._tx, None
+                with contextlib.suppress(BaseException):
+                    tx.__exit__(type(exc), exc, exc.__traceback__)
+            # pieces written apart go too, before the lock is let go (else the file's
+            # next open removes them: no row names them)
+            with contextlib.suppress(BrokerError):
+                self.m.unstage_pieces(self)
+        finally:
+            for handle in self.touched:
+                self.m.endpoints.pop(handle, None)
+            self.m.read_ahead.clear()  # what this transaction received is back
+            self._release()
+        self.m.after_rollback(self)
+
+    def _release(self) -> None:
+        if self.locked:
+            self.locked = False
+            self.m.store.lock.release()
+
+
+# -- rows to bound columns ----------------------------------------------------------------
+
+
+# How each column of conversation_endpoints travels as one bound string (columns.py).
+# "state" is two letters, never a comma: it goes as it is (columns.guids).
+_ENDPOINT_ENCODING = {
+    "conversation_handle": columns.guids,
+    "database_id": columns.ints,
+    "conversation_id": columns.guids,
+    "conversation_group_id": columns.guids,
+    "is_initiator": columns.flags,
+    "service_name": columns.texts,
+    "service_contract_name": columns.texts,
+    "far_service": columns.texts,
+    "far_broker_instance": columns.guids,
+    "requested_broker_instance": columns.guids,
+    "state": columns.guids,
+    "lifetime": columns.times,
+    "dialog_timer": columns.times,
+    "send_sequence": columns.ints,
+    "first_unacked_send_sequence": columns.ints,
+    "end_dialog_sequence": columns.ints,
+    "receive_sequence": columns.ints,
+    "receive_sequence_frag": columns.ints,
+    "transmission_retry_count": columns.ints,
+    "transmission_next_attempt": columns.times,
+    "error_code": columns.ints,
+    "error_description": columns.texts,
+    "priority": columns.ints,
+    "create_date": columns.times,
+}
+# What an endpoint can change after it is created (update_conversation_endpoints.sql).
+_ENDPOINT_CHANGES = (
+    "conversation_handle", "state", "far_broker_instance", "dialog_timer", "send_sequence",
+    "first_unacked_send_sequence", "end_dialog_sequence", "receive_sequence",
+    "receive_sequence_frag", "transmission_retry_count", "transmission_next_attempt",
+    "error_code", "error_description",
+)
+
+
+def _encode_endpoints(eps: list[ConversationEndpoint], names: Iterable[str]) -> dict[str, str]:
+    return {name: _ENDPOINT_ENCODING[name](getattr(e, name) for e in eps) for name in names}
+
+
+def _endpoint_columns(eps: list[ConversationEndpoint]) -> dict[str, str]:
+    return _encode_endpoints(eps, _ENDPOINT_ENCODING)
+
+
+def _endpoint_changes(eps: list[ConversationEndpoint]) -> dict[str, str]:
+    return _encode_endpoints(eps, _ENDPOINT_CHANGES)
+
+
+_QUEUE_COLUMNS = (
+    "database_id", "queue_name", "queuing_order", "status", "priority",
+    "conversation_group_id", "conversation_handle", "message_sequence_number", "service_name",
+    "service_contract_name", "message_type_name", "validation", "message_body",
+    "message_enqueue_time")
+
+
+def _queue_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
+    """``rows`` (in _QUEUE_COLUMNS' order) packed for insert_queue_messages.sql."""
+    c = list(zip(*rows, strict=True))
+    ints, texts = columns.int_fields, columns.text_fields
+    return {"rows": columns.packed(
+        ints(c[0]), texts(c[1]), ints(c[2]), ints(c[3]), ints(c[4]),
+        columns.guid_fields(c[5]), columns.guid_fields(c[6]), ints(c[7]), texts(c[8]),
+        texts(c[9]), texts(c[10]), c[11], columns.blob_fields(c[12]),
+        columns.time_fields(c[13]))}
+
+
+_TX_COLUMNS = (
+    "database_id", "conversation_handle", "message_sequence_number", "message_size",
+    "to_service_name", "to_broker_instance", "from_service_name", "service_contract_name",
+    "message_type_name", "validation", "is_end_of_dialog", "is_conversation_error",
+    "priority", "enqueue_time", "message_body", "transmission_status")
+
+
+def _tx_columns(rows: list[tuple[Any, ...]]) -> dict[str, str]:
+    """``rows`` (in _TX_COLUMNS' order) packed for insert_transmission_queue.sql."""
+    c = list(zip(*rows, strict=True))
+    ints, texts, flags = columns.int_fields, columns.text_fields, columns.flag_fields
+    return {"rows": columns.packed(
+        ints(c[0]), columns.guid_fields(c[1]), ints(c[2]), ints(c[3]), texts(c[4]),
+        columns.guid_fields(c[5]), texts(c[6]), texts(c[7]), texts(c[8]), c[9],
+        flags(c[10]), flags(c[11]), ints(c[12]), columns.time_fields(c[13]),
+        columns.blob_fields(c[14]), texts(c[15]))}

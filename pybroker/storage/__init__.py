@@ -1,0 +1,1 @@
+"""Storage: the DuckDB store, its schema and recovery, the SQL templates, snapshots."""
