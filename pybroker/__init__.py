@@ -6,8 +6,9 @@
         decision = inst.route("InventoryService", origin="AdventureWorks2008R2")
 """
 
-from pybroker.api.conversation import Conversation, Message
+from pybroker.api.conversation import Conversation
 from pybroker.api.instance import Database, Instance
+from pybroker.core.conversation.model import Message
 from pybroker.core.routing.decision import RouteDecision, TraceStep
 from pybroker.core.routing.engine import OUTSIDE, ExplainStep
 from pybroker.errors import (

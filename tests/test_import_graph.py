@@ -4,7 +4,7 @@ the storage.
 
 Imports are read with ``ast``, so an import under ``if TYPE_CHECKING:`` or inside a function
 counts as much as one at the top: a circle of type hints is still a circle to a reader. A
-``from pybroker.api.conversation import X`` counts as importing the package (its
+``from pybroker.core.wire import X`` counts as importing the package (its
 ``__init__``), except from a module inside that package (Python has loaded it already).
 """
 

@@ -1,4 +1,5 @@
-"""What a conversation looks like to the application: ``Conversation`` and ``Message``."""
+"""What a conversation looks like to the application: ``Conversation`` (its messages are
+``pybroker.core.conversation.model.Message``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from pybroker import arguments
 from pybroker.arguments import text_problem
-from pybroker.core.conversation.model import Message as Message
 from pybroker.core.routing.definition import MAX_VALUE_LENGTH, check_name
 from pybroker.errors import InvalidArgumentError
 

@@ -18,9 +18,10 @@ from typing import Any
 import duckdb
 
 from pybroker import arguments
-from pybroker.api.conversation import Conversation, Message
+from pybroker.api.conversation import Conversation
 from pybroker.arguments import check_read_only_query
 from pybroker.core.activation.monitor import DEFAULT_INTERVAL
+from pybroker.core.conversation.model import Message
 from pybroker.core.routing.cache import NOTHING, CatalogChange
 from pybroker.core.routing.decision import RouteDecision
 from pybroker.core.routing.definition import check_name, normalize_guid

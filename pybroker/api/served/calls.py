@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from pybroker import errors
-from pybroker.api.conversation import Message
 from pybroker.api.served.protocol import CALL_METHOD, GET_PROPERTY, SET_PROPERTY, Record
+from pybroker.core.conversation.model import Message
 from pybroker.core.routing.decision import RouteDecision, TraceStep
 from pybroker.core.routing.engine import ExplainStep
 from pybroker.core.tsql.script import ResultSet

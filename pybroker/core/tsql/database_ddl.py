@@ -13,7 +13,7 @@ PARTNER = names the partner and makes the database PRINCIPAL unless it is alread
 MIRROR (its role is kept); a mirror is made with SET PARTNER = on it, then SET PARTNER
 FAILOVER. FAILOVER flips the role of this side only: run it on both partners (the sender
 follows whichever says it is principal, R9.3). Every other ALTER DATABASE option is refused,
-and so is ALTER DATABASE outside master (as before: only master runs it).
+and so is ALTER DATABASE outside master (only master runs it).
 Only the syntax is checked here; whether the database exists is checked when it runs.
 """
 

@@ -16,7 +16,7 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
   its message prefixed with the statement and its place; the result sets returned before
   it are on the error as ``results``.
 - A batch that ends inside BEGIN TRANSACTION is rolled back, with a TransactionError.
-- A batch of DDL only (no conversation statement) stays all or nothing, as before.
+- A batch of DDL only (no conversation statement) stays all or nothing.
 - A script is split into batches at each line holding only GO [count], as sqlcmd and SSMS
   split it (pybroker.core.tsql.conversation_parser.parse_batches). Every batch is parsed before
   the first runs, then they run in order, each on its own: variables do not cross GO, and
