@@ -1,5 +1,5 @@
 -- sys.dm_broker_connections: one row per network connection of the broker endpoint (C6,
--- P9), in SQL Server's columns, as they are when read (pybroker/live_views.py writes the
+-- P9), in SQL Server's columns, as they are when read (pybroker/kernel/live_views.py writes the
 -- table right before).
 CREATE OR REPLACE VIEW sys.dm_broker_connections AS
 SELECT c.connection_id, c.peer_address, c.state_desc, c.is_accept, c.connect_time,

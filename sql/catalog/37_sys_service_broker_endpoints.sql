@@ -5,7 +5,7 @@
 -- process runs with the defaults (`pybroker serve` on 127.0.0.1:4022, or its --port and
 -- --host; Instance.start_endpoint()) is the row, named DefaultBrokerEndpoint with no
 -- endpoint_id, as long as it listens (broker_listeners, migrations/019, which
--- pybroker/live_views.py writes when this view is read). Forwarding is the instance's
+-- pybroker/kernel/live_views.py writes when this view is read). Forwarding is the instance's
 -- setting (R7.3), which MESSAGE_FORWARD_SIZE writes.
 -- certificate_name stands in for SQL Server's certificate_id (NULL: this instance's own
 -- certificate, unnamed).

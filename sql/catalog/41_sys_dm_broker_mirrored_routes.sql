@@ -4,7 +4,7 @@
 -- (neither claims it: nothing is sent, both are asked again, R9.4). since is when it took
 -- that state; address_answer and mirror_address_answer are what each partner last said
 -- (PRINCIPAL, MIRROR, NONE, UNREACHABLE, or ASKED while a probe is out). As it is when read
--- (pybroker/live_views.py).
+-- (pybroker/kernel/live_views.py).
 CREATE OR REPLACE VIEW sys.dm_broker_mirrored_routes AS
 SELECT d.name AS database_name, r.name AS route_name, m.address, m.mirror_address,
     m.service_name, m.broker_instance, m.state_desc, m.principal_address, m.since,

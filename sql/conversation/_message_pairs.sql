@@ -1,5 +1,5 @@
 {#- Pairs of ($conversation_handle, $message_sequence_number), comma-joined in step as
-    pybroker/conversation/columns.py encodes them, as rows: the messages a DELETE ... USING
+    pybroker/core/conversation/columns.py encodes them, as rows: the messages a DELETE ... USING
     names (wire/delete_acknowledged.sql and its kin). -#}
 (
     SELECT UNNEST(string_split($conversation_handle, ',')) AS conversation_handle,

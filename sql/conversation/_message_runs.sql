@@ -1,5 +1,5 @@
 {#- Runs of consecutive messages of one endpoint: ($conversation_handle, $first_sequence,
-    $last_sequence), comma-joined in step as pybroker/conversation/columns.py encodes them,
+    $last_sequence), comma-joined in step as pybroker/core/conversation/columns.py encodes them,
     as rows: the messages a DELETE ... USING names, a run a row
     (wire/delete_acknowledged.sql and its kin; columns.runs makes them). -#}
 (

@@ -1,4 +1,4 @@
-{#- The rows of a batch packed in $rows as pybroker/conversation/columns.py's packed() makes
+{#- The rows of a batch packed in $rows as pybroker/core/conversation/columns.py's packed() makes
     them (values joined by ',', rows by ';'), as rows of one list each: r[1], r[2], ... are
     a row's values in the order they were packed (insert_queue_messages.sql and its kin).
     UNNEST is the table function here, not string_split(UNNEST(...)) in the select list:

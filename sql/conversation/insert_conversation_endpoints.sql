@@ -1,5 +1,5 @@
 -- New conversation endpoints, a batch at once (C1). Every parameter is one column encoded
--- as pybroker/conversation/columns.py says (comma-joined; ~ is NULL; text as hex of UTF-8;
+-- as pybroker/core/conversation/columns.py says (comma-joined; ~ is NULL; text as hex of UTF-8;
 -- times as microseconds since the epoch, naive UTC).
 INSERT INTO conversation_endpoints (conversation_handle, database_id, conversation_id,
     conversation_group_id, is_initiator, service_name, service_contract_name, far_service,

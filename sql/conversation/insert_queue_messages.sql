@@ -1,5 +1,5 @@
 -- Messages into queues, a batch at once (one fragment each; local delivery). The rows
--- packed in $rows, their columns encoded, as pybroker/conversation/columns.py says.
+-- packed in $rows, their columns encoded, as pybroker/core/conversation/columns.py says.
 INSERT INTO queue_messages (database_id, queue_name, queuing_order, status, priority,
     conversation_group_id, conversation_handle, message_sequence_number, service_name,
     service_contract_name, message_type_name, validation, message_body, message_enqueue_time)

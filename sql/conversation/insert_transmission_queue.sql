@@ -1,6 +1,6 @@
 -- Messages that cannot be delivered now, into the sending database's transmission queue
 -- (C4, P8), a batch at once. The rows packed in $rows, their columns encoded, as
--- pybroker/conversation/columns.py says.
+-- pybroker/core/conversation/columns.py says.
 INSERT INTO transmission_queue (database_id, conversation_handle, message_sequence_number,
     fragment_number, fragment_count, message_size, to_service_name, to_broker_instance,
     from_service_name, service_contract_name, message_type_name, validation,

@@ -1,5 +1,5 @@
 -- The changing columns of conversation endpoints, a batch at once (C1, P3, P5, C5). Columns
--- encoded as pybroker/conversation/columns.py says.
+-- encoded as pybroker/core/conversation/columns.py says.
 UPDATE conversation_endpoints AS c
 SET state = e.state,
     far_broker_instance = NULLIF(e.far_broker_instance, '~'),

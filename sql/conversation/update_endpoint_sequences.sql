@@ -1,6 +1,6 @@
 -- The sequence numbers of conversation endpoints whose other columns did not change, a
 -- batch at once (P3, P5: the hot path of SEND; a narrower UPDATE costs a third of
--- update_conversation_endpoints.sql). Columns encoded as pybroker/conversation/columns.py
+-- update_conversation_endpoints.sql). Columns encoded as pybroker/core/conversation/columns.py
 -- says.
 UPDATE conversation_endpoints AS c
 SET send_sequence = CAST(e.send_sequence AS BIGINT),

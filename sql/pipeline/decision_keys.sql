@@ -27,7 +27,7 @@
   key_hash_shared: whether two texts of these conversations (routed or not) share a hash.
   When none do, a conversation's hash names its own text's keys and no other, and
   decide_conversations.sql finds its key by the hash (one integer a row); otherwise by
-  the texts (pybroker/pipeline/resolve.py reads the flag).
+  the texts (pybroker/apps/pipeline/resolve.py reads the flag).
   Inputs: {{ conversations }}, {{ epochs }} (small), {{ databases }}, {{ routes }},
   {{ route_requests }}, {{ services }}; engine: {{ engine }}.
 -#}

@@ -1,5 +1,5 @@
 {#-
-  `pybroker export`: export_info.parquet (pybroker/pipeline/schema.py EXPORT_INFO), one row
+  `pybroker export`: export_info.parquet (pybroker/apps/pipeline/schema.py EXPORT_INFO), one row
   of when the state was taken ($exported_at, naive UTC) and the file's schema version
   ($schema_version), written by DuckDB's own Parquet writer to $path. DuckDB only.
 -#}

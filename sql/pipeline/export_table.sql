@@ -1,6 +1,6 @@
 {#-
   `pybroker export`: one table of an instance file in the exported schema of
-  pybroker/pipeline/schema.py (the column list and types come from there, never from input).
+  pybroker/apps/pipeline/schema.py (the column list and types come from there, never from input).
   GUIDs become lowercase text and times naive UTC TIMESTAMP, the forms that survive
   DuckDB -> Parquet -> Spark; a column the file lacks is exported as NULL of its type.
   source, when given, is read in place of the table (export_transmission_queue.sql).

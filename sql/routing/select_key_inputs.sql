@@ -1,6 +1,6 @@
 {#-
   Everything the decision of one conversation key reads (the list in
-  pybroker/routing/cache.py), for the live engine's point path: pybroker/routing/point.py
+  pybroker/core/routing/cache.py), for the live engine's point path: pybroker/core/routing/point.py
   applies the steps of _route_steps.sql to these rows. One row per input, by kind:
     'route'      a live route of the routing database (R1.1, R1.2; R1.4: expired routes
                  left out) that names the service (R2.1-R2.3), the dynamic routing

@@ -1,5 +1,5 @@
 {#-
-  The route requests the live engine's mirror keeps (pybroker/routing/mirror.py; R2.4 skips
+  The route requests the live engine's mirror keeps (pybroker/core/routing/mirror.py; R2.4 skips
   the dynamic routing service while one is pending), with their database's identifier:
   every request when $database_ids is NULL, otherwise those of these databases for a
   service of $service_names (NULL: any service).

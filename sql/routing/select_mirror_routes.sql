@@ -1,5 +1,5 @@
 {#-
-  The routes the live engine's mirror keeps (pybroker/routing/mirror.py), with their
+  The routes the live engine's mirror keeps (pybroker/core/routing/mirror.py), with their
   database's identifier: every route when $database_ids is NULL (the first load, or after a
   change that says nothing more precise); otherwise the routes of those databases that name
   a service of $service_names (NULL: any service) or, when $wildcards, no service (R2.5).

@@ -1,5 +1,5 @@
 -- Pieces $first_piece up to $end_piece (excluded) of a message of the transmission queue
--- kept as pieces, in order (pybroker/conversation/transmission_pieces.py reads a body
+-- kept as pieces, in order (pybroker/kernel/messaging/transmission_pieces.py reads a body
 -- back a few MiB per statement).
 SELECT p.piece_number, p.message_body
 FROM transmission_queue_pieces AS p

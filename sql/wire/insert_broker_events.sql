@@ -1,4 +1,4 @@
--- Broker events, a batch at once (columns encoded as pybroker/conversation/columns.py says).
+-- Broker events, a batch at once (columns encoded as pybroker/core/conversation/columns.py says).
 INSERT INTO broker_events (event_id, event_time, event_class, subclass, peer_address,
     conversation_id, message_sequence_number, description)
 SELECT CAST(e.event_id AS BIGINT), make_timestamp(CAST(e.event_time AS BIGINT)),

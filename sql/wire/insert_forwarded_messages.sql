@@ -1,5 +1,5 @@
 -- The fragments the forwarder holds (R7), a snapshot at once (columns encoded as
--- pybroker/conversation/columns.py says).
+-- pybroker/core/conversation/columns.py says).
 INSERT INTO broker_forwarded_messages (conversation_id, is_initiator, to_service_name,
     to_broker_instance, from_service_name, from_broker_instance, adjacent_broker_address,
     message_sequence_number, message_fragment_number, hops_remaining, time_to_live,

@@ -1,6 +1,6 @@
 -- The endpoints of many conversation sides at once, for a batch of arrivals from the
 -- network: pairs of ($conversation_id, $is_initiator), comma-joined as
--- pybroker/conversation/columns.py encodes them (GUIDs; flags 1/0).
+-- pybroker/core/conversation/columns.py encodes them (GUIDs; flags 1/0).
 SELECT e.conversation_id, e.is_initiator, e.conversation_handle, e.database_id
 FROM conversation_endpoints AS e
 JOIN (

@@ -1,6 +1,6 @@
 -- Whole messages held with status 2 (they arrived out of order) are next in sequence now:
 -- one conversation endpoint's $message_sequence_number list, comma-joined as
--- pybroker/conversation/columns.py encodes integers.
+-- pybroker/core/conversation/columns.py encodes integers.
 DELETE FROM queue_messages
 WHERE conversation_handle = $conversation_handle AND status = 2
     AND message_sequence_number IN (
