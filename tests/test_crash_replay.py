@@ -214,9 +214,11 @@ def test_the_definitions_of_an_open_are_all_checked_above():
 
 # DDL templates of sql/ that never run on an instance file, and so write no log that must
 # replay: the pipeline's engine works in an in-memory DuckDB (apps/pipeline/engine.py
-# DuckDBEngine), the benches on scratch databases of their own, and the ATTACH of a
-# replay is the recovery itself
-NO_LOG = re.compile(r"^(pipeline/duckdb__|bench/|instance/attach_for_replay\.sql$)")
+# DuckDBEngine), the benches on scratch databases of their own, the ATTACH of a
+# replay is the recovery itself, and a snapshot's ATTACH writes only its new file
+# (checkpointed before it is detached: storage/snapshot.py)
+NO_LOG = re.compile(
+    r"^(pipeline/duckdb__|bench/|instance/attach_for_replay\.sql$|instance/attach_snapshot\.sql$)")
 _DDL = re.compile(r"^\s*(CREATE|ALTER|DROP|ATTACH)\b", re.IGNORECASE | re.MULTILINE)
 
 
