@@ -60,6 +60,9 @@ def test_R9_3_principal_killed_mirror_promoted_the_new_principal_gets_all_once_i
     report = chaos_run(tmp_path, "--topology", "mirror", "--seed", "20261125")
     v, topology = report["verdict"], report["topology"]
     assert topology["failed_over"] is True, topology["failover"]
+    # P was killed holding messages while A still had more to send on conversations begun
+    # at P (the run waits for both): the stranded ones below exist
+    assert topology["failover"]["initiator_sending"] is True, topology["failover"]
     assert report["nodes"]["P"]["sigkills"] == 1 and report["nodes"]["M"]["sigkills"] == 2
     assert report["drained"] is True, v["details"]
     # every conversation begun after the promotion (and any whose first message reached

@@ -103,7 +103,14 @@ def run(config_path: Path, name: str) -> int:
         stop_ended()
         planned = total()
         seed, big_every, max_body = config["seed"], config["big_every"], config["max_body"]
-        start, window = config["start"], max(0.001, config["send_window"])
+        # the send window runs from this node's first start, not from the run's setup: a
+        # node that came up late on a loaded machine still spreads its messages over the
+        # window instead of sending them all at once (a failover must find it sending)
+        first_start = run_dir / f"{name}.first_start"
+        if not first_start.exists():
+            first_start.write_text(repr(time.time()))
+        start = max(config["start"], float(first_start.read_text()))
+        window = max(0.001, config["send_window"])
         batch, batch_bytes = config["batch"], 8 * 2**20
         handles = sorted(plan)
         turn = 0
@@ -179,7 +186,9 @@ def run(config_path: Path, name: str) -> int:
                 queued = inst.sql("SELECT count(*) FROM sys.queue_messages").fetchone()[0]
                 _write_status(status_path, {
                     "pid": os.getpid(), "time": time.time(), "sent": sum(next_seq.values()),
-                    "planned": planned, "tq": tq, "queued": queued, "role": role})
+                    "planned": planned, "tq": tq, "queued": queued, "role": role,
+                    # messages still to send on the conversations begun so far
+                    "unsent": sum(max(0, plan[h] - next_seq[h]) for h in next_seq)})
     finally:
         inst.close()
     print(f"{name}: stopped", flush=True)

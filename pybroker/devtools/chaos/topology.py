@@ -181,11 +181,16 @@ class MirrorRun(ChaosRun):
         p, m = self.nodes["P"], self.nodes["M"]
         at = round(time.monotonic() - self.started, 2)  # the timeline's clock
         if action == "failover":
-            st = self.status(p)
-            if (st is None or not st["queued"]) and now < 0.9 * self.o.duration:
-                # a failover is worth proving once P holds messages: wait for the first
+            st, sender = self.status(p), self.status(self.nodes["A"])
+            holding = st is not None and st["queued"]
+            sending = sender is not None and sender.get("unsent", 0) > 0
+            if not (holding and sending) and now < 0.9 * self.o.duration:
+                # a failover is worth proving once P holds messages while A still has more
+                # to send on the conversations begun at P (R9.3: the new principal refuses
+                # those): wait for both
                 pending.append((now + 0.25, "failover", "P"))
                 return
+            self.failover["initiator_sending"] = bool(sending)
             self.kill(p)
             self.failover["principal_killed_at"] = at
             (self.dir / "M.role").write_text("PRINCIPAL")  # R9.3: the survivor promoted
