@@ -123,7 +123,7 @@ def served(tmp_path_factory):
 
 
 # what a client's classes run here, not in the server
-LOCAL = {"close", "on_close", "path", "read_only", "transaction"}
+LOCAL = {"close", "instance", "on_close", "path", "read_only", "transaction"}
 
 
 def test_every_public_name_of_a_client_runs_there_or_refuses_clearly(served):

@@ -390,7 +390,7 @@ def test_a_migration_refused_in_both_forms_says_the_file_cannot_be_upgraded(
 # before the checkpoint that ends the open's schema work
 _UPGRADE_AND_DIE = r"""
 import os, signal, sys
-from pybroker import storage_schema
+from pybroker.storage import schema as storage_schema
 path, stop = sys.argv[1], int(sys.argv[2])
 migrate = storage_schema.Schema.migrate
 def migrate_and_die(self, pending):

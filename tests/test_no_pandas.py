@@ -152,7 +152,7 @@ def test_pybrokers_own_statements_never_search_for_pandas():
 import json, sys
 import duckdb
 import pybroker
-from pybroker.server import rows
+from pybroker.api.served import rows
 from pybroker.storage.store import Store
 
 asked = []

@@ -67,6 +67,12 @@ class BrokerDatabase(Protocol):
     name: str
     broker_instance: str
 
+    @property
+    def instance(self) -> Any: ...  # the instance it belongs to (a client's: the client)
+
+    @property
+    def kernel(self) -> Any: ...  # the embedded instance's kernel; a client has none
+
     # -- conversations (C1-C5, P3)
     def begin_dialog(self, from_service: str, to_service: str, *, contract: str = "DEFAULT",
                      broker_instance: str | None = None, lifetime: int | None = None,

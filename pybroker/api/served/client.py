@@ -539,6 +539,11 @@ class ClientDatabase:
     def __repr__(self) -> str:
         return f"Database(name={self.name!r}, broker_instance={self.broker_instance!r})"
 
+    @property
+    def instance(self) -> ClientInstance:
+        """The client instance this database is reached through."""
+        return self._instance
+
     def __hash__(self) -> int:
         return hash((id(self._instance), self.name))
 
