@@ -24,6 +24,14 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
   GO count runs the batch before it that many times. A failed batch stops the script
   (as sqlcmd -b does): what the batches before it did stays, and the error says how many
   ran; the result sets of the whole script returned before it are on it as ``results``.
+- Control flow (BEGIN ... END, IF, WHILE, BREAK, CONTINUE, RETURN) runs here over the parsed
+  statements; a condition is True, False or UNKNOWN, and only True runs a branch or a loop's
+  body. A WHILE has no bound of its own, as in SQL Server. RETURN ends the batch.
+- What a script returns is a ``BatchResults``: the result sets (it is their list) and the
+  lines PRINT wrote, on ``messages``; a failed batch's error carries one as ``results``.
+- @@ROWCOUNT is the rows the last RECEIVE or SELECT returned or assigned, 1 after SET, and
+  0 after any other statement (SQL Server's documentation does not say what SEND, BEGIN
+  DIALOG or END CONVERSATION leave); DECLARE and control flow leave it as it was.
 """
 
 from __future__ import annotations
