@@ -8,6 +8,7 @@ reference evaluator written here."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import TsqlSyntaxError, UnsupportedStatementError
+from pybroker.core.tsql.conversation_parser import parse_batches
 from pybroker.errors import InvalidArgumentError, TransactionError
 from tests.cli_helpers import run
 
@@ -337,6 +339,23 @@ def test_bad_input_is_refused_with_its_line_and_column(db, text, error, message)
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["BEGIN " * 150 + "PRINT 1" + " END" * 150, "IF 1 = 1 " * 150 + "PRINT 1",
+     "IF " + "NOT " * 150 + "1 = 1 PRINT 1", "IF " + "(" * 150 + "1 = 1" + ")" * 150 + " PRINT 1",
+     "PRINT 1" + " + 1" * 150, "IF " + " AND ".join(["1 = 1"] * 150) + " PRINT 1",
+     "PRINT " + "LEN(" * 150 + "1" + ")" * 150],
+)
+def test_text_nested_too_deeply_is_refused_where_it_goes_too_deep(db, text):
+    with pytest.raises(TsqlSyntaxError, match=r"at line 1, column \d+ is nested too deeply"):
+        db.execute(text)
+
+
+def test_nesting_up_to_the_limit_runs(db):
+    assert printed(db, "IF " + "(" * 90 + "1 = 1" + ")" * 90 + " PRINT 'deep'") == ["deep"]
+    assert printed(db, "BEGIN " * 90 + "PRINT 'deep'" + " END" * 90) == ["deep"]
+
+
 def test_a_refused_batch_changes_nothing(db):
     before = db.queues(), db.services()
     # The first statements are good; the IF at the end is not: nothing runs, not even the
@@ -358,6 +377,53 @@ def test_pybroker_sql_refuses_a_bad_batch_before_it_runs(tmp_path):
     assert "a\n" not in done.stderr.splitlines(keepends=True)  # the PRINT did not run
     with pybroker.connect(path, worker=False) as inst:
         assert inst.database("D").queues() == []
+
+
+# -- mutated control flow: parsed, or refused with a line and column ----------------------
+
+CONTROL_FLOW = (
+    TUTORIAL,
+    "DECLARE @i INT = 0; WHILE @i < 3 BEGIN SET @i = @i + 1; IF @i = 2 CONTINUE; "
+    "IF @i > 5 BREAK ELSE PRINT @i END",
+    "IF (1 = 2 OR N'a' LIKE N'[a-c]%') AND NOT 3 IN (1, 2) AND NULL IS NULL PRINT 'x'; "
+    "ELSE BEGIN PRINT ISNULL(NULL, LEN(N'ab')) END RETURN",
+    "SET NOCOUNT ON; PRINT @@ROWCOUNT + @@TRANCOUNT * 2 / 1 % 3; BEGIN TRAN; COMMIT",
+)
+CONTROL_PIECES = st.one_of(
+    st.sampled_from(["IF", "ELSE", "WHILE", "BEGIN", "END", "BREAK", "CONTINUE", "RETURN",
+                     "PRINT", "NOT", "AND", "OR", "IS", "NULL", "IN", "LIKE", "(", ")", "=",
+                     "<", ">", "!", "<>", ";", "'", "@@ROWCOUNT", "@i", "1", "\n", "GO",
+                     "BEGIN TRY", "END CONVERSATION", "EXISTS"]),
+    st.text(max_size=3),
+)
+
+
+@st.composite
+def mutated_control_flow(draw) -> str:
+    text = draw(st.sampled_from(CONTROL_FLOW))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(text)))
+        end = min(len(text), at + draw(st.integers(1, 10)))
+        kind = draw(st.sampled_from(["insert", "delete", "duplicate", "truncate"]))
+        if kind == "insert":
+            text = text[:at] + " " + draw(CONTROL_PIECES) + " " + text[at:]
+        elif kind == "delete":
+            text = text[:at] + text[end:]
+        elif kind == "duplicate":
+            text = text[:end] + text[at:end] * draw(st.integers(1, 30)) + text[end:]
+        else:
+            text = text[:at]
+    return text
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=500)
+@given(text=mutated_control_flow())
+def test_mutated_control_flow_parses_or_is_refused_with_its_line_and_column(text):
+    # Parsed only: a mutation may well make a loop that never ends, as SQL Server would run.
+    try:
+        parse_batches(text)
+    except TsqlSyntaxError as exc:
+        assert re.search(r"line \d+, column \d+", str(exc)), str(exc)
 
 
 # -- generated programs against a reference evaluator -------------------------------------

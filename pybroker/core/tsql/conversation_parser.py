@@ -379,21 +379,8 @@ class _Reader:
         if verb == "PRINT":
             return Print(self._expression(), t)
         if verb in ("IF", "WHILE"):
-            condition = parse_condition(p, self.declared)
-            if verb == "WHILE":
-                self.loops += 1
-                try:
-                    return While(condition, self._branch(t), t)
-                finally:
-                    self.loops -= 1
-            then = self._branch(t)
-            after = p.pos
-            while p.accept(";"):
-                pass
-            if p.token.is_word("ELSE"):
-                return If(condition, then, self._branch(p.advance()), t)
-            p.pos = after
-            return If(condition, then, None, t)
+            with p.nested(t):
+                return self._if_or_while(t)
         if verb == "MOVE":
             p.keyword("CONVERSATION", "CONVERSATION after MOVE (MOVE CONVERSATION @handle TO "
                       "@group)")
@@ -408,6 +395,24 @@ class _Reader:
                     p.advance()  # the transaction's name: one transaction at a time here
             return Transaction(verb, t)
         return getattr(self, f"_{verb.lower()}")(t)
+
+    def _if_or_while(self, t: Token) -> If | While:
+        p = self.p
+        condition = parse_condition(p, self.declared)
+        if t.is_word("WHILE"):
+            self.loops += 1
+            try:
+                return While(condition, self._branch(t), t)
+            finally:
+                self.loops -= 1
+        then = self._branch(t)
+        after = p.pos
+        while p.accept(";"):
+            pass
+        if p.token.is_word("ELSE"):
+            return If(condition, then, self._branch(p.advance()), t)
+        p.pos = after
+        return If(condition, then, None, t)
 
     def _branch(self, head: Token) -> ScriptStatement:
         """The one statement IF, ELSE or WHILE runs (several in BEGIN ... END)."""
@@ -623,7 +628,8 @@ class _Reader:
             raise UnsupportedStatementError(
                 f"BEGIN {word} at {t.where} is not supported: BEGIN {what} not yet; a batch "
                 f"runs {CONVERSATION_STATEMENTS}")
-        return self._block(t)
+        with p.nested(t):
+            return self._block(t)
 
     def _begin_dialog(self, t: Token) -> BeginDialog:
         p = self.p

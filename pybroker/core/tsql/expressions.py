@@ -246,19 +246,31 @@ def parse_expression(p: Parser[Any], declared: set[str], *, columns: bool = Fals
     error, as SQL Server's "must declare the scalar variable"); ``columns``: RECEIVE
     columns may be named."""
     left = _product(p, declared, columns)
-    while p.token.is_symbol("+") or p.token.is_symbol("-"):
-        operator = p.advance()
-        right = _product(p, declared, columns)
-        left = Binary(operator.text, left, right, operator)
+    links = 0  # each operator nests the expression one level deeper
+    try:
+        while p.token.is_symbol("+") or p.token.is_symbol("-"):
+            operator = p.advance()
+            p.deeper(operator)
+            links += 1
+            right = _product(p, declared, columns)
+            left = Binary(operator.text, left, right, operator)
+    finally:
+        p.depth -= links
     return left
 
 
 def _product(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
     left = _term(p, declared, columns)
-    while p.token.is_symbol("*") or p.token.is_symbol("/") or p.token.is_symbol("%"):
-        operator = p.advance()
-        right = _term(p, declared, columns)
-        left = Binary(operator.text, left, right, operator)
+    links = 0
+    try:
+        while p.token.is_symbol("*") or p.token.is_symbol("/") or p.token.is_symbol("%"):
+            operator = p.advance()
+            p.deeper(operator)
+            links += 1
+            right = _term(p, declared, columns)
+            left = Binary(operator.text, left, right, operator)
+    finally:
+        p.depth -= links
     return left
 
 
@@ -266,10 +278,12 @@ def _term(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
     t = p.token
     if t.is_symbol("-"):
         p.advance()
-        return Negate(_term(p, declared, columns), t)
+        with p.nested(t):
+            return Negate(_term(p, declared, columns), t)
     if t.is_symbol("("):
         p.advance()
-        inner = parse_expression(p, declared, columns=columns)
+        with p.nested(t):
+            inner = parse_expression(p, declared, columns=columns)
         p.require(")", "')' to close the parenthesis")
         return inner
     if t.kind == "string":
@@ -305,13 +319,15 @@ def _term(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
                 p.require(")", "')' after NEWID(")
                 return NewId(t)
             if word == "CAST":
-                operand = parse_expression(p, declared, columns=columns)
+                with p.nested(t):
+                    operand = parse_expression(p, declared, columns=columns)
                 p.keyword("AS", "AS and a type in CAST(... AS type)")
                 target = parse_type(p, cast=True)
             else:
                 target = parse_type(p, cast=True)
                 p.require(",", "',' after the type in CONVERT(type, value)")
-                operand = parse_expression(p, declared, columns=columns)
+                with p.nested(t):
+                    operand = parse_expression(p, declared, columns=columns)
             p.require(")", f"')' to close {word}(")
             return Cast(operand, target, t)
     if columns and t.kind in ("word", "identifier") and t.text.lower() in RECEIVE_COLUMNS:
@@ -331,7 +347,8 @@ def _function(p: Parser[Any], declared: set[str], columns: bool) -> Function:
     arguments: list[Expression] = []
     if not p.token.is_symbol(")"):
         while True:
-            arguments.append(parse_expression(p, declared, columns=columns))
+            with p.nested(t):
+                arguments.append(parse_expression(p, declared, columns=columns))
             if not p.accept(","):
                 break
     if len(arguments) < fewest or (most is not None and len(arguments) > most):
@@ -346,24 +363,37 @@ def parse_condition(p: Parser[Any], declared: set[str]) -> Condition:
     """A condition of IF or WHILE: comparisons, IS [NOT] NULL, [NOT] IN (...), [NOT] LIKE,
     joined by NOT, AND and OR (in that order of precedence) and parentheses."""
     left = _conjunction(p, declared)
-    while p.token.is_word("OR"):
-        operator = p.advance()
-        left = Logical("OR", left, _conjunction(p, declared), operator)
+    links = 0
+    try:
+        while p.token.is_word("OR"):
+            operator = p.advance()
+            p.deeper(operator)
+            links += 1
+            left = Logical("OR", left, _conjunction(p, declared), operator)
+    finally:
+        p.depth -= links
     return left
 
 
 def _conjunction(p: Parser[Any], declared: set[str]) -> Condition:
     left = _negation(p, declared)
-    while p.token.is_word("AND"):
-        operator = p.advance()
-        left = Logical("AND", left, _negation(p, declared), operator)
+    links = 0
+    try:
+        while p.token.is_word("AND"):
+            operator = p.advance()
+            p.deeper(operator)
+            links += 1
+            left = Logical("AND", left, _negation(p, declared), operator)
+    finally:
+        p.depth -= links
     return left
 
 
 def _negation(p: Parser[Any], declared: set[str]) -> Condition:
     if p.token.is_word("NOT"):
         t = p.advance()
-        return Not(_negation(p, declared), t)
+        with p.nested(t):
+            return Not(_negation(p, declared), t)
     return _predicate(p, declared)
 
 
@@ -379,7 +409,8 @@ def _predicate(p: Parser[Any], declared: set[str]) -> Condition:
     start = p.pos
     try:
         p.advance()
-        inner = parse_condition(p, declared)
+        with p.nested(t):
+            inner = parse_condition(p, declared)
         p.require(")", "')' to close the parenthesis")
         return inner
     except TsqlSyntaxError as as_condition:
