@@ -2,7 +2,9 @@
 and SELECT of variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION
 GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER, MOVE
 CONVERSATION and BEGIN/COMMIT/ROLLBACK TRANSACTION, mixed with the DDL of
-pybroker.core.tsql.batch.
+pybroker.core.tsql.batch; and the control flow around them: BEGIN ... END, IF ... ELSE and
+WHILE on conditions (pybroker.core.tsql.expressions), BREAK and CONTINUE (only inside a
+WHILE), RETURN, PRINT and SET NOCOUNT.
 
 ``parse_script`` reads the whole batch before anything runs, so a statement that is not
 understood changes nothing (pybroker.core.tsql.script runs what it returns). Variables must be
