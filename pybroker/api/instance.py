@@ -27,7 +27,7 @@ from pybroker.core.routing.decision import RouteDecision
 from pybroker.core.routing.definition import check_name, normalize_guid
 from pybroker.core.routing.engine import OUTSIDE, ExplainStep
 from pybroker.core.tsql import conversation_parser
-from pybroker.core.tsql.script import ResultSet, run_batches
+from pybroker.core.tsql.script import BatchResults, run_batches
 from pybroker.core.tsql.statement_handlers import StatementRunner
 from pybroker.errors import (
     AlreadyExistsError,
@@ -737,9 +737,10 @@ class Database:
         new role. Run it on both partners (see the module's note)."""
         return self.instance.mirroring.fail_over(self)
 
-    def execute(self, tsql: str) -> list[ResultSet]:
+    def execute(self, tsql: str) -> BatchResults:
         """Run a T-SQL batch; returns the result sets of its RECEIVEs and SELECTs, in order
-        (an empty list when it has none).
+        (an empty list when it has none), with the lines its PRINT statements wrote on
+        ``messages`` (pybroker/docs/tsql.md lists the control flow a batch runs).
 
         DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (C2,
         C3); on master also CREATE/ALTER/DROP ENDPOINT and CREATE/DROP CERTIFICATE (P2,

@@ -308,7 +308,7 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     text = read_tsql(args.tsql)
-    from pybroker.cli.messaging import print_result_sets
+    from pybroker.cli.messaging import print_messages, print_result_sets
     from pybroker.core.tsql.conversation_parser import parse_batches
 
     def run_in_master(exc: MasterOnlyError) -> MasterOnlyError:
@@ -328,9 +328,11 @@ def cmd_sql(args: argparse.Namespace) -> int:
         except MasterOnlyError as exc:  # the command line's way to run it in master
             raise run_in_master(exc) from None
         except BrokerError as exc:  # what the batch returned before it stopped is shown
+            print_messages(getattr(exc, "results", []))
             if getattr(exc, "results", None):
                 print_result_sets(exc.results, as_json=args.json, as_csv=args.csv)
             raise
+        print_messages(results)
         if results or args.json or args.csv:
             print_result_sets(results, as_json=args.json, as_csv=args.csv)
         else:

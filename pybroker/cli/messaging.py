@@ -1,6 +1,7 @@
 """The ``pybroker`` commands of a messaging user: ``send``, ``receive`` and ``end`` (a
 conversation from the command line, without writing T-SQL), and how ``pybroker sql``
-prints the result sets of a batch (a table, ``--json`` or ``--csv``). What became of a
+prints the result sets of a batch (a table, ``--json`` or ``--csv``) and what its PRINT
+statements wrote (to stderr). What became of a
 message ``send`` sent is pybroker.cli.sent_message's.
 
 Each command opens the instance file with ``pybroker.connect``, the way a program does.
@@ -188,6 +189,13 @@ def _cell(value: Any) -> str:
 
 def _json_value(value: Any) -> Any:
     return "0x" + value.hex().upper() if isinstance(value, bytes) else value
+
+
+def print_messages(results: Sequence[ResultSet]) -> None:
+    """The lines a batch's PRINT statements wrote (``BatchResults.messages``), to stderr, as
+    sqlcmd writes its messages apart from the result sets."""
+    for line in getattr(results, "messages", ()):
+        print(line, file=sys.stderr)
 
 
 def print_result_sets(results: Sequence[ResultSet], *, as_json: bool = False,

@@ -2,7 +2,9 @@
 and SELECT of variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION
 GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER, MOVE
 CONVERSATION and BEGIN/COMMIT/ROLLBACK TRANSACTION, mixed with the DDL of
-pybroker.core.tsql.batch.
+pybroker.core.tsql.batch; and the control flow around them: BEGIN ... END, IF ... ELSE and
+WHILE on conditions (pybroker.core.tsql.expressions), BREAK and CONTINUE (only inside a
+WHILE), RETURN, PRINT and SET NOCOUNT.
 
 ``parse_script`` reads the whole batch before anything runs, so a statement that is not
 understood changes nothing (pybroker.core.tsql.script runs what it returns). Variables must be
@@ -16,6 +18,7 @@ every batch before any runs; each batch has its own variables.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -23,9 +26,11 @@ from pybroker.core.tsql.batch import Statement, ddl_parser
 from pybroker.core.tsql.expressions import (
     RECEIVE_COLUMNS,
     Column,
+    Condition,
     Expression,
     SqlType,
     is_variable,
+    parse_condition,
     parse_expression,
     parse_type,
     variable_key,
@@ -139,19 +144,80 @@ class Transaction:
     token: Token
 
 
+@dataclass(frozen=True, slots=True)
+class Print:
+    expression: Expression
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class SetOption:
+    """SET NOCOUNT ON|OFF or SET XACT_ABORT ON: accepted, nothing to change (a batch
+    counts no rows aloud, and a failed statement always stops it)."""
+
+    option: str
+    on: bool
+    token: Token
+
+
+# -- control flow ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """BEGIN ... END."""
+
+    statements: tuple[ScriptStatement, ...]
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    condition: Condition
+    then: ScriptStatement
+    otherwise: ScriptStatement | None  # ELSE
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class While:
+    condition: Condition
+    body: ScriptStatement
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    token: Token
+
+
 ConversationStatement = Union[  # noqa: UP007 (a runtime alias)
     Declare, Assign, Select, BeginDialog, Send, Receive, GetConversationGroup,
-    EndConversation, BeginTimer, MoveConversation, Transaction,
+    EndConversation, BeginTimer, MoveConversation, Transaction, Print, SetOption, Block, If,
+    While, Break, Continue, Return,
 ]
 ScriptStatement = Union[Statement, ConversationStatement]  # noqa: UP007
 
 CONVERSATION_STATEMENTS = (
     "DECLARE, SET, SELECT of values and variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR "
     "(RECEIVE | GET CONVERSATION GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN "
-    "CONVERSATION TIMER, MOVE CONVERSATION and BEGIN/COMMIT/ROLLBACK TRANSACTION"
+    "CONVERSATION TIMER, MOVE CONVERSATION, BEGIN/COMMIT/ROLLBACK TRANSACTION, BEGIN ... "
+    "END, IF ... ELSE, WHILE, BREAK, CONTINUE, RETURN, PRINT and SET NOCOUNT"
 )
 _VERBS = ("DECLARE", "SET", "SELECT", "BEGIN", "SEND", "RECEIVE", "WAITFOR", "GET", "END",
-          "MOVE", "COMMIT", "ROLLBACK")
+          "MOVE", "COMMIT", "ROLLBACK", "IF", "WHILE", "BREAK", "CONTINUE", "RETURN", "PRINT",
+          "ELSE")
+_SET_OPTIONS = ("NOCOUNT", "XACT_ABORT")
 
 
 def _reads_a_table(expected: TsqlSyntaxError) -> CatalogInTsqlError:
@@ -161,7 +227,23 @@ def _reads_a_table(expected: TsqlSyntaxError) -> CatalogInTsqlError:
 def is_conversation_statement(statement: object) -> bool:
     return isinstance(statement, (Declare, Assign, Select, BeginDialog, Send, Receive,
                                   GetConversationGroup, EndConversation, BeginTimer,
-                                  MoveConversation, Transaction))
+                                  MoveConversation, Transaction, Print, SetOption, Block, If,
+                                  While, Break, Continue, Return))
+
+
+def declarations(statements: Sequence[object]) -> Iterator[Declare]:
+    """Every DECLARE of the statements, inside blocks, IF and WHILE too, in the order
+    written: a variable exists for the whole batch, as in SQL Server, even when the branch
+    that declares it does not run."""
+    for s in statements:
+        if isinstance(s, Declare):
+            yield s
+        elif isinstance(s, Block):
+            yield from declarations(s.statements)
+        elif isinstance(s, If):
+            yield from declarations([s.then, *([s.otherwise] if s.otherwise else [])])
+        elif isinstance(s, While):
+            yield from declarations([s.body])
 
 
 # A line that separates batches: GO, an optional count, an optional comment (sqlcmd's rule).
@@ -253,6 +335,7 @@ class _Reader:
         self.batches = batches  # the script was split at GO: any GO left is misplaced
         self.declared: set[str] = set()
         self.tables: dict[str, tuple[str, ...]] = {}
+        self.loops = 0  # the WHILE loops around the statement being read
 
     def statement(self) -> ScriptStatement:
         p = self.p
@@ -275,9 +358,31 @@ class _Reader:
         if verb == "BEGIN":
             return self._begin(t)
         if verb == "END":
-            p.keyword("CONVERSATION", "CONVERSATION after END (END CONVERSATION @handle); "
-                      "BEGIN ... END blocks are not supported")
+            p.keyword("CONVERSATION", "CONVERSATION after END (END CONVERSATION @handle), "
+                      "or a BEGIN before this END")
             return self._end_conversation(t)
+        if verb == "ELSE":
+            raise TsqlSyntaxError(
+                f"ELSE at {t.where} follows no IF: expected IF <condition> <statement> "
+                "before it (an IF takes one statement: put several in BEGIN ... END)")
+        if verb in ("BREAK", "CONTINUE"):
+            if not self.loops:
+                raise TsqlSyntaxError(
+                    f"{verb} at {t.where} is outside a WHILE loop: expected it inside "
+                    "WHILE <condition> ...")
+            return Break(t) if verb == "BREAK" else Continue(t)
+        if verb == "RETURN":
+            if p.token.kind != "end" and not p.token.is_symbol(";") and (
+                    not p.starts_statement()):
+                raise p.expected("';' or the next statement after RETURN",
+                                 " (RETURN with a value is for stored procedures, which "
+                                 "are not supported yet)")
+            return Return(t)
+        if verb == "PRINT":
+            return Print(self._expression(), t)
+        if verb in ("IF", "WHILE"):
+            with p.nested(t):
+                return self._if_or_while(t)
         if verb == "MOVE":
             p.keyword("CONVERSATION", "CONVERSATION after MOVE (MOVE CONVERSATION @handle TO "
                       "@group)")
@@ -292,6 +397,54 @@ class _Reader:
                     p.advance()  # the transaction's name: one transaction at a time here
             return Transaction(verb, t)
         return getattr(self, f"_{verb.lower()}")(t)
+
+    def _if_or_while(self, t: Token) -> If | While:
+        p = self.p
+        condition = parse_condition(p, self.declared)
+        if t.is_word("WHILE"):
+            self.loops += 1
+            try:
+                return While(condition, self._branch(t), t)
+            finally:
+                self.loops -= 1
+        then = self._branch(t)
+        after = p.pos
+        while p.accept(";"):
+            pass
+        if p.token.is_word("ELSE"):
+            return If(condition, then, self._branch(p.advance()), t)
+        p.pos = after
+        return If(condition, then, None, t)
+
+    def _branch(self, head: Token) -> ScriptStatement:
+        """The one statement IF, ELSE or WHILE runs (several in BEGIN ... END)."""
+        p = self.p
+        t = p.token
+        if t.kind == "end" or t.is_symbol(";") or t.is_word("ELSE") or (
+                t.is_word("END") and not p.tokens[p.pos + 1].is_word("CONVERSATION")):
+            raise p.expected(f"a statement (or BEGIN ... END) for the {head.text.upper()} at "
+                             f"{head.where}")
+        return self.statement()
+
+    def _block(self, t: Token) -> Block:
+        """The statements of BEGIN ... END, up to the END that is not END CONVERSATION."""
+        p = self.p
+        statements: list[ScriptStatement] = []
+        while True:
+            while p.accept(";"):
+                pass
+            if p.token.is_word("END") and not p.tokens[p.pos + 1].is_word("CONVERSATION"):
+                break
+            if p.token.kind == "end":
+                raise p.expected(f"END to close the BEGIN at {t.where}")
+            statements.append(self.statement())
+            if p.accept(";") or p.starts_statement() or p.token.kind == "end":
+                continue
+            raise p.expected("';', the next statement or END")
+        if not statements:
+            raise p.expected(f"a statement inside the BEGIN ... END at {t.where}")
+        p.advance()
+        return Block(tuple(statements), t)
 
     # -- variables ------------------------------------------------------------------------
 
@@ -360,8 +513,20 @@ class _Reader:
         p.require(")", "',' or ')' after a column of the table variable")
         return tuple(names)
 
-    def _set(self, t: Token) -> Assign:
-        name = self._variable("a @variable after SET (SET options are not supported)")
+    def _set(self, t: Token) -> Assign | SetOption:
+        p = self.p
+        if p.token.is_word(*_SET_OPTIONS):
+            option = p.advance().text.upper()
+            value = p.token
+            on = p.choice(f"ON or OFF after SET {option}", "ON", "OFF") == "ON"
+            if option == "XACT_ABORT" and not on:
+                raise TsqlSyntaxError(
+                    f"SET XACT_ABORT OFF at {value.where} is not supported: a failed "
+                    "statement always stops the batch and rolls back its transaction here "
+                    "(SET XACT_ABORT ON)")
+            return SetOption(option, on, t)
+        name = self._variable("a @variable after SET (of the SET options only NOCOUNT and "
+                              "XACT_ABORT ON are supported)")
         self.p.require("=", f"'=' after SET {name}")
         return Assign(((name, self._expression()),), t)
 
@@ -459,9 +624,14 @@ class _Reader:
             p.keyword("TIMEOUT", "TIMEOUT = seconds")
             p.require("=", "'=' after TIMEOUT")
             return BeginTimer(handle, self._expression(), t)
-        raise p.expected("DIALOG, CONVERSATION TIMER or TRAN[SACTION] after BEGIN",
-                         " (BEGIN ... END blocks and DISTRIBUTED transactions are not "
-                         "supported)")
+        if p.token.is_word("TRY", "CATCH", "DISTRIBUTED", "ATOMIC"):
+            word = p.token.text.upper()
+            what = "TRY ... END CATCH" if word in ("TRY", "CATCH") else f"{word} transactions"
+            raise UnsupportedStatementError(
+                f"BEGIN {word} at {t.where} is not supported: BEGIN {what} not yet; a batch "
+                f"runs {CONVERSATION_STATEMENTS}")
+        with p.nested(t):
+            return self._block(t)
 
     def _begin_dialog(self, t: Token) -> BeginDialog:
         p = self.p

@@ -1,8 +1,11 @@
 """The small expression language of a T-SQL conversation batch (pybroker.core.tsql.script): the
-scalar types a variable is declared with, literals, variables, ``+`` (concatenation of
-text or binary, addition of numbers), unary ``-``, parentheses, ``CAST(x AS type)``,
-``CONVERT(type, x)``, ``NEWID()`` and, in a RECEIVE's column list, the RECEIVE columns.
-It is not SQL: no functions beyond these, no comparisons, no subqueries.
+scalar types a variable is declared with, literals, variables, the system variables
+@@ROWCOUNT, @@TRANCOUNT and @@ERROR, ``+`` (concatenation of text or binary, addition of
+numbers), ``-``, ``*``, ``/`` and ``%`` of numbers, unary ``-``, parentheses,
+``CAST(x AS type)``, ``CONVERT(type, x)``, ``NEWID()``, ``ISNULL``, ``COALESCE``, ``LEN``,
+``GETDATE()`` and, in a RECEIVE's column list, the RECEIVE columns; and the conditions of
+IF and WHILE (comparisons, IS [NOT] NULL, [NOT] IN (...), [NOT] LIKE, NOT, AND, OR), which
+are True, False or UNKNOWN (None) as in SQL. It is not SQL: no subqueries, no tables.
 
 Values are Python's: None (NULL), int, str and bytes; a UNIQUEIDENTIFIER is its lower-case
 text, as the API and the sys.* views show handles.
@@ -15,8 +18,10 @@ reads the same from Python and back.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Union
 from xml.parsers import expat
 
@@ -81,8 +86,26 @@ class Column:
 
 
 @dataclass(frozen=True, slots=True)
+class SystemVariable:
+    """@@ROWCOUNT, @@TRANCOUNT or @@ERROR: the runner keeps their values among the
+    variables, under their own upper-case names."""
+
+    name: str  # upper case, with its @@
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """ISNULL(a, b), COALESCE(a, b, ...), LEN(a) or GETDATE()."""
+
+    name: str  # upper case
+    arguments: tuple[Expression, ...]
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
 class Binary:
-    operator: str  # '+' or '-'
+    operator: str  # '+', '-', '*', '/' or '%'
     left: Expression
     right: Expression
     token: Token
@@ -106,7 +129,61 @@ class NewId:
     token: Token
 
 
-Expression = Union[Literal, Variable, Column, Binary, Negate, Cast, NewId]  # noqa: UP007
+Expression = Union[  # noqa: UP007 (a runtime alias)
+    Literal, Variable, Column, Binary, Negate, Cast, NewId, SystemVariable, Function]
+
+# -- conditions (IF, WHILE) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    operator: str  # =, <>, <, >, <=, >= (!= is <>, !< is >=, !> is <=)
+    left: Expression
+    right: Expression
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull:
+    operand: Expression
+    negated: bool  # IS NOT NULL
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class InList:
+    operand: Expression
+    items: tuple[Expression, ...]
+    negated: bool
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class Like:
+    operand: Expression
+    pattern: Expression
+    negated: bool
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class Logical:
+    operator: str  # AND or OR
+    left: Condition
+    right: Condition
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    operand: Condition
+    token: Token
+
+
+Condition = Union[Comparison, IsNull, InList, Like, Logical, Not]  # noqa: UP007
+
+SYSTEM_VARIABLES = ("@@ROWCOUNT", "@@TRANCOUNT", "@@ERROR")
+_FUNCTIONS = {"ISNULL": (2, 2), "COALESCE": (2, None), "LEN": (1, 1), "GETDATE": (0, 0)}
 
 
 def variable_key(name: str) -> str:
@@ -168,11 +245,32 @@ def parse_expression(p: Parser[Any], declared: set[str], *, columns: bool = Fals
     """An expression; ``declared`` holds the variables declared so far (any other is an
     error, as SQL Server's "must declare the scalar variable"); ``columns``: RECEIVE
     columns may be named."""
+    left = _product(p, declared, columns)
+    links = 0  # each operator nests the expression one level deeper
+    try:
+        while p.token.is_symbol("+") or p.token.is_symbol("-"):
+            operator = p.advance()
+            p.deeper(operator)
+            links += 1
+            right = _product(p, declared, columns)
+            left = Binary(operator.text, left, right, operator)
+    finally:
+        p.depth -= links
+    return left
+
+
+def _product(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
     left = _term(p, declared, columns)
-    while p.token.is_symbol("+") or p.token.is_symbol("-"):
-        operator = p.advance()
-        right = _term(p, declared, columns)
-        left = Binary(operator.text, left, right, operator)
+    links = 0
+    try:
+        while p.token.is_symbol("*") or p.token.is_symbol("/") or p.token.is_symbol("%"):
+            operator = p.advance()
+            p.deeper(operator)
+            links += 1
+            right = _term(p, declared, columns)
+            left = Binary(operator.text, left, right, operator)
+    finally:
+        p.depth -= links
     return left
 
 
@@ -180,10 +278,12 @@ def _term(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
     t = p.token
     if t.is_symbol("-"):
         p.advance()
-        return Negate(_term(p, declared, columns), t)
+        with p.nested(t):
+            return Negate(_term(p, declared, columns), t)
     if t.is_symbol("("):
         p.advance()
-        inner = parse_expression(p, declared, columns=columns)
+        with p.nested(t):
+            inner = parse_expression(p, declared, columns=columns)
         p.require(")", "')' to close the parenthesis")
         return inner
     if t.kind == "string":
@@ -198,7 +298,13 @@ def _term(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
             p.advance()
             return Literal(None, t)
         if word.startswith("@@"):
-            raise p.expected("a value", f" (the system function {t.text} is not supported)")
+            if word not in SYSTEM_VARIABLES:
+                raise p.expected("a value", f" (the system function {t.text} is not "
+                                 f"supported; {', '.join(SYSTEM_VARIABLES)} are)")
+            p.advance()
+            return SystemVariable(word, t)
+        if word in _FUNCTIONS and p.tokens[p.pos + 1].is_symbol("("):
+            return _function(p, declared, columns)
         if is_variable(t):
             if variable_key(t.text) not in declared:
                 raise TsqlSyntaxError(
@@ -213,21 +319,168 @@ def _term(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
                 p.require(")", "')' after NEWID(")
                 return NewId(t)
             if word == "CAST":
-                operand = parse_expression(p, declared, columns=columns)
+                with p.nested(t):
+                    operand = parse_expression(p, declared, columns=columns)
                 p.keyword("AS", "AS and a type in CAST(... AS type)")
                 target = parse_type(p, cast=True)
             else:
                 target = parse_type(p, cast=True)
                 p.require(",", "',' after the type in CONVERT(type, value)")
-                operand = parse_expression(p, declared, columns=columns)
+                with p.nested(t):
+                    operand = parse_expression(p, declared, columns=columns)
             p.require(")", f"')' to close {word}(")
             return Cast(operand, target, t)
     if columns and t.kind in ("word", "identifier") and t.text.lower() in RECEIVE_COLUMNS:
         p.advance()
         return Column(t.text.lower(), t)
     what = "a RECEIVE column, a value or a variable" if columns else (
-        "a value: a 'string', a number, NULL, a @variable, CAST(...) or NEWID()")
+        "a value: a 'string', a number, NULL, a @variable, CAST(...), NEWID(), ISNULL(...), "
+        "COALESCE(...), LEN(...) or GETDATE()")
     raise p.expected(what)
+
+
+def _function(p: Parser[Any], declared: set[str], columns: bool) -> Function:
+    t = p.advance()
+    name = t.text.upper()
+    p.advance()  # (
+    fewest, most = _FUNCTIONS[name]
+    arguments: list[Expression] = []
+    if not p.token.is_symbol(")"):
+        while True:
+            with p.nested(t):
+                arguments.append(parse_expression(p, declared, columns=columns))
+            if not p.accept(","):
+                break
+    if len(arguments) < fewest or (most is not None and len(arguments) > most):
+        counted = f"{fewest}" if fewest == most else f"at least {fewest}"
+        raise TsqlSyntaxError(
+            f"{name} at {t.where} takes {counted} argument(s), not {len(arguments)}")
+    p.require(")", f"')' to close {name}(")
+    return Function(name, tuple(arguments), t)
+
+
+def parse_condition(p: Parser[Any], declared: set[str]) -> Condition:
+    """A condition of IF or WHILE: comparisons, IS [NOT] NULL, [NOT] IN (...), [NOT] LIKE,
+    joined by NOT, AND and OR (in that order of precedence) and parentheses."""
+    left = _conjunction(p, declared)
+    links = 0
+    try:
+        while p.token.is_word("OR"):
+            operator = p.advance()
+            p.deeper(operator)
+            links += 1
+            left = Logical("OR", left, _conjunction(p, declared), operator)
+    finally:
+        p.depth -= links
+    return left
+
+
+def _conjunction(p: Parser[Any], declared: set[str]) -> Condition:
+    left = _negation(p, declared)
+    links = 0
+    try:
+        while p.token.is_word("AND"):
+            operator = p.advance()
+            p.deeper(operator)
+            links += 1
+            left = Logical("AND", left, _negation(p, declared), operator)
+    finally:
+        p.depth -= links
+    return left
+
+
+def _negation(p: Parser[Any], declared: set[str]) -> Condition:
+    if p.token.is_word("NOT"):
+        t = p.advance()
+        with p.nested(t):
+            return Not(_negation(p, declared), t)
+    return _predicate(p, declared)
+
+
+def _predicate(p: Parser[Any], declared: set[str]) -> Condition:
+    t = p.token
+    if t.is_word("EXISTS"):
+        raise p.expected("a condition", " (EXISTS (subquery) is not supported: the SQL "
+                         "around the verbs does not run in a batch yet)")
+    if not t.is_symbol("("):
+        return _comparison(p, declared)
+    # A parenthesis opens either a condition, (@a = 1 OR @b = 2), or a value, (@a + 1) > 2:
+    # try the condition first, then the value; the error is the one that read further.
+    start = p.pos
+    try:
+        p.advance()
+        with p.nested(t):
+            inner = parse_condition(p, declared)
+        p.require(")", "')' to close the parenthesis")
+        return inner
+    except TsqlSyntaxError as as_condition:
+        reached, p.pos = p.pos, start
+        try:
+            return _comparison(p, declared)
+        except TsqlSyntaxError:
+            if p.pos < reached:
+                raise as_condition from None
+            raise
+
+
+_COMPARISONS = {"=": "=", "<>": "<>", "!=": "<>", "<": "<", ">": ">", "<=": "<=", ">=": ">=",
+                "!<": ">=", "!>": "<="}
+
+
+def _comparison_operator(p: Parser[Any]) -> str | None:
+    first = p.token
+    if first.kind != "symbol" or first.text not in "=<>!":
+        return None
+    second = p.tokens[p.pos + 1]
+    pair = first.text + second.text
+    if (second.kind == "symbol" and pair in _COMPARISONS and second.line == first.line
+            and second.column == first.column + 1):
+        p.advance()
+        p.advance()
+        return _COMPARISONS[pair]
+    if first.text in _COMPARISONS:
+        p.advance()
+        return first.text
+    return None
+
+
+def _comparison(p: Parser[Any], declared: set[str]) -> Condition:
+    left = parse_expression(p, declared)
+    t = p.token
+    if t.is_word("IS"):
+        p.advance()
+        negated = p.token.is_word("NOT")
+        if negated:
+            p.advance()
+        p.keyword("NULL", "NULL after IS (IS NULL, IS NOT NULL)")
+        return IsNull(left, negated, t)
+    negated = False
+    if t.is_word("NOT"):
+        p.advance()
+        negated = True
+        if not p.token.is_word("IN", "LIKE"):
+            raise p.expected("IN or LIKE after NOT")
+    if p.token.is_word("IN"):
+        p.advance()
+        p.require("(", "'(' and a list of values after IN")
+        if p.token.is_word("SELECT"):
+            raise p.expected("a list of values", " (IN (subquery) is not supported)")
+        items = [parse_expression(p, declared)]
+        while p.accept(","):
+            items.append(parse_expression(p, declared))
+        p.require(")", "',' or ')' after a value of the IN list")
+        return InList(left, tuple(items), negated, t)
+    if p.token.is_word("LIKE"):
+        p.advance()
+        pattern = parse_expression(p, declared)
+        if p.token.is_word("ESCAPE"):
+            raise p.expected("the end of the condition", " (LIKE ... ESCAPE is not supported)")
+        return Like(left, pattern, negated, t)
+    operator = _comparison_operator(p)
+    if operator is None:
+        raise p.expected("a comparison (=, <>, !=, <, >, <=, >=), IS [NOT] NULL, [NOT] IN "
+                         "(...) or [NOT] LIKE")
+    return Comparison(operator, left, parse_expression(p, declared), t)
 
 
 def _number(t: Token) -> int | bytes:
@@ -345,17 +598,22 @@ def as_guid(value: Value, what: str, where: str) -> str:
 
 def evaluate(expression: Expression, variables: dict[str, Any],
              row: dict[str, Value] | None = None) -> Value:
-    """The value of ``expression``; ``variables`` maps a variable's key to (type, value),
-    ``row`` a RECEIVE column to its value."""
+    """The value of ``expression``; ``variables`` maps a variable's key to (type, value)
+    (and a system variable's name to (None, value)), ``row`` a RECEIVE column to its
+    value."""
     if isinstance(expression, Literal):
         return expression.value
     if isinstance(expression, Variable):
         return variables[variable_key(expression.name)][1]
+    if isinstance(expression, SystemVariable):
+        return variables.get(expression.name, (None, 0))[1]
     if isinstance(expression, Column):
         assert row is not None  # the parser allows columns only in RECEIVE
         return row[expression.name]
     if isinstance(expression, NewId):
         return str(uuid.uuid4())
+    if isinstance(expression, Function):
+        return _call(expression, [evaluate(a, variables, row) for a in expression.arguments])
     if isinstance(expression, Cast):
         return convert(evaluate(expression.operand, variables, row), expression.type,
                        expression.token.where)
@@ -372,16 +630,139 @@ def evaluate(expression: Expression, variables: dict[str, Any],
     if left is None or right is None:
         return None  # NULL + anything is NULL, as with CONCAT_NULL_YIELDS_NULL ON
     where = expression.token.where
+    operator = expression.operator
     if isinstance(left, int) and isinstance(right, int):
-        result = left + right if expression.operator == "+" else left - right
-        return as_whole_number(result, "the result", where, minimum=_INTEGERS["BIGINT"][0],
-                               maximum=_INTEGERS["BIGINT"][1])
-    if expression.operator == "+" and type(left) is type(right):
+        return as_whole_number(_arithmetic(operator, left, right, where), "the result", where,
+                               minimum=_INTEGERS["BIGINT"][0], maximum=_INTEGERS["BIGINT"][1])
+    if operator == "+" and type(left) is type(right):
         return left + right  # type: ignore[operator]
     kinds = {int: "a number", str: "text", bytes: "binary"}
+    verb = "join" if operator == "+" else "take"
     raise InvalidArgumentError(
-        f"'{expression.operator}' at {where} cannot join {kinds[type(left)]} and "
+        f"'{operator}' at {where} cannot {verb} {kinds[type(left)]} and "
         f"{kinds[type(right)]}: CAST one side to the other's type")
+
+
+def _arithmetic(operator: str, left: int, right: int, where: str) -> int:
+    """Integer arithmetic as SQL Server's: / and % truncate toward zero."""
+    if operator == "+":
+        return left + right
+    if operator == "-":
+        return left - right
+    if operator == "*":
+        return left * right
+    if right == 0:
+        raise InvalidArgumentError(f"divide by zero at {where}")
+    quotient = abs(left) // abs(right) * (1 if (left < 0) == (right < 0) else -1)
+    return quotient if operator == "/" else left - quotient * right
+
+
+def _call(function: Function, values: list[Value]) -> Value:
+    name = function.name
+    if name in ("ISNULL", "COALESCE"):
+        return next((v for v in values if v is not None), None)
+    if name == "LEN":
+        [value] = values
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            return len(value)
+        return len(str(value).rstrip(" "))  # LEN leaves out trailing spaces
+    # GETDATE(): the local time as text (pybroker has no DATETIME values yet), in the form
+    # CONVERT(NVARCHAR, GETDATE(), 121) gives.
+    return datetime.now().isoformat(sep=" ", timespec="milliseconds")
+
+
+def evaluate_condition(condition: Condition, variables: dict[str, Any]) -> bool | None:
+    """True, False or None (UNKNOWN, as a comparison with NULL is): IF runs its ELSE and
+    WHILE stops unless the condition is True."""
+    if isinstance(condition, Logical):
+        left = evaluate_condition(condition.left, variables)
+        if condition.operator == "AND" and left is False:
+            return False
+        if condition.operator == "OR" and left is True:
+            return True
+        right = evaluate_condition(condition.right, variables)
+        if condition.operator == "AND":
+            return False if right is False else (None if None in (left, right) else True)
+        return True if right is True else (None if None in (left, right) else False)
+    if isinstance(condition, Not):
+        inner = evaluate_condition(condition.operand, variables)
+        return None if inner is None else not inner
+    value = evaluate(condition.operand if not isinstance(condition, Comparison)
+                     else condition.left, variables)
+    where = condition.token.where
+    if isinstance(condition, IsNull):
+        return (value is not None) if condition.negated else (value is None)
+    if isinstance(condition, Comparison):
+        order = compare(value, evaluate(condition.right, variables), where)
+        if order is None:
+            return None
+        return {"=": order == 0, "<>": order != 0, "<": order < 0, ">": order > 0,
+                "<=": order <= 0, ">=": order >= 0}[condition.operator]
+    if isinstance(condition, InList):
+        found: bool | None = False
+        for item in condition.items:
+            order = compare(value, evaluate(item, variables), where)
+            if order == 0:
+                found = True
+                break
+            if order is None:
+                found = None
+        return found if not condition.negated or found is None else not found
+    pattern = evaluate(condition.pattern, variables)
+    if value is None or pattern is None:
+        return None
+    text = convert(value, SqlType("NVARCHAR"), where)
+    matched = like_pattern(str(convert(pattern, SqlType("NVARCHAR"), where))).fullmatch(
+        str(text)) is not None
+    return matched != condition.negated
+
+
+def compare(left: Value, right: Value, where: str) -> int | None:
+    """-1, 0 or 1; None when either side is NULL. Text compares as under SQL Server's
+    default collation: without regard to case, and trailing spaces do not count. A number
+    and text compare as numbers (the text converted, as SQL Server converts it)."""
+    if left is None or right is None:
+        return None
+    if isinstance(left, int) != isinstance(right, int):
+        left, right = (convert(v, SqlType("BIGINT"), where) for v in (left, right))
+    elif isinstance(left, str) and isinstance(right, str):
+        left, right = left.rstrip(" ").casefold(), right.rstrip(" ").casefold()
+    elif type(left) is not type(right):
+        raise InvalidArgumentError(
+            f"the comparison at {where} compares text and binary: CAST one side to the "
+            "other's type")
+    return (left > right) - (left < right)  # type: ignore[operator]
+
+
+def like_pattern(pattern: str) -> re.Pattern[str]:
+    """LIKE's pattern as a regular expression: % any text, _ one character, [abc], [a-c]
+    and [^abc] one character of (or not of) a set; without regard to case."""
+    parts: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        close = pattern.find("]", i + 2) if ch == "[" else -1
+        if ch == "%":
+            parts.append(".*")
+        elif ch == "_":
+            parts.append(".")
+        elif close > 0:
+            inside = pattern[i + 1 : close]
+            negated = inside.startswith("^")
+            body = "".join(c if c == "-" else re.escape(c) for c in inside[negated:])
+            parts.append(f"[{'^' if negated else ''}{body}]")
+            i = close
+        else:
+            parts.append(re.escape(ch))
+        i += 1
+    try:
+        return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+    except re.error as exc:  # a range written backwards, [z-a]
+        raise InvalidArgumentError(
+            f"the LIKE pattern {pattern[:40]!r} is not valid ({exc}): write a range as "
+            "[a-z]") from None
 
 
 def _failed(value: Value, target: SqlType, where: str) -> InvalidArgumentError:

@@ -11,7 +11,8 @@ expected there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 from pybroker.core.tsql.lexer import Token
@@ -29,10 +30,14 @@ _OTHER_STATEMENT_TEXT = """
     SELECT INSERT UPDATE DELETE MERGE TRUNCATE EXEC EXECUTE DECLARE SET USE PRINT RAISERROR
     THROW IF WHILE BEGIN END COMMIT ROLLBACK SAVE RETURN GRANT REVOKE DENY BACKUP RESTORE DBCC
     WAITFOR SEND RECEIVE MOVE GET ENABLE DISABLE BULK OPEN CLOSE FETCH DEALLOCATE CHECKPOINT
-    KILL SHUTDOWN RECONFIGURE
+    KILL SHUTDOWN RECONFIGURE BREAK CONTINUE ELSE
 """
 _OTHER_STATEMENT_WORDS = frozenset(_OTHER_STATEMENT_TEXT.split())
 _VERBS = ("CREATE", "ALTER", "DROP")
+# How deep blocks, IF, WHILE, parentheses, NOT and chains of operators may nest: deeper
+# text is refused where it goes too deep, before parsing or running it could exhaust
+# Python's stack (SQL Server refuses such text too, "nested too deeply").
+MAX_DEPTH = 100
 
 # SQL Server's reserved keywords: never a name unless [bracketed] or "quoted" (so a
 # contract lists the default message type as [DEFAULT], as SQL Server requires).
@@ -83,6 +88,7 @@ class Parser(Generic[S]):
     ) -> None:
         self.tokens = tokens
         self.pos = 0
+        self.depth = 0  # the nesting being read (``nested``)
         self.statements = statements
         self.refusals = refusals or {}
         kinds = dict.fromkeys(kind for _, kind in statements)
@@ -130,6 +136,26 @@ class Parser(Generic[S]):
     def expected(self, what: str, hint: str = "") -> TsqlSyntaxError:
         t = self.token
         return TsqlSyntaxError(f"expected {what} but found {t.describe()} at {t.where}{hint}")
+
+    @contextmanager
+    def nested(self, token: Token, levels: int = 1) -> Iterator[None]:
+        """Read ``levels`` more levels of nesting, opened at ``token``; refused past
+        MAX_DEPTH."""
+        self.deeper(token, levels)
+        try:
+            yield
+        finally:
+            self.depth -= levels
+
+    def deeper(self, token: Token, levels: int = 1) -> None:
+        """``levels`` more levels of nesting, opened at ``token`` (the caller takes them
+        off ``depth`` again); refused past MAX_DEPTH."""
+        self.depth += levels
+        if self.depth > MAX_DEPTH:
+            raise TsqlSyntaxError(
+                f"{token.describe()} at {token.where} is nested too deeply: expected at most "
+                f"{MAX_DEPTH} levels of blocks, IF, WHILE, parentheses, NOT and operators "
+                "in a row")
 
     def once(self, label: str, token: Token, seen: dict[str, Token], what: str) -> None:
         """Refuse ``label`` given a second time; remember where it was first given."""

@@ -24,6 +24,14 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
   GO count runs the batch before it that many times. A failed batch stops the script
   (as sqlcmd -b does): what the batches before it did stays, and the error says how many
   ran; the result sets of the whole script returned before it are on it as ``results``.
+- Control flow (BEGIN ... END, IF, WHILE, BREAK, CONTINUE, RETURN) runs here over the parsed
+  statements; a condition is True, False or UNKNOWN, and only True runs a branch or a loop's
+  body. A WHILE has no bound of its own, as in SQL Server. RETURN ends the batch.
+- What a script returns is a ``BatchResults``: the result sets (it is their list) and the
+  lines PRINT wrote, on ``messages``; a failed batch's error carries one as ``results``.
+- @@ROWCOUNT is the rows the last RECEIVE or SELECT returned or assigned, 1 after SET, and
+  0 after any other statement (SQL Server's documentation does not say what SEND, BEGIN
+  DIALOG or END CONVERSATION leave); DECLARE and control flow leave it as it was.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from pybroker import arguments
 from pybroker.core.tsql import conversation_parser as cp
 from pybroker.core.tsql.expressions import (
     RECEIVE_COLUMNS,
+    Condition,
     SqlType,
     Value,
     as_body,
@@ -46,6 +55,7 @@ from pybroker.core.tsql.expressions import (
     as_whole_number,
     convert,
     evaluate,
+    evaluate_condition,
     variable_key,
 )
 from pybroker.errors import InvalidArgumentError, TransactionError
@@ -129,43 +139,131 @@ class ResultSet:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
+class BatchResults(list[ResultSet]):
+    """What a script returned: its result sets, in order (the list itself), and the lines
+    its PRINT statements wrote, in order (``messages``: what SSMS shows on its Messages
+    tab; ``pybroker sql`` writes them to stderr)."""
+
+    def __init__(self, results: Iterable[ResultSet] = (), messages: Iterable[str] = ()
+                 ) -> None:
+        super().__init__(results)
+        self.messages: list[str] = list(messages)
+
+
+# What ends the statements of a block early: BREAK, CONTINUE or RETURN.
+_BREAK, _CONTINUE, _RETURN = "BREAK", "CONTINUE", "RETURN"
+_SIGNALS = {cp.Break: _BREAK, cp.Continue: _CONTINUE, cp.Return: _RETURN}
+
+
 class _Run:
     def __init__(self, database: BatchDatabase) -> None:
         self.db = database
         self.variables: dict[str, tuple[SqlType | None, Any]] = {}
-        self.results: list[ResultSet] = []
+        self.results = BatchResults()
         self.transactions: list[tuple[AbstractContextManager[Any], cp.Transaction]] = []
         self._validations: dict[str, str] | None = None
+        self.ran = 0  # statements run so far
+        self.rowcount = 0  # @@ROWCOUNT: the rows the last statement returned or assigned
+        self.counted = 0  # what the statement running sets @@ROWCOUNT to
 
     # -- the batch ----------------------------------------------------------------------
 
-    def run(self, statements: Sequence[cp.ScriptStatement]) -> list[ResultSet]:
-        for ran, statement in enumerate(statements):
-            try:
-                self.statement(statement)
-            except BaseException as exc:
-                undone = self._roll_back_all()
-                if isinstance(exc, Exception) and exc.args and isinstance(exc.args[0], str):
-                    exc.args = (_where(statement, exc.args[0], ran, undone), *exc.args[1:])
-                exc.results = list(self.results)  # type: ignore[attr-defined]
-                raise
+    def run(self, statements: Sequence[cp.ScriptStatement]) -> BatchResults:
+        for declare in cp.declarations(statements):  # a variable lives for the whole batch
+            for name, sql_type, _ in declare.variables:
+                self.variables[variable_key(name)] = (sql_type, None)
+            if declare.table is not None:
+                self.variables[variable_key(declare.table[0])] = (
+                    None, ResultSet(declare.table[1]))
+        try:
+            self.block(statements)
+        except BaseException:
+            self._roll_back_all()
+            raise
         if self.transactions:
             begun = self.transactions[0][1].token
             self._roll_back_all()
             error = TransactionError(
                 f"the batch ended inside the transaction begun at {begun.where}: it was "
                 "rolled back; end it with COMMIT (or ROLLBACK) in the same batch")
-            error.results = list(self.results)  # type: ignore[attr-defined]
+            error.results = self._returned()  # type: ignore[attr-defined]
             raise error
         return self.results
 
-    def statement(self, s: cp.ScriptStatement) -> None:
-        if isinstance(s, cp.Transaction):
-            self.transaction(s)
-        elif not cp.is_conversation_statement(s):
-            self.db.run_statements([s])  # DDL: joins an open transaction
-        else:
-            getattr(self, _HANDLERS[type(s)])(s)
+    def block(self, statements: Iterable[cp.ScriptStatement]) -> str | None:
+        """Run statements in order; BREAK, CONTINUE or RETURN ends them early and is
+        returned, for the WHILE (or the batch) around them."""
+        for s in statements:
+            signal = self.statement(s)
+            if signal is not None:
+                return signal
+        return None
+
+    def statement(self, s: cp.ScriptStatement) -> str | None:
+        if isinstance(s, cp.Block):
+            return self.block(s.statements)
+        if isinstance(s, cp.If):
+            branch = s.then if self.test(s.condition, s) else s.otherwise
+            return None if branch is None else self.statement(branch)
+        if isinstance(s, cp.While):
+            while self.test(s.condition, s):
+                signal = self.statement(s.body)
+                if signal == _BREAK:
+                    break
+                if signal == _RETURN:
+                    return signal
+            return None
+        signal = _SIGNALS.get(type(s))
+        if signal is not None:
+            return signal
+        self.leaf(s)
+        return None
+
+    def test(self, condition: Condition, s: cp.If | cp.While) -> bool:
+        """The condition of an IF or a WHILE: only True runs the branch (UNKNOWN does not)."""
+        try:
+            self._system()
+            return evaluate_condition(condition, self.variables) is True
+        except BaseException as exc:
+            self._failed(exc, s)
+            raise
+
+    def leaf(self, s: cp.ScriptStatement) -> None:
+        """A statement that is no control flow, with @@ROWCOUNT kept as SQL Server keeps it:
+        the rows a RECEIVE or SELECT returned or assigned, 1 for SET; 0 for the others."""
+        try:
+            self._system()
+            self.counted = 0
+            if isinstance(s, cp.Transaction):
+                self.transaction(s)
+            elif not cp.is_conversation_statement(s):
+                self.db.run_statements([s])  # DDL: joins an open transaction
+            else:
+                getattr(self, _HANDLERS[type(s)])(s)
+        except BaseException as exc:
+            self._failed(exc, s)
+            raise
+        self.ran += 1
+        if not isinstance(s, cp.Declare):  # DECLARE leaves @@ROWCOUNT as it was
+            self.rowcount = self.counted
+
+    def _system(self) -> None:
+        """The system variables' values, among the variables (their names begin @@)."""
+        self.variables["@@ROWCOUNT"] = (None, self.rowcount)
+        self.variables["@@TRANCOUNT"] = (None, len(self.transactions))
+        self.variables["@@ERROR"] = (None, 0)  # a failed statement stops the batch
+
+    def _failed(self, exc: BaseException, s: object) -> None:
+        """After the statement ``s`` failed with ``exc``: the open transaction rolled back,
+        ``exc``'s message saying which statement and what became of the batch, and what
+        the batch returned before it on its ``results``."""
+        undone = self._roll_back_all()
+        if isinstance(exc, Exception) and exc.args and isinstance(exc.args[0], str):
+            exc.args = (_where(s, exc.args[0], self.ran, undone), *exc.args[1:])
+        exc.results = self._returned()  # type: ignore[attr-defined]
+
+    def _returned(self) -> BatchResults:
+        return BatchResults(self.results, self.results.messages)
 
     def transaction(self, s: cp.Transaction) -> None:
         if s.action == "BEGIN":
@@ -203,11 +301,10 @@ class _Run:
         self.variables[key] = (declared, convert(value, declared, where) if declared else value)
 
     def declare(self, s: cp.Declare) -> None:
-        if s.table is not None:
-            self.variables[variable_key(s.table[0])] = (None, ResultSet(s.table[1]))
-            return
-        for name, sql_type, initial in s.variables:
-            self.variables[variable_key(name)] = (sql_type, None)
+        """The variables exist from the batch's start (``run``); DECLARE gives those with an
+        initial value that value. Without one a variable keeps what it holds, as a DECLARE
+        inside a WHILE loop does in SQL Server."""
+        for name, _, initial in s.variables:
             if initial is not None:
                 self.assign(name, self.value(initial), s.token.where)
 
@@ -215,17 +312,28 @@ class _Run:
         values = [(name, self.value(expression)) for name, expression in s.targets]
         for name, value in values:
             self.assign(name, value, s.token.where)
+        self.counted = 1
 
     def select(self, s: cp.Select) -> None:
         if s.table is None:
             row = tuple(self.value(expression) for _, expression in s.items)
             self.results.append(ResultSet(tuple(name for name, _ in s.items), [row]))
+            self.counted = 1
             return
         table: ResultSet = self.variables[variable_key(s.table)][1]
         wanted = s.table_columns or table.columns
         at = [table.columns.index(c) for c in wanted]
         self.results.append(ResultSet(tuple(wanted), [tuple(r[i] for i in at)
                                                       for r in table.rows]))
+        self.counted = len(table.rows)
+
+    def print_statement(self, s: cp.Print) -> None:
+        value = self.value(s.expression)
+        self.results.messages.append(
+            "" if value is None else str(convert(value, SqlType("NVARCHAR"), s.token.where)))
+
+    def set_option(self, s: cp.SetOption) -> None:
+        """SET NOCOUNT and SET XACT_ABORT ON change nothing here (cp.SetOption)."""
 
     # -- the verbs ----------------------------------------------------------------------
 
@@ -327,6 +435,7 @@ class _Run:
             s.queue, max_messages=top, timeout=self._timeout(s), conversation_handle=handle,
             conversation_group_id=group) if matches else []
         rows = [self._columns(m) for m in messages]
+        self.counted = len(rows)
         if s.items and s.items[0][0] is not None:  # RECEIVE @v = column, ...
             for row in rows:
                 values = [(target, self.value(e, row)) for target, _, e in s.items]
@@ -367,6 +476,7 @@ _HANDLERS: dict[type, str] = {
     cp.BeginDialog: "begin_dialog", cp.Send: "send", cp.EndConversation: "end_conversation",
     cp.BeginTimer: "begin_timer", cp.GetConversationGroup: "get_conversation_group",
     cp.Receive: "receive", cp.MoveConversation: "move_conversation",
+    cp.Print: "print_statement", cp.SetOption: "set_option",
 }
 
 
@@ -377,7 +487,7 @@ class _Rollback(Exception):
 _VERBS = {
     "Assign": "SET", "BeginDialog": "BEGIN DIALOG", "GetConversationGroup":
     "GET CONVERSATION GROUP", "EndConversation": "END CONVERSATION", "BeginTimer":
-    "BEGIN CONVERSATION TIMER", "MoveConversation": "MOVE CONVERSATION",
+    "BEGIN CONVERSATION TIMER", "MoveConversation": "MOVE CONVERSATION", "SetOption": "SET",
 }  # fmt: skip
 
 
@@ -400,23 +510,25 @@ def _where(statement: Any, message: str, ran: int, undone: bool) -> str:
 
 
 def run_script(database: BatchDatabase, statements: Sequence[cp.ScriptStatement]
-               ) -> list[ResultSet]:
+               ) -> BatchResults:
     """Run parsed statements in order on ``database`` (see the module docstring)."""
     return _Run(database).run(statements)
 
 
-def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> list[ResultSet]:
+def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> BatchResults:
     """Run the batches of a script in order, each on its own (see the module docstring):
     a batch of DDL only all or nothing (``database.run_statements``), any other as
     ``run_script`` runs it."""
-    results: list[ResultSet] = []
+    results = BatchResults()
     runs = sum(batch.count for batch in batches)
     ran = 0
     for batch in batches:
         for _ in range(batch.count):
             try:
                 if any(cp.is_conversation_statement(s) for s in batch.statements):
-                    results.extend(run_script(database, batch.statements))
+                    returned = run_script(database, batch.statements)
+                    results.extend(returned)
+                    results.messages.extend(returned.messages)
                 else:
                     database.run_statements(batch.statements)
             except Exception as exc:
@@ -424,8 +536,10 @@ def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> list[Re
                     if ran and exc.args and isinstance(exc.args[0], str):
                         exc.args = (f"{exc.args[0]}; the {ran} batch(es) before it (up to "
                                     "GO) ran", *exc.args[1:])
-                    exc.results = [*results, *getattr(  # type: ignore[attr-defined]
-                        exc, "results", [])]
+                    failed = getattr(exc, "results", BatchResults())
+                    exc.results = BatchResults(  # type: ignore[attr-defined]
+                        [*results, *failed],
+                        [*results.messages, *getattr(failed, "messages", [])])
                 raise
             ran += 1
     return results
