@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.api.instance import Instance
-from pybroker.api.served.client import URL_SCHEME, connect_served, connect_url
+from pybroker.api.served.client import URL_SCHEME, ClientInstance, connect_served, connect_url
 from pybroker.errors import BrokerError
 from pybroker.storage.templates import render
 
@@ -52,7 +52,7 @@ def open_target(where: Any, tokens: Mapping[str, str] | None = None) -> Target:
     """Open one target read-only: an open Instance (used as it is, never closed here), a
     ``pybroker://HOST:PORT`` address (its token from ``tokens``), or the path of an instance
     file or snapshot (through its server when one serves it)."""
-    if isinstance(where, Instance) or hasattr(where, "sql") and hasattr(where, "explain"):
+    if isinstance(where, (Instance, ClientInstance)):
         return Target(repr(where), where, owned=False)
     text = str(where)
     try:
