@@ -9,6 +9,7 @@ import importlib.util
 from typing import Any
 
 from pybroker.apps.diagnose.network import Network, Node, normal_address
+from pybroker.apps.diagnose.routing import matching_step
 from pybroker.core.wire.certificates import certificate_info
 from pybroker.errors import BrokerError
 
@@ -83,8 +84,9 @@ def _routes_back(net: Network, node: Node) -> None:
 
 def _routed(steps: list[Any]) -> bool:
     """Whether an explained decision chose a route or asks the dynamic routing service."""
-    return any((s.step.startswith("R3.") and s.result == "chosen")
-               or (s.step == "R2.4" and s.result == "matched") for s in steps)
+    matched = matching_step(steps)
+    return matched is not None and (matched.step == "R2.4" or any(
+        s.step.startswith("R3.") and s.result == "chosen" for s in steps))
 
 
 def _queues(net: Network, node: Node) -> None:

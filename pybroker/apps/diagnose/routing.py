@@ -14,6 +14,9 @@ from pybroker.core.routing.engine import OUTSIDE
 # a character a service name may, and "any" in words).
 PROBE_SERVICE = "pybroker/diagnose/any-other-service"
 
+# An R2 step's results that found no candidates.
+_NOTHING = ("no route", "not applicable", "not reached")
+
 # The R3 step that would choose a route of each kind (docs/codes.md, R3).
 _CHOOSING_STEP = {"mirror": "R3.1", "LOCAL": "R3.2", "tcp": "R3.3", "TRANSPORT": "R3.4"}
 
@@ -37,6 +40,12 @@ def _explain(node: Node, service: str, database: str, broker: str | None = None)
 
 def _step(steps: list[Any], code: str) -> Any:
     return next(s for s in steps if s.step == code)
+
+
+def matching_step(steps: list[Any]) -> Any | None:
+    """The R2 step that found the candidates (the first that found anything, R2)."""
+    return next((s for s in steps if s.step.startswith("R2.") and s.result not in _NOTHING),
+                None)
 
 
 def _chosen(steps: list[Any]) -> Any | None:
@@ -122,9 +131,8 @@ def _shadowed(net: Network, node: Node, database: str) -> None:
     for route in node.live_routes(database):
         service = route["remote_service_name"] or PROBE_SERVICE
         steps = _explain(node, service, database, route["broker_instance"])
-        matched = next((s for s in steps if s.step.startswith("R2.") and s.result == "matched"),
-                       None)
-        if matched is None or matched.step == "R2.4":  # R2.4 before wildcards: D-RTE-003
+        matched = matching_step(steps)
+        if matched is None or matched.step in ("R2.4", "R2.7"):  # R2.4: D-RTE-003
             continue
         shown = route["remote_service_name"] or "services without a route of their own"
         if route["name"] not in matched.candidates:
@@ -159,7 +167,7 @@ def _dynamic_before_wildcards(net: Network, node: Node, database: str) -> None:
     caught = []
     for service in sorted((hosted | set(dialogs)) - {DYNAMIC_ROUTING_SERVICE}):
         steps = _explain(node, service, database)
-        if _step(steps, "R2.4").result == "matched":
+        if getattr(matching_step(steps), "step", None) == "R2.4":
             caught.append(service)
     if caught:
         shown = ", ".join(caught[:5]) + (f" and {len(caught) - 5} more" if len(caught) > 5
