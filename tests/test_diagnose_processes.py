@@ -4,8 +4,9 @@ their servers (the files stay theirs), a forwarding loop found before any messag
 from __future__ import annotations
 
 import pybroker
+from pybroker.api.served.paths import token_path_for
 from tests.cli_helpers import run
-from tests.process_helpers import Served, free_ports, start_all, trust_each_other
+from tests.process_helpers import Served, free_ports, start_all, trust_each_other, wait_until
 
 
 def test_a_loop_between_two_served_forwarders_is_found_through_their_servers(tmp_path):
@@ -32,3 +33,27 @@ def test_a_loop_between_two_served_forwarders_is_found_through_their_servers(tmp
     finally:
         for child in served:
             child.close()
+
+
+def test_a_server_reached_by_its_tcp_address_with_its_token(tmp_path):
+    file = tmp_path / "stock.duckdb"
+    with pybroker.connect(file, worker=False) as inst:
+        db = inst.create_database("Stock")
+        db.create_queue("StockQueue", status=False)
+    child = Served(file, free_ports(1)[0], "--client-port", "0")
+    try:
+        child.start()
+        child.ready()
+        wait_until(lambda: any(x.startswith("clients on pybroker://") for x in child.lines()),
+                   what="the server's TCP address for clients")
+        url = next(x for x in child.lines() if x.startswith("clients on pybroker://")).split()[-1]
+        token = token_path_for(file).read_text().strip()
+        findings = pybroker.diagnose([url], tokens={url: token})
+        assert [(f.code, f.instance) for f in findings] == [("D-CFG-003", url)]
+        result = run("diagnose", url, "--token", f"{url}={token}", "--json")
+        assert result.returncode == 1, result.stderr
+        assert '"D-CFG-003"' in result.stdout
+        result = run("diagnose", url)  # no token: the server refuses, a target not read
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    finally:
+        child.close()
