@@ -310,3 +310,14 @@ def test_the_rules_are_listed(capsys):
     code, out, _ = call(["diagnose", "--rules", "--json"], capsys)
     assert code == 0
     assert [r["code"] for r in json.loads(out)["rules"]] == [r.code for r in RULES]
+
+
+def test_the_routing_seeds_examples_give_no_error_finding(tmp_path):
+    from pybroker.devtools.demos.routing import build_example, load_examples
+
+    for example in load_examples():
+        file = tmp_path / f"example{example.number}.duckdb"
+        with pybroker.connect(file, worker=False) as inst:
+            build_example(inst, example)
+        # one instance each: the addresses its routes name are of instances not named
+        assert {f.code for f in pybroker.diagnose([file])} <= {"D-CFG-006"}, example.number

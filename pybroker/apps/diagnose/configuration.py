@@ -133,11 +133,13 @@ def _endpoints(net: Network, node: Node) -> None:
 def _unknown_addresses(net: Network, node: Node) -> None:
     for database in node.databases:
         for route in node.live_routes(database):
-            for column in ("address", "mirror_address"):
+            for column, clause in (("address", "ADDRESS"), ("mirror_address", "MIRROR_ADDRESS")):
                 address = normal_address(route[column])
                 if address is not None and net.at(address) is None:
-                    net.add("D-CFG-006", node, database, [f"route {route['name']}"],
-                            route=route["name"], address=address)
+                    shown = f"route {route['name']}" + (" (MIRROR_ADDRESS)" if column ==
+                                                        "mirror_address" else "")
+                    net.add("D-CFG-006", node, database, [shown], route=route["name"],
+                            address=address, clause=clause)
 
 
 def _certificates(net: Network, node: Node) -> None:

@@ -65,7 +65,7 @@ RULES: tuple[Rule, ...] = (
          "messages routed by {route} go to {address}, which is none of the instances "
          "named; if nothing listens there they wait in the transmission queue",
          "name the instance at {address} to diagnose it too, or correct the address: "
-         "ALTER ROUTE [{route}] WITH ADDRESS = 'tcp://HOST:PORT'"),
+         "ALTER ROUTE [{route}] WITH {clause} = 'tcp://HOST:PORT'"),
     Rule("D-CFG-007", "error", "a peer certificate has expired",
          "{instance} refuses connections from {peer} (certificate {certificate}, expired "
          "{expiry}): messages between them wait in the transmission queues",
