@@ -99,6 +99,11 @@ def test_a_route_to_a_service_no_instance_named_hosts(pair, capsys):
     assert (found.severity, found.instance, found.database) == ("error", str(shop_file), "Shop")
     assert found.objects == ("route ToBilling", "service BillingService")
     assert "CREATE SERVICE [BillingService]" in found.fix
+    with pybroker.connect(stock_file, worker=False) as inst:
+        inst.database("Stock").execute("CREATE SERVICE [BillingService] ON QUEUE StockQueue")
+    assert pybroker.diagnose(pair) == []
+    with pybroker.connect(stock_file, worker=False) as inst:
+        inst.database("Stock").execute("DROP SERVICE [BillingService]")
     code, out, _ = call(["diagnose", shop_file, stock_file, "--json"], capsys)
     report = json.loads(out)
     assert code == 1 and report["schema"] == 1
@@ -113,6 +118,9 @@ def test_no_route_back_for_replies(pair):
     assert (found.instance, found.database) == (str(stock_file), "Stock")
     assert found.objects == ("service StockService", "far service ShopService")
     assert f"ADDRESS = '{address(SHOP_PORT)}'" in found.fix
+    with pybroker.connect(stock_file, worker=False) as inst:  # the fix, as it is given
+        inst.database("Stock").execute(found.fix.partition(": ")[2])
+    assert pybroker.diagnose(pair) == []
 
 
 def test_a_queue_that_is_off(pair):
@@ -122,6 +130,9 @@ def test_a_queue_that_is_off(pair):
     assert (found.severity, found.database, found.objects) == (
         "error", "Stock", ("queue StockQueue",))
     assert "StockService" in found.happens and "STATUS = ON" in found.fix
+    with pybroker.connect(pair[1], worker=False) as inst:
+        inst.database("Stock").execute("ALTER QUEUE [StockQueue] WITH STATUS = ON")
+    assert pybroker.diagnose(pair) == []
 
 
 def test_activation_whose_module_cannot_be_found(pair):
@@ -180,6 +191,10 @@ def test_a_peer_not_trusted_by_the_other_side(pair):
         inst.untrust("peer0")  # Stock no longer admits Shop
     found = only(pybroker.diagnose(pair), "D-CFG-009")
     assert (found.instance, found.objects) == (str(pair[1]), (f"peer {pair[0]}",))
+    with pybroker.connect(pair[0], worker=False) as shop, \
+            pybroker.connect(pair[1], worker=False) as stock:
+        stock.trust("peer0", shop.certificate)
+    assert pybroker.diagnose(pair) == []
 
 
 def test_forwarding_needed_where_it_is_off(pair):
@@ -190,6 +205,9 @@ def test_forwarding_needed_where_it_is_off(pair):
     assert (found.instance, found.database, found.objects) == (
         str(pair[1]), "msdb", ("route Onwards",))
     assert "forwarding FILE on" in found.fix
+    with pybroker.connect(pair[1], worker=False) as inst:
+        inst.forwarding = True
+    assert "D-CFG-010" not in codes(pybroker.diagnose(pair))
 
 
 # -- routing -------------------------------------------------------------------------------
@@ -321,3 +339,11 @@ def test_the_routing_seeds_examples_give_no_error_finding(tmp_path):
             build_example(inst, example)
         # one instance each: the addresses its routes name are of instances not named
         assert {f.code for f in pybroker.diagnose([file])} <= {"D-CFG-006"}, example.number
+
+
+def test_an_open_instance_is_read_as_it_is_and_left_open(pair):
+    with pybroker.connect(pair[1], worker=False) as stock:
+        stock.database("Stock").alter_queue("StockQueue", status=False)
+        found = only(pybroker.diagnose([pair[0], stock]), "D-CFG-003")
+        assert found.instance == str(pair[1])
+        assert stock.sql("SELECT count(*) FROM sys.service_queues").fetchone() == (1,)

@@ -31,7 +31,7 @@ class Target:
     instance: Any
     owned: bool = True
     _rows: dict[tuple[str, tuple[tuple[str, Any], ...]], list[dict[str, Any]]] = field(
-        default_factory=dict)
+        default_factory=dict, init=False, repr=False)
 
     def rows(self, template: str, **params: Any) -> list[dict[str, Any]]:
         """The rows of ``sql/diagnose/<template>.sql`` (read once per target), as dicts."""
@@ -53,7 +53,8 @@ def open_target(where: Any, tokens: Mapping[str, str] | None = None) -> Target:
     ``pybroker://HOST:PORT`` address (its token from ``tokens``), or the path of an instance
     file or snapshot (through its server when one serves it)."""
     if isinstance(where, (Instance, ClientInstance)):
-        return Target(repr(where), where, owned=False)
+        path = getattr(where, "path", None)
+        return Target(repr(where) if path is None else str(path), where, owned=False)
     text = str(where)
     try:
         if text.startswith(URL_SCHEME):
