@@ -8,6 +8,7 @@
 
 from pybroker.api.conversation import Conversation
 from pybroker.api.instance import Database, Instance
+from pybroker.apps.diagnose.report import diagnose
 from pybroker.core.conversation.model import Message
 from pybroker.core.routing.decision import RouteDecision, TraceStep
 from pybroker.core.routing.engine import OUTSIDE, ExplainStep
@@ -83,4 +84,5 @@ __all__ = [
     "UnsupportedStatementError",
     "WireError",
     "connect",
+    "diagnose",
 ]

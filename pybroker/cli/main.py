@@ -233,6 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_explain_commands(sub, command, UsageError)
 
+    from pybroker.cli.diagnose import add_commands as add_diagnose_commands
+
+    add_diagnose_commands(sub, command, UsageError)
+
     p = command("bench", "measure how fast this machine routes, sends and receives, runs "
                 "the pipeline, crosses the wire between two instances or serves client "
                 "processes", cmd_bench)

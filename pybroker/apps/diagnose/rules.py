@@ -1,0 +1,126 @@
+"""The rules of ``pybroker diagnose`` as data: each finding's stable code, its severity,
+what happens because of it and what to do (pybroker/docs/diagnose.md explains each).
+
+``happens`` and ``fix`` are texts with ``{name}`` fields that the check fills in from the
+objects it found (a fix is T-SQL or a command for a person to read and run; diagnose runs
+nothing of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning", "info"]
+
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One kind of finding: ``code`` (D-CFG-001), ``severity``, a short ``title``, what
+    ``happens`` because of it and what to do (``fix``)."""
+
+    code: str
+    severity: Severity
+    title: str
+    happens: str
+    fix: str
+
+
+RULES: tuple[Rule, ...] = (
+    # -- configuration (ssbdiagnose CONFIGURATION's checks, across the instances named) --
+    Rule("D-CFG-001", "error", "a route to a service that no instance named hosts",
+         "conversations that {database} begins with {service} are sent to {address}, "
+         "whose instance has no such service: they wait in {database}'s "
+         "sys.transmission_queue and are never received",
+         "create the service where the route points (CREATE SERVICE [{service}] ON QUEUE "
+         "... in a database of that instance), or point the route at the instance that "
+         "hosts it: ALTER ROUTE [{route}] WITH ADDRESS = 'tcp://HOST:PORT'"),
+    Rule("D-CFG-002", "error", "no route back for replies (R6)",
+         "the target {service} in {database} cannot route its replies to {far_service} "
+         "(broker {broker_instance}): acknowledgements and replies stay DELAYED in the "
+         "target's sys.transmission_queue, and the initiator resends every message (C5)",
+         "in {database} of {instance}: CREATE ROUTE [{far_service}_back] WITH SERVICE_NAME "
+         "= '{far_service}', BROKER_INSTANCE = '{broker_instance}', ADDRESS = '{address}'"),
+    Rule("D-CFG-003", "error", "a queue is OFF",
+         "RECEIVE from {queue} fails and messages for its services ({services}) wait in "
+         "their senders' transmission queues; a queue is turned OFF by ALTER QUEUE ... "
+         "STATUS = OFF or by poison message handling after five rollbacks in a row (C3)",
+         "in {database}: ALTER QUEUE [{queue}] WITH STATUS = ON (first remove the message "
+         "that rolls back, if poison message handling turned it off)"),
+    Rule("D-CFG-004", "error", "activation names a callable whose module cannot be found",
+         "when messages arrive on {queue}, activation cannot start {procedure}: module "
+         "{module} is not found on this Python's path, so nobody reads the queue (checked "
+         "with importlib's finders, without importing the module; the function itself is "
+         "not looked up)",
+         "install the module where the instance is served, or in {database}: ALTER QUEUE "
+         "[{queue}] WITH ACTIVATION (PROCEDURE_NAME = 'module.path:function')"),
+    Rule("D-CFG-005", "warning", "the broker endpoint is not started",
+         "{instance} neither sends nor receives messages between instances while its "
+         "endpoint {endpoint} is {state}",
+         "on master of {instance}: ALTER ENDPOINT [{endpoint}] STATE = STARTED, then "
+         "pybroker serve FILE"),
+    Rule("D-CFG-006", "warning", "a route to an address no instance named listens on",
+         "messages routed by {route} go to {address}, which is none of the instances "
+         "named; if nothing listens there they wait in the transmission queue",
+         "name the instance at {address} to diagnose it too, or correct the address: "
+         "ALTER ROUTE [{route}] WITH {clause} = 'tcp://HOST:PORT'"),
+    Rule("D-CFG-007", "error", "a peer certificate has expired",
+         "{instance} refuses connections from {peer} (certificate {certificate}, expired "
+         "{expiry}): messages between them wait in the transmission queues",
+         "on {instance}: trust the peer's new certificate (Instance.trust('{certificate}', "
+         "PEM), or CREATE CERTIFICATE [{certificate}] FROM FILE = '...' on master)"),
+    Rule("D-CFG-008", "warning", "a peer certificate expires within 30 days",
+         "{instance} will refuse connections from {peer} after {expiry} (certificate "
+         "{certificate})",
+         "renew the peer's certificate and trust the new one on {instance} before {expiry}"),
+    Rule("D-CFG-009", "error", "a peer is not trusted by the other side",
+         "{untrusting} does not trust {untrusted}'s endpoint certificate, and one of them "
+         "routes to the other: the connection is refused at the handshake and messages "
+         "wait in the transmission queue",
+         "on {untrusting}: Instance.trust('{untrusted}', PEM) with the PEM of "
+         "{untrusted}'s Instance.certificate"),
+    Rule("D-CFG-010", "error", "forwarding is needed but off (R3.6, R7.3)",
+         "msdb of {instance} routes {service} to {address}, but forwarding is off: a "
+         "message from outside that takes this route is dropped and its sender retries "
+         "forever",
+         "pybroker forwarding FILE on (or on master: ALTER ENDPOINT ... FOR SERVICE_BROKER "
+         "(MESSAGE_FORWARDING = ENABLED)), or DROP ROUTE [{route}] in msdb"),
+    # -- routing (no peer has these) -------------------------------------------------------
+    Rule("D-RTE-001", "error", "a forwarding loop among the instances named (R7)",
+         "a message for {service} goes round {cycle} until its hops or its time to live "
+         "run out (R7.1): it is dropped and never delivered",
+         "in msdb of one of {instances}: ALTER ROUTE or DROP ROUTE the route that points "
+         "back ({route}), so that one forwarder delivers {service} or sends it on out of "
+         "the loop"),
+    Rule("D-RTE-002", "warning", "a route that can never be chosen",
+         "{route} in {database} is never chosen for {service}: {winner} wins at {step} "
+         "before it ({reason})",
+         "in {database}: DROP ROUTE [{route}], or change it or {winner} so that each says "
+         "what it is for"),
+    Rule("D-RTE-003", "warning", "dynamic routing catches services a wildcard would reach "
+         "(R8.3)",
+         "{database} has a route to SQL/ServiceBroker/BrokerConfiguration, so R2.4 asks the "
+         "configuration service about {services} before its wildcard routes ({wildcards}) "
+         "are tried: those conversations are DELAYED until a route request is answered",
+         "in {database}: give each service its own route (CREATE ROUTE ... WITH "
+         "SERVICE_NAME = '...', ADDRESS = ...), or drop the route to the configuration "
+         "service"),
+    # -- conversation hygiene --------------------------------------------------------------
+    Rule("D-CNV-001", "warning", "DISCONNECTED_INBOUND endpoints pile up",
+         "{older} of {endpoints} conversation endpoints in {database} are "
+         "DISCONNECTED_INBOUND and older than {age}: the far side ended them and this side "
+         "never did, so each stays in sys.conversation_endpoints for good (the "
+         "fire-and-forget leak); by state: {states}",
+         "END CONVERSATION on each when its EndDialog message is received (in {database}: "
+         "RECEIVE ... then END CONVERSATION @handle), and end the ones left"),
+    Rule("D-CNV-002", "warning", "old CONVERSING endpoints pile up",
+         "{older} of {endpoints} conversation endpoints in {database} have been CONVERSING "
+         "for longer than {age}: dialogs that no one ends hold their endpoints, and the "
+         "memory and rows they take, until their lifetime runs out; by state: {states}",
+         "end each dialog once its work is done (END CONVERSATION @handle on both sides), "
+         "or BEGIN DIALOG ... WITH LIFETIME = seconds"),
+)
+
+RULES_BY_CODE: dict[str, Rule] = {rule.code: rule for rule in RULES}
