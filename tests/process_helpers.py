@@ -137,9 +137,9 @@ class Child:
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
+                where = self.stacks()  # every thread's stack: where the close is stuck
                 kill(self.proc)
-                raise AssertionError(
-                    f"{self.args[0]} ignored SIGTERM: {self.tail()}") from None
+                raise AssertionError(f"{self.args[0]} ignored SIGTERM: {where}") from None
         assert self.proc.returncode == 0, self.tail()
 
     def close(self) -> None:
