@@ -90,11 +90,7 @@ class CatalogDDL:
         self, database: DatabaseRef, name: str,
         messages: Mapping[str, str] | Iterable[tuple[str, str]],
     ) -> Contract:
-        """CREATE CONTRACT name (message type SENT BY INITIATOR | TARGET | ANY, ...).
-
-        ``messages`` maps message type names to "INITIATOR", "TARGET" or "ANY" (or is a
-        sequence of such pairs). SQL Server has no ALTER CONTRACT; neither has pybroker.
-        """
+        """The work of ``Database.create_contract`` (its docstring says what it does)."""
         check_name("contract", name)
         pairs = (list(messages.items()) if isinstance(messages, Mapping)
                  else arguments.sequence("messages", messages))
@@ -186,15 +182,7 @@ class CatalogDDL:
         max_queue_readers: int | None = None,
         execute_as: str | None = None,
     ) -> Queue:
-        """CREATE QUEUE name WITH STATUS = ON|OFF, RETENTION = ON|OFF,
-        POISON_MESSAGE_HANDLING (STATUS = ON|OFF), ACTIVATION (...) (C3; SQL Server's
-        defaults).
-
-        ``activation_procedure`` ('module.path:function') gives the queue ACTIVATION:
-        ``activation_status`` (default True: ON), ``max_queue_readers`` (0 to 32767,
-        default 1) and ``execute_as`` ('SELF', the default, or 'OWNER') go with it. Only the
-        name's form is checked here; it is imported when a reader first starts (see
-        pybroker.core.activation.procedure for the callable's signature)."""
+        """The work of ``Database.create_queue`` (its docstring says what it does)."""
         check_name("queue", name)
         for what, value in (("queue status", status), ("retention", retention),
                             ("poison_message_handling", poison_message_handling)):
@@ -244,13 +232,7 @@ class CatalogDDL:
         execute_as: str | None = None,
         drop_activation: bool = False,
     ) -> Queue:
-        """ALTER QUEUE: None leaves a setting as it is. Turning a queue ON delivers the
-        messages that wait for it in transmission queues, in order (C3, P8).
-
-        The activation settings are those of create_queue(); ``drop_activation=True`` is
-        ACTIVATION (DROP) (and takes none of them). A queue without a procedure takes the
-        others only together with ``activation_procedure``; given a procedure it had none,
-        it gets create_queue()'s defaults for what is not given."""
+        """The work of ``Database.alter_queue`` (its docstring says what it does)."""
         check_name("queue", name)
         for what, value in (("queue status", status), ("retention", retention),
                             ("poison_message_handling", poison_message_handling)):
@@ -336,9 +318,7 @@ class CatalogDDL:
     def create_service(
         self, database: DatabaseRef, name: str, queue: str, contracts: Iterable[str] | None = None
     ) -> Service:
-        """CREATE SERVICE name ON QUEUE queue [(contract, ...)]. A service that lists no
-        contracts can only initiate conversations; ``contracts=["DEFAULT"]`` accepts the
-        default contract (as in SQL Server)."""
+        """The work of ``Database.create_service`` (its docstring says what it does)."""
         check_name("service", name, MAX_VALUE_LENGTH)
         check_name("queue", queue)
         wanted = _contract_list(contracts)
@@ -406,8 +386,7 @@ class CatalogDDL:
         return {s.name: s for s in self.services(database)}[name]
 
     def drop_service(self, database: DatabaseRef, name: str) -> None:
-        """DROP SERVICE: its conversations end at once (their far sides in this instance
-        get error -8490, C2), then the service goes."""
+        """The work of ``Database.drop_service`` (its docstring says what it does)."""
         check_name("service", name, MAX_VALUE_LENGTH)
         with self.kernel.write(CatalogChange(services=frozenset([name]))):  # R2.6, R4
             if not any(s.name == name for s in self.services(database)):

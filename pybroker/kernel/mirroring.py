@@ -83,10 +83,7 @@ class Mirroring:
 
     def set_mirroring(self, database: DatabaseRef, role: str | None,
                       partner: str | None = None) -> None:
-        """Make this database a partner of a mirrored pair (R9): ``role`` 'PRINCIPAL' or
-        'MIRROR', ``partner`` the other's broker endpoint (tcp://host:port). ``role`` None
-        takes it out of the pair (SET PARTNER OFF). A MIRROR database takes no message from
-        the network: its senders turn to its partner (R9.3)."""
+        """The work of ``Database.set_mirroring`` (its docstring says what it does)."""
         if role is None:
             self._write_mirroring(database, None, None)
             return
@@ -106,8 +103,7 @@ class Mirroring:
         self._write_mirroring(database, role.upper(), partner)
 
     def fail_over(self, database: DatabaseRef) -> str:
-        """SET PARTNER FAILOVER: this side's role flips (PRINCIPAL <-> MIRROR); returns the
-        new role. Run it on both partners (see the module's note)."""
+        """The work of ``Database.fail_over`` (its docstring says what it does)."""
         role = self.mirroring_role(database)
         if role is None:
             raise NotFoundError(

@@ -63,8 +63,7 @@ class RouteDDL:
         return self.route(database, definition.name)
 
     def alter_route(self, database: DatabaseRef, name: str, **changes: Any) -> Route:
-        """ALTER ROUTE: changes only the clauses given. '' removes SERVICE_NAME,
-        BROKER_INSTANCE or MIRROR_ADDRESS, as in SQL Server; the result must obey R10.2."""
+        """The work of ``Database.alter_route`` (its docstring says what it does)."""
         unknown = set(changes) - set(ROUTE_CLAUSES)
         if unknown:
             raise BrokerError(
