@@ -107,6 +107,8 @@ class ClientServer:
         self._connections: dict[int, _Connection] = {}
         self._ids = itertools.count(1)
         self._stats = {"connected": 0, "refused": 0, "calls": 0}
+        # the same counts since the server started (/metrics): they never go back
+        self._totals = dict(self._stats)
         self._listeners: list[tuple[socket.socket, str]] = []
         self.socket_path: Path | None = None
         self.address: str | None = None
@@ -259,8 +261,7 @@ class ClientServer:
             conn.sendall(protocol.refused("ServerError", f"the server refused: {why}"))
         with contextlib.suppress(OSError):
             conn.close()
-        with self._lock:
-            self._stats["refused"] += 1
+        self.count("refused")
         self.log(f"client refused ({who}): {why}")
 
     def _record_refusal(self, who: str, why: str) -> None:
@@ -314,6 +315,12 @@ class ClientServer:
         """Add ``number`` to the summary's count of ``what`` (connected, refused, calls)."""
         with self._lock:
             self._stats[what] += number
+            self._totals[what] += number
+
+    def totals(self) -> dict[str, int]:
+        """Clients connected, refused and calls answered since the server started."""
+        with self._lock:
+            return dict(self._totals)
 
     def forget(self, number: int) -> None:
         """Free the slot of client ``number`` (its connection has ended or been refused)."""

@@ -120,7 +120,7 @@ class Receiving:
                 rows = _take_group(uow, key, max_messages, settings.retention)
             else:
                 rows = self._receive_read_ahead(uow, key, max_messages, settings.retention)
-            uow.received.add(key)
+            uow.received_from(key, len(rows))
             return rows
 
         rows = self.take_when_ready(timeout, wait, take)

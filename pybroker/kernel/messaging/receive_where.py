@@ -62,7 +62,7 @@ class ReceiveWhere:
                 uow, uow.sql(template, {**params, "max_messages": max_messages}),
                 taken=not settings.retention)
             rows.sort(key=lambda r: r[0])
-            uow.received.add((database_id, queue))
+            uow.received_from((database_id, queue), len(rows))
             return rows
 
         rows = self._take_when_ready(params, timeout, take)

@@ -1,0 +1,71 @@
+"""The families of ``/metrics`` read from an embedded instance, and the text format they
+are written in, read back by prometheus_client's parser."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+import pybroker
+from pybroker.server.metrics import Family, read_families, render
+
+
+def _values(families: list[Family]) -> dict[tuple[str, tuple], float]:
+    return {(f.name, tuple(sorted(labels.items()))): value
+            for f in families for labels, value in f.samples}
+
+
+@pytest.fixture
+def shop(tmp_path):
+    with pybroker.connect(tmp_path / "shop.duckdb", worker=False) as inst:
+        db = inst.create_database("Shop")
+        db.create_queue("Orders")
+        db.create_service("OrderService", "Orders", ["DEFAULT"])
+        yield inst, db
+
+
+def test_a_rolled_back_send_or_receive_is_not_counted(shop):
+    inst, db = shop
+    conversation = db.begin_dialog("OrderService", "OrderService")
+    conversation.send("one")
+    with pytest.raises(RuntimeError), db.transaction():
+        conversation.send("undone")
+        raise RuntimeError("roll back")
+    with pytest.raises(RuntimeError), db.transaction():
+        assert len(db.receive("Orders")) == 1
+        raise RuntimeError("roll back")
+    values = _values(read_families(inst.kernel))
+    assert values["pybroker_messages_sent_total",
+                  (("database", "Shop"), ("service", "OrderService"))] == 1
+    assert values["pybroker_messages_delivered_total",
+                  (("database", "Shop"), ("queue", "Orders"))] == 1
+    assert ("pybroker_messages_received_total",
+            (("database", "Shop"), ("queue", "Orders"))) not in values
+    assert values["pybroker_queue_messages", (("database", "Shop"), ("queue", "Orders"))] == 1
+    [message] = db.receive("Orders")
+    assert message.message_body == b"one"
+    values = _values(read_families(inst.kernel))
+    assert values["pybroker_messages_received_total",
+                  (("database", "Shop"), ("queue", "Orders"))] == 1
+    assert values["pybroker_queue_messages", (("database", "Shop"), ("queue", "Orders"))] == 0
+    assert values["pybroker_queue_oldest_message_age_seconds",
+                  (("database", "Shop"), ("queue", "Orders"))] == 0
+    assert values["pybroker_broker_endpoint_up", ()] == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(labels=st.dictionaries(st.sampled_from(["database", "queue", "service"]),
+                              st.text(max_size=12), max_size=3),
+       value=st.one_of(st.integers(min_value=0, max_value=2**53),
+                       st.floats(min_value=0, max_value=1e12)),
+       help_text=st.text(max_size=30))
+def test_any_label_text_reads_back_as_written(labels, value, help_text):
+    family = Family("pybroker_queue_messages", "gauge", help_text)
+    family.add(value, **labels)
+    [parsed] = text_string_to_metric_families(render([family]))
+    [sample] = parsed.samples
+    assert (parsed.name, parsed.type) == ("pybroker_queue_messages", "gauge")
+    assert sample.labels == labels
+    assert sample.value == pytest.approx(value)
