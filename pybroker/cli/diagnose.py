@@ -17,6 +17,7 @@ from pybroker.apps.diagnose.report import DEFAULT_LEAK_AGE, DEFAULT_LEAK_COUNT, 
 from pybroker.apps.diagnose.rules import RULES
 from pybroker.apps.diagnose.targets import TargetError
 from pybroker.cli.network_targets import add_target_arguments, parse_tokens, print_target_error
+from pybroker.cli.topology import add_commands as add_topology_commands
 from pybroker.cli.trace import add_commands as add_trace_commands
 
 # The version of --json's form (pybroker/docs/diagnose.md describes it).
@@ -44,6 +45,7 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    help="print {\"schema\": 1, \"findings\": [...]} for programs")
     p.set_defaults(usage_error=usage_error)
     add_trace_commands(sub, command, usage_error)
+    add_topology_commands(sub, command, usage_error)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:

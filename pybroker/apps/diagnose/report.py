@@ -17,6 +17,13 @@ DEFAULT_LEAK_AGE = dt.timedelta(hours=1)
 DEFAULT_LEAK_COUNT = 100
 
 
+def naive_utc(now: dt.datetime | None) -> dt.datetime:
+    """``now`` (default the clock's) as the catalog keeps timestamps: UTC, without a zone."""
+    if now is None:
+        now = dt.datetime.now(dt.UTC)
+    return now.astimezone(dt.UTC).replace(tzinfo=None) if now.tzinfo is not None else now
+
+
 def diagnose(
     targets: Iterable[Any],
     *,
@@ -43,23 +50,29 @@ def diagnose(
                                    f"{leak_count!r}")
     if not isinstance(leak_age, dt.timedelta) or leak_age <= dt.timedelta(0):
         raise InvalidArgumentError(f"leak_age must be a positive timedelta, not {leak_age!r}")
-    if now is None:
-        now = dt.datetime.now(dt.UTC)
-    if now.tzinfo is not None:  # the catalog's timestamps are UTC without a zone
-        now = now.astimezone(dt.UTC).replace(tzinfo=None)
+    now = naive_utc(now)
     opened: list[Target] = []
     try:
         for where in wanted:
             opened.append(open_target(where, tokens))
-        names = [t.name for t in opened]
-        for index, target in enumerate(opened):  # the same file twice: tell them apart
-            if names.count(target.name) > 1:
-                target.name = f"{target.name}#{index + 1}"
-        net = Network([read_node(t) for t in opened], now, leak_age, leak_count)
-        configuration.check(net)
-        routing.check(net)
-        hygiene.check(net)
-        return ordered(list(dict.fromkeys(net.findings)))
+        net = checked_network(opened, now, leak_age, leak_count)
+        return ordered(net.findings)
     finally:
         for target in opened:
             target.close()
+
+
+def checked_network(opened: list[Target], now: dt.datetime, leak_age: dt.timedelta,
+                    leak_count: int) -> Network:
+    """The network of the targets opened, read and checked against every rule: its
+    ``findings`` (each once) are what diagnose reports, its nodes what topology draws."""
+    names = [t.name for t in opened]
+    for index, target in enumerate(opened):  # the same file twice: tell them apart
+        if names.count(target.name) > 1:
+            target.name = f"{target.name}#{index + 1}"
+    net = Network([read_node(t) for t in opened], now, leak_age, leak_count)
+    configuration.check(net)
+    routing.check(net)
+    hygiene.check(net)
+    net.findings = list(dict.fromkeys(net.findings))
+    return net
