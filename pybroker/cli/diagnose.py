@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+from pathlib import Path
 from typing import Any
 
 from pybroker.apps.diagnose.findings import table
@@ -39,6 +40,10 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.add_argument("--leak-count", type=int, default=DEFAULT_LEAK_COUNT, metavar="N",
                    help="how many such endpoints in one state of one database are a leak "
                    f"(default {DEFAULT_LEAK_COUNT})")
+    p.add_argument("--since", action="append", default=[], type=Path, metavar="SNAPSHOT",
+                   help="an earlier reading (pybroker snapshot) of one of the targets: "
+                   "report conversation endpoints and transmission queues that grew by "
+                   "--leak-count or more since; repeatable, one per target")
     p.add_argument("--rules", action="store_true",
                    help="list every rule (code, severity, title) and stop")
     p.add_argument("--json", action="store_true",
@@ -65,7 +70,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     try:
         findings = diagnose(args.targets, tokens=tokens,
                             leak_age=dt.timedelta(seconds=args.leak_age),
-                            leak_count=args.leak_count)
+                            leak_count=args.leak_count, since=args.since)
     except TargetError as exc:
         return print_target_error(exc)
     if args.json:
