@@ -29,7 +29,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p = command("diagnose", "check every instance named for what would make its messages "
                 "fail: routes to services nobody hosts, no route back, queues OFF, "
                 "activation that cannot start, endpoints and certificates, forwarding, "
-                "forwarding loops, routes never chosen, conversation endpoints piling up; "
+                "forwarding loops, routes never chosen or expiring before their "
+                "conversations, mirror partners, TRANSPORT names, conversation endpoints "
+                "piling up or growing (--since), messages waiting long; "
                 "each finding with its code, severity, what happens and the fix (codes: "
                 "pybroker/docs/diagnose.md, or --rules). Exit code 1 when a finding is an "
                 "error", cmd_diagnose)
