@@ -26,7 +26,7 @@ from tests.test_diagnose import (
     trust_each_other,
 )
 
-P_PORT, M_PORT = 41121, 41122
+M_PORT = 41122
 LATER = dt.timedelta(hours=2)
 
 
@@ -86,6 +86,19 @@ def test_a_route_that_expires_before_the_conversations_it_routes(pair):
     assert "D-RTE-004" not in codes(pybroker.diagnose(pair))
 
 
+def test_a_route_that_expires_before_a_shorter_conversation_is_given_a_lifetime(pair):
+    with pybroker.connect(pair[0], worker=False) as inst:
+        shop = inst.database("Shop")
+        shop.execute("ALTER ROUTE ToStock WITH LIFETIME = 3600")
+        shop.begin_dialog("ShopService", "StockService", lifetime=7200).send(b"x")
+    found = only(pybroker.diagnose(pair), "D-RTE-004")
+    statement = found.fix.partition(": ")[2].partition(" (or")[0]
+    assert statement.startswith("ALTER ROUTE [ToStock] WITH LIFETIME = 7")
+    with pybroker.connect(pair[0], worker=False) as inst:
+        inst.database("Shop").execute(statement)
+    assert "D-RTE-004" not in codes(pybroker.diagnose(pair))
+
+
 def test_an_expiring_route_with_another_to_the_same_address_is_not_reported(pair):
     with pybroker.connect(pair[0], worker=False) as inst:
         shop = inst.database("Shop")
@@ -98,27 +111,24 @@ def test_an_expiring_route_with_another_to_the_same_address_is_not_reported(pair
 # -- D-RTE-005, D-RTE-006 -------------------------------------------------------------------
 
 
-def test_mirror_partners_that_do_not_claim_the_database(tmp_path):
-    files = [tmp_path / f"{n}.duckdb" for n in ("shop", "p", "m")]
-    with pybroker.connect(files[0], worker=False) as shop_inst, \
-            pybroker.connect(files[1], worker=False) as p_inst, \
+def test_mirror_partners_that_do_not_claim_the_database(pair, tmp_path):
+    shop_file, p_file = pair  # Stock, with StockService, is the principal P
+    files = [shop_file, p_file, tmp_path / "m.duckdb"]
+    with pybroker.connect(shop_file, worker=False) as shop_inst, \
+            pybroker.connect(p_file, worker=False) as p_inst, \
             pybroker.connect(files[2], worker=False) as m_inst:
-        endpoint(shop_inst, SHOP_PORT)
-        endpoint(p_inst, P_PORT)
         endpoint(m_inst, M_PORT)
         trust_each_other(shop_inst, p_inst, m_inst)
-        shop = shop_inst.create_database("Shop")
-        shop.create_route("ToStock", service_name="StockService", address=address(P_PORT),
-                          mirror_address=address(M_PORT))
-        p = p_inst.create_database("Stock")
-        p.create_queue("StockQueue")
-        p.create_service("StockService", queue="StockQueue", contracts=["DEFAULT"])
+        shop_inst.database("Shop").create_route(
+            "ToStockPair", service_name="StockService", address=address(STOCK_PORT),
+            mirror_address=address(M_PORT))
+        p = p_inst.database("Stock")
         m = m_inst.create_database("Stock", broker_instance=p.broker_instance)
         p.set_mirroring("PRINCIPAL", address(M_PORT))
-        m.set_mirroring("MIRROR", address(P_PORT))
+        m.set_mirroring("MIRROR", address(STOCK_PORT))
     found = only(pybroker.diagnose(files), "D-RTE-005")  # M has no StockService
     assert (found.instance, found.database) == (str(files[0]), "Shop")
-    assert found.objects == ("route ToStock", f"peer {files[2]}")
+    assert found.objects == ("route ToStockPair", f"peer {files[2]}")
     assert "D-RTE-006" not in codes(pybroker.diagnose(files))
     with pybroker.connect(files[2], worker=False) as m_inst:
         m = m_inst.database("Stock")
