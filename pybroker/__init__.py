@@ -9,6 +9,7 @@
 from pybroker.api.conversation import Conversation
 from pybroker.api.instance import Database, Instance
 from pybroker.apps.diagnose.report import diagnose
+from pybroker.apps.diagnose.trace import trace
 from pybroker.core.conversation.model import Message
 from pybroker.core.routing.decision import RouteDecision, TraceStep
 from pybroker.core.routing.engine import OUTSIDE, ExplainStep
@@ -85,4 +86,5 @@ __all__ = [
     "WireError",
     "connect",
     "diagnose",
+    "trace",
 ]
