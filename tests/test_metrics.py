@@ -69,3 +69,35 @@ def test_any_label_text_reads_back_as_written(labels, value, help_text):
     assert (parsed.name, parsed.type) == ("pybroker_queue_messages", "gauge")
     assert sample.labels == labels
     assert sample.value == pytest.approx(value)
+
+
+def test_the_summary_line_says_what_moved_since_the_last_and_what_waits(tmp_path):
+    import threading
+
+    from pybroker.server.server import serve_clients
+    from tests.process_helpers import wait_until
+
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def summary(line: str) -> None:
+        lines.append(line)
+        seen.set()
+
+    with pybroker.connect(tmp_path / "shop.duckdb", worker=False) as inst:
+        db = inst.create_database("Shop")
+        db.create_queue("Orders")
+        db.create_service("OrderService", "Orders", ["DEFAULT"])
+        conversation = db.begin_dialog("OrderService", "OrderService")
+        for n in range(3):
+            conversation.send(f"order {n}")
+        db.receive("Orders")
+        serve_clients(inst, summary=summary, summary_interval=0.05)
+        assert seen.wait(30)
+        first = lines[0]
+        assert "messages: 3 sent, 3 delivered, 1 received;" in first, first
+        assert first.endswith("waiting: 2 ready in queues, 0 in transmission queues"), first
+        count = len(lines)
+        line = wait_until(lambda: lines[count] if len(lines) > count else None,
+                          what="the next summary line")
+        assert "messages: 0 sent, 0 delivered, 0 received;" in line, line  # since the last
