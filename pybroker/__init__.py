@@ -42,6 +42,7 @@ from pybroker.errors import (
 from pybroker.kernel.broker_endpoint.runtime import BrokerEndpoint
 from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
 from pybroker.server.connecting import connect
+from pybroker.server.http import serve_metrics
 
 __version__ = "0.1.0"
 
@@ -86,5 +87,6 @@ __all__ = [
     "WireError",
     "connect",
     "diagnose",
+    "serve_metrics",
     "trace",
 ]

@@ -101,3 +101,32 @@ def test_the_summary_line_says_what_moved_since_the_last_and_what_waits(tmp_path
         line = wait_until(lambda: lines[count] if len(lines) > count else None,
                           what="the next summary line")
         assert "messages: 0 sent, 0 delivered, 0 received;" in line, line  # since the last
+
+
+def test_an_application_serves_its_own_metrics_until_it_closes(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    app = pybroker.connect(tmp_path / "app.duckdb", serve=True, worker=False)
+    try:
+        db = app.create_database("Shop")
+        db.create_queue("Orders")
+        db.create_service("OrderService", "Orders", ["DEFAULT"])
+        db.begin_dialog("OrderService", "OrderService").send("one")
+        server = pybroker.serve_metrics(app)
+        with urllib.request.urlopen(f"{server.address}/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for f in text_string_to_metric_families(text) for s in f.samples}
+        assert samples["pybroker_queue_messages",
+                       (("database", "Shop"), ("queue", "Orders"))] == 1
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{server.address}/readyz", timeout=30)
+        assert refused.value.code == 503  # no broker endpoint listens
+        client = pybroker.connect(tmp_path / "app.duckdb")  # through the app's socket
+        with client, pytest.raises(pybroker.InvalidArgumentError, match="serve_metrics"):
+            pybroker.serve_metrics(client)
+    finally:
+        app.close()
+    with pytest.raises(OSError):  # it stopped with the instance
+        urllib.request.urlopen(f"{server.address}/metrics", timeout=5)

@@ -10,7 +10,9 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from pybroker.errors import BrokerError
+from pybroker import arguments
+from pybroker.api.instance import Instance
+from pybroker.errors import BrokerError, InvalidArgumentError
 from pybroker.kernel.kernel import Kernel
 from pybroker.server.metrics import (
     CONTENT_TYPE,
@@ -89,6 +91,21 @@ class HttpServer:
         finally:
             store.lock.release()
         return 200, text, "ok: the instance file takes and commits a transaction\n"
+
+
+def serve_metrics(instance: Instance, port: int = 0, host: str = "127.0.0.1") -> HttpServer:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` of an instance this process holds
+    (``pybroker.connect(FILE)``, with ``serve=True`` or not) until it closes; what
+    ``pybroker serve FILE --http-port N`` does. ``server.address`` says where."""
+    if not isinstance(instance, Instance):
+        raise InvalidArgumentError(
+            "serve_metrics needs an instance this process holds, not a client of a server "
+            "(the serving process serves its metrics: pybroker serve FILE --http-port N)")
+    arguments.whole_number("port", port, minimum=0, maximum=65535)
+    arguments.text("host", host, limit=255)
+    server = HttpServer(instance.kernel, host, port).start()
+    instance.on_close(server.stop)
+    return server
 
 
 def _handler_for(server: HttpServer) -> type[BaseHTTPRequestHandler]:
