@@ -47,6 +47,7 @@ from pybroker.kernel.kernel import Kernel, check_route_key
 from pybroker.kernel.live_views import names_broker_events, names_live_view
 from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.kernel.mirroring import Mirroring
+from pybroker.kernel.procedures import Procedure, Procedures
 from pybroker.kernel.route_ddl import RouteDDL
 from pybroker.storage import no_pandas
 from pybroker.storage.duckdb_errors import damage_reason, damaged_message, query_failed
@@ -95,6 +96,7 @@ class Instance:
                              read_only=read_only, memory_limit=memory_limit, threads=threads)
         # the services composed on the kernel, which the Databases call
         self.catalog_ddl = CatalogDDL(self.kernel)
+        self.procedures = Procedures(self.kernel)
         self.route_ddl = RouteDDL(self.kernel)
         self.mirroring = Mirroring(self.kernel)
         self.broker_endpoints = BrokerEndpoints(self.kernel)
@@ -765,6 +767,25 @@ class Database:
         batches = conversation_parser.parse_batches(
             tsql, master=self.database_id == MASTER_DATABASE_ID)
         return run_batches(self, batches)
+
+    # -- stored procedures (kernel/procedures.py; CREATE PROCEDURE and EXEC in execute()) --
+
+    def procedures(self) -> list[Procedure]:
+        """The stored procedures of this database, with their text (sys.procedures)."""
+        return self.instance.procedures.list(self)
+
+    def save_procedure(self, schema: str, name: str, definition: str, mode: str) -> None:
+        """Keep a procedure's CREATE PROCEDURE text; ``mode`` CREATE, ALTER or CREATE OR
+        ALTER. ``execute()`` parses the text first: call it rather than this."""
+        self.instance.procedures.save(self, schema, name, definition, mode)
+
+    def drop_procedure(self, schema: str, name: str, *, if_exists: bool = False) -> None:
+        self.instance.procedures.drop(self, schema, name, if_exists=if_exists)
+
+    def procedure_definition(self, schema: str | None, name: str
+                             ) -> tuple[str, str, str] | None:
+        """(schema, name, CREATE PROCEDURE text) of a procedure, or None."""
+        return self.instance.procedures.definition(self, schema, name)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.core.tsql) in one transaction: any error, nothing
