@@ -67,6 +67,7 @@ from pybroker.core.tsql.expressions import (
     evaluate_condition,
     variable_key,
 )
+from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.procedure_parser import CreateProcedure, DropProcedure, Execute
 from pybroker.errors import (
     BrokerError,
@@ -143,6 +144,7 @@ class BatchDatabase(Protocol):
                              ) -> tuple[str, str, str] | None: ...
 
 _INT32_MAX = 2**31 - 1
+_ACTIVATION_TOKEN = Token("word", "EXEC", 1, 1)
 _CURRENT_DATABASE = "CURRENT DATABASE"  # BEGIN DIALOG's broker_instance for this database
 
 
@@ -738,6 +740,16 @@ def run_script(database: BatchDatabase, statements: Sequence[cp.ScriptStatement]
                ) -> BatchResults:
     """Run parsed statements in order on ``database`` (see the module docstring)."""
     return _Run(database).run(statements)
+
+
+def run_procedure(database: BatchDatabase, schema: str | None, name: str) -> int:
+    """EXEC schema.name on ``database`` without arguments, as a batch of its own (what
+    activation runs, C8); returns the procedure's RETURN code."""
+    call = Execute(None, schema, name, (), "@@activation_return", _ACTIVATION_TOKEN)
+    run = _Run(database)
+    run.variables[variable_key("@@activation_return")] = (None, None)
+    run.run([call])
+    return run.variables[variable_key("@@activation_return")][1] or 0
 
 
 def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> BatchResults:
