@@ -36,7 +36,7 @@ MAX_PROCEDURE_NAME = 776  # SQL Server's longest three-part name (3 x 256 + sepa
 EXECUTE_AS = ("SELF", "OWNER")
 MAX_USER_NAME = 128  # a sysname
 # A part of a T-SQL procedure name: a plain identifier, or [bracketed] (]] for one ]).
-_PART = r"(?:[A-Za-z_#@\u0080-\uffff][\w@$#]*|\[(?:[^\]]|\]\])+\])"
+_PART = r"(?:(?:[^\W\d]|[#@])[\w@$#]*|\[(?:[^\]]|\]\])+\])"
 _TSQL_NAME = re.compile(rf"{_PART}(?:\.{_PART}){{0,2}}")
 
 

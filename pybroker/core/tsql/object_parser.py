@@ -209,6 +209,9 @@ def _procedure_name(p: Parser[Any]) -> str:
     while p.token.is_symbol(".") and len(parts) < 3:
         p.advance()
         parts.append(p.name("a part of the procedure's name after '.'"))
+    if p.token.is_symbol("."):
+        raise p.expected("',' or ')' after the procedure's name",
+                         " (a procedure's name has at most 3 parts: db.schema.proc)")
     if len(parts) == 1 and ":" in parts[0]:
         return parts[0]  # a Python callable
     return ".".join(part if _PLAIN.fullmatch(part) else "[" + part.replace("]", "]]") + "]"
