@@ -55,11 +55,12 @@ class Procedures:
         values = {"database_id": database.database_id, "name_key": _key(schema, name),
                   "definition": definition, "now": self.kernel.now()}
         with self.kernel.write(NOTHING):
-            exists = bool(self._store.run("procedures/select_procedure.sql", {
-                "database_id": database.database_id, "name_key": values["name_key"]}))
+            rows = self._store.run("procedures/select_procedure.sql", {
+                "database_id": database.database_id, "name_key": values["name_key"]})
+            exists = bool(rows)
             if exists and mode == "CREATE":
                 raise AlreadyExistsError(
-                    f"there is already an object named {schema}.{name} in database "
+                    f"there is already an object named {rows[0][0]}.{rows[0][1]} in database "
                     f"{database.name!r}: ALTER PROCEDURE (or CREATE OR ALTER) changes it")
             if not exists and mode == "ALTER":
                 raise NotFoundError(
