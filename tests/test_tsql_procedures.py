@@ -12,6 +12,8 @@ import io
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pybroker
 from pybroker import TsqlSyntaxError, UnsupportedStatementError
@@ -427,3 +429,90 @@ def test_a_refused_batch_changes_nothing(db):
     with pytest.raises(pybroker.NotFoundError, match=r"procedure dbo\.Missing does not exist"):
         db.execute("ALTER PROCEDURE Missing AS PRINT 1")
     db.execute("DROP PROCEDURE Kept")
+
+
+# -- generated programs of TRY, CATCH and THROW against a reference evaluator ----------------
+
+
+class _Thrown(Exception):
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.number = number
+
+
+def _statement(depth: int, catching: bool) -> st.SearchStrategy:
+    leaves = [st.tuples(st.just("print"), st.integers(0, 9)),
+              st.tuples(st.just("note"), st.integers(0, 9)),
+              st.tuples(st.just("throw"), st.integers(50001, 50009)),
+              st.tuples(st.just("errnum"))]
+    if catching:
+        leaves.append(st.tuples(st.just("rethrow")))
+    if depth <= 0:
+        return st.one_of(leaves)
+    nested = st.tuples(st.just("try"), _block(depth - 1, catching, 1),
+                       _block(depth - 1, True, 0))
+    return st.one_of(*leaves, nested)
+
+
+def _block(depth: int, catching: bool, fewest: int) -> st.SearchStrategy:
+    return st.lists(st.deferred(lambda: _statement(depth, catching)), min_size=fewest,
+                    max_size=3).map(tuple)
+
+
+def _render(block: tuple) -> str:
+    return "; ".join(_render_one(s) for s in block)
+
+
+def _render_one(s: tuple) -> str:
+    kind = s[0]
+    if kind == "print":
+        return f"PRINT {s[1]}"
+    if kind == "note":
+        return f"RAISERROR(N'note %d', 10, 1, {s[1]})"
+    if kind == "throw":
+        return f"THROW {s[1]}, N'e{s[1]}', 1"
+    if kind == "errnum":
+        return "PRINT ERROR_NUMBER()"
+    if kind == "rethrow":
+        return "THROW"
+    return f"BEGIN TRY {_render(s[1])} END TRY BEGIN CATCH {_render(s[2])} END CATCH"
+
+
+def _reference(block: tuple, handling: _Thrown | None, out: list[str]) -> None:
+    """What SQL Server prints: the ERROR_ functions tell of the innermost CATCH's error."""
+    for s in block:
+        kind = s[0]
+        if kind == "print":
+            out.append(str(s[1]))
+        elif kind == "note":
+            out.append(f"note {s[1]}")
+        elif kind == "throw":
+            raise _Thrown(s[1])
+        elif kind == "errnum":
+            out.append("" if handling is None else str(handling.number))
+        elif kind == "rethrow":
+            assert handling is not None
+            raise handling
+        else:
+            try:
+                _reference(s[1], handling, out)
+            except _Thrown as exc:
+                _reference(s[2], exc, out)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(program=_block(2, False, 1))
+def test_generated_try_catch_programs_print_what_the_reference_prints(db, program):
+    expected: list[str] = []
+    try:
+        _reference(program, None, expected)
+        number = None
+    except _Thrown as exc:
+        number = exc.number
+    try:
+        messages = db.execute(_render(program)).messages
+        got = None
+    except TsqlError as exc:
+        messages, got = exc.results.messages, exc.number
+    assert (messages, got) == (expected, number)
