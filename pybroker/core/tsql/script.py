@@ -31,7 +31,18 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
   lines PRINT wrote, on ``messages``; a failed batch's error carries one as ``results``.
 - @@ROWCOUNT is the rows the last RECEIVE or SELECT returned or assigned, 1 after SET, and
   0 after any other statement (SQL Server's documentation does not say what SEND, BEGIN
-  DIALOG or END CONVERSATION leave); DECLARE and control flow leave it as it was.
+  DIALOG or END CONVERSATION leave); DECLARE and control flow leave it as it was; after EXEC
+  it is what the procedure's last statement left.
+- An error in a TRY block (or in a procedure it calls) runs the CATCH block and does not
+  roll back: an open transaction is left uncommittable (XACT_STATE() -1), as SET
+  XACT_ABORT ON leaves it in SQL Server, and until ROLLBACK only statements that write
+  nothing run. The ERROR_ functions tell of the error the innermost CATCH block handles;
+  its number is SQL Server's for the same failure (pybroker.core.tsql.error_numbers).
+- EXEC runs a procedure's body in the caller's transaction, results and messages, with
+  variables of its own; its text is parsed again from what CREATE kept (cached), so the
+  lines of its errors count from its CREATE line. An error it does not catch stops the
+  batch and says "Msg n, Level l, State s, Procedure schema.name, Line n" before the
+  statement that failed.
 """
 
 from __future__ import annotations
