@@ -359,6 +359,13 @@ def test_a_bad_call_is_sql_servers_error(db, call_text, number, message):
     assert caught.value.number == number
 
 
+def test_procedure_ddl_joins_the_transaction_around_it(db):
+    db.execute("CREATE PROCEDURE [Odd.Name]]x] AS PRINT 'kept'")
+    assert printed(db, "BEGIN TRAN; DROP PROCEDURE [Odd.Name]]x]; ROLLBACK;\n"
+                       "EXEC dbo.[odd.name]]x]") == ["kept"]
+    db.execute("DROP PROCEDURE [Odd.Name]]x]")
+
+
 def test_procedures_are_kept_in_the_instance_file(tmp_path):
     with pybroker.connect(tmp_path / "p.duckdb", worker=False) as inst:
         inst.create_database("D").execute("CREATE PROCEDURE Hello AS PRINT 'hello'")
