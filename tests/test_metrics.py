@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 import pybroker
-from pybroker.server.metrics import Family, read_families, render
+from pybroker.server.metrics import ClientTotals, Family, read_families, render
 
 
 def _values(families: list[Family]) -> dict[tuple[str, tuple], float]:
@@ -130,3 +130,20 @@ def test_an_application_serves_its_own_metrics_until_it_closes(tmp_path):
         app.close()
     with pytest.raises(OSError):  # it stopped with the instance
         urllib.request.urlopen(f"{server.address}/metrics", timeout=5)
+
+
+def test_the_dashboard_draws_only_metrics_the_instance_serves(shop):
+    import json
+    import re
+    from pathlib import Path
+
+    docs = Path(pybroker.__file__).parent / "docs"
+    dashboard = json.loads((docs / "grafana-dashboard.json").read_text())
+    drawn = {name for panel in dashboard["panels"] for target in panel["targets"]
+             for name in re.findall(r"\bpybroker_[a-z_]+", target["expr"])}
+    inst, _ = shop
+    served = {f.name for f in read_families(inst.kernel, lambda: ClientTotals(0, 0, 0, 0))}
+    documented = set(re.findall(r"^\| `(pybroker_[a-z_]+)` \|",
+                                (docs / "metrics.md").read_text(), re.MULTILINE))
+    assert drawn and drawn <= served
+    assert served == documented  # the table in metrics.md names every metric, and no other
