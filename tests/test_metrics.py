@@ -147,3 +147,17 @@ def test_the_dashboard_draws_only_metrics_the_instance_serves(shop):
                                 (docs / "metrics.md").read_text(), re.MULTILINE))
     assert drawn and drawn <= served
     assert served == documented  # the table in metrics.md names every metric, and no other
+
+
+def test_serve_prints_a_failing_activation_and_a_refused_broker_login(capsys):
+    from pybroker.cli.serve import _log_event
+
+    _log_event("Broker:Activation", "Aborted", None,
+               "queue Shop.dbo.Orders: the activation procedure raised KeyError")
+    _log_event("Audit Broker Login", "Authentication Failure", "tcp://127.0.0.1:4022",
+               "untrusted certificate")
+    _log_event("Broker:Message Undeliverable", "refused", None, "not an operator's line")
+    assert capsys.readouterr().err.splitlines() == [
+        "activation failed: queue Shop.dbo.Orders: the activation procedure "
+        "raised KeyError",
+        "broker connection refused (tcp://127.0.0.1:4022): untrusted certificate"]

@@ -168,7 +168,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                  memory_limit=args.memory_limit, threads=args.threads) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
-        inst.watch_broker_events(_log_connection_event)
+        inst.watch_broker_events(_log_event)
         print(_start_endpoint(inst, args), flush=True)
         inst.start_activation()  # C3: closing gives running readers a bounded time
         from pybroker.cli.client_server import start as serve_clients
@@ -176,7 +176,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         clients = serve_clients(inst, args)  # stops when the instance closes
         pg = None
         if pg_password is not None:
-            pg = PgServer(inst, args.pg_host, args.pg_port, pg_password).start()
+            pg = PgServer(inst, args.pg_host, args.pg_port, pg_password,
+                          log=_log_line).start()
             print(f"postgresql wire (read-only) on {pg.address}", flush=True)
         http = None
         if args.http_port is not None:
@@ -196,21 +197,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _log_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 # the broker events an operator watching `serve` sees, one stderr line each
-_CONNECTION_EVENTS = {
+_WATCHED_EVENTS = {
     ("Broker:Connection", "Accept"): "broker connection accepted",
     ("Broker:Connection", "Connected"): "broker connection logged in",
     ("Broker:Connection", "Connect Failed"): "broker connection failed",
     ("Broker:Connection", "Closed"): "broker connection closed",
     ("Audit Broker Login", "Authentication Failure"): "broker connection refused",
+    ("Broker:Activation", "Aborted"): "activation failed",
 }
 
 
-def _log_connection_event(event_class: str, subclass: str, peer: str | None,
-                          description: str) -> None:
-    what = _CONNECTION_EVENTS.get((event_class, subclass))
-    if what is not None:
-        print(f"{what} ({peer or 'unknown peer'}): {description}", file=sys.stderr, flush=True)
+def _log_event(event_class: str, subclass: str, peer: str | None,
+               description: str) -> None:
+    what = _WATCHED_EVENTS.get((event_class, subclass))
+    if what is None:
+        return
+    if event_class.startswith("Broker:Connection") or event_class == "Audit Broker Login":
+        what = f"{what} ({peer or 'unknown peer'})"  # a connection's line names its peer
+    print(f"{what}: {description}", file=sys.stderr, flush=True)
 
 
 def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:
