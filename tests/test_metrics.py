@@ -150,14 +150,23 @@ def test_the_dashboard_draws_only_metrics_the_instance_serves(shop):
 
 
 def test_serve_prints_a_failing_activation_and_a_refused_broker_login(capsys):
-    from pybroker.cli.serve import _log_event
+    import json
 
-    _log_event("Broker:Activation", "Aborted", None,
-               "queue Shop.dbo.Orders: the activation procedure raised KeyError")
-    _log_event("Audit Broker Login", "Authentication Failure", "tcp://127.0.0.1:4022",
-               "untrusted certificate")
-    _log_event("Broker:Message Undeliverable", "refused", None, "not an operator's line")
-    assert capsys.readouterr().err.splitlines() == [
-        "activation failed: queue Shop.dbo.Orders: the activation procedure "
-        "raised KeyError",
-        "broker connection refused (tcp://127.0.0.1:4022): untrusted certificate"]
+    from pybroker.cli.serve import _log_event
+    from pybroker.cli.serve_log import ServeLog
+
+    for log in (ServeLog(), ServeLog("json", clock=lambda: 1769860800.25)):
+        _log_event("Broker:Activation", "Aborted", None,
+                   "queue Shop.dbo.Orders: the activation procedure raised KeyError", log=log)
+        _log_event("Audit Broker Login", "Authentication Failure", "tcp://127.0.0.1:4022",
+                   "untrusted certificate", log=log)
+        _log_event("Broker:Message Undeliverable", "refused", None, "not an operator's line",
+                   log=log)
+    lines = capsys.readouterr().err.splitlines()
+    text = ["activation failed: queue Shop.dbo.Orders: the activation procedure raised "
+            "KeyError", "broker connection refused (tcp://127.0.0.1:4022): untrusted "
+            "certificate"]
+    assert lines[:2] == text
+    assert [json.loads(line) for line in lines[2:]] == [
+        {"time": "2026-01-31T12:00:00.250Z", "source": "activation", "message": text[0]},
+        {"time": "2026-01-31T12:00:00.250Z", "source": "broker", "message": text[1]}]

@@ -4,6 +4,7 @@ reader of the text format); ``/healthz`` and ``/readyz``."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.error
 import urllib.request
@@ -58,7 +59,8 @@ def test_counters_and_depths_of_two_served_instances_while_messages_cross(tmp_pa
         far.create_route("ToShop", service_name="ShopService",
                          address=f"tcp://127.0.0.1:{ports['a']}")
     trust_each_other(*files.values())
-    served = {n: Served(files[n], ports[n], "--http-port", 0) for n in files}
+    served = {"a": Served(files["a"], ports["a"], "--http-port", 0),
+              "b": Served(files["b"], ports["b"], "--http-port", 0, "--log-format", "json")}
     try:
         start_all(*served.values())
         http = {n: _http(child) for n, child in served.items()}
@@ -80,6 +82,10 @@ def test_counters_and_depths_of_two_served_instances_while_messages_cross(tmp_pa
             "SELECT count(*) FROM sys.queue_messages WHERE queue_name = 'FarQueue' "
             "AND status = 1")[0][0]
 
+        # b's stderr lines are JSON objects (stdout's, the addresses, stay text)
+        logged = [json.loads(x) for x in served["b"].lines() if x.startswith("{")]
+        assert {"clients", "broker"} <= {x["source"] for x in logged}, logged
+        assert any(x["message"].startswith("client ") for x in logged)
         a, b = _samples(http["a"]), _samples(http["b"])
         assert _value(a, "pybroker_messages_sent_total", database="Shop",
                       service="ShopService") == SENT

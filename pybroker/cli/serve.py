@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker import arguments
+from pybroker.cli.serve_log import FORMATS, ServeLog
 from pybroker.cli.support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.errors import BrokerError
 from pybroker.server.http import HttpServer
@@ -61,6 +62,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "port (0: a free one); default: no HTTP")
     p.add_argument("--http-host", default="127.0.0.1",
                    help="address to serve HTTP on (default 127.0.0.1)")
+    p.add_argument("--log-format", choices=FORMATS, default="text",
+                   help="stderr's lines as text (default) or as one JSON object a line "
+                   '({"time", "source", "message"}) for log shippers')
     p.set_defaults(usage_error=usage_error)
 
     p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
@@ -168,16 +172,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
                  memory_limit=args.memory_limit, threads=args.threads) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
-        inst.watch_broker_events(_log_event)
+        log = ServeLog(args.log_format)
+        inst.watch_broker_events(lambda *event: _log_event(*event, log=log))
         print(_start_endpoint(inst, args), flush=True)
         inst.start_activation()  # C3: closing gives running readers a bounded time
         from pybroker.cli.client_server import start as serve_clients
 
-        clients = serve_clients(inst, args)  # stops when the instance closes
+        clients = serve_clients(inst, args, log)  # stops when the instance closes
         pg = None
         if pg_password is not None:
             pg = PgServer(inst, args.pg_host, args.pg_port, pg_password,
-                          log=_log_line).start()
+                          log=log.writer("postgresql")).start()
             print(f"postgresql wire (read-only) on {pg.address}", flush=True)
         http = None
         if args.http_port is not None:
@@ -197,10 +202,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 # the broker events an operator watching `serve` sees, one stderr line each
 _WATCHED_EVENTS = {
     ("Broker:Connection", "Accept"): "broker connection accepted",
@@ -212,14 +213,15 @@ _WATCHED_EVENTS = {
 }
 
 
-def _log_event(event_class: str, subclass: str, peer: str | None,
-               description: str) -> None:
+def _log_event(event_class: str, subclass: str, peer: str | None, description: str, *,
+               log: ServeLog) -> None:
     what = _WATCHED_EVENTS.get((event_class, subclass))
     if what is None:
         return
-    if event_class.startswith("Broker:Connection") or event_class == "Audit Broker Login":
-        what = f"{what} ({peer or 'unknown peer'})"  # a connection's line names its peer
-    print(f"{what}: {description}", file=sys.stderr, flush=True)
+    if event_class == "Broker:Activation":
+        log.line("activation", f"{what}: {description}")
+    else:  # a connection's line names its peer
+        log.line("broker", f"{what} ({peer or 'unknown peer'}): {description}")
 
 
 def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:
