@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from pybroker import arguments
+from pybroker.api.served.paths import token_path_for
 from pybroker.cli.serve_log import FORMATS, ServeLog
 from pybroker.cli.support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.errors import BrokerError
-from pybroker.server.http import HttpServer
+from pybroker.server.http import HttpServer, check_open_console
 from pybroker.server.metrics import ClientTotals
 from pybroker.server.pg import PgServer, password_from
 from pybroker.server.pg import add_serve_arguments as add_pg_arguments
+from pybroker.server.server import read_or_make_token
 
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
@@ -62,6 +64,9 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "port (0: a free one); default: no HTTP")
     p.add_argument("--http-host", default="127.0.0.1",
                    help="address to serve HTTP on (default 127.0.0.1)")
+    p.add_argument("--http-no-auth", action="store_true",
+                   help="open the console under /console without the client token's "
+                   "sign-in (only with --http-host 127.0.0.1)")
     p.add_argument("--log-format", choices=FORMATS, default="text",
                    help="stderr's lines as text (default) or as one JSON object a line "
                    '({"time", "source", "message"}) for log shippers')
@@ -122,6 +127,8 @@ def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
     port("--client-port", args.client_port)
     port("--pg-port", args.pg_port)
     port("--http-port", args.http_port)
+    if args.http_no_auth:
+        check_open_console(args.http_host)
     for option, host in (("--host", args.host), ("--client-host", args.client_host),
                          ("--pg-host", args.pg_host), ("--http-host", args.http_host)):
         if host is not None:
@@ -186,10 +193,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"postgresql wire (read-only) on {pg.address}", flush=True)
         http = None
         if args.http_port is not None:
-            http = HttpServer(inst.kernel, args.http_host, args.http_port,
+            token_path = token_path_for(args.file)
+            token = None if args.http_no_auth else read_or_make_token(token_path)[0]
+            http = HttpServer(inst.kernel, args.http_host, args.http_port, token=token,
+                              name=args.file.name,
                               clients=lambda: ClientTotals(**clients.totals(),
                                                            open=clients.clients)).start()
             print(f"metrics on {http.address}/metrics", flush=True)
+            print(f"console on {http.address}/console"
+                  + ("" if token is None else f" (sign in with the token in "
+                     f"{token_path})"), flush=True)
         try:
             while not stop.wait(0.5):
                 pass

@@ -311,19 +311,8 @@ class Store:
 
     def query(self, template: str, params: dict[str, Any] | None = None, **variables: Any):
         """Run a template of sql/ with bound parameters; returns (column names, rows)."""
-        sql = sql_templates.render(template, **variables)
-        with self._lock:
-            con = self._begin_statement()
-            try:
-                if params and self._limit_now is not None:
-                    self._fit(con, params)
-                cursor = no_pandas.call(con.execute, sql, params)
-                columns = [d[0] for d in cursor.description]
-                return columns, cursor.fetchall()
-            except duckdb.Error as exc:
-                raise self._translate(exc) from exc
-            finally:
-                self._end_statement()
+        return self._execute(sql_templates.render(template, **variables), params,
+                             _columns_and_rows)
 
     def _fit(self, con: duckdb.DuckDBPyConnection,
              params: Sequence[Any] | dict[str, Any]) -> None:
@@ -674,3 +663,8 @@ def _one_row(cursor: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
 def _rows_if_any(cursor: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     """The rows of a statement that returns some (a query), none of one that does not."""
     return cursor.fetchall() if cursor.description else []
+
+
+def _columns_and_rows(cursor: duckdb.DuckDBPyConnection
+                      ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    return [d[0] for d in cursor.description], cursor.fetchall()
