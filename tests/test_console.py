@@ -113,3 +113,16 @@ def test_any_text_a_catalog_holds_is_shown_as_text(values):
     parser.feed(to_html(page, {}, "i.duckdb"))
     assert parser.cells == sorted(values)  # escaped, and sorted as asked
     assert "script" not in parser.tags
+
+
+def test_the_findings_page_shows_diagnose_over_this_instance(served):
+    inst, server = served
+    status, text = _get(f"{server.address}/console/findings?format=json",
+                        "pybroker_console=secret-token")
+    assert status == 200, text
+    page = json.loads(text)
+    [table] = page["tables"]
+    expected = [f.code for f in pybroker.diagnose([inst])]
+    assert [row[0] for row in table["rows"]] == expected
+    assert page["text"].startswith("digraph")
+    assert "Orders" in page["text"]

@@ -196,7 +196,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             token_path = token_path_for(args.file)
             token = None if args.http_no_auth else read_or_make_token(token_path)[0]
             http = HttpServer(inst.kernel, args.http_host, args.http_port, token=token,
-                              name=args.file.name,
+                              name=args.file.name, instance=inst,
                               clients=lambda: ClientTotals(**clients.totals(),
                                                            open=clients.clients)).start()
             print(f"metrics on {http.address}/metrics", flush=True)

@@ -40,6 +40,7 @@ class Page:
     title: str
     tables: list[Table] = field(default_factory=list)
     form: str = ""  # a search form's field: "handle", or "database service"
+    text: str = ""  # shown as it is, under the tables (the topology's Graphviz source)
 
 
 PAGES: dict[str, str] = {
@@ -51,6 +52,7 @@ PAGES: dict[str, str] = {
     "/console/connections": "Connections",
     "/console/activation": "Activation",
     "/console/events": "Broker events",
+    "/console/findings": "Findings",
 }
 
 
@@ -59,10 +61,13 @@ class Console:
     the store's lock (the HTTP adapter's reader, which waits a bounded time)."""
 
     def __init__(self, kernel: Kernel,
-                 read: Callable[[str, dict[str, Any] | None], tuple[list[str], list[tuple]]]
+                 read: Callable[[str, dict[str, Any] | None], tuple[list[str], list[tuple]]],
+                 findings: Callable[[], tuple[list[dict[str, Any]], str]] | None = None
                  ) -> None:
         self.kernel = kernel
         self.read = read
+        # pybroker diagnose over this instance: its findings and its topology's DOT source
+        self.findings = findings
 
     def page(self, path: str, query: dict[str, str]) -> Page | None:
         title = PAGES.get(path)
@@ -136,6 +141,18 @@ class Console:
         self.kernel.live.refresh()
         page.tables.append(self._table("Queue monitors", "console/select_activation.sql"))
 
+    def _findings(self, page: Page, query: dict[str, str]) -> None:
+        if self.findings is None:
+            page.tables.append(Table("Findings", [], [], "diagnose is not served here"))
+            return
+        found, picture = self.findings()
+        columns = ["code", "severity", "title", "database", "objects", "happens", "fix"]
+        page.tables.append(Table(
+            "Findings of pybroker diagnose (this instance alone)", columns,
+            [[f[c] if c != "objects" else ", ".join(f[c]) for c in columns] for f in found],
+            "" if found else "no finding: nothing diagnose checks is wrong here"))
+        page.text = picture
+
     def _events(self, page: Page, query: dict[str, str]) -> None:
         page.tables.append(self._table("Broker events", "console/select_broker_events.sql"))
 
@@ -176,8 +193,8 @@ def parse_query(raw: str) -> dict[str, str]:
 def to_json(page: Page) -> str:
     return json.dumps({"page": page.path, "title": page.title, "tables": [
         {"title": t.title, "columns": t.columns, "rows": t.rows[:ROWS_SHOWN],
-         "row_count": len(t.rows), "note": t.note} for t in page.tables]},
-        default=_json_value)
+         "row_count": len(t.rows), "note": t.note} for t in page.tables],
+        **({"text": page.text} if page.text else {})}, default=_json_value)
 
 
 def _json_value(value: Any) -> Any:
@@ -220,6 +237,9 @@ def to_html(page: Page, query: dict[str, str], instance_name: str) -> str:
     ]
     for table in page.tables:
         parts.append(_table_html(page, table, query, keep))
+    if page.text:
+        parts.append("<h2>Topology (Graphviz DOT: <code>dot -Tsvg</code> draws it)</h2>"
+                     f"<pre id=topology>{html.escape(page.text)}</pre>")
     json_link = html.escape(f"{page.path}?{urlencode({**keep, 'format': 'json'})}")
     parts.append(f'<p><a href="{json_link}">this page as JSON</a></p></body></html>')
     return "\n".join(parts)

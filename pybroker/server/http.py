@@ -22,6 +22,9 @@ from typing import Any
 
 from pybroker import arguments
 from pybroker.api.instance import Instance
+from pybroker.apps.diagnose import drawing
+from pybroker.apps.diagnose.report import diagnose
+from pybroker.apps.diagnose.topology import topology
 from pybroker.errors import BrokerError, InvalidArgumentError
 from pybroker.kernel.kernel import Kernel
 from pybroker.server import console
@@ -43,12 +46,16 @@ class HttpServer:
 
     def __init__(self, kernel: Kernel, host: str = "127.0.0.1", port: int = 0, *,
                  clients: Callable[[], ClientTotals] | None = None,
-                 token: str | None = None, name: str = "instance") -> None:
+                 token: str | None = None, name: str = "instance",
+                 instance: Instance | None = None) -> None:
         self.kernel = kernel
         self.clients = clients
         self.token = token  # the console's sign-in; None: open
         self.name = name  # the instance as the console's pages title it
-        self.console = console.Console(kernel, self._read)
+        # the instance the kernel serves: its findings on the console (pybroker diagnose)
+        self.instance = instance
+        self.console = console.Console(kernel, self._read,
+                                       None if instance is None else self._findings)
         handler = _handler_for(self)
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
@@ -85,6 +92,12 @@ class HttpServer:
             return store.query(template, params)
         finally:
             store.lock.release()
+
+    def _findings(self) -> tuple[list[dict[str, Any]], str]:
+        """pybroker diagnose over the served instance alone, and its picture."""
+        assert self.instance is not None
+        found = [f.as_dict() for f in diagnose([self.instance])]
+        return found, drawing.dot(topology([self.instance]))
 
     def signed_in(self, cookie_header: str | None) -> bool:
         if self.token is None:
@@ -181,7 +194,8 @@ def serve_metrics(instance: Instance, port: int = 0, host: str = "127.0.0.1", *,
     else:
         arguments.text("token", token, limit=256)
     name = "in-memory instance" if instance.path is None else instance.path.name
-    server = HttpServer(instance.kernel, host, port, token=token, name=name).start()
+    server = HttpServer(instance.kernel, host, port, token=token, name=name,
+                        instance=instance).start()
     instance.on_close(server.stop)
     return server
 
