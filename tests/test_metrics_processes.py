@@ -102,11 +102,23 @@ def test_counters_and_depths_of_two_served_instances_while_messages_cross(tmp_pa
         assert _value(a, "pybroker_conversation_endpoints", database="Shop",
                       state="CONVERSING") == 1
         assert _value(a, "pybroker_broker_endpoint_up") == 1
+        # the connection's login, counted by the broker event it records
+        assert _value(b, "pybroker_broker_events_total", event_class="Broker:Connection",
+                      subclass="Connected") >= 1
         assert _value(b, "pybroker_client_calls_total") > 0
         assert _value(b, "pybroker_duckdb_file_bytes") > 0
         # no failed transmission is waiting: every message was acknowledged and left
         assert not [k for k in a if k[0] == "pybroker_transmission_queue_messages"
                     and ("status", "failing") in k[1]]
+        # the broker connection drops (b is killed): a's counters stay where they were
+        served["b"].kill()
+        def dropped() -> dict | None:
+            now = _samples(http["a"])
+            return now if _value(now, "pybroker_broker_connections") == 0 else None
+
+        a = wait_until(dropped, what="a's connection to b gone")
+        assert _value(a, "pybroker_messages_sent_total", database="Shop",
+                      service="ShopService") == SENT
     finally:
         for child in served.values():
             child.close()

@@ -104,10 +104,17 @@ def _counter_families(kernel: Kernel, names: dict[int, str]) -> list[Family]:
                            "transactions.", []),
     }
     label = {"sent": "service", "delivered": "queue", "received": "queue"}
-    for (what, database_id, name), count in sorted(kernel.messaging.counters.snapshot().items()):
+    counters = kernel.messaging.counters
+    for (what, database_id, name), count in sorted(counters.snapshot().items()):
         database = names.get(database_id, str(database_id))
         kinds[what].add(count, database=database, **{label[what]: name})
-    return list(kinds.values())
+    events = Family("pybroker_broker_events_total", "counter",
+                    "Broker events recorded (sys.broker_events) by class and subclass: "
+                    "connections, refused logins, undeliverable or corrupted messages, "
+                    "activation failures.")
+    for (event_class, subclass), count in sorted(counters.events().items()):
+        events.add(count, event_class=event_class, subclass=subclass)
+    return [*kinds.values(), events]
 
 
 def _process_families(kernel: Kernel, memory: int,

@@ -20,6 +20,8 @@ class MessageCounters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[CountKey] = Counter()
+        # broker events recorded (sys.broker_events), by class and subclass: a fixed set
+        self._events: Counter[tuple[str, str]] = Counter()
 
     def add(self, counts: Mapping[CountKey, int]) -> None:
         if counts:
@@ -30,3 +32,12 @@ class MessageCounters:
         """Every count now, by key."""
         with self._lock:
             return dict(self._counts)
+
+    def event(self, event_class: str, subclass: str) -> None:
+        with self._lock:
+            self._events[event_class, subclass] += 1
+
+    def events(self) -> dict[tuple[str, str], int]:
+        """The broker events recorded since the instance opened, by (class, subclass)."""
+        with self._lock:
+            return dict(self._events)

@@ -39,6 +39,7 @@ from pybroker.kernel.messaging.arrivals import UNKNOWN_AT_PRINCIPAL, Arrival, Ar
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.kernel.messaging.catalog import DatabaseCatalog
     from pybroker.kernel.messaging.catalog_cache import CatalogCache
+    from pybroker.kernel.messaging.counters import MessageCounters
     from pybroker.kernel.messaging.endpoint_cache import EndpointCache
     from pybroker.kernel.messaging.route_requests import RouteRequests
     from pybroker.kernel.messaging.unit_of_work import UnitOfWork
@@ -95,6 +96,7 @@ class _Engine(Protocol):
     route_requests: RouteRequests  # R2.4, R8
     delivery: _Delivery
     transmission_pieces: bool
+    counters: MessageCounters
 
     def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
 
@@ -167,6 +169,7 @@ class RemoteDelivery:
 
     def event(self, event_class: str, subclass: str, peer: str | None,
               conversation_id: str | None, sequence: int | None, description: str) -> None:
+        self._m.counters.event(event_class, subclass)
         self.arrivals.event(event_class, subclass, peer, conversation_id, sequence,
                             description)
 
