@@ -3,7 +3,9 @@ Graphviz DOT and Mermaid: the decisive arrows and the findings marked on what th
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -103,7 +105,38 @@ def test_the_command_writes_the_form_its_suffix_names(network, tmp_path, capsys)
     assert code == 0 and out.read_text().startswith("flowchart LR")
     code, text, _ = call(["topology", *network], capsys)
     assert code == 0 and text.startswith("digraph broker_network {")
-    code, _, err = call(["topology", *network, "--out", tmp_path / "net.svg"], capsys)
-    assert code == 2 and "dot -Tsvg" in err
+    code, _, err = call(["topology", *network, "--out", tmp_path / "net.txt"], capsys)
+    assert code == 2 and "cannot tell the form" in err
     code, _, err = call(["topology", tmp_path / "missing.duckdb"], capsys)
     assert code == 2 and "missing.duckdb" in err
+
+
+def test_svg_and_png_are_drawn_by_graphviz(network, tmp_path, capsys):
+    svg, png = tmp_path / "net.svg", tmp_path / "net.png"
+    for out in (svg, png):
+        code, _, err = call(["topology", *network, "--out", out], capsys)
+        assert code == 0, err
+    drawn = svg.read_text()
+    assert drawn.lstrip().startswith("<?xml") and "<svg" in drawn
+    for name in ("Shop", "Stock", "OnToStock", "OnToShop", "ToStock"):
+        assert f">{name}" in drawn, name  # every element and route has its label
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    code, _, err = call(["topology", *network, "--format", "png"], capsys)
+    assert code == 2 and "--out net.png" in err
+    if os.environ.get("PYBROKER_UPDATE_SCREENSHOTS"):  # README's picture
+        shutil.copy(svg, Path(pybroker.__file__).parent / "docs" / "topology-forwarder.svg")
+
+
+def test_the_forwarders_network_is_drawn_as_its_golden_file(network):
+    """The DOT of A -> F -> B, held to tests/golden/topology_forwarder.dot so that a change
+    of the picture shows in review (PYBROKER_UPDATE_GOLDEN=1 writes it again)."""
+    text = dot(topology(network))
+    for n, file in enumerate(network):  # the instances' files are the test's temporary ones
+        text = text.replace(str(file), f"instance{n}.duckdb").replace(file.name,
+                                                                      f"instance{n}.duckdb")
+    # and each database's broker identifier is new with each file: its first 8 digits go
+    text = re.sub(r'(shape=folder, label="[^"\\]+)\\n[0-9a-f]{8}"', r'\1\\nGUID"', text)
+    golden = Path(__file__).parent / "golden" / "topology_forwarder.dot"
+    if os.environ.get("PYBROKER_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
