@@ -53,6 +53,14 @@ def test_a_rolled_back_send_or_receive_is_not_counted(shop):
     assert values["pybroker_queue_oldest_message_age_seconds",
                   (("database", "Shop"), ("queue", "Orders"))] == 0
     assert values["pybroker_broker_endpoint_up", ()] == 0
+    # one transaction sent and committed (the rolled-back one is not observed)
+    [latency] = [f for f in text_string_to_metric_families(render(read_families(inst.kernel)))
+                 if f.name == "pybroker_send_commit_seconds"]
+    assert latency.type == "histogram"
+    samples = {(s.name, s.labels.get("le")): s.value for s in latency.samples}
+    assert samples["pybroker_send_commit_seconds_count", None] == 1
+    assert samples["pybroker_send_commit_seconds_bucket", "+Inf"] == 1
+    assert 0 <= samples["pybroker_send_commit_seconds_sum", None] < 60
 
 
 @settings(max_examples=60, deadline=None)

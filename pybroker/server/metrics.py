@@ -31,15 +31,18 @@ class MetricsBusyError(BrokerError):
 
 @dataclass
 class Family:
-    """One metric family: its name, type, help text and samples (labels, value)."""
+    """One metric family: its name, type, help text and samples (labels, value); a
+    histogram's samples are named by their suffix (_bucket, _sum, _count) in ``suffixes``."""
 
     name: str
-    kind: str  # "counter" or "gauge"
+    kind: str  # "counter", "gauge" or "histogram"
     help: str
     samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+    suffixes: list[str] = field(default_factory=list)
 
-    def add(self, value: float, **labels: str) -> None:
+    def add(self, value: float, suffix: str = "", **labels: str) -> None:
         self.samples.append((labels, value))
+        self.suffixes.append(suffix)
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,14 @@ def _counter_families(kernel: Kernel, names: dict[int, str]) -> list[Family]:
                     "activation failures.")
     for (event_class, subclass), count in sorted(counters.events().items()):
         events.add(count, event_class=event_class, subclass=subclass)
-    return [*kinds.values(), events]
+    latency = Family("pybroker_send_commit_seconds", "histogram",
+                     "Seconds from a transaction's first SEND to its commit.")
+    buckets, total, count = counters.send_commit()
+    for bound, n in buckets:
+        latency.add(n, "_bucket", le="+Inf" if math.isinf(bound) else repr(bound))
+    latency.add(total, "_sum")
+    latency.add(count, "_count")
+    return [*kinds.values(), events, latency]
 
 
 def _process_families(kernel: Kernel, memory: int,
@@ -172,10 +182,11 @@ def render(families: Iterable[Family]) -> str:
     for family in families:
         lines.append(f"# HELP {family.name} {_escape_help(family.help)}")
         lines.append(f"# TYPE {family.name} {family.kind}")
-        for labels, value in family.samples:
+        for (labels, value), suffix in zip(family.samples, family.suffixes, strict=True):
+            name = family.name + suffix
             text = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
-            lines.append(f"{family.name}{{{text}}} {_number(value)}" if text
-                         else f"{family.name} {_number(value)}")
+            lines.append(f"{name}{{{text}}} {_number(value)}" if text
+                         else f"{name} {_number(value)}")
     return "\n".join(lines) + "\n"
 
 

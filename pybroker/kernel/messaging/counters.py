@@ -12,6 +12,38 @@ from collections.abc import Mapping
 # (what, database_id, label): "sent" by the sending service, "delivered" into a queue of
 # this instance by queue, "received" from a queue by queue
 CountKey = tuple[str, int, str]
+# upper bounds (seconds) of the SEND -> commit histogram's buckets, then +Inf
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Histogram:
+    """Counts of observations at or below each bound (cumulative, as Prometheus keeps
+    them), their sum and their number."""
+
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last: above every bound
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        for i, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[i] += 1
+                break
+        else:
+            self.counts[-1] += 1
+        self.sum += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """(bound, observations at or below it) for each bound and +Inf."""
+        out, running = [], 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            running += n
+            out.append((bound, running))
+        return out
 
 
 class MessageCounters:
@@ -22,6 +54,8 @@ class MessageCounters:
         self._counts: Counter[CountKey] = Counter()
         # broker events recorded (sys.broker_events), by class and subclass: a fixed set
         self._events: Counter[tuple[str, str]] = Counter()
+        # seconds from a transaction's first SEND to its commit
+        self._send_commit = Histogram()
 
     def add(self, counts: Mapping[CountKey, int]) -> None:
         if counts:
@@ -32,6 +66,16 @@ class MessageCounters:
         """Every count now, by key."""
         with self._lock:
             return dict(self._counts)
+
+    def observe_send_commit(self, seconds: float) -> None:
+        with self._lock:
+            self._send_commit.observe(seconds)
+
+    def send_commit(self) -> tuple[list[tuple[float, int]], float, int]:
+        """The SEND -> commit histogram: (cumulative buckets, sum, count)."""
+        with self._lock:
+            h = self._send_commit
+            return h.cumulative(), h.sum, h.count
 
     def event(self, event_class: str, subclass: str) -> None:
         with self._lock:

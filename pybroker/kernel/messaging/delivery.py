@@ -6,6 +6,7 @@ transmissions again."""
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -110,6 +111,8 @@ class Delivery:
 
     def dispatch(self, uow: UnitOfWork, ep: ConversationEndpoint, messages: list[Outgoing]) -> None:
         uow.counts["sent", ep.database_id, ep.service_name] += len(messages)
+        if uow.first_send is None:
+            uow.first_send = time.monotonic()
         if ep.transmission_next_attempt is not None:  # earlier messages wait: keep order
             self._stage_transmission(uow, ep, messages, ep.transmission_status)
             return

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -200,6 +201,8 @@ class Messaging:
         """``uow`` committed: its endpoints, waiting RECEIVEs, the worker and the wire
         are told."""
         self.counters.add(uow.counts)
+        if uow.first_send is not None:
+            self.counters.observe_send_commit(time.monotonic() - uow.first_send)
         for key in uow.received:
             self._poison.rollbacks.pop(key, None)
         for handle in uow.touched:

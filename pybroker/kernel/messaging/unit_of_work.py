@@ -68,6 +68,7 @@ class UnitOfWork:
         # what this transaction sent, delivered and received, for the instance's counters
         # when it commits (counters.py)
         self.counts: Counter[tuple[str, int, str]] = Counter()
+        self.first_send: float | None = None  # time.monotonic() of its first SEND
         # RECEIVE: the queuing orders handed out from read-ahead (Messaging.read_ahead),
         # removed (or retained) at the next flush (C3).
         self.taken: list[int] = []
