@@ -85,14 +85,14 @@ class Console:
 
     def _overview(self, page: Page, query: dict[str, str]) -> None:
         page.tables += [self._table("Databases", "console/select_databases.sql"),
-                        self._table("Queues", "console/select_queues.sql"),
+                        self._table("Queues", "metrics/select_queue_depths.sql"),
                         self._table("Conversation endpoints by state",
                                     "console/select_endpoint_states.sql"),
                         self._table("Transmission queue by status",
                                     "console/select_transmission_status.sql")]
 
     def _queues(self, page: Page, query: dict[str, str]) -> None:
-        page.tables.append(self._table("Queues", "console/select_queues.sql"))
+        page.tables.append(self._table("Queues", "metrics/select_queue_depths.sql"))
 
     def _conversations(self, page: Page, query: dict[str, str]) -> None:
         page.form = "handle"

@@ -76,7 +76,7 @@ def read_families(kernel: Kernel,
                    "Ready messages in the queue (RECEIVE can take them).")
     age = Family("pybroker_queue_oldest_message_age_seconds", "gauge",
                  "Seconds since the queue's oldest ready message was enqueued (0: none).")
-    for database, queue, ready, oldest in queues:
+    for database, queue, _receives, _enqueues, ready, oldest in queues:
         depth.add(ready, database=database, queue=queue)
         age.add(0.0 if oldest is None else max(0.0, (now - oldest).total_seconds()),
                 database=database, queue=queue)
