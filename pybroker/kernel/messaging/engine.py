@@ -10,10 +10,24 @@ its route decision, its far endpoint and the contract's permissions are cached i
 The cache of endpoints is the state of the file after the last commit. A unit of work that
 rolls back evicts every endpoint it touched, so they are read again from the file.
 
-One DuckDB connection serves the instance, so units of work are serialized: a unit of work
-holds the store's lock from its first action to its end. That is also the conversation
-group lock of SQL Server's RECEIVE (no other transaction of this instance can receive from
-the group meanwhile). Only one process can open the file.
+Conversation group locks (SPEC C7, group_locking.py) are the unit of concurrency, as in
+SQL Server: each verb locks the group it acts on (SEND, END CONVERSATION, BEGIN
+CONVERSATION TIMER and MOVE CONVERSATION the conversation's, BEGIN DIALOG its new or
+related group, RECEIVE and GET CONVERSATION GROUP the group they take) until its
+transaction ends; a RECEIVE skips groups other transactions hold, a RECEIVE ... WHERE on
+one waits for it. One DuckDB connection serves the instance, and a unit of work that
+writes into it holds it (the WRITER of the lock table, then the store's lock) from its
+first change to its end: those units of work run one at a time. A transaction that has
+only received (RECEIVE, GET CONVERSATION GROUP: the worker's RECEIVE, processing, COMMIT)
+holds no store at all until its commit, which takes it for the short flush: such
+transactions run side by side, with each other and with the one that writes. Its RECEIVE
+reads the queue on a connection of its own (Store.read_apart: what was last committed),
+leaves out what other open transactions received (``in_flight``), and takes its
+messages in memory; what a transaction delivers joins the read-ahead only when it
+commits (UnitOfWork.deliveries). A transaction that must write into the file mid-way
+(a catalog write joining it, large bodies staged as pieces, a RECEIVE after its own SEND
+into the queue) becomes the writer from then until it ends. Only one process can open
+the file.
 
 ``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG, SEND and
 MOVE CONVERSATION, and composes the services that do the rest, each given what it needs:
@@ -61,6 +75,7 @@ from pybroker.kernel.messaging.catalog_cache import CatalogCache
 from pybroker.kernel.messaging.delivery import Delivery
 from pybroker.kernel.messaging.end_conversation import EndConversation
 from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
+from pybroker.kernel.messaging.group_locking import GroupLocking
 from pybroker.kernel.messaging.read_ahead import ReceiveBuffer
 from pybroker.kernel.messaging.receive import Receiving
 from pybroker.kernel.messaging.receive_where import ReceiveWhere
@@ -120,6 +135,11 @@ class Messaging:
         # (every change to queue_messages goes through this engine: a delivery extends it,
         # END, DROP QUEUE or a rollback drops it).
         self.read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
+        # C7: the conversation group locks; what open transactions received (a read of a
+        # queue leaves it out); the lock of both with the read-ahead (unit_of_work.py)
+        self.group_locks = GroupLocking(clock, lambda: self.closing)
+        self.in_flight: set[int] = set()
+        self.read_ahead_lock = threading.RLock()
         self._local = threading.local()
         self._poison = _PoisonCount()
         # notified by each commit that delivers: a waiting RECEIVE looks again
@@ -384,6 +404,8 @@ class Messaging:
         if related_conversation_group is not None:
             group = uuid_text("related_conversation_group", related_conversation_group)
         with self.unit_of_work() as uow:
+            if group is not None:  # C7: the related group, waited for before the store
+                uow.lock_group(database_id, group)
             uow.activate()
             catalog = self.catalog(database_id)
             if from_service not in catalog.services:
@@ -401,6 +423,7 @@ class Messaging:
                 now + timedelta(seconds=lifetime), None, 0, 0, None, 0, 0, 0, None, None, None,
                 5, now, "",
             ), persisted=False)
+            uow.lock_group(database_id, ep.conversation_group_id)
             self.endpoints[handle] = ep
             uow.touch(ep)
             self.note_deadline(uow, ep.lifetime)
@@ -417,11 +440,13 @@ class Messaging:
         queue, so the group must exist: an open conversation of this database, whose
         service uses the same queue, is in it (a new group begins with BEGIN DIALOG ...
         WITH RELATED_CONVERSATION_GROUP). SQL Server locks both groups until the
-        transaction ends; here the unit of work holds the store's lock, which is stronger."""
+        transaction ends (C7), here too."""
         group = uuid_text("conversation_group_id", group_id)
         with self.unit_of_work() as uow:
             uow.activate()
             ep = self.endpoint(handle, database_id)
+            uow.lock_group(database_id, ep.conversation_group_id)
+            uow.lock_group(database_id, group)
             if ep.state == "CD":
                 raise ConversationStateError(
                     f"cannot move conversation {ep.conversation_handle} to another group: it "
@@ -470,6 +495,7 @@ class Messaging:
         with self.unit_of_work() as uow:
             uow.activate()
             ep = self.endpoint(handle, database_id)
+            uow.lock_group(database_id, ep.conversation_group_id)  # C7
             t = TRANSITIONS.get((ep.role, ep.state, "send"))
             if t is None:
                 transition(ep.role, ep.state, "send")  # raises, naming the state
