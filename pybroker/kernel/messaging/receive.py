@@ -194,10 +194,14 @@ class Receiving:
         locks, holder = self._m.group_locks, uow.transaction_id
         return lambda group: locks.try_acquire(holder, (database_id, group))
 
-    def held_groups(self, uow: UnitOfWork | None, database_id: int) -> str:
-        """The groups of the database other transactions hold, comma-joined for SQL."""
+    def lock_filters(self, uow: UnitOfWork | None, database_id: int) -> dict[str, str]:
+        """What a read of the table leaves out (C7): the groups of the database other
+        transactions hold, and the messages open transactions received, for SQL."""
         holder = -1 if uow is None else uow.transaction_id
-        return columns.guids(sorted(self._m.group_locks.held_by_others(holder, database_id)))
+        with self._m.read_ahead_lock:
+            return {"held_groups": columns.guids(sorted(
+                        self._m.group_locks.held_by_others(holder, database_id))),
+                    "in_flight": columns.ints(self._m.in_flight)}
 
     def wait_for_arrival(self, is_ready: Callable[[], bool], queue: str,
                          deadline: float) -> None:
@@ -246,11 +250,10 @@ class Receiving:
                 budget = min(budget, int(READ_AHEAD_BYTES // buffer.body_size))
             budget = max(budget, max_messages)
             kept: dict[int, tuple[str, int]] = {}
-            in_flight = self._m.in_flight
-            fetched = _with_bodies(uow, [r for r in uow.sql(
+            fetched = _with_bodies(uow, uow.sql(
                 "conversation/select_ready_messages.sql", {
                     "database_id": key[0], "queue_name": key[1], "per_group": budget,
-                    "budget": budget}) if r[0] not in in_flight], kept)
+                    "budget": budget, "in_flight": columns.ints(self._m.in_flight)}), kept)
             buffer = self.read_ahead[key] = ReceiveBuffer(fetched, reads, kept)
             rows = buffer.take(max_messages, may_take)
             if rows is None:  # every group read is held, or cannot say: the table is sure
@@ -288,11 +291,9 @@ class Receiving:
                 if buffer is not None and buffer.body_size:
                     budget = min(budget, int(READ_AHEAD_BYTES // buffer.body_size))
                 budget = max(budget, max_messages)
-                in_flight = self._m.in_flight
-                found = [r for r in store.read_apart(
-                    "conversation/select_ready_messages.sql", {
-                        "database_id": key[0], "queue_name": key[1], "per_group": budget,
-                        "budget": budget}) if r[0] not in in_flight]
+                found = store.read_apart("conversation/select_ready_messages.sql", {
+                    "database_id": key[0], "queue_name": key[1], "per_group": budget,
+                    "budget": budget, "in_flight": columns.ints(self._m.in_flight)})
                 fetched = []
                 if found:
                     orders = [r[0] for r in found]
@@ -320,7 +321,7 @@ class Receiving:
         may_take = self.may_take(uow, key[0])
         while True:
             found = uow.sql("conversation/select_first_ready_group.sql", {
-                **params, "held_groups": self.held_groups(uow, key[0])})
+                **params, **self.lock_filters(uow, key[0])})
             if not found:
                 return []
             group = str(found[0][0])
@@ -361,7 +362,8 @@ class Receiving:
                 return True
             if buffer is None or not buffer.complete:
                 ready = self._store.read_apart("conversation/count_ready_messages.sql", {
-                    **params, "held_groups": columns.guids(sorted(held))})
+                    **params, "held_groups": columns.guids(sorted(held)),
+                    "in_flight": columns.ints(self._m.in_flight)})
                 return bool(ready and ready[0][0])
             return False
 

@@ -134,7 +134,7 @@ class ReceiveWhere:
             may_take = self._receiving.may_take(uow, database_id)
             while True:
                 found_params = {"database_id": database_id, "queue_name": queue,
-                                "held_groups": self._receiving.held_groups(uow, database_id)}
+                                **self._receiving.lock_filters(uow, database_id)}
                 if apart:
                     found = self._store.read_apart(
                         "conversation/select_first_ready_group.sql", found_params)
