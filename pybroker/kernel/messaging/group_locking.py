@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pybroker.core.conversation.group_locks import (
     WRITER,
@@ -27,6 +28,7 @@ from pybroker.core.conversation.group_locks import (
     Waiting,
 )
 from pybroker.errors import DeadlockVictimError, InstanceClosedError, LockTimeoutError
+from pybroker.timestamps import to_utc_datetime
 
 LOCK_WAIT_LIMIT = 60.0  # seconds; see the module's docstring
 LOOK_EVERY = 0.05  # seconds: a waiter looks at the instance's close at least this often
@@ -122,6 +124,18 @@ class GroupLocking:
         with self._changed:
             return [(row, self._transactions.get(row.holder))
                     for row in self._table.waiting()]
+
+
+    def live_rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The rows of sys.dm_broker_conversation_group_locks and sys.dm_broker_waits
+        (kernel/live_views.py), times as naive UTC."""
+        locks = [(row.key[0], row.key[1], row.holder, None if who is None else who.thread,
+                  to_utc_datetime(row.since), len(row.waiters))
+                 for row, who in self.holders()]
+        waits = [(row.holder, None if who is None else who.thread, row.key[0], row.key[1],
+                  row.blocked_by, to_utc_datetime(row.since), row.committing)
+                 for row, who in self.waiting()]
+        return locks, waits
 
 
 def _timeout_text(key: GroupKey) -> str:
