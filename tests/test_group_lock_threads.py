@@ -252,3 +252,39 @@ def wait_until(condition, what: str = "the condition") -> None:
             return
         done.wait(0.01)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_c7_a_change_waiting_for_a_group_whose_holder_commits_is_the_victim(broker):
+    """A transaction that changes something holds the store's write transaction; when it
+    waits for a group held by one that has only received, and that one commits (it needs
+    the write transaction for its flush), the waiting one is the victim, never the
+    commit, and is woken with 1205 at once."""
+    (_, texts1), _ = two_groups(broker, per_group=1)
+    held, commit = threading.Event(), threading.Event()
+    got: list = []
+
+    def receiver() -> None:
+        with broker.b.transaction():
+            got.extend(broker.b.receive("QB"))
+            held.set()
+            assert commit.wait(BOUND)
+
+    def changer() -> None:
+        with broker.b.transaction():
+            broker.b.conversation(got[0].conversation_handle).begin_timer(600)
+
+    one, first_outcome = in_thread(receiver)
+    assert held.wait(BOUND)
+    two, second_outcome = in_thread(changer)
+    wait_until(lambda: broker.rows(
+        "SELECT COUNT(*) FROM sys.dm_broker_waits WHERE wait_type = 'BROKER_GROUP_LOCK'"
+    ) == [(1,)])
+    commit.set()
+    one.join(BOUND)
+    two.join(BOUND)
+    assert "error" not in first_outcome and [m.text for m in got] == texts1
+    assert isinstance(second_outcome.get("error"), DeadlockVictimError)
+    assert broker.rows("SELECT COUNT(*) FROM sys.queue_messages WHERE conversation_group_id "
+                       f"= '{got[0].conversation_group_id}'") == [(0,)]
+    assert broker.rows("SELECT COUNT(*) FROM sys.dm_broker_conversation_group_locks") == [
+        (0,)]
