@@ -56,10 +56,12 @@ from pybroker.devtools.bench.objects import initiator_and_target
 BODY_BYTES = 256
 FULL = {"messages": 20_000, "conversations": 1_000, "sends_per_transaction": 1_000,
         "max_messages": 1_000, "receives_per_transaction": 50, "single": 200,
-        "drain_conversations": 100, "idle_conversations": 100_000}
+        "drain_conversations": 100, "idle_conversations": 100_000, "workers_messages": 160,
+        "workers_conversations": 40, "workers_processing": 0.05}
 QUICK = {"messages": 2_000, "conversations": 100, "sends_per_transaction": 500,
          "max_messages": 1_000, "receives_per_transaction": 50, "single": 20,
-         "drain_conversations": 10, "idle_conversations": 5_000}
+         "drain_conversations": 10, "idle_conversations": 5_000, "workers_messages": 16,
+         "workers_conversations": 8, "workers_processing": 0.02}
 TARGETS = {"end_to_end_per_s": 20_000.0,
            "idle_rss_bytes_per_conversation": idle.TARGETS["rss_bytes_per_conversation_1m"]}
 
@@ -92,7 +94,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
             floor_many.append(_floor(inst, sizes["conversations"], sizes, body))
             floor_drain.append(_floor_drain(inst, sizes, body))
     activated = [activation.run_case(sizes, body, readers) for readers in (1, 4)]
-    side_by_side = workers.run(quick=quick)
+    side_by_side = workers.run(sizes)
     report = {
         "machine": machine(),
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},

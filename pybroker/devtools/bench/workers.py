@@ -19,14 +19,14 @@ from pybroker.api.instance import Instance
 from pybroker.devtools.bench.objects import initiator_and_target
 
 WORKERS = (1, 4, 8)
-FULL = {"messages": 160, "conversations": 40, "processing": 0.05}
-QUICK = {"messages": 40, "conversations": 10, "processing": 0.05}
 
 
 def run_case(workers: int, sizes: dict[str, Any], body: bytes) -> dict[str, Any]:
-    """One run with ``workers`` threads, on an instance of its own."""
-    messages, conversations = int(sizes["messages"]), int(sizes["conversations"])
-    processing = float(sizes["processing"])
+    """One run with ``workers`` threads, on an instance of its own; ``sizes``: the bench's,
+    with workers_messages, workers_conversations and workers_processing (seconds)."""
+    messages = int(sizes["workers_messages"])
+    conversations = int(sizes["workers_conversations"])
+    processing = float(sizes["workers_processing"])
     with (
         tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
         Instance(Path(tmp) / "workers.duckdb", worker=False) as inst,
@@ -64,14 +64,15 @@ def run_case(workers: int, sizes: dict[str, Any], body: bytes) -> dict[str, Any]
             "handled_per_s": sum(handled) / elapsed if elapsed else 0.0}
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
-    sizes = QUICK if quick else FULL
+def run(sizes: dict[str, Any]) -> list[dict[str, Any]]:
     body = os.urandom(256)
     cases = [run_case(n, sizes, body) for n in WORKERS]
     one = cases[0]["handled_per_s"] or 1.0
     for case in cases:
         case["speedup"] = case["handled_per_s"] / one
-        case.update(sizes)
+        case["messages"] = int(sizes["workers_messages"])
+        case["conversations"] = int(sizes["workers_conversations"])
+        case["processing"] = float(sizes["workers_processing"])
     return cases
 
 
