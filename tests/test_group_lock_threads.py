@@ -288,3 +288,23 @@ def test_c7_a_change_waiting_for_a_group_whose_holder_commits_is_the_victim(brok
                        f"= '{got[0].conversation_group_id}'") == [(0,)]
     assert broker.rows("SELECT COUNT(*) FROM sys.dm_broker_conversation_group_locks") == [
         (0,)]
+
+
+def test_c7_get_conversation_group_then_receive_where_run_side_by_side(broker):
+    """The worker of GET CONVERSATION GROUP, then RECEIVE ... WHERE conversation_group_id
+    on it: two such transactions take different groups and hold them at once."""
+    (g1, texts1), (g2, texts2) = two_groups(broker)
+    holding = [threading.Event(), threading.Event()]
+
+    def worker(i: int) -> tuple[str, list[str], bool]:
+        with broker.b.transaction():
+            group = broker.b.get_conversation_group("QB")
+            got = broker.b.receive("QB", max_messages=10, conversation_group_id=group)
+            holding[i].set()
+            return str(group), [m.text for m in got], holding[1 - i].wait(BOUND)
+
+    threads = [in_thread(lambda i=i: worker(i)) for i in range(2)]
+    for thread, _ in threads:
+        thread.join(BOUND)
+    results = sorted(outcome["result"] for _, outcome in threads)
+    assert results == sorted([(g1, texts1, True), (g2, texts2, True)])

@@ -311,6 +311,25 @@ class Receiving:
             self._taken(uow, buffer, rows, retention)
             return rows
 
+    def take_where_apart(self, uow: UnitOfWork, key: tuple[int, str],
+                         params: dict[str, Any], retention: bool
+                         ) -> list[tuple[Any, ...]] | None:
+        """RECEIVE ... WHERE on a group ``uow`` holds, in a transaction that has changed
+        nothing: read on the store's reading connection, taken in memory (as _take_apart).
+        What was read ahead of the queue goes (it may hold them). None: a body is kept as
+        fragments, the writer's way must answer."""
+        with self._m.read_ahead_lock:
+            rows = self._store.read_apart("conversation/select_ready_messages_where.sql", {
+                **params, "in_flight": columns.ints(self._m.in_flight)})
+            if any(r[8] for r in rows):
+                return None
+            self.read_ahead.pop(key, None)
+            rows = [r[:8] for r in rows]
+            (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
+            uow.hold(r[0] for r in rows)
+            uow.read_ahead_stale.add(key)
+            return rows
+
     def _take_group(self, uow: UnitOfWork, key: tuple[int, str], max_messages: int,
                     retention: bool) -> list[tuple[Any, ...]]:
         """The writer's RECEIVE from the table: the first group no other transaction

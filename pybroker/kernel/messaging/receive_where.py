@@ -74,6 +74,14 @@ class ReceiveWhere:
                     if deadline is None:
                         raise
                     return []  # WAITFOR ran out while another transaction held the group
+                if not uow.has_changes:
+                    found = self._receiving.take_where_apart(
+                        uow, (database_id, queue), {**params, "conversation_group_id": group,
+                                                    "max_messages": max_messages},
+                        settings.retention)
+                    if found is not None:
+                        uow.received.add((database_id, queue))
+                        return found
             uow.activate()
             uow.forget_read_ahead()
             template = ("conversation/retain_received_messages_where.sql"
