@@ -26,8 +26,12 @@ leaves out what other open transactions received (``in_flight``), and takes its
 messages in memory; what a transaction delivers joins the read-ahead only when it
 commits (UnitOfWork.deliveries). A transaction that must write into the file mid-way
 (a catalog write joining it, large bodies staged as pieces, a RECEIVE after its own SEND
-into the queue) becomes the writer from then until it ends. Only one process can open
-the file.
+into the queue) becomes the writer from then until it ends. Arrivals from the wire and the
+worker's retries and timers lock no group: their changes are the writer's, serialized
+with every other change, and what they deliver is seen when they commit. The writer
+waiting for a group whose holder then commits (which needs the writer's place for its
+flush) is a deadlock the lock table finds: the writer is its victim (1205), never the
+commit. Only one process can open the file.
 
 ``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG, SEND and
 MOVE CONVERSATION, and composes the services that do the rest, each given what it needs:
