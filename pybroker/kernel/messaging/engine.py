@@ -300,7 +300,8 @@ class Messaging:
 
     def catalog_changed(self) -> None:
         """A catalog write committed or rolled back: what was read of it is read again."""
-        self.read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
+        with self.read_ahead_lock:  # e.g. DROP QUEUE took messages out: read them again
+            self.read_ahead.clear()
         self.remote.mirroring_changed()  # e.g. ALTER DATABASE ... SET PARTNER FAILOVER
         self.catalogs.changed()
 
