@@ -227,7 +227,8 @@ class Messaging:
             ep = self.endpoints.get(handle)
             if ep is not None and ep.state == "CD":
                 del self.endpoints[handle]  # closed: nothing will read it often again
-        # Under the store's lock no unit of work is open, so every endpoint is as saved
+        # Under the store's lock no unit of work that changed an endpoint is open (those
+        # hold it to their end), so every endpoint is as saved
         # and may go. When another thread's unit of work holds it, this one's recency and
         # the trim are skipped, not waited for: the next commit that finds the lock free
         # trims, and an endpoint let go is read back as saved. (Waiting here held a

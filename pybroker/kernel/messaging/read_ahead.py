@@ -108,8 +108,8 @@ class ReceiveBuffer:
         is ready (status 1), as a row of select_ready_messages.sql with its body; it joins
         what was read when what was read holds every ready message of its group (then it
         is the group's next), or of the whole queue (then the group starts with it). The
-        unit of work that delivers it holds the store's lock until it commits, and a
-        rollback drops every read-ahead, so no RECEIVE sees it before its commit."""
+        unit of work that delivers it says so when it commits (UnitOfWork.deliveries),
+        so no RECEIVE sees it before."""
         found = self.groups.get(group)
         if found is not None:
             if row is not None and group not in self.beyond:

@@ -205,7 +205,7 @@ class Receiving:
 
     def wait_for_arrival(self, is_ready: Callable[[], bool], queue: str,
                          deadline: float) -> None:
-        """Wait until ``is_ready()`` (asked under the store's lock) holds or the deadline
+        """Wait until ``is_ready()`` (asked under the read-ahead lock) holds or the deadline
         passes: woken by each commit that delivers, and asked again at least every
         WAKE_EVERY seconds. A close() meanwhile ends the wait with InstanceClosedError.
         ``is_ready`` runs under the read-ahead lock, never the store's: a waiting
