@@ -308,3 +308,52 @@ def test_c7_get_conversation_group_then_receive_where_run_side_by_side(broker):
         thread.join(BOUND)
     results = sorted(outcome["result"] for _, outcome in threads)
     assert results == sorted([(g1, texts1, True), (g2, texts2, True)])
+
+
+def test_c7_workers_reply_while_requests_arrive_each_exactly_once(broker):
+    """Workers receive a request, reply on its conversation and commit (or roll back and
+    leave it for another) while the initiator keeps sending: every request is handled
+    once, and every committed handling's reply arrives once."""
+    convs = [broker.a.begin_dialog("SA", "SB") for _ in range(5)]
+    handled: list[str] = []
+    guard = threading.Lock()
+    sending_done = threading.Event()
+
+    def worker(n: int) -> None:
+        rng = random.Random(n)
+        while True:
+            try:
+                with broker.b.transaction():
+                    got = broker.b.receive("QB", max_messages=1, timeout=0.05)
+                    if not got:
+                        if sending_done.is_set():
+                            return
+                        continue
+                    broker.b.conversation(got[0].conversation_handle).send(
+                        b"re:" + got[0].message_body)
+                    if rng.random() < 0.25:
+                        raise KeyError("rolled back")
+                with guard:
+                    handled.append(got[0].text)
+            except (KeyError, DeadlockVictimError):
+                continue
+
+    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    sent = []
+    for k in range(6):
+        for i, conv in enumerate(convs):
+            conv.send(f"{i}:{k}")
+            sent.append(f"{i}:{k}")
+    sending_done.set()
+    for thread in threads:
+        thread.join(4 * BOUND)
+    assert sorted(handled) == sorted(sent)
+    replies = broker.a.receive("QA", max_messages=1000)
+    while True:
+        more = broker.a.receive("QA", max_messages=1000)
+        if not more:
+            break
+        replies += more
+    assert sorted(m.text for m in replies) == sorted(f"re:{t}" for t in sent)
