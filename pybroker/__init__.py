@@ -9,6 +9,7 @@
 from pybroker.api.conversation import Conversation
 from pybroker.api.instance import Database, Instance
 from pybroker.apps.diagnose.report import diagnose
+from pybroker.apps.diagnose.trace import trace
 from pybroker.core.conversation.model import Message
 from pybroker.core.routing.decision import RouteDecision, TraceStep
 from pybroker.core.routing.engine import OUTSIDE, ExplainStep
@@ -43,6 +44,7 @@ from pybroker.errors import (
 from pybroker.kernel.broker_endpoint.runtime import BrokerEndpoint
 from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
 from pybroker.server.connecting import connect
+from pybroker.server.http import serve_metrics
 
 __version__ = "0.1.0"
 
@@ -89,4 +91,6 @@ __all__ = [
     "WireError",
     "connect",
     "diagnose",
+    "serve_metrics",
+    "trace",
 ]

@@ -114,16 +114,16 @@ def test_activation_settings_survive_reopening_the_file(tmp_path):
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda db: db.create_queue("q", activation_procedure="handler"),
-     "the activation procedure 'handler' is not of the form 'module.path:function'"),
+    (lambda db: db.create_queue("q", activation_procedure="handler one"),
+     "the activation procedure 'handler one' is not of the form 'module.path:function'"),
     (lambda db: db.create_queue("q", activation_procedure="a-b:c"),
      "is not of the form 'module.path:function'"),
     (lambda db: db.create_queue("q", activation_procedure="m:f", max_queue_readers=32768),
      "MAX_QUEUE_READERS must be a whole number from 0 to 32767, not 32768"),
     (lambda db: db.create_queue("q", activation_procedure="m:f", max_queue_readers=True),
      "MAX_QUEUE_READERS must be a whole number from 0 to 32767, not True"),
-    (lambda db: db.create_queue("q", activation_procedure="m:f", execute_as="dbo"),
-     "EXECUTE AS must be SELF or OWNER, not 'dbo': pybroker has no database users"),
+    (lambda db: db.create_queue("q", activation_procedure="m:f", execute_as=""),
+     "EXECUTE AS must be SELF, OWNER or a user's name (1 to 128 characters), not ''"),
     (lambda db: db.create_queue("q", max_queue_readers=2),
      "activation_status, max_queue_readers and execute_as go with activation_procedure"),
     (lambda db: db.create_queue("q", activation_procedure="m:f", activation_status="ON"),
@@ -132,9 +132,9 @@ def test_activation_settings_survive_reopening_the_file(tmp_path):
      "queue 'q' has no activation procedure: give activation_procedure (PROCEDURE_NAME)"),
     (lambda db: db.alter_queue("q", drop_activation=True, max_queue_readers=1),
      "ACTIVATION (DROP) takes no other activation setting"),
-    (lambda db: db.execute("CREATE QUEUE q WITH ACTIVATION (PROCEDURE_NAME = p, "
+    (lambda db: db.execute("CREATE QUEUE q WITH ACTIVATION (PROCEDURE_NAME = [a:b:c], "
                            "MAX_QUEUE_READERS = 1)"),
-     "the activation procedure 'p' is not of the form 'module.path:function'"),
+     "the activation procedure 'a:b:c' is not of the form 'module.path:function'"),
 ])  # fmt: skip
 def test_activation_settings_are_checked_when_given(tmp_path, call, message):
     with pybroker.connect(tmp_path / "i.duckdb") as inst:
@@ -234,5 +234,8 @@ def test_any_procedure_name_is_accepted_or_refused_with_a_broker_error(shared, t
         assert "module.path:function" in str(exc)
     else:
         module, _, function = text.partition(":")
-        assert all(p.isidentifier() for p in [*module.split("."), *function.split(".")])
+        python = all(p.isidentifier() for p in [*module.split("."), *function.split(".")])
+        stored = re.fullmatch(r"(?:[\w#@]+|\[[^\]]+\])(?:\.(?:[\w#@]+|\[[^\]]+\])){0,2}",
+                              text.replace("]]", "x"))  # a stored procedure's name
+        assert python or stored, text
         assert q.activation_procedure == text

@@ -627,7 +627,7 @@ def test_the_worker_thread_fires_a_timer_within_a_bounded_wait(tmp_path):
 def test_conversation_writes_keep_the_routing_cache_warm(broker):
     conv = broker.a.begin_dialog("SA", "SB")
     conv.send(b"warm up")  # decides (A, SB) once
-    plans = broker.inst.kernel.routing._plans
+    plans = broker.inst.kernel.routing.plans
     known = set(plans)
     assert known
     with broker.b.transaction():

@@ -21,6 +21,7 @@ import pybroker
 from pybroker.cli.main import main
 from pybroker.server import pg_protocol as wire
 from pybroker.server.pg import PASSWORD_ENV, PgServer, PgSession
+from tests.process_helpers import wait_until
 
 psycopg = pytest.importorskip("psycopg")
 PSQL = shutil.which("psql")
@@ -41,7 +42,8 @@ def build_instance(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """``pybroker serve`` with --pg-port 0 as a process; yields (port, process)."""
+    """``pybroker serve`` with --pg-port 0 as a process; yields (port, process, its stderr
+    file)."""
     where = tmp_path_factory.mktemp("pg")
     path = where / "served.duckdb"
     build_instance(path)
@@ -60,7 +62,7 @@ def server(tmp_path_factory):
         assert lines[1].startswith("clients on "), lines
         second = lines[2]
         assert second.startswith("postgresql wire (read-only) on 127.0.0.1:"), second
-        yield int(second.rsplit(":", 1)[1]), proc
+        yield int(second.rsplit(":", 1)[1]), proc, log
         assert proc.poll() is None, "the server stopped during the tests"
         os.kill(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
@@ -91,7 +93,7 @@ def connect(port: int, password: str = PASSWORD, **options):
 
 @needs_psql
 def test_psql_reads_the_transmission_queue(server):
-    port, _ = server
+    port, _, _ = server
     done = psql(port, "SELECT database_name, to_service_name, from_service_name, "
                 "message_sequence_number, message_body FROM sys.transmission_queue")
     assert done.returncode == 0, done.stderr
@@ -105,7 +107,7 @@ def test_psql_reads_the_transmission_queue(server):
 
 @needs_psql
 def test_psql_write_is_refused_with_sqlstate_25006(server):
-    port, _ = server
+    port, _, _ = server
     done = psql(port, "DELETE FROM sys.routes")
     assert done.returncode == 1
     assert "ERROR:  25006: Instance.sql() is read-only: a DELETE statement is refused" in (
@@ -115,7 +117,7 @@ def test_psql_write_is_refused_with_sqlstate_25006(server):
 
 @needs_psql
 def test_psql_with_a_wrong_password_is_refused(server):
-    port, _ = server
+    port, _, _ = server
     done = psql(port, "SELECT 1", password="not it")
     assert done.returncode == 2
     assert 'password authentication failed for user "analyst"' in done.stderr
@@ -123,7 +125,7 @@ def test_psql_with_a_wrong_password_is_refused(server):
 
 @needs_psql
 def test_psql_catalog_commands_fail_cleanly_and_the_session_goes_on(server):
-    port, _ = server
+    port, _, _ = server
     done = psql(port, "\\d", "\\dt", "\\l", "\\dn", "\\du", "\\d sys.routes", "\\conninfo",
                 "SELECT 'still here' AS answer")
     assert done.stdout.splitlines()[-2:] == ["still here", "(1 row)"], done.stderr
@@ -135,7 +137,7 @@ def test_psql_catalog_commands_fail_cleanly_and_the_session_goes_on(server):
 
 
 def test_psycopg_reads_catalog_views_with_types(server):
-    port, _ = server
+    port, _, _ = server
     with connect(port) as conn:
         (row,) = conn.execute("SELECT to_service_name, message_body, is_end_of_dialog, "
                               "message_sequence_number, enqueue_time FROM "
@@ -149,7 +151,7 @@ def test_psycopg_reads_catalog_views_with_types(server):
 
 
 def test_psycopg_parameterised_queries(server):
-    port, _ = server
+    port, _, _ = server
     with connect(port, autocommit=True) as conn:
         rows = conn.execute("SELECT name, address, route_id FROM sys.routes WHERE "
                             "database_name = %s AND address <> %s ORDER BY name",
@@ -168,7 +170,7 @@ def test_psycopg_parameterised_queries(server):
 
 
 def test_psycopg_write_is_refused_and_the_transaction_fails_until_rollback(server):
-    port, _ = server
+    port, _, _ = server
     with connect(port) as conn:  # not autocommit: psycopg sends BEGIN first
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction) as refused:
             conn.execute("UPDATE sys.routes SET address = %s", ["TCP://evil:1"])
@@ -187,9 +189,14 @@ def test_psycopg_write_is_refused_and_the_transaction_fails_until_rollback(serve
 
 
 def test_psycopg_with_a_wrong_password_is_refused(server):
-    port, _ = server
+    port, _, log = server
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
         connect(port, password="wrong")
+    # the operator watching serve sees the refusal too (the line comes as the session ends)
+    line = wait_until(lambda: next((x for x in log.read_text().splitlines()
+                                    if x.startswith("postgresql client refused (127.0.0.1:")),
+                                   None), what="the refusal on serve's stderr")
+    assert line.endswith('password authentication failed for user "analyst"'), line
 
 
 # -- in process: the component, its limits and its options ---------------------------------

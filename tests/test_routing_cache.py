@@ -48,7 +48,7 @@ def options(decisions) -> set[tuple]:
 def fresh(inst, key) -> set[tuple]:
     """What the routing query says now, bypassing every remembered answer."""
     engine = inst.kernel.routing
-    key = engine._normalize_key(key)
+    key = engine.normalize_key(key)
     return options(engine.decide_plans([key], inst.kernel.clock(), point=False)[key].decisions)
 
 
@@ -56,7 +56,7 @@ def remembered(inst, key) -> set[tuple]:
     origin, service, broker = key
     inst.route(service, broker_instance=broker, origin=origin)
     engine = inst.kernel.routing
-    return options(engine._plans[engine._normalize_key(key)].decisions)
+    return options(engine.plans[engine.normalize_key(key)].decisions)
 
 
 def test_a_route_change_voids_only_the_keys_of_its_service_and_database(inst):
@@ -67,12 +67,12 @@ def test_a_route_change_voids_only_the_keys_of_its_service_and_database(inst):
     inst.route("S2", origin="A")
     inst.route("S1", origin="B")
     engine = inst.kernel.routing
-    kept = engine._plans[("A", "S2", None)]
+    kept = engine.plans[("A", "S2", None)]
     a.alter_route("ToS1", address="tcp://moved:1")
-    assert engine._plans[("A", "S2", None)] is kept  # not voided: another service
-    assert ("B", "S1", None) in engine._plans  # B routes with its own table (R1.1)
+    assert engine.plans[("A", "S2", None)] is kept  # not voided: another service
+    assert ("B", "S1", None) in engine.plans  # B routes with its own table (R1.1)
     # the voided key in use was decided again by the write: warm, and with the new address
-    assert engine._plans[("A", "S1", None)].only.address == "tcp://moved:1"
+    assert engine.plans[("A", "S1", None)].only.address == "tcp://moved:1"
     assert inst.route("S1", origin="A").address == "tcp://moved:1"
 
 
@@ -80,9 +80,9 @@ def test_a_wildcard_change_voids_every_key_of_its_database(inst):
     a = inst.database("A")
     inst.route("S1", origin="A")
     inst.route("S1", origin="B")
-    b_plan = inst.kernel.routing._plans[("B", "S1", None)]
+    b_plan = inst.kernel.routing.plans[("B", "S1", None)]
     a.create_route("Wild", address="tcp://wild:1")  # R2.5 decides for every service
-    assert inst.kernel.routing._plans[("B", "S1", None)] is b_plan
+    assert inst.kernel.routing.plans[("B", "S1", None)] is b_plan
     assert inst.route("S1", origin="A").route == "Wild"
 
 
@@ -91,10 +91,10 @@ def test_unknown_services_share_one_answer_per_origin(inst):
     a.create_route("Wild", address="tcp://wild:1")
     first = inst.route("NeverHeardOf1", origin="A")
     engine = inst.kernel.routing
-    assert "A" in engine._class_plans
+    assert "A" in engine.class_plans
     calls = []
-    original = engine._resolve
-    engine._resolve = lambda keys, now: calls.append(keys) or original(keys, now)
+    original = engine.resolve_by_query
+    engine.resolve_by_query = lambda keys, now: calls.append(keys) or original(keys, now)
     second = inst.route("NeverHeardOf2", origin="A")
     assert calls == []  # answered from the class answer, no query
     assert (second.route, second.address) == (first.route, first.address) == (
@@ -132,13 +132,13 @@ def test_a_rolled_back_transaction_without_a_catalog_change_keeps_every_answer(i
     a.create_service("Receiver", queue="q", contracts=["DEFAULT"])
     conversation = a.begin_dialog("Known", "Receiver")
     conversation.send(b"first")  # routes (A, Receiver, None)
-    plans = dict(inst.kernel.routing._plans)
+    plans = dict(inst.kernel.routing.plans)
     assert ("A", "Receiver", None) in plans
     with pytest.raises(RuntimeError, match="roll back"), a.transaction():
         assert [m.message_body for m in a.receive("q")] == [b"first"]
         conversation.send(b"undone")
         raise RuntimeError("roll back")
-    after = inst.kernel.routing._plans
+    after = inst.kernel.routing.plans
     assert all(after.get(key) is plan for key, plan in plans.items())  # none voided
     # C3: the rollback put the received message back, and the send never happened
     assert [m.message_body for m in a.receive("q", max_messages=10)] == [b"first"]
@@ -199,7 +199,7 @@ def test_a_cold_decision_runs_no_sql_once_the_mirror_is_loaded(inst, monkeypatch
         assert inst.route("Known", origin="B").database in {"A", "C"}  # R2.5, R4.2
         assert _key_input_queries(executed) == 0
     executed.clear()
-    inst.kernel.routing._plans.clear()
+    inst.kernel.routing.plans.clear()
     assert inst.route("S2", origin="A").address == "tcp://s2:1"  # committed: from memory
     assert executed == []
 
@@ -260,7 +260,7 @@ def test_cold_decisions_on_other_threads_during_writes(inst):
         rng = random.Random(seed)
         while not stop.is_set():
             try:
-                inst.kernel.routing._plans.clear()  # every decision cold
+                inst.kernel.routing.plans.clear()  # every decision cold
                 inst.route(f"S{rng.randrange(12)}", origin=rng.choice(["A", "outside"]))
                 decided[0] += 1
             except BaseException as exc:
@@ -305,7 +305,7 @@ def test_a_change_marked_while_the_mirror_reads_leaves_its_part_stale(inst, monk
     the refresh read may predate it, so it is not installed; the part stays stale (the
     query decides) until a refresh after the mark."""
     engine = inst.kernel.routing
-    mirror = engine._mirror
+    mirror = engine.mirror
     a = inst.database("A")
     mirror.mark(CatalogChange(routes_of="A", route_services=frozenset(["S1"])))
     fetchall = inst.kernel.store.fetchall
@@ -329,7 +329,7 @@ def test_a_change_marked_while_the_mirror_reads_leaves_its_part_stale(inst, monk
     assert mirror.refresh(inst.kernel.store) is True
     assert inst.route("S1", origin="A").route == "ToS1"
     assert Counter(mirror.key_inputs("A", "S1", routed_at)) == Counter(
-        engine._key_inputs_by_query(("A", "S1", None), routed_at))
+        engine.key_inputs_by_query(("A", "S1", None), routed_at))
 
 
 def test_catalog_change_rules():
@@ -406,7 +406,7 @@ def _check_mirror(inst, keys, *, in_transaction: bool) -> tuple[int, int]:
     sees what the open transaction wrote), or None, only inside a transaction, while a part
     the key reads is stale. Returns (keys the mirror answered, keys it left to SQL)."""
     engine = inst.kernel.routing
-    mirror = engine._mirror
+    mirror = engine.mirror
     routed_at = to_utc_datetime(inst.kernel.clock())
     if not in_transaction:
         assert mirror.fresh
@@ -419,7 +419,7 @@ def _check_mirror(inst, keys, *, in_transaction: bool) -> tuple[int, int]:
         assert mirror.known_services() >= {r[0] for r in mentioned}
     answered = left = 0
     for key in keys:
-        by_query = engine._key_inputs_by_query(key, routed_at)
+        by_query = engine.key_inputs_by_query(key, routed_at)
         by_mirror = mirror.key_inputs(key[0], key[1], routed_at)
         if by_mirror is None:
             assert in_transaction, key
@@ -466,14 +466,14 @@ def test_random_changes_never_leave_a_stale_answer(inst, clock):
                                     _one_change(inst, clock, rng, db, step)
                             else:
                                 _one_change(inst, clock, rng, db, step)
-                            inside = _sorted_keys({engine._normalize_key(k)
+                            inside = _sorted_keys({engine.normalize_key(k)
                                                    for k in point_rng.sample(keys, 10)})
                             answered, left = _check_mirror(inst, inside, in_transaction=True)
                             mirror_answered += answered
                             mirror_left += left
                             # the decisions inside see the uncommitted rows, like the query
-                            assert (engine._point_rows(inside, clock.now)
-                                    == engine._resolve(inside, clock.now)), step
+                            assert (engine.resolve_by_point(inside, clock.now)
+                                    == engine.resolve_by_query(inside, clock.now)), step
                             inst.route_many(rng.sample(keys, 6))  # remembered, for now
                         if rng.random() < 0.4:
                             raise RuntimeError("roll back")
@@ -503,18 +503,18 @@ def test_random_changes_never_leave_a_stale_answer(inst, clock):
         inst.route_many(sample)  # remembered now (decided, or answered from memory)
         # the point path against the query, row for row, for a sample of keys, and the
         # mirror's rows against select_key_inputs.sql's
-        compare = _sorted_keys({engine._normalize_key(k) for k in point_rng.sample(keys, 16)})
+        compare = _sorted_keys({engine.normalize_key(k) for k in point_rng.sample(keys, 16)})
         answered, _ = _check_mirror(inst, compare, in_transaction=False)
         mirror_answered += answered
-        by_query = engine._resolve(compare, clock.now)
-        by_point = engine._point_rows(compare, clock.now)
+        by_query = engine.resolve_by_query(compare, clock.now)
+        by_point = engine.resolve_by_point(compare, clock.now)
         assert by_point == by_query, step
         steps_seen.update((r[11], r[12], r[13], r[14]) for r in by_point)
-        if clock.now >= engine._valid_until:
+        if clock.now >= engine.valid_until:
             continue  # a route has expired: nothing remembered is used before a refresh
         # every answer the engine remembers, the sample's included, is the query's answer
-        remembered = {engine._normalize_key(k): options(p.decisions)
-                      for k, p in engine._plans.items()}
+        remembered = {engine.normalize_key(k): options(p.decisions)
+                      for k, p in engine.plans.items()}
         now_fresh = engine.decide_plans(_sorted_keys(remembered), clock.now, point=False)
         for key, answer in remembered.items():
             assert answer == options(now_fresh[key].decisions), (step, key)
@@ -559,7 +559,7 @@ def test_the_point_path_decides_every_rule_like_the_query(inst, clock):
     engine = inst.kernel.routing
     services = ["S1", "S2", "S3", "S4", "Known", "Gone", "Asked", "Nothing",
                 "tcp://far:4022/S5", "SQL/ServiceBroker/BrokerConfiguration"]
-    keys = sorted({engine._normalize_key((origin, service, broker))
+    keys = sorted({engine.normalize_key((origin, service, broker))
                    for origin in ("A", "B", "outside") for service in services
                    for broker in (None, GUID_A, GUID_B)},
                   key=lambda k: (k[0], k[1], k[2] or ""))
@@ -567,9 +567,9 @@ def test_the_point_path_decides_every_rule_like_the_query(inst, clock):
     for forwarding, later in ((False, 0), (True, 0), (True, 10)):
         inst.forwarding = forwarding
         clock.now += later  # R1.4: Expiring has expired
-        by_query = engine._resolve(keys, clock.now)
+        by_query = engine.resolve_by_query(keys, clock.now)
         assert _check_mirror(inst, keys, in_transaction=False) == (len(keys), 0)
-        assert engine._point_rows(keys, clock.now) == by_query
+        assert engine.resolve_by_point(keys, clock.now) == by_query
         seen.update((r[11], r[12], r[13], r[14]) for r in by_query)
     assert {m for m, _, _, _ in seen} == {f"R2.{i}" for i in range(1, 8)}
     assert {d for _, _, _, d in seen} >= {f"R3.{i}" for i in range(1, 7)}

@@ -503,8 +503,8 @@ def test_a_failed_statement_stops_the_batch_keeping_what_committed_before_it(twi
          "both assigns variables and returns columns"),
         ("DECLARE @t TABLE (a INT); RECEIVE status, priority FROM q INTO @t", TsqlSyntaxError,
          "returns 2 columns but @t has 1"),
-        ("CREATE QUEUE q2; BEGIN TRY SELECT 1 END TRY", UnsupportedStatementError,
-         "BEGIN TRY at line 1, column 18 is not supported: BEGIN TRY ... END CATCH not yet"),
+        ("CREATE QUEUE q2; BEGIN TRY SELECT 1 END TRY", TsqlSyntaxError,
+         "expected BEGIN CATCH right after the END TRY of the BEGIN TRY at line 1, column 18"),
         ("DECLARE @h UNIQUEIDENTIFIER; BEGIN DIALOG @h FROM SERVICE s TO SERVICE 't' WITH "
          "RELATED_CONVERSATION = @h, RELATED_CONVERSATION_GROUP = @h", TsqlSyntaxError,
          "expected one of them"),

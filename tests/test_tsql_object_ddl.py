@@ -372,10 +372,9 @@ def test_other_statements_are_unsupported_and_named(text, message):
         ("CREATE QUEUE q WITH POISON_MESSAGE_HANDLING (STATUS = NO)", "expected ON or OFF for "
          "POISON_MESSAGE_HANDLING STATUS but found 'NO'"),
         ("CREATE QUEUE q WITH STATUS = ON,\n  ACTIVATION (STATUS = ON, PROCEDURE_NAME = "
-         "dbo.p, MAX_QUEUE_READERS = 1, EXECUTE AS SELF)",
-         "PROCEDURE_NAME dbo.… at line 2, column 45 names a stored procedure: pybroker's "
-         "activation procedure is a Python callable, written in brackets as "
-         "[module.path:function]"),
+         "db.dbo.p.q, MAX_QUEUE_READERS = 1, EXECUTE AS SELF)",
+         "expected ',' or ')' after the procedure's name but found '.' at line 2, column 53 "
+         "(a procedure's name has at most 3 parts: db.schema.proc)"),
         ("CREATE QUEUE q WITH ACTIVATION (DROP)", "ACTIVATION (DROP) at line 1, column 33 is "
          "for ALTER QUEUE"),
         ("CREATE QUEUE q WITH ACTIVATION (STATUS = ON, MAX_QUEUE_READERS = 1)",
@@ -387,8 +386,8 @@ def test_other_statements_are_unsupported_and_named(text, message):
          "32768 at line 1, column 52 is out of range: expected a whole number from 0 to 32767"),
         ("ALTER QUEUE q WITH ACTIVATION (MAX_QUEUE_READERS = -1)", "expected a whole number "
          "from 0 to 32767 for MAX_QUEUE_READERS but found '-'"),
-        ("ALTER QUEUE q WITH ACTIVATION (EXECUTE AS 'someone')", "EXECUTE AS the string "
-         "'someone' at line 1, column 43 is not supported: pybroker has no database users"),
+        ("ALTER QUEUE q WITH ACTIVATION (EXECUTE AS '')", "expected a user's name of 1 to "
+         "128 characters after EXECUTE AS but found the string '' at line 1, column 43"),
         ("ALTER QUEUE q WITH ACTIVATION (EXECUTE AS CALLER)", "EXECUTE AS CALLER at line 1, "
          "column 43 is not supported"),
         ("ALTER QUEUE q WITH ACTIVATION (EXECUTE SELF)", "expected AS after EXECUTE but found "

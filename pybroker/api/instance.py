@@ -47,6 +47,7 @@ from pybroker.kernel.kernel import Kernel, check_route_key
 from pybroker.kernel.live_views import names_broker_events, names_live_view
 from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.kernel.mirroring import Mirroring
+from pybroker.kernel.procedures import Procedure, Procedures
 from pybroker.kernel.route_ddl import RouteDDL
 from pybroker.storage import no_pandas
 from pybroker.storage.duckdb_errors import damage_reason, damaged_message, query_failed
@@ -95,6 +96,7 @@ class Instance:
                              read_only=read_only, memory_limit=memory_limit, threads=threads)
         # the services composed on the kernel, which the Databases call
         self.catalog_ddl = CatalogDDL(self.kernel)
+        self.procedures = Procedures(self.kernel)
         self.route_ddl = RouteDDL(self.kernel)
         self.mirroring = Mirroring(self.kernel)
         self.broker_endpoints = BrokerEndpoints(self.kernel)
@@ -738,25 +740,18 @@ class Database:
         return self.instance.mirroring.fail_over(self)
 
     def execute(self, tsql: str) -> BatchResults:
-        """Run a T-SQL batch; returns the result sets of its RECEIVEs and SELECTs, in order
+        """Run a T-SQL script; returns the result sets of its RECEIVEs and SELECTs, in order
         (an empty list when it has none), with the lines its PRINT statements wrote on
-        ``messages`` (pybroker/docs/tsql.md lists the control flow a batch runs).
+        ``messages``. pybroker/docs/tsql.md lists what a script runs: the DDL of routes,
+        message types, contracts, queues and services (on master also endpoints,
+        certificates and ALTER DATABASE ... SET PARTNER), the conversation verbs, control
+        flow, TRY ... CATCH, stored procedures and EXEC.
 
-        DDL: CREATE/ALTER/DROP ROUTE (R10), MESSAGE TYPE, CONTRACT, QUEUE and SERVICE (C2,
-        C3); on master also CREATE/ALTER/DROP ENDPOINT and CREATE/DROP CERTIFICATE (P2,
-        pybroker.core.tsql.endpoint_ddl) and ALTER DATABASE ... SET PARTNER (R9,
-        pybroker.core.tsql.database_ddl). A batch of DDL only is all or nothing.
-
-        Conversations, as a SQL Server script writes them: DECLARE, SET and SELECT of
-        variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION GROUP),
-        GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER, MOVE
-        CONVERSATION and BEGIN/COMMIT/ROLLBACK TRANSACTION (pybroker.core.tsql.script says how
-        such a batch runs: each statement in its own transaction outside BEGIN TRANSACTION,
-        and a failed statement stops the batch, rolling back an open transaction; the error
-        then carries the result sets returned before it as ``results``).
-
-        A line holding only GO (or GO count) ends a batch, as in sqlcmd and SSMS: the
-        batches run in order, each on its own (its own variables and transactions).
+        A batch of DDL only is all or nothing; otherwise each statement outside BEGIN
+        TRANSACTION commits on its own, and a failed statement stops the batch, rolling back
+        an open transaction (pybroker.core.tsql.script; the error carries the result sets
+        returned before it as ``results``). A line holding only GO (or GO count) ends a
+        batch, as in sqlcmd and SSMS: the batches run in order, each with its own variables.
 
         The whole script is parsed first: a statement that is not understood runs nothing.
         """
@@ -765,6 +760,22 @@ class Database:
         batches = conversation_parser.parse_batches(
             tsql, master=self.database_id == MASTER_DATABASE_ID)
         return run_batches(self, batches)
+
+    # -- stored procedures (kernel/procedures.py; CREATE PROCEDURE and EXEC in execute()) --
+
+    def procedures(self) -> list[Procedure]:
+        """The stored procedures of this database, with their text (sys.procedures)."""
+        return self.instance.procedures.list(self)
+
+    def save_procedure(self, schema: str, name: str, definition: str, mode: str) -> None:
+        """Keep CREATE (``mode``: or ALTER, CREATE OR ALTER) PROCEDURE text execute() parsed."""
+        self.instance.procedures.save(self, schema, name, definition, mode)
+
+    def drop_procedure(self, schema: str, name: str, *, if_exists: bool = False) -> None:
+        self.instance.procedures.drop(self, schema, name, if_exists=if_exists)
+
+    def procedure_definition(self, schema: str | None, name: str) -> tuple[str, str, str] | None:
+        return self.instance.procedures.definition(self, schema, name)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.core.tsql) in one transaction: any error, nothing

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.core.routing.engine import ExplainStep
     from pybroker.core.tsql.script import ResultSet
     from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
+    from pybroker.kernel.procedures import Procedure
 
 
 class BrokerConversation(Protocol):
@@ -87,6 +88,13 @@ class BrokerDatabase(Protocol):
     # -- T-SQL
     def execute(self, tsql: str) -> list[ResultSet]: ...
     def run_statements(self, statements: Iterable[object]) -> None: ...
+
+    # -- stored procedures (kept by CREATE PROCEDURE, run by EXEC)
+    def procedures(self) -> list[Procedure]: ...
+    def save_procedure(self, schema: str, name: str, definition: str, mode: str) -> None: ...
+    def drop_procedure(self, schema: str, name: str, *, if_exists: bool = False) -> None: ...
+    def procedure_definition(self, schema: str | None, name: str
+                             ) -> tuple[str, str, str] | None: ...
 
     # -- routes (R10)
     def create_route(self, name: str, *, service_name: str | None = None,

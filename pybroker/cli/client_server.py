@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from pybroker.api.instance import Instance
+from pybroker.cli.serve_log import ServeLog
 from pybroker.server.server import (
     DEFAULT_MAX_CLIENTS,
     DEFAULT_TIMEOUT,
@@ -36,16 +36,16 @@ def add_serve_options(p: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no periodic summary on stderr")
 
 
-def start(instance: Instance, args: argparse.Namespace) -> ClientServer:
+def start(instance: Instance, args: argparse.Namespace,
+          log: ServeLog | None = None) -> ClientServer:
     """Serve clients as the options say; prints where (stdout), and a line per client
-    connected, disconnected or refused (stderr)."""
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
+    connected, disconnected or refused (stderr, in ``log``'s format)."""
+    log = log or ServeLog()
     server = serve_clients(
         instance, port=args.client_port, host=args.client_host,
-        timeout=args.client_timeout, max_clients=args.max_clients, log=log,
-        summary=None if args.quiet else log, summary_interval=args.summary_interval)
+        timeout=args.client_timeout, max_clients=args.max_clients,
+        log=log.writer("clients"), summary=None if args.quiet else log.writer("summary"),
+        summary_interval=args.summary_interval)
     if server.socket_path is not None:
         print(f"clients on {server.socket_path}", flush=True)
     if server.address is not None:

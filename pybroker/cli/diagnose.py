@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sys
+from pathlib import Path
 from typing import Any
 
 from pybroker.apps.diagnose.findings import table
 from pybroker.apps.diagnose.report import DEFAULT_LEAK_AGE, DEFAULT_LEAK_COUNT, diagnose
 from pybroker.apps.diagnose.rules import RULES
 from pybroker.apps.diagnose.targets import TargetError
-from pybroker.cli.support import PROG
+from pybroker.cli.network_targets import add_target_arguments, parse_tokens, print_target_error
+from pybroker.cli.topology import add_commands as add_topology_commands
+from pybroker.cli.trace import add_commands as add_trace_commands
 
 # The version of --json's form (pybroker/docs/diagnose.md describes it).
 JSON_SCHEMA = 1
@@ -27,27 +29,30 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p = command("diagnose", "check every instance named for what would make its messages "
                 "fail: routes to services nobody hosts, no route back, queues OFF, "
                 "activation that cannot start, endpoints and certificates, forwarding, "
-                "forwarding loops, routes never chosen, conversation endpoints piling up; "
+                "forwarding loops, routes never chosen or expiring before their "
+                "conversations, mirror partners, TRANSPORT names, conversation endpoints "
+                "piling up or growing (--since), messages waiting long; "
                 "each finding with its code, severity, what happens and the fix (codes: "
                 "pybroker/docs/diagnose.md, or --rules). Exit code 1 when a finding is an "
                 "error", cmd_diagnose)
-    p.add_argument("targets", nargs="*", metavar="TARGET",
-                   help="an instance file or a snapshot (read-only, never changed), a file "
-                   "another process serves (read through its server) or pybroker://HOST:PORT")
-    p.add_argument("--token", action="append", default=[], metavar="ADDRESS=TOKEN",
-                   help="the token of a pybroker://HOST:PORT target (in the server's "
-                   "FILE.token); repeatable")
+    add_target_arguments(p)
     p.add_argument("--leak-age", type=float, default=DEFAULT_LEAK_AGE.total_seconds(),
                    metavar="SECONDS", help="a conversation endpoint older than this counts "
                    f"towards a leak (default {DEFAULT_LEAK_AGE.total_seconds():.0f})")
     p.add_argument("--leak-count", type=int, default=DEFAULT_LEAK_COUNT, metavar="N",
                    help="how many such endpoints in one state of one database are a leak "
                    f"(default {DEFAULT_LEAK_COUNT})")
+    p.add_argument("--since", action="append", default=[], type=Path, metavar="SNAPSHOT",
+                   help="an earlier reading (pybroker snapshot) of one of the targets: "
+                   "report conversation endpoints and transmission queues that grew by "
+                   "--leak-count or more since; repeatable, one per target")
     p.add_argument("--rules", action="store_true",
                    help="list every rule (code, severity, title) and stop")
     p.add_argument("--json", action="store_true",
                    help="print {\"schema\": 1, \"findings\": [...]} for programs")
     p.set_defaults(usage_error=usage_error)
+    add_trace_commands(sub, command, usage_error)
+    add_topology_commands(sub, command, usage_error)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -63,19 +68,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                                "pybroker://HOST:PORT)")
     if not args.leak_age > 0 or args.leak_count < 1:
         raise args.usage_error("--leak-age must be more than 0 and --leak-count at least 1")
-    tokens = {}
-    for given in args.token:
-        address, sep, token = given.partition("=")
-        if not sep or not address or not token:
-            raise args.usage_error(f"--token takes ADDRESS=TOKEN, not {given!r}")
-        tokens[address.rstrip("/")] = token
+    tokens = parse_tokens(args)
     try:
         findings = diagnose(args.targets, tokens=tokens,
                             leak_age=dt.timedelta(seconds=args.leak_age),
-                            leak_count=args.leak_count)
+                            leak_count=args.leak_count, since=args.since)
     except TargetError as exc:
-        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return print_target_error(exc)
     if args.json:
         print(json.dumps({"schema": JSON_SCHEMA, "targets": list(args.targets),
                           "findings": [f.as_dict() for f in findings]}, indent=2))

@@ -1,5 +1,6 @@
 """``pybroker explain CODE``: what a step code (R2.3, P5.2, C3) that pybroker prints means,
-from the document the package ships (pybroker/docs/codes.md)."""
+from the document the package ships (pybroker/docs/codes.md), or a finding code of
+diagnose (D-CFG-001) from pybroker/docs/diagnose.md."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from pybroker.cli.step_codes import StepCode, explain, step_codes
+from pybroker.cli.finding_codes import describe_findings, explain_finding, is_finding_code
+from pybroker.cli.step_codes import StepCode, explain, normalize, step_codes
 from pybroker.errors import NotFoundError
 
 _INDENT = {"family": "", "group": "  ", "step": "    "}
@@ -20,7 +22,9 @@ def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser],
     ``usage_error`` (exit code 2), as any other argument the command cannot use."""
     p = command("explain", "explain a step code that pybroker prints or cites: a step "
                 "(R2.3), a group of steps (R2) or a family (R routing, P protocols, C "
-                "conversations); without a code, list them all", cmd_explain)
+                "conversations), or a finding code of diagnose (D-CFG-001; a family D-CFG, "
+                "D-RTE, D-CNV; D- for them all); without a code, list the step codes",
+                cmd_explain)
     p.add_argument("code", nargs="?", help="the code, in any case (r2.3 is R2.3)")
     p.set_defaults(usage_error=usage_error)
 
@@ -28,6 +32,13 @@ def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser],
 def cmd_explain(args: argparse.Namespace) -> int:
     if args.code is None:
         print(index(step_codes()))
+        return 0
+    wanted = normalize(args.code)
+    if is_finding_code(wanted):
+        try:
+            print(describe_findings(explain_finding(wanted)))
+        except NotFoundError as exc:
+            raise args.usage_error(str(exc)) from None
         return 0
     try:
         found = explain(args.code)

@@ -327,6 +327,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except CatalogInTsqlError as exc:
         raise exc.with_hint(_query_instead(args.file, text)) from None
     with open_existing(args.file) as inst:
+        # Internal activation runs while the script does (C8), as in the SQL Server it was
+        # written for: a queue's procedure starts when messages arrive for it.
+        inst.start_activation()
         try:
             results = inst.database(args.database).execute(text)
         except MasterOnlyError as exc:  # the command line's way to run it in master

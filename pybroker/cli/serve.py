@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from pybroker import arguments
+from pybroker.cli.serve_log import FORMATS, ServeLog
 from pybroker.cli.support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.errors import BrokerError
+from pybroker.server.http import HttpServer
+from pybroker.server.metrics import ClientTotals
 from pybroker.server.pg import PgServer, password_from
 from pybroker.server.pg import add_serve_arguments as add_pg_arguments
 
@@ -54,6 +57,14 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
 
     add_serve_options(p)  # and clients of other processes, on FILE.sock (and TCP)
     add_pg_arguments(p)
+    p.add_argument("--http-port", type=int, default=None, metavar="N",
+                   help="serve /metrics (Prometheus), /healthz and /readyz over HTTP on this "
+                   "port (0: a free one); default: no HTTP")
+    p.add_argument("--http-host", default="127.0.0.1",
+                   help="address to serve HTTP on (default 127.0.0.1)")
+    p.add_argument("--log-format", choices=FORMATS, default="text",
+                   help="stderr's lines as text (default) or as one JSON object a line "
+                   '({"time", "source", "message"}) for log shippers')
     p.set_defaults(usage_error=usage_error)
 
     p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
@@ -110,8 +121,9 @@ def _check_serve_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
     port("--port", args.port)
     port("--client-port", args.client_port)
     port("--pg-port", args.pg_port)
+    port("--http-port", args.http_port)
     for option, host in (("--host", args.host), ("--client-host", args.client_host),
-                         ("--pg-host", args.pg_host)):
+                         ("--pg-host", args.pg_host), ("--http-host", args.http_host)):
         if host is not None:
             arguments.text(option, host.strip(), limit=255)
     arguments.real_number("--retry-scale", args.retry_scale, minimum=1e-9, maximum=1e9)
@@ -160,20 +172,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
                  memory_limit=args.memory_limit, threads=args.threads) as inst:
         for name, pem in peers:
             inst.trust(name, pem)
-        inst.watch_broker_events(_log_connection_event)
+        log = ServeLog(args.log_format)
+        inst.watch_broker_events(lambda *event: _log_event(*event, log=log))
         print(_start_endpoint(inst, args), flush=True)
         inst.start_activation()  # C3: closing gives running readers a bounded time
         from pybroker.cli.client_server import start as serve_clients
 
-        serve_clients(inst, args)  # stops when the instance closes
+        clients = serve_clients(inst, args, log)  # stops when the instance closes
         pg = None
         if pg_password is not None:
-            pg = PgServer(inst, args.pg_host, args.pg_port, pg_password).start()
+            pg = PgServer(inst, args.pg_host, args.pg_port, pg_password,
+                          log=log.writer("postgresql")).start()
             print(f"postgresql wire (read-only) on {pg.address}", flush=True)
+        http = None
+        if args.http_port is not None:
+            http = HttpServer(inst.kernel, args.http_host, args.http_port,
+                              clients=lambda: ClientTotals(**clients.totals(),
+                                                           open=clients.clients)).start()
+            print(f"metrics on {http.address}/metrics", flush=True)
         try:
             while not stop.wait(0.5):
                 pass
         finally:
+            if http is not None:
+                http.stop()
             if pg is not None:
                 pg.stop()
     print("stopped", flush=True)
@@ -181,20 +203,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # the broker events an operator watching `serve` sees, one stderr line each
-_CONNECTION_EVENTS = {
+_WATCHED_EVENTS = {
     ("Broker:Connection", "Accept"): "broker connection accepted",
     ("Broker:Connection", "Connected"): "broker connection logged in",
     ("Broker:Connection", "Connect Failed"): "broker connection failed",
     ("Broker:Connection", "Closed"): "broker connection closed",
     ("Audit Broker Login", "Authentication Failure"): "broker connection refused",
+    ("Broker:Activation", "Aborted"): "activation failed",
 }
 
 
-def _log_connection_event(event_class: str, subclass: str, peer: str | None,
-                          description: str) -> None:
-    what = _CONNECTION_EVENTS.get((event_class, subclass))
-    if what is not None:
-        print(f"{what} ({peer or 'unknown peer'}): {description}", file=sys.stderr, flush=True)
+def _log_event(event_class: str, subclass: str, peer: str | None, description: str, *,
+               log: ServeLog) -> None:
+    what = _WATCHED_EVENTS.get((event_class, subclass))
+    if what is None:
+        return
+    if event_class == "Broker:Activation":
+        log.line("activation", f"{what}: {description}")
+    else:  # a connection's line names its peer
+        log.line("broker", f"{what} ({peer or 'unknown peer'}): {description}")
 
 
 def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:

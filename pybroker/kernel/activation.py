@@ -3,7 +3,9 @@
 monitors ask for, and writes what they show to the tables behind
 ``sys.dm_broker_queue_monitors`` and ``sys.dm_broker_activated_tasks``.
 
-Readers are threads, each calling the queue's callable with the queue's ``Database``:
+Readers are threads, each calling the queue's callable with the queue's ``Database``, or
+running its stored procedure (C8) on it through pybroker.core.tsql.script, as
+``Database.execute("EXEC proc")`` would:
 
 - the callable receives the in-process ``Database`` (its transactions, RECEIVE and SEND),
   which only a thread of this process can use; a separate process could not open the
@@ -42,7 +44,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pybroker.core.activation.monitor import DEFAULT_INTERVAL, QueueMonitor
-from pybroker.core.activation.procedure import ProcedureImportError, import_procedure
+from pybroker.core.activation.procedure import (
+    ProcedureImportError,
+    import_procedure,
+    is_python_callable,
+)
+from pybroker.core.tsql.procedure_calls import split_name
+from pybroker.core.tsql.script import run_procedure
 from pybroker.errors import InstanceClosedError
 from pybroker.timestamps import to_utc_datetime
 
@@ -161,8 +169,11 @@ class ActivationRunner:
     # -- what the engine tells (any thread; QueueWatcher of kernel/messaging/engine.py) -------
 
     def enqueued(self, queues: set[Key]) -> None:
+        stale = self._messaging.catalog_version != self._catalog_version
         with self._lock:
-            wanted = [k for k in queues if k in self._queues and (
+            # A queue whose ACTIVATION the driver has not loaded yet (ALTER QUEUE, then a
+            # SEND right after it) is woken too: the round loads it first.
+            wanted = [k for k in queues if (stale or k in self._queues) and (
                 k not in self._monitors or self._monitors[k].readers == 0)]
             if not wanted:
                 return  # not activated, or readers run: the periodic check adds more
@@ -273,10 +284,11 @@ class ActivationRunner:
             if monitor is not None:
                 monitor.reader_started(self._clock())
         try:
-            handler = import_procedure(task.procedure)
+            database = self._database_for(key[0])
+            handler = _resolve(task.procedure, database)
             with self._lock:
                 self._import_failures.pop(key, None)
-            handler(self._database_for(key[0]))
+            handler(database)
         except ProcedureImportError as exc:
             with self._lock:  # once per cause, not at every check
                 known = self._import_failures.get(key) == str(exc)
@@ -308,6 +320,26 @@ class ActivationRunner:
         except Exception:  # the database went meanwhile: its id says enough
             database = f"(database {key[0]})"
         return f"{database}.{key[1]}"
+
+
+def _resolve(procedure: str, database: Any) -> Callable[[Any], Any]:
+    """The callable a reader calls with the queue's Database: the Python callable imported,
+    or the stored procedure looked up now (SQL Server resolves the name at activation
+    time): one that does not exist yet, or lives in another database, fails as an import
+    does, recorded once until it exists."""
+    if is_python_callable(procedure):
+        return import_procedure(procedure)
+    database_name, schema, name = split_name(procedure)
+    if database_name is not None and database_name.lower() != database.name.lower():
+        raise ProcedureImportError(
+            f"the activation procedure {procedure} is in database {database_name}, not in the "
+            f"queue's database {database.name}: an activation procedure runs in its queue's "
+            "database")
+    if database.procedure_definition(schema, name) is None:
+        raise ProcedureImportError(
+            f"the activation procedure {procedure} does not exist in database "
+            f"{database.name}: CREATE PROCEDURE it (activation starts it once it exists)")
+    return lambda db: run_procedure(db, schema, name)
 
 
 def _last_line(exc: BaseException) -> str:

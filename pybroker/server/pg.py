@@ -133,6 +133,8 @@ class PgSession:
         self._statements: dict[str, _Statement] = {}
         self._portals: dict[str, _Portal] = {}
         self.closed = False
+        # why the client was refused before it logged in (a wrong password, a bad startup)
+        self.refusal: str | None = None
         self.process_id = secrets.randbits(31)
         self.secret = secrets.randbits(32)
 
@@ -152,6 +154,8 @@ class PgSession:
         except PgProtocolError as exc:
             self._out += wire.error_response(exc.sqlstate, str(exc), severity="FATAL")
             self.closed = True
+            if not self.authenticated:
+                self.refusal = str(exc)
         finally:
             self._flush()
 
@@ -446,7 +450,8 @@ class PgServer:
 
     def __init__(self, instance: Any, host: str = "127.0.0.1", port: int = 5432,
                  password: str = "", *, max_connections: int = 32,
-                 startup_timeout: float = 30.0) -> None:
+                 startup_timeout: float = 30.0,
+                 log: Callable[[str], None] | None = None) -> None:
         arguments.text("host", host)
         arguments.whole_number("port", port, minimum=0, maximum=65535)
         arguments.text("password", password)
@@ -460,6 +465,7 @@ class PgServer:
         self._password = password
         self._max_connections = max_connections
         self._startup_timeout = startup_timeout
+        self._log = log  # a line for each client refused before it logged in
         self._listener: socket.socket | None = None
         self._accepting: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -517,7 +523,7 @@ class PgServer:
         assert self._listener is not None
         while not self._stopping.is_set():
             try:
-                sock, _ = self._listener.accept()
+                sock, peer = self._listener.accept()
             except TimeoutError:
                 continue
             except OSError:
@@ -528,11 +534,12 @@ class PgServer:
                     sock.close()
                     continue
                 full = open_now >= self._max_connections
-                thread = threading.Thread(target=self._serve, args=(sock, full), daemon=True)
+                thread = threading.Thread(target=self._serve, args=(sock, full, peer),
+                                          daemon=True)
                 self._connections[sock] = thread
             thread.start()
 
-    def _serve(self, sock: socket.socket, full: bool) -> None:
+    def _serve(self, sock: socket.socket, full: bool, peer: Any = None) -> None:
         session = PgSession(self._instance, self._password, sock.sendall, full=full)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -555,6 +562,9 @@ class PgServer:
             with self._lock:
                 self._connections.pop(sock, None)
             sock.close()
+            if session.refusal is not None and self._log is not None:
+                where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "unknown peer"
+                self._log(f"postgresql client refused ({where}): {session.refusal}")
 
 
 # -- the serve command's options ------------------------------------------------------------

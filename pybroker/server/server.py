@@ -107,6 +107,10 @@ class ClientServer:
         self._connections: dict[int, _Connection] = {}
         self._ids = itertools.count(1)
         self._stats = {"connected": 0, "refused": 0, "calls": 0}
+        # the same counts since the server started (/metrics): they never go back
+        self._totals = dict(self._stats)
+        # the instance's message counts at the last summary line (what moved since)
+        self._counted: dict[str, int] = {}
         self._listeners: list[tuple[socket.socket, str]] = []
         self.socket_path: Path | None = None
         self.address: str | None = None
@@ -228,12 +232,34 @@ class ClientServer:
             selector.close()
 
     def _summary_line(self) -> str:
+        """Clients now and since the last line; messages sent, delivered and received since
+        the last line; what waits in queues and transmission queues now (when the file is
+        free within a moment: the line never waits behind a transaction)."""
         with self._lock:
             stats, self._stats = self._stats, {"connected": 0, "refused": 0, "calls": 0}
             now = len(self._connections)
+        totals: dict[str, int] = {"sent": 0, "delivered": 0, "received": 0}
+        for (what, _, _), count in self.instance.kernel.messaging.counters.snapshot().items():
+            totals[what] += count
+        moved = {what: count - self._counted.get(what, 0) for what, count in totals.items()}
+        self._counted = totals
         return (f"clients: {now} connected; in the last {self._summary_interval:g} s "
                 f"{stats['connected']} connected, {stats['refused']} refused, "
-                f"{stats['calls']} calls")
+                f"{stats['calls']} calls; messages: {moved['sent']} sent, "
+                f"{moved['delivered']} delivered, {moved['received']} received; "
+                f"{self._waiting()}")
+
+    def _waiting(self) -> str:
+        store = self.instance.kernel.store
+        if not store.lock.acquire(True, 0.05):
+            return "waiting: not read (a transaction holds the file)"
+        try:
+            [(ready, transmission)] = store.run("metrics/select_waiting_totals.sql")
+        except BrokerError as exc:
+            return f"waiting: not read ({exc})"
+        finally:
+            store.lock.release()
+        return f"waiting: {ready} ready in queues, {transmission} in transmission queues"
 
     def _admit(self, conn: socket.socket, peer: Any, kind: str) -> None:
         conn.setblocking(True)
@@ -259,8 +285,7 @@ class ClientServer:
             conn.sendall(protocol.refused("ServerError", f"the server refused: {why}"))
         with contextlib.suppress(OSError):
             conn.close()
-        with self._lock:
-            self._stats["refused"] += 1
+        self.count("refused")
         self.log(f"client refused ({who}): {why}")
 
     def _record_refusal(self, who: str, why: str) -> None:
@@ -314,6 +339,12 @@ class ClientServer:
         """Add ``number`` to the summary's count of ``what`` (connected, refused, calls)."""
         with self._lock:
             self._stats[what] += number
+            self._totals[what] += number
+
+    def totals(self) -> dict[str, int]:
+        """Clients connected, refused and calls answered since the server started."""
+        with self._lock:
+            return dict(self._totals)
 
     def forget(self, number: int) -> None:
         """Free the slot of client ``number`` (its connection has ended or been refused)."""

@@ -27,3 +27,8 @@ def migrations_dir() -> Path:
 def step_codes_document() -> Path:
     """pybroker/docs/codes.md: what each step code (R2.3, P5.2, C3) means."""
     return _PACKAGE / "docs" / "codes.md"
+
+
+def finding_codes_document() -> Path:
+    """pybroker/docs/diagnose.md: what each finding code of diagnose (D-CFG-001) means."""
+    return _PACKAGE / "docs" / "diagnose.md"

@@ -267,43 +267,28 @@ class Store:
     def fetchall(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> list[tuple[Any, ...]]:
-        with self._lock:
-            con = self._begin_statement()
-            try:
-                if params and self._limit_now is not None:
-                    self._fit(con, params)
-                return no_pandas.call(con.execute, sql, params).fetchall()
-            except duckdb.Error as exc:
-                raise self._translate(exc) from exc
-            finally:
-                self._end_statement()
+        return self._execute(sql, params, _all_rows)
 
     def fetchone(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> tuple[Any, ...] | None:
-        with self._lock:
-            con = self._begin_statement()
-            try:
-                if params and self._limit_now is not None:
-                    self._fit(con, params)
-                return no_pandas.call(con.execute, sql, params).fetchone()
-            except duckdb.Error as exc:
-                raise self._translate(exc) from exc
-            finally:
-                self._end_statement()
+        return self._execute(sql, params, _one_row)
 
     def run(
         self, template: str, params: dict[str, Any] | None = None
     ) -> list[tuple[Any, ...]]:
         """Run a statement of sql/ (rendered without variables) with bound parameters."""
-        sql = sql_templates.render(template)
+        return self._execute(sql_templates.render(template), params, _rows_if_any)
+
+    def _execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None,
+                 fetch: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
+        """One statement under the lock, its errors translated; ``fetch`` reads its rows."""
         with self._lock:
             con = self._begin_statement()
             try:
                 if params and self._limit_now is not None:
                     self._fit(con, params)
-                cursor = no_pandas.call(con.execute, sql, params)
-                return cursor.fetchall() if cursor.description else []
+                return fetch(no_pandas.call(con.execute, sql, params))
             except duckdb.Error as exc:
                 raise self._translate(exc) from exc
             finally:
@@ -698,3 +683,16 @@ class Store:
         """The store's re-entrant lock: held by one thread at a time, for a whole
         transaction."""
         return self._lock
+
+
+def _all_rows(cursor: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    return cursor.fetchall()
+
+
+def _one_row(cursor: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
+    return cursor.fetchone()
+
+
+def _rows_if_any(cursor: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    """The rows of a statement that returns some (a query), none of one that does not."""
+    return cursor.fetchall() if cursor.description else []

@@ -1,6 +1,9 @@
 """The conversation hygiene checks of diagnose (D-CNV-*): conversation endpoints that pile
-up. An endpoint counts when it is older than ``leak_age`` (its create_date); a database is
-reported when ``leak_count`` or more such endpoints are in one state."""
+up, and messages that wait. An endpoint counts when it is older than ``leak_age`` (its
+create_date); a database is reported when ``leak_count`` or more such endpoints are in one
+state. A message of a transmission queue counts when it was enqueued longer than
+``leak_age`` ago; each status text with one or more is reported (D-CNV-005). Growth between
+two readings is growth.py's."""
 
 from __future__ import annotations
 
@@ -26,6 +29,18 @@ def check(net: Network) -> None:
                     net.add(code, node, database, [f"{row['state_desc']} endpoints"],
                             older=f"{row['older']:,}", endpoints=f"{total:,}",
                             age=_age(net.leak_age), states=states)
+        _waiting(net, node)
+
+
+def _waiting(net: Network, node) -> None:
+    before = net.now - net.leak_age
+    for row in node.target.rows("count_waiting_messages", waiting_before=before):
+        status = row["transmission_status"] or ("none (blank: sent, or about to be, and not "
+                                                "acknowledged yet)")
+        net.add("D-CNV-005", node, row["database_name"],
+                [f"transmission queue ({row['messages']:,} message(s))"],
+                count=f"{row['messages']:,}", age=_age(net.leak_age),
+                oldest=f"{row['oldest']:%Y-%m-%d %H:%M:%S}", status=status)
 
 
 def _age(age: dt.timedelta) -> str:

@@ -82,14 +82,16 @@ def read_node(target: Target) -> Node:
 
 @dataclass(slots=True)
 class Network:
-    """The instances named, with ``now`` (UTC, naive as the catalog's timestamps) and the
-    thresholds of the hygiene rules."""
+    """The instances named, with ``now`` (UTC, naive as the catalog's timestamps), the
+    thresholds of the hygiene rules and the earlier readings growth is measured from."""
 
     nodes: list[Node]
     now: dt.datetime
     leak_age: dt.timedelta
     leak_count: int
     findings: list[Finding] = field(default_factory=list)
+    # node name -> an earlier reading of the same instance and when it was taken (--since)
+    earlier: dict[str, tuple[Target, dt.datetime]] = field(default_factory=dict)
 
     def at(self, address: str | None) -> Node | None:
         """The instance named that listens on ``address``, if any."""

@@ -107,6 +107,37 @@ RULES: tuple[Rule, ...] = (
          "in {database}: give each service its own route (CREATE ROUTE ... WITH "
          "SERVICE_NAME = '...', ADDRESS = ...), or drop the route to the configuration "
          "service"),
+    # -- routes whose far end fails them (route_targets.py) ---------------------------------
+    Rule("D-RTE-004", "warning", "a route expires before the conversations it routes",
+         "{route} in {database} routes {service} until {expiry} (LIFETIME), but {endpoints} "
+         "conversation endpoint(s) there that it routes live longer (the latest until "
+         "{latest}): once it expires (R1.4) their messages are {after}",
+         "in {database}: {remedy} (or BEGIN DIALOG ... WITH LIFETIME shorter than the "
+         "route's)"),
+    Rule("D-RTE-005", "warning", "a partner of a mirror route does not claim the database",
+         "{route} in {database} sends {service} to the mirrored pair {address} / "
+         "{mirror_address}, but {partner} ({partner_address}) has no database with "
+         "{service}{broker}: asked which is principal it answers neither (R9.2), so "
+         "after a failover to it nothing is sent (R9.4)",
+         "on {partner}: create the mirror database with the principal's broker identifier "
+         "(create_database(NAME, broker_instance='...')), CREATE SERVICE [{service}] in it and "
+         "ALTER DATABASE ... SET PARTNER = '{other_address}'; or correct the route: ALTER "
+         "ROUTE [{route}] WITH MIRROR_ADDRESS = 'tcp://HOST:PORT'"),
+    Rule("D-RTE-006", "error", "no partner of a mirror route claims to be principal (R9.4)",
+         "{route} in {database} sends {service} to the mirrored pair {address} / "
+         "{mirror_address}, and neither partner answers PRINCIPAL ({answers}): nothing is "
+         "sent to either, and messages wait in the transmission queue while both are asked "
+         "again (R9.4)",
+         "on the partner that should serve: ALTER DATABASE ... SET PARTNER FAILOVER (or "
+         "Database.set_mirroring('PRINCIPAL', partner)), or point the route at the "
+         "database's instance: ALTER ROUTE [{route}] WITH ADDRESS = 'tcp://HOST:PORT'"),
+    Rule("D-RTE-007", "error", "a TRANSPORT route whose service names do not resolve "
+         "(R10.6)",
+         "{database} routes {service} by the TRANSPORT route {route}, but {reason}: its "
+         "conversations stay DELAYED in the transmission queue",
+         "name the service tcp://HOST:PORT/name with the address of the instance that hosts "
+         "it (R10.6), or in {database}: CREATE ROUTE ... WITH SERVICE_NAME = '{service}', "
+         "ADDRESS = 'tcp://HOST:PORT'"),
     # -- conversation hygiene --------------------------------------------------------------
     Rule("D-CNV-001", "warning", "DISCONNECTED_INBOUND endpoints pile up",
          "{older} of {endpoints} conversation endpoints in {database} are "
@@ -121,6 +152,27 @@ RULES: tuple[Rule, ...] = (
          "memory and rows they take, until their lifetime runs out; by state: {states}",
          "end each dialog once its work is done (END CONVERSATION @handle on both sides), "
          "or BEGIN DIALOG ... WITH LIFETIME = seconds"),
+    Rule("D-CNV-003", "warning", "conversation endpoints grow between two readings",
+         "sys.conversation_endpoints of {database} grew from {before} to {after} (+{growth}) "
+         "in {interval} since the reading {since}; by state: {states}. Endpoints that keep "
+         "growing are conversations never ended (D-CNV-001, D-CNV-002), until memory runs "
+         "out",
+         "find the state that grows (SELECT state_desc, count(*) FROM "
+         "sys.conversation_endpoints GROUP BY ALL) and END CONVERSATION on both sides once "
+         "a dialog's work is done"),
+    Rule("D-CNV-004", "warning", "the transmission queue grows between two readings",
+         "sys.transmission_queue of {database} grew from {before} to {after} (+{growth}) "
+         "messages in {interval} since the reading {since}: they are sent faster than they "
+         "are acknowledged; by status: {statuses}",
+         "read the statuses (SELECT transmission_status, count(*) FROM "
+         "sys.transmission_queue GROUP BY ALL) and fix what they name; D-CNV-005 groups "
+         "the ones that waited long"),
+    Rule("D-CNV-005", "warning", "messages wait in the transmission queue for long",
+         "{count} message(s) of {database} have waited in sys.transmission_queue longer than "
+         "{age} (the oldest since {oldest}) with the status: {status}",
+         "act on the status: a route (CREATE ROUTE), an endpoint that listens (pybroker "
+         "serve), a trusted certificate, a queue turned ON; then the sender's next retry "
+         "takes them (C5)"),
 )
 
 RULES_BY_CODE: dict[str, Rule] = {rule.code: rule for rule in RULES}

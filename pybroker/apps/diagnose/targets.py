@@ -30,12 +30,12 @@ class Target:
     name: str
     instance: Any
     owned: bool = True
-    _rows: dict[tuple[str, tuple[tuple[str, Any], ...]], list[dict[str, Any]]] = field(
+    _rows: dict[tuple[str, tuple[tuple[str, str], ...]], list[dict[str, Any]]] = field(
         default_factory=dict, init=False, repr=False)
 
     def rows(self, template: str, **params: Any) -> list[dict[str, Any]]:
         """The rows of ``sql/diagnose/<template>.sql`` (read once per target), as dicts."""
-        key = (template, tuple(sorted(params.items())))
+        key = (template, tuple(sorted((k, repr(v)) for k, v in params.items())))
         if key not in self._rows:
             relation = self.instance.sql(render(f"diagnose/{template}.sql"), params or None)
             columns = list(relation.columns)

@@ -79,16 +79,17 @@ class RoutingEngine:
         self._store = store
         self._clock = clock
         self._rng = rng
-        self._plans: dict[Key, Plan] = {}
+        # the answers kept, by routing key (read by the tests of the cache; written here)
+        self.plans: dict[Key, Plan] = {}
         # origin -> the answer for every service name the catalog does not know
-        self._class_plans: dict[str, Plan] = {}
+        self.class_plans: dict[str, Plan] = {}
         self._known_services: set[str] | None = None
         self._database_names: frozenset[str] | None = None
         # R1.4: answers computed before the earliest expiry after them stay true until it.
-        # _valid_until gates the warm path; a route change closes it until the horizon is
+        # valid_until gates the warm path; a route change closes it until the horizon is
         # computed again (without voiding answers the change cannot alter).
         self._expiry_horizon = -math.inf
-        self._valid_until = -math.inf
+        self.valid_until = -math.inf
         # Bumped by every change: an answer computed across a change is not kept.
         self._epoch = 0
         self._lock = threading.Lock()
@@ -98,7 +99,7 @@ class RoutingEngine:
         self._changed_in_transaction = False
         # The inputs of every decision, in memory; loaded now, so that the first decision
         # after opening runs no SQL either (pybroker/core/routing/mirror.py says why and costs).
-        self._mirror = CatalogMirror()
+        self.mirror = CatalogMirror()
         store.on_transaction_end(self._transaction_ended)
         self._refresh_mirror()
 
@@ -116,7 +117,7 @@ class RoutingEngine:
         in_transaction = self._store.in_transaction
         if in_transaction:
             self._changed_in_transaction = True
-        self._mirror.mark(change)
+        self.mirror.mark(change)
         self._void(change)
         if not in_transaction:
             self._refresh_mirror()
@@ -125,23 +126,23 @@ class RoutingEngine:
         with self._lock:
             self._epoch += 1
             if change.everything:
-                self._plans.clear()
-                self._class_plans.clear()
+                self.plans.clear()
+                self.class_plans.clear()
                 self._voided.clear()
                 self._known_services = None
                 self._database_names = None
-                self._expiry_horizon = self._valid_until = -math.inf
+                self._expiry_horizon = self.valid_until = -math.inf
                 return
-            voided = [key for key in self._plans if change.affects(key)]
+            voided = [key for key in self.plans if change.affects(key)]
             for key in voided:
-                del self._plans[key]
+                del self.plans[key]
             self._voided.update(voided)
-            for origin in [o for o in self._class_plans if change.affects_unknown_services(o)]:
-                del self._class_plans[origin]
+            for origin in [o for o in self.class_plans if change.affects_unknown_services(o)]:
+                del self.class_plans[origin]
             if self._known_services is not None:
                 self._known_services |= change.named_services
             if change.routes_of is not None:
-                self._valid_until = -math.inf  # a lifetime may have changed: recompute
+                self.valid_until = -math.inf  # a lifetime may have changed: recompute
 
     def _transaction_ended(self, committed: bool) -> None:
         changed, self._changed_in_transaction = self._changed_in_transaction, False
@@ -149,7 +150,7 @@ class RoutingEngine:
             # Answers decided inside may rest on rows that never were. The mirror never
             # holds uncommitted rows: it reads again only the parts marked inside.
             self._void(EVERYTHING)
-        if self._mirror.pending or self._known_services is None:
+        if self.mirror.pending or self._known_services is None:
             self._refresh_mirror()
 
     def _refresh_mirror(self) -> None:
@@ -157,7 +158,7 @@ class RoutingEngine:
         decisions that read them run select_key_inputs.sql). It runs where a write ends,
         a rollback's included: nothing it meets may escape into the write's own error."""
         with contextlib.suppress(BrokerError, RuntimeError, ValueError, TypeError):
-            self._mirror.refresh(self._store)
+            self.mirror.refresh(self._store)
         if self._known_services is None or self._database_names is None:
             self._adopt_from_mirror()  # copying 100,000 names takes ms: the write pays
 
@@ -165,8 +166,8 @@ class RoutingEngine:
         """The service names and database names an ``everything`` change forgot, from the
         mirror once it is loaded again (unless a change came meanwhile)."""
         epoch = self._epoch
-        known = self._mirror.known_services() if self._known_services is None else None
-        names = self._mirror.database_names() if self._database_names is None else None
+        known = self.mirror.known_services() if self._known_services is None else None
+        names = self.mirror.database_names() if self._database_names is None else None
         with self._lock:
             if self._epoch != epoch:
                 return
@@ -179,7 +180,7 @@ class RoutingEngine:
         """After a write committed: decide again the keys it voided that were in use, so
         their next ``route()`` is warm (at most REDECIDE_LIMIT of them; on the mirror, or
         in one query)."""
-        if self._mirror.pending:
+        if self.mirror.pending:
             self._refresh_mirror()
         with self._lock:
             keys = sorted(self._voided, key=_sort_key)
@@ -194,8 +195,8 @@ class RoutingEngine:
 
     def route(self, origin: str, service_name: str, broker_instance: str | None) -> RouteDecision:
         now = self._clock()
-        if now < self._valid_until:
-            plan = self._plans.get((origin, service_name, broker_instance))
+        if now < self.valid_until:
+            plan = self.plans.get((origin, service_name, broker_instance))
             if plan is not None:
                 return plan.draw(self._rng)
         return self.route_many([(origin, service_name, broker_instance)], now=now)[0]
@@ -208,14 +209,14 @@ class RoutingEngine:
             now = self._clock()
         self._keep_horizon(now)
         requested = list(keys)
-        normalized = [self._normalize_key(key) for key in requested]
+        normalized = [self.normalize_key(key) for key in requested]
         epoch = self._epoch
         found: dict[Key, Plan] = {}
         missing: list[Key] = []
         for key in set(normalized):
-            plan = self._plans.get(key)
+            plan = self.plans.get(key)
             if plan is None and is_class_member(key, self._known()):
-                plan = self._class_plans.get(key[0])
+                plan = self.class_plans.get(key[0])
             if plan is None:
                 missing.append(key)
             else:
@@ -225,11 +226,11 @@ class RoutingEngine:
         with self._lock:
             if self._epoch == epoch:  # nothing changed meanwhile: keep the answers
                 for raw, key in zip(requested, normalized, strict=True):
-                    self._plans[raw] = found[key]
+                    self.plans[raw] = found[key]
         return [found[key].draw(self._rng) for key in normalized]
 
     def explain(self, origin: str, service_name: str, broker_instance: str | None):
-        origin, service_name, broker_instance = self._normalize_key(
+        origin, service_name, broker_instance = self.normalize_key(
             (origin, service_name, broker_instance)
         )
         _, rows = self._store.query(
@@ -250,9 +251,9 @@ class RoutingEngine:
     def _keep_horizon(self, now: float) -> None:
         """R1.4: past the earliest expiry every answer may be wrong; and after a route
         change the horizon itself is computed again."""
-        if now < self._valid_until:
+        if now < self.valid_until:
             return
-        known, expiry = self._mirror.next_expiry(to_utc_datetime(now))
+        known, expiry = self.mirror.next_expiry(to_utc_datetime(now))
         if not known:
             row = self._store.fetchone(
                 _sql("routing/next_route_expiry.sql"), {"now": to_utc_datetime(now)}
@@ -262,9 +263,9 @@ class RoutingEngine:
         with self._lock:
             if now >= self._expiry_horizon:  # a route expired since the answers were made
                 self._epoch += 1
-                self._plans.clear()
-                self._class_plans.clear()
-            self._expiry_horizon = self._valid_until = horizon
+                self.plans.clear()
+                self.class_plans.clear()
+            self._expiry_horizon = self.valid_until = horizon
 
     def _known(self) -> set[str]:
         """Every service name the catalog mentions (routes, services, route requests)."""
@@ -289,7 +290,9 @@ class RoutingEngine:
                     self._database_names = names
         return names
 
-    def _normalize_key(self, key: tuple[str, str, str | None]) -> Key:
+    def normalize_key(self, key: tuple[str, str, str | None]) -> Key:
+        """``key`` as the answers are kept: the origin checked, the names and the broker
+        instance in their canonical spelling."""
         origin, service_name, broker_instance = key
         if origin != OUTSIDE and (not isinstance(origin, str) or origin not in self._databases()):
             raise NotFoundError(
@@ -300,7 +303,7 @@ class RoutingEngine:
             broker_instance = normalize_guid(broker_instance)
         return origin, service_name, broker_instance
 
-    def _resolve(self, keys: Sequence[Key], now: float) -> list[tuple]:
+    def resolve_by_query(self, keys: Sequence[Key], now: float) -> list[tuple]:
         """resolve_route_options.sql for ``keys``, given as bound lists."""
         _, rows = self._store.query(
             "routing/resolve_bound_keys.sql",
@@ -320,26 +323,26 @@ class RoutingEngine:
         plans = self.decide_plans(keys, now)
         with self._lock:
             if self._epoch == epoch:
-                self._plans.update(plans)
+                self.plans.update(plans)
                 for key, plan in plans.items():
                     if is_class_member(key, known):
-                        self._class_plans.setdefault(key[0], plan)
+                        self.class_plans.setdefault(key[0], plan)
         return plans
 
-    def _point_rows(self, keys: Sequence[Key], now: float) -> list[tuple]:
+    def resolve_by_point(self, keys: Sequence[Key], now: float) -> list[tuple]:
         """The rows of resolve_route_options.sql for ``keys``, on the point path: what each
         decision reads, from the catalog mirror (or, while a part of it is stale, one bound
         query per key), and the steps in Python."""
         routed_at = to_utc_datetime(now)
         rows: list[tuple] = []
         for key in keys:
-            inputs = self._mirror.key_inputs(key[0], key[1], routed_at)
+            inputs = self.mirror.key_inputs(key[0], key[1], routed_at)
             if inputs is None:
-                inputs = self._key_inputs_by_query(key, routed_at)
+                inputs = self.key_inputs_by_query(key, routed_at)
             rows.extend(route_option_rows(key, routed_at, inputs))
         return rows
 
-    def _key_inputs_by_query(self, key: Key, routed_at: datetime) -> list[tuple]:
+    def key_inputs_by_query(self, key: Key, routed_at: datetime) -> list[tuple]:
         """select_key_inputs.sql: what the mirror holds, as the connection sees it now."""
         return self._store.fetchall(
             _sql("routing/select_key_inputs.sql"),
@@ -353,8 +356,8 @@ class RoutingEngine:
         run of the routing query (``point`` forces one or the other)."""
         if point is None:
             point = len(keys) <= POINT_PATH_LIMIT or (
-                len(keys) <= MIRROR_POINT_PATH_LIMIT and self._mirror.fresh)
-        rows = self._point_rows(keys, now) if point else self._resolve(keys, now)
+                len(keys) <= MIRROR_POINT_PATH_LIMIT and self.mirror.fresh)
+        rows = self.resolve_by_point(keys, now) if point else self.resolve_by_query(keys, now)
         grouped: dict[Key, tuple[list[RouteDecision], list[float]]] = {}
         for row in rows:
             (origin, service, broker, _routed_at, _group, outcome, route, address, mirror,

@@ -2,9 +2,9 @@
 and SELECT of variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR (RECEIVE | GET CONVERSATION
 GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN CONVERSATION TIMER, MOVE
 CONVERSATION and BEGIN/COMMIT/ROLLBACK TRANSACTION, mixed with the DDL of
-pybroker.core.tsql.batch; and the control flow around them: BEGIN ... END, IF ... ELSE and
-WHILE on conditions (pybroker.core.tsql.expressions), BREAK and CONTINUE (only inside a
-WHILE), RETURN, PRINT and SET NOCOUNT.
+pybroker.core.tsql.batch, PRINT and SET NOCOUNT; the control flow around them
+(pybroker.core.tsql.control_flow: blocks, IF, WHILE, TRY ... CATCH, THROW, RAISERROR) and
+stored procedures (pybroker.core.tsql.procedure_parser: CREATE/ALTER/DROP PROCEDURE, EXEC).
 
 ``parse_script`` reads the whole batch before anything runs, so a statement that is not
 understood changes nothing (pybroker.core.tsql.script runs what it returns). Variables must be
@@ -22,15 +22,26 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from pybroker.core.tsql import control_flow
 from pybroker.core.tsql.batch import Statement, ddl_parser
+from pybroker.core.tsql.control_flow import (
+    CONTROL_FLOW,
+    Block,
+    Break,
+    Continue,
+    If,
+    Raiserror,
+    Return,
+    Throw,
+    TryCatch,
+    While,
+)
 from pybroker.core.tsql.expressions import (
     RECEIVE_COLUMNS,
     Column,
-    Condition,
     Expression,
     SqlType,
     is_variable,
-    parse_condition,
     parse_expression,
     parse_type,
     variable_key,
@@ -38,6 +49,15 @@ from pybroker.core.tsql.expressions import (
 from pybroker.core.tsql.lexer import Token, tokenize
 from pybroker.core.tsql.object_parser import queue_name
 from pybroker.core.tsql.parser import Parser
+from pybroker.core.tsql.procedure_parser import (
+    PROCEDURE_STATEMENTS,
+    CreateProcedure,
+    DropProcedure,
+    Execute,
+    read_execute,
+    read_procedure_statement,
+    starts_procedure_statement,
+)
 from pybroker.errors import CatalogInTsqlError, TsqlSyntaxError, UnsupportedStatementError
 
 # -- the statements -------------------------------------------------------------------------
@@ -160,51 +180,11 @@ class SetOption:
     token: Token
 
 
-# -- control flow ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """BEGIN ... END."""
-
-    statements: tuple[ScriptStatement, ...]
-    token: Token
-
-
-@dataclass(frozen=True, slots=True)
-class If:
-    condition: Condition
-    then: ScriptStatement
-    otherwise: ScriptStatement | None  # ELSE
-    token: Token
-
-
-@dataclass(frozen=True, slots=True)
-class While:
-    condition: Condition
-    body: ScriptStatement
-    token: Token
-
-
-@dataclass(frozen=True, slots=True)
-class Break:
-    token: Token
-
-
-@dataclass(frozen=True, slots=True)
-class Continue:
-    token: Token
-
-
-@dataclass(frozen=True, slots=True)
-class Return:
-    token: Token
-
-
 ConversationStatement = Union[  # noqa: UP007 (a runtime alias)
     Declare, Assign, Select, BeginDialog, Send, Receive, GetConversationGroup,
     EndConversation, BeginTimer, MoveConversation, Transaction, Print, SetOption, Block, If,
-    While, Break, Continue, Return,
+    While, Break, Continue, Return, TryCatch, Throw, Raiserror, CreateProcedure,
+    DropProcedure, Execute,
 ]
 ScriptStatement = Union[Statement, ConversationStatement]  # noqa: UP007
 
@@ -212,11 +192,12 @@ CONVERSATION_STATEMENTS = (
     "DECLARE, SET, SELECT of values and variables, BEGIN DIALOG, SEND, RECEIVE, WAITFOR "
     "(RECEIVE | GET CONVERSATION GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN "
     "CONVERSATION TIMER, MOVE CONVERSATION, BEGIN/COMMIT/ROLLBACK TRANSACTION, BEGIN ... "
-    "END, IF ... ELSE, WHILE, BREAK, CONTINUE, RETURN, PRINT and SET NOCOUNT"
+    "END, IF ... ELSE, WHILE, BREAK, CONTINUE, RETURN, BEGIN TRY ... END CATCH, THROW, "
+    "RAISERROR, PRINT, SET NOCOUNT, CREATE/ALTER/DROP PROCEDURE and EXEC"
 )
 _VERBS = ("DECLARE", "SET", "SELECT", "BEGIN", "SEND", "RECEIVE", "WAITFOR", "GET", "END",
           "MOVE", "COMMIT", "ROLLBACK", "IF", "WHILE", "BREAK", "CONTINUE", "RETURN", "PRINT",
-          "ELSE")
+          "ELSE", "THROW", "RAISERROR", "EXEC", "EXECUTE")
 _SET_OPTIONS = ("NOCOUNT", "XACT_ABORT")
 
 
@@ -227,23 +208,13 @@ def _reads_a_table(expected: TsqlSyntaxError) -> CatalogInTsqlError:
 def is_conversation_statement(statement: object) -> bool:
     return isinstance(statement, (Declare, Assign, Select, BeginDialog, Send, Receive,
                                   GetConversationGroup, EndConversation, BeginTimer,
-                                  MoveConversation, Transaction, Print, SetOption, Block, If,
-                                  While, Break, Continue, Return))
+                                  MoveConversation, Transaction, Print, SetOption,
+                                  *CONTROL_FLOW, *PROCEDURE_STATEMENTS))
 
 
 def declarations(statements: Sequence[object]) -> Iterator[Declare]:
-    """Every DECLARE of the statements, inside blocks, IF and WHILE too, in the order
-    written: a variable exists for the whole batch, as in SQL Server, even when the branch
-    that declares it does not run."""
-    for s in statements:
-        if isinstance(s, Declare):
-            yield s
-        elif isinstance(s, Block):
-            yield from declarations(s.statements)
-        elif isinstance(s, If):
-            yield from declarations([s.then, *([s.otherwise] if s.otherwise else [])])
-        elif isinstance(s, While):
-            yield from declarations([s.body])
+    """Every DECLARE of the statements, in blocks, IF, WHILE, TRY and CATCH too, in order."""
+    return control_flow.declarations(statements, Declare)
 
 
 # A line that separates batches: GO, an optional count, an optional comment (sqlcmd's rule).
@@ -287,10 +258,10 @@ def parse_batches(text: str, *, master: bool = False) -> list[Batch]:
         i += 2 if found.group(1) is not None else 1
         start = i
     pieces.append((tokens[start:], 1))
-    batches = [Batch(_parse_tokens(piece, master, batches=True), count)
+    batches = [Batch(_parse_tokens(piece, master, lines, batches=True), count)
                for piece, count in pieces if len(piece) > 1]
     if not batches:
-        _parse_tokens(pieces[-1][0], master)  # raises: the batch holds no statement
+        _parse_tokens(pieces[-1][0], master, lines)  # raises: the batch holds no statement
     return batches
 
 
@@ -301,20 +272,23 @@ def parse_script(text: str, *, master: bool = False) -> list[ScriptStatement]:
     GO is refused here: ``parse_batches`` splits a script into batches at it."""
     if not isinstance(text, str):
         raise TsqlSyntaxError(f"T-SQL must be text, not {type(text).__name__}")
-    return _parse_tokens(tokenize(text), master)
+    return _parse_tokens(tokenize(text), master, text.removeprefix("\ufeff").split("\n"))
 
 
-def _parse_tokens(tokens: list[Token], master: bool, *, batches: bool = False
-                  ) -> list[ScriptStatement]:
+def _parse_tokens(tokens: list[Token], master: bool, lines: list[str], *,
+                  batches: bool = False) -> list[ScriptStatement]:
     p = ddl_parser(tokens, master=master)
-    reader = _Reader(p, batches)
+    reader = _Reader(p, batches, lines)
     statements: list[ScriptStatement] = []
     while True:
         while p.accept(";"):
             pass
         if p.token.kind == "end":
             break
-        statements.append(reader.statement())
+        if starts_procedure_statement(p):
+            statements.append(read_procedure_statement(reader, first=not statements))
+        else:
+            statements.append(reader.statement())
         if p.token.kind == "end" or p.accept(";") or p.starts_statement():
             continue
         raise p.expected("';' or the next statement")
@@ -330,12 +304,49 @@ class _Reader:
     """The conversation grammar over a DDL Parser (whose position it shares), with the
     variables declared so far."""
 
-    def __init__(self, p: Parser[Any], batches: bool) -> None:
+    def __init__(self, p: Parser[Any], batches: bool, lines: list[str]) -> None:
         self.p = p
         self.batches = batches  # the script was split at GO: any GO left is misplaced
+        self.lines = lines  # the script's text, for a procedure's definition
         self.declared: set[str] = set()
         self.tables: dict[str, tuple[str, ...]] = {}
         self.loops = 0  # the WHILE loops around the statement being read
+        self.catches = 0  # the CATCH blocks around it
+        self.in_procedure = False
+
+    def body(self, parameters: set[str]) -> tuple[ScriptStatement, ...]:
+        """A procedure's body: the statements to the end of the batch, with the parameters
+        declared and variables of its own."""
+        p = self.p
+        outer = self.declared, self.tables
+        self.declared, self.tables, self.in_procedure = set(parameters), {}, True
+        try:
+            statements: list[ScriptStatement] = []
+            while True:
+                while p.accept(";"):
+                    pass
+                if p.token.kind == "end":
+                    return tuple(statements)
+                if starts_procedure_statement(p):
+                    statements.append(read_procedure_statement(self, first=False))
+                else:
+                    statements.append(self.statement())
+                if p.token.kind == "end" or p.accept(";") or p.starts_statement():
+                    continue
+                raise p.expected("';' or the next statement")
+        finally:
+            (self.declared, self.tables), self.in_procedure = outer, False
+
+    def source(self, start: Token, end: Token) -> str:
+        """The script's text from ``start`` up to ``end`` (not included)."""
+        if end.kind == "end" and end.line > len(self.lines):
+            end = Token("end", "", len(self.lines), len(self.lines[-1]) + 1)
+        if start.line == end.line:
+            return self.lines[start.line - 1][start.column - 1 : end.column - 1].rstrip()
+        text = [self.lines[start.line - 1][start.column - 1 :],
+                *self.lines[start.line : end.line - 1],
+                self.lines[end.line - 1][: end.column - 1]]
+        return "\n".join(text).rstrip()
 
     def statement(self) -> ScriptStatement:
         p = self.p
@@ -345,6 +356,8 @@ class _Reader:
                 f"GO at {t.where} is not supported here: GO separates batches only on a line "
                 "of its own (GO, or GO count), as sqlcmd and SSMS read it; put it on a line "
                 "of its own")
+        if starts_procedure_statement(p):
+            return read_procedure_statement(self, first=False)
         if not t.is_word(*_VERBS):
             if t.is_word("GO", *p.verbs):
                 return p.statement()  # DDL, or GO refused with its own reason
@@ -366,29 +379,26 @@ class _Reader:
                 f"ELSE at {t.where} follows no IF: expected IF <condition> <statement> "
                 "before it (an IF takes one statement: put several in BEGIN ... END)")
         if verb in ("BREAK", "CONTINUE"):
-            if not self.loops:
-                raise TsqlSyntaxError(
-                    f"{verb} at {t.where} is outside a WHILE loop: expected it inside "
-                    "WHILE <condition> ...")
-            return Break(t) if verb == "BREAK" else Continue(t)
+            return control_flow.read_break(self, t)
         if verb == "RETURN":
-            if p.token.kind != "end" and not p.token.is_symbol(";") and (
-                    not p.starts_statement()):
-                raise p.expected("';' or the next statement after RETURN",
-                                 " (RETURN with a value is for stored procedures, which "
-                                 "are not supported yet)")
-            return Return(t)
+            return control_flow.read_return(self, t)
+        if verb == "THROW":
+            return control_flow.read_throw(self, t)
+        if verb == "RAISERROR":
+            return control_flow.read_raiserror(self, t)
+        if verb in ("EXEC", "EXECUTE"):
+            return read_execute(self, t)
         if verb == "PRINT":
-            return Print(self._expression(), t)
+            return Print(self.expression(), t)
         if verb in ("IF", "WHILE"):
             with p.nested(t):
-                return self._if_or_while(t)
+                return control_flow.read_if_or_while(self, t)
         if verb == "MOVE":
             p.keyword("CONVERSATION", "CONVERSATION after MOVE (MOVE CONVERSATION @handle TO "
                       "@group)")
-            handle = self._expression()
+            handle = self.expression()
             p.keyword("TO", "TO and a conversation group after the conversation handle")
-            return MoveConversation(handle, self._expression(), t)
+            return MoveConversation(handle, self.expression(), t)
         if verb in ("COMMIT", "ROLLBACK"):
             if p.token.is_word("TRAN", "TRANSACTION", "WORK"):
                 word = p.advance()
@@ -397,54 +407,6 @@ class _Reader:
                     p.advance()  # the transaction's name: one transaction at a time here
             return Transaction(verb, t)
         return getattr(self, f"_{verb.lower()}")(t)
-
-    def _if_or_while(self, t: Token) -> If | While:
-        p = self.p
-        condition = parse_condition(p, self.declared)
-        if t.is_word("WHILE"):
-            self.loops += 1
-            try:
-                return While(condition, self._branch(t), t)
-            finally:
-                self.loops -= 1
-        then = self._branch(t)
-        after = p.pos
-        while p.accept(";"):
-            pass
-        if p.token.is_word("ELSE"):
-            return If(condition, then, self._branch(p.advance()), t)
-        p.pos = after
-        return If(condition, then, None, t)
-
-    def _branch(self, head: Token) -> ScriptStatement:
-        """The one statement IF, ELSE or WHILE runs (several in BEGIN ... END)."""
-        p = self.p
-        t = p.token
-        if t.kind == "end" or t.is_symbol(";") or t.is_word("ELSE") or (
-                t.is_word("END") and not p.tokens[p.pos + 1].is_word("CONVERSATION")):
-            raise p.expected(f"a statement (or BEGIN ... END) for the {head.text.upper()} at "
-                             f"{head.where}")
-        return self.statement()
-
-    def _block(self, t: Token) -> Block:
-        """The statements of BEGIN ... END, up to the END that is not END CONVERSATION."""
-        p = self.p
-        statements: list[ScriptStatement] = []
-        while True:
-            while p.accept(";"):
-                pass
-            if p.token.is_word("END") and not p.tokens[p.pos + 1].is_word("CONVERSATION"):
-                break
-            if p.token.kind == "end":
-                raise p.expected(f"END to close the BEGIN at {t.where}")
-            statements.append(self.statement())
-            if p.accept(";") or p.starts_statement() or p.token.kind == "end":
-                continue
-            raise p.expected("';', the next statement or END")
-        if not statements:
-            raise p.expected(f"a statement inside the BEGIN ... END at {t.where}")
-        p.advance()
-        return Block(tuple(statements), t)
 
     # -- variables ------------------------------------------------------------------------
 
@@ -459,7 +421,7 @@ class _Reader:
         self.p.advance()
         return t.text
 
-    def _expression(self, *, columns: bool = False) -> Expression:
+    def expression(self, *, columns: bool = False) -> Expression:
         return parse_expression(self.p, self.declared, columns=columns)
 
     def _declare(self, t: Token) -> Declare:
@@ -486,7 +448,7 @@ class _Reader:
             sql_type = parse_type(p)
             initial = None
             if p.accept("="):
-                initial = self._expression()
+                initial = self.expression()
             self.declared.add(key)
             variables.append((name, sql_type, initial))
             if not p.accept(","):
@@ -528,7 +490,7 @@ class _Reader:
         name = self._variable("a @variable after SET (of the SET options only NOCOUNT and "
                               "XACT_ABORT ON are supported)")
         self.p.require("=", f"'=' after SET {name}")
-        return Assign(((name, self._expression()),), t)
+        return Assign(((name, self.expression()),), t)
 
     def _select(self, t: Token) -> Assign | Select:
         p = self.p
@@ -542,14 +504,14 @@ class _Reader:
             while True:
                 name = self._variable("a @variable to assign (SELECT @v = value, ...)")
                 p.require("=", f"'=' after {name} (SELECT assigns or returns, not both)")
-                targets.append((name, self._expression()))
+                targets.append((name, self.expression()))
                 if not p.accept(","):
                     break
             self._refuse_from()
             return Assign(tuple(targets), t)
         items: list[tuple[str, Expression]] = []
         while True:
-            expression = self._expression()
+            expression = self.expression()
             items.append((self._alias(expression), expression))
             if not p.accept(","):
                 break
@@ -619,19 +581,24 @@ class _Reader:
             p.advance()
             p.keyword("TIMER", "TIMER after BEGIN CONVERSATION (BEGIN CONVERSATION TIMER)")
             p.require("(", "'(' and a conversation handle after BEGIN CONVERSATION TIMER")
-            handle = self._expression()
+            handle = self.expression()
             p.require(")", "')' after the conversation handle")
             p.keyword("TIMEOUT", "TIMEOUT = seconds")
             p.require("=", "'=' after TIMEOUT")
-            return BeginTimer(handle, self._expression(), t)
-        if p.token.is_word("TRY", "CATCH", "DISTRIBUTED", "ATOMIC"):
+            return BeginTimer(handle, self.expression(), t)
+        if p.token.is_word("TRY"):
+            p.advance()
+            return control_flow.read_try_catch(self, t)
+        if p.token.is_word("CATCH"):
+            raise TsqlSyntaxError(
+                f"BEGIN CATCH at {t.where} follows no END TRY: expected BEGIN TRY ... END TRY "
+                "right before it")
+        if p.token.is_word("DISTRIBUTED", "ATOMIC"):
             word = p.token.text.upper()
-            what = "TRY ... END CATCH" if word in ("TRY", "CATCH") else f"{word} transactions"
             raise UnsupportedStatementError(
-                f"BEGIN {word} at {t.where} is not supported: BEGIN {what} not yet; a batch "
-                f"runs {CONVERSATION_STATEMENTS}")
-        with p.nested(t):
-            return self._block(t)
+                f"BEGIN {word} at {t.where} is not supported: {word} transactions are not; a "
+                f"batch runs {CONVERSATION_STATEMENTS}")
+        return control_flow.read_block(self, t)
 
     def _begin_dialog(self, t: Token) -> BeginDialog:
         p = self.p
@@ -641,10 +608,10 @@ class _Reader:
         from_service = p.name("the initiating service's name")
         p.keyword("TO", "TO SERVICE 'name'")
         p.keyword("SERVICE", "SERVICE after TO")
-        to_service = self._expression()
+        to_service = self.expression()
         broker_instance = None
         if p.accept(","):
-            broker_instance = self._expression()
+            broker_instance = self.expression()
         contract = "DEFAULT"
         if p.token.is_word("ON"):
             p.advance()
@@ -666,7 +633,7 @@ class _Reader:
                     # TLS when it has it: the setting changes nothing, so either is accepted.
                     p.choice("ON or OFF", "ON", "OFF")
                 else:
-                    options[word] = self._expression()
+                    options[word] = self.expression()
                 if not p.accept(","):
                     break
             if "RELATED_CONVERSATION" in seen and "RELATED_CONVERSATION_GROUP" in seen:
@@ -685,9 +652,9 @@ class _Reader:
         p.keyword("ON", "ON CONVERSATION after SEND")
         p.keyword("CONVERSATION", "CONVERSATION after SEND ON")
         parenthesized = p.accept("(")
-        handles = [self._expression()]
+        handles = [self.expression()]
         while p.accept(","):
-            handles.append(self._expression())
+            handles.append(self.expression())
         if parenthesized:
             p.require(")", "')' after the conversation handles")
         message_type = "DEFAULT"
@@ -697,13 +664,13 @@ class _Reader:
             message_type = p.name("a message type name")
         body = None
         if p.accept("("):
-            body = self._expression()
+            body = self.expression()
             p.require(")", "')' after the message body")
         return Send(tuple(handles), message_type, body, t)
 
     def _end_conversation(self, t: Token) -> EndConversation:
         p = self.p
-        handle = self._expression()
+        handle = self.expression()
         if not p.token.is_word("WITH"):
             return EndConversation(handle, None, None, False, t)
         p.advance()
@@ -712,10 +679,10 @@ class _Reader:
             return EndConversation(handle, None, None, True, t)
         p.keyword("ERROR", "ERROR = code DESCRIPTION = 'text' or CLEANUP after WITH")
         p.require("=", "'=' after ERROR")
-        error = self._expression()
+        error = self.expression()
         p.keyword("DESCRIPTION", "DESCRIPTION = 'text' after the error code")
         p.require("=", "'=' after DESCRIPTION")
-        return EndConversation(handle, error, self._expression(), False, t)
+        return EndConversation(handle, error, self.expression(), False, t)
 
     # -- RECEIVE, GET CONVERSATION GROUP, WAITFOR ---------------------------------------
 
@@ -737,7 +704,7 @@ class _Reader:
         timeout = None
         if p.accept(","):
             p.keyword("TIMEOUT", "TIMEOUT milliseconds after WAITFOR (...),")
-            timeout = self._expression()
+            timeout = self.expression()
         if isinstance(statement, Receive):
             return Receive(statement.top, statement.items, statement.queue, statement.into,
                            statement.where, timeout, True, t)
@@ -757,10 +724,10 @@ class _Reader:
         if p.token.is_word("TOP"):
             p.advance()
             if p.accept("("):
-                top = self._expression()
+                top = self.expression()
                 p.require(")", "')' after TOP (n")
             else:
-                top = self._expression()
+                top = self.expression()
         items: list[tuple[str | None, str, Expression]] = []
         if p.accept("*"):
             items = [(None, c, Column(c, t)) for c in RECEIVE_COLUMNS]
@@ -770,7 +737,7 @@ class _Reader:
                 if is_variable(p.token) and p.tokens[p.pos + 1].is_symbol("="):
                     target = self._variable("a @variable to assign")
                     p.advance()
-                expression = self._expression(columns=True)
+                expression = self.expression(columns=True)
                 name = target or self._alias(expression)
                 items.append((target, name, expression))
                 if not p.accept(","):
@@ -806,5 +773,5 @@ class _Reader:
             column = p.choice("conversation_handle or conversation_group_id after WHERE",
                               "CONVERSATION_HANDLE", "CONVERSATION_GROUP_ID")
             p.require("=", f"'=' after {column.lower()}")
-            where = (column.lower(), self._expression())
+            where = (column.lower(), self.expression())
         return Receive(top, tuple(items), queue, into, where, None, waits, t)

@@ -183,7 +183,12 @@ class Not:
 Condition = Union[Comparison, IsNull, InList, Like, Logical, Not]  # noqa: UP007
 
 SYSTEM_VARIABLES = ("@@ROWCOUNT", "@@TRANCOUNT", "@@ERROR")
-_FUNCTIONS = {"ISNULL": (2, 2), "COALESCE": (2, None), "LEN": (1, 1), "GETDATE": (0, 0)}
+# The functions of the error being handled (in a CATCH block; NULL elsewhere) and
+# XACT_STATE(): the runner keeps their values among the variables, as "NAME()".
+SESSION_FUNCTIONS = ("ERROR_NUMBER", "ERROR_MESSAGE", "ERROR_LINE", "ERROR_PROCEDURE",
+                     "ERROR_SEVERITY", "ERROR_STATE", "XACT_STATE")
+_FUNCTIONS = {"ISNULL": (2, 2), "COALESCE": (2, None), "LEN": (1, 1), "GETDATE": (0, 0),
+              **dict.fromkeys(SESSION_FUNCTIONS, (0, 0))}
 
 
 def variable_key(name: str) -> str:
@@ -335,7 +340,8 @@ def _term(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
         return Column(t.text.lower(), t)
     what = "a RECEIVE column, a value or a variable" if columns else (
         "a value: a 'string', a number, NULL, a @variable, CAST(...), NEWID(), ISNULL(...), "
-        "COALESCE(...), LEN(...) or GETDATE()")
+        "COALESCE(...), LEN(...), GETDATE(), ERROR_MESSAGE() and the other ERROR_ functions "
+        "or XACT_STATE()")
     raise p.expected(what)
 
 
@@ -613,6 +619,8 @@ def evaluate(expression: Expression, variables: dict[str, Any],
     if isinstance(expression, NewId):
         return str(uuid.uuid4())
     if isinstance(expression, Function):
+        if expression.name in SESSION_FUNCTIONS:
+            return variables.get(f"{expression.name}()", (None, None))[1]
         return _call(expression, [evaluate(a, variables, row) for a in expression.arguments])
     if isinstance(expression, Cast):
         return convert(evaluate(expression.operand, variables, row), expression.type,

@@ -19,8 +19,9 @@ pybroker.core.tsql.object_ddl. It understands exactly
 where a queue setting is STATUS = ON|OFF, RETENTION = ON|OFF, POISON_MESSAGE_HANDLING
 (STATUS = ON|OFF) or ACTIVATION (...), in any order, each at most once, the commas between
 them optional as in SQL Server's grammar. ACTIVATION takes STATUS = ON|OFF,
-PROCEDURE_NAME = [module.path:function] (a Python callable, pybroker.core.activation),
-MAX_QUEUE_READERS = 0..32767 and EXECUTE AS SELF|OWNER, in any order, each at most once;
+PROCEDURE_NAME = [db.][schema.]proc (a stored procedure) or [module.path:function] (a
+Python callable, pybroker.core.activation), MAX_QUEUE_READERS = 0..32767 and EXECUTE AS
+SELF|OWNER|'user', in any order, each at most once;
 CREATE QUEUE needs PROCEDURE_NAME and MAX_QUEUE_READERS, and ALTER QUEUE also takes
 ACTIVATION (DROP). Names are plain, [bracketed] or "quoted" ([//Adventure-Works.com/
 Expenses/SubmitExpense] is one name); the default message type and contract are written
@@ -34,13 +35,13 @@ Choices, where pybroker differs from SQL Server:
   are the queue ``q`` (dbo in any case, as SQL Server's default collation compares it);
   another schema, or a three-part name, is refused.
 - EXECUTE AS may be left out of ACTIVATION (SELF is meant), where SQL Server requires it:
-  pybroker has no principals, so SELF and OWNER both run the callable in the process that
-  runs activation; EXECUTE AS 'user' and CALLER are refused.
+  pybroker has no principals, so SELF, OWNER and 'user' all run the procedure in the
+  process that runs activation ('user' is kept, as shown); CALLER is refused, as in SQL
+  Server.
 - Refused, each with a message naming it: VALIDATION = VALID_XML WITH SCHEMA COLLECTION (no
-  XML schema collections), a stored procedure's name as PROCEDURE_NAME (dbo.proc) and
-  ON filegroup (a queue lives in the DuckDB file), ALTER QUEUE REBUILD, REORGANIZE and
-  MOVE TO (nothing to rebuild or move), ALTER SERVICE ... WITH (MIGRATE_MESSAGES ...), and
-  ALTER CONTRACT, which SQL Server does not have either.
+  XML schema collections), ON filegroup (a queue lives in the DuckDB file), ALTER QUEUE
+  REBUILD, REORGANIZE and MOVE TO (nothing to rebuild or move), ALTER SERVICE ... WITH
+  (MIGRATE_MESSAGES ...), and ALTER CONTRACT, which SQL Server does not have either.
 
 Only the syntax is checked here; whether the named objects exist, and name lengths, are
 checked when the statement runs.
@@ -48,6 +49,7 @@ checked when the statement runs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -60,6 +62,7 @@ from pybroker.errors import TsqlSyntaxError
 _VALIDATIONS = ("NONE", "EMPTY", "WELL_FORMED_XML")
 _SENDERS = ("INITIATOR", "TARGET", "ANY")
 _QUEUE_SETTINGS = ("STATUS", "RETENTION", "POISON_MESSAGE_HANDLING", "ACTIVATION")
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_@$#]*")  # a name part that needs no brackets
 _ACTIVATION_SETTINGS = ("STATUS", "PROCEDURE_NAME", "MAX_QUEUE_READERS", "EXECUTE")
 _ON_OFF = ("ON", "OFF")
 T = TypeVar("T")
@@ -197,16 +200,22 @@ def _activation(p: Parser[Any], at: Token, verb: str) -> dict[str, Any]:
 
 
 def _procedure_name(p: Parser[Any]) -> str:
-    """[module.path:function]: a Python callable, written as one bracketed or quoted name
-    (its dots and colon are not T-SQL's name separators)."""
-    t = p.token
-    name = p.name("the activation procedure, as [module.path:function]")
+    """[db.][schema.]proc: a stored procedure of the queue's database, kept as T-SQL
+    writes it (a part bracketed where it is no plain identifier); or
+    [module.path:function]: a Python callable, written as one bracketed or quoted name (its
+    dots and colon are not T-SQL's name separators)."""
+    parts = [p.name("the activation procedure: a stored procedure ([db.][schema.]proc) or "
+                    "a Python callable as [module.path:function]")]
+    while p.token.is_symbol(".") and len(parts) < 3:
+        p.advance()
+        parts.append(p.name("a part of the procedure's name after '.'"))
     if p.token.is_symbol("."):
-        raise TsqlSyntaxError(
-            f"PROCEDURE_NAME {name}.… at {t.where} names a stored procedure: pybroker's "
-            "activation procedure is a Python callable, written in brackets as "
-            "[module.path:function]")
-    return name
+        raise p.expected("',' or ')' after the procedure's name",
+                         " (a procedure's name has at most 3 parts: db.schema.proc)")
+    if len(parts) == 1 and ":" in parts[0]:
+        return parts[0]  # a Python callable
+    return ".".join(part if _PLAIN.fullmatch(part) else "[" + part.replace("]", "]]") + "]"
+                    for part in parts)
 
 
 def _max_queue_readers(p: Parser[Any]) -> int:
@@ -222,14 +231,19 @@ def _max_queue_readers(p: Parser[Any]) -> int:
 
 
 def _execute_as(p: Parser[Any]) -> str:
+    """SELF, OWNER or 'user' (kept: pybroker has no principals to be, and runs the
+    procedure in the process that runs activation); CALLER is refused, as SQL Server
+    refuses it for a queue."""
     t = p.token
-    if t.kind == "string" or t.is_word("CALLER"):
-        who = t.describe() if t.kind == "string" else "CALLER"
+    if t.kind == "string":
+        if not t.text.strip() or len(t.text) > 128:
+            raise p.expected("a user's name of 1 to 128 characters after EXECUTE AS")
+        return p.advance().text
+    if t.is_word("CALLER"):
         raise TsqlSyntaxError(
-            f"EXECUTE AS {who} at {t.where} is not supported: pybroker has no database users; "
-            "the activation procedure runs in the process that runs activation. Expected "
-            "SELF or OWNER")
-    return p.choice("SELF or OWNER after EXECUTE AS", "SELF", "OWNER")
+            f"EXECUTE AS CALLER at {t.where} is not supported: a queue's activation runs as "
+            "SELF, OWNER or 'user', as in SQL Server")
+    return p.choice("SELF, OWNER or 'user' after EXECUTE AS", "SELF", "OWNER")
 
 
 def _refuse_filegroup(p: Parser[Any]) -> None:

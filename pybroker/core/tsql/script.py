@@ -31,7 +31,18 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
   lines PRINT wrote, on ``messages``; a failed batch's error carries one as ``results``.
 - @@ROWCOUNT is the rows the last RECEIVE or SELECT returned or assigned, 1 after SET, and
   0 after any other statement (SQL Server's documentation does not say what SEND, BEGIN
-  DIALOG or END CONVERSATION leave); DECLARE and control flow leave it as it was.
+  DIALOG or END CONVERSATION leave); DECLARE and control flow leave it as it was; after EXEC
+  it is what the procedure's last statement left.
+- An error in a TRY block (or in a procedure it calls) runs the CATCH block and does not
+  roll back: an open transaction is left uncommittable (XACT_STATE() -1), as SET
+  XACT_ABORT ON leaves it in SQL Server, and until ROLLBACK only statements that write
+  nothing run. The ERROR_ functions tell of the error the innermost CATCH block handles;
+  its number is SQL Server's for the same failure (pybroker.core.tsql.error_numbers).
+- EXEC runs a procedure's body in the caller's transaction, results and messages, with
+  variables of its own; its text is parsed again from what CREATE kept (cached), so the
+  lines of its errors count from its CREATE line. An error it does not catch stops the
+  batch and says "Msg n, Level l, State s, Procedure schema.name, Line n" before the
+  statement that failed.
 """
 
 from __future__ import annotations
@@ -43,7 +54,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker import arguments
+from pybroker.core.tsql import control_flow as cf
 from pybroker.core.tsql import conversation_parser as cp
+from pybroker.core.tsql import procedure_calls as calls
+from pybroker.core.tsql.error_numbers import (
+    SEVERITY,
+    USER_ERROR,
+    ErrorInfo,
+    TsqlError,
+    classify,
+)
 from pybroker.core.tsql.expressions import (
     RECEIVE_COLUMNS,
     Condition,
@@ -58,7 +78,14 @@ from pybroker.core.tsql.expressions import (
     evaluate_condition,
     variable_key,
 )
-from pybroker.errors import InvalidArgumentError, TransactionError
+from pybroker.core.tsql.lexer import Token
+from pybroker.core.tsql.procedure_parser import CreateProcedure, DropProcedure, Execute
+from pybroker.errors import (
+    BrokerError,
+    InstanceClosedError,
+    InvalidArgumentError,
+    TransactionError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.core.conversation.model import Message
@@ -117,7 +144,18 @@ class BatchDatabase(Protocol):
 
     def run_statements(self, statements: Iterable[object]) -> None: ...
 
+    @property
+    def name(self) -> str: ...
+
+    def save_procedure(self, schema: str, name: str, definition: str, mode: str) -> None: ...
+
+    def drop_procedure(self, schema: str, name: str, *, if_exists: bool = False) -> None: ...
+
+    def procedure_definition(self, schema: str | None, name: str
+                             ) -> tuple[str, str, str] | None: ...
+
 _INT32_MAX = 2**31 - 1
+_ACTIVATION_TOKEN = Token("word", "EXEC", 1, 1)
 _CURRENT_DATABASE = "CURRENT DATABASE"  # BEGIN DIALOG's broker_instance for this database
 
 
@@ -155,26 +193,48 @@ _BREAK, _CONTINUE, _RETURN = "BREAK", "CONTINUE", "RETURN"
 _SIGNALS = {cp.Break: _BREAK, cp.Continue: _CONTINUE, cp.Return: _RETURN}
 
 
+@dataclass(slots=True)
+class _Session:
+    """What a batch and the procedures it calls share, beside its results and transactions."""
+
+    trying: int = 0  # the TRY blocks running around the statement running
+    doomed: bool = False  # an error in a TRY block left the transaction uncommittable
+    handling: list[tuple[BaseException, ErrorInfo]] = field(default_factory=list)  # CATCH
+    depth: int = 0  # procedures called within procedures (@@NESTLEVEL)
+
+
 class _Run:
-    def __init__(self, database: BatchDatabase) -> None:
+    """One batch, or one call of a procedure (``caller``: the run that called it, whose
+    results, transactions and session it shares; ``procedure``: its schema.name)."""
+
+    def __init__(self, database: BatchDatabase, caller: _Run | None = None,
+                 procedure: str | None = None) -> None:
         self.db = database
         self.variables: dict[str, tuple[SqlType | None, Any]] = {}
-        self.results = BatchResults()
-        self.transactions: list[tuple[AbstractContextManager[Any], cp.Transaction]] = []
+        self.results = BatchResults() if caller is None else caller.results
+        self.transactions: list[tuple[AbstractContextManager[Any], cp.Transaction]] = (
+            [] if caller is None else caller.transactions)
+        self.session = _Session() if caller is None else caller.session
+        self.procedure = procedure
         self._validations: dict[str, str] | None = None
         self.ran = 0  # statements run so far
         self.rowcount = 0  # @@ROWCOUNT: the rows the last statement returned or assigned
         self.counted = 0  # what the statement running sets @@ROWCOUNT to
+        self.error = 0  # @@ERROR: the number of the error a CATCH block's first statement sees
+        self.return_code = 0  # RETURN n of a procedure
 
     # -- the batch ----------------------------------------------------------------------
 
-    def run(self, statements: Sequence[cp.ScriptStatement]) -> BatchResults:
+    def declare_all(self, statements: Sequence[cp.ScriptStatement]) -> None:
         for declare in cp.declarations(statements):  # a variable lives for the whole batch
             for name, sql_type, _ in declare.variables:
                 self.variables[variable_key(name)] = (sql_type, None)
             if declare.table is not None:
                 self.variables[variable_key(declare.table[0])] = (
                     None, ResultSet(declare.table[1]))
+
+    def run(self, statements: Sequence[cp.ScriptStatement]) -> BatchResults:
+        self.declare_all(statements)
         try:
             self.block(statements)
         except BaseException:
@@ -213,11 +273,38 @@ class _Run:
                 if signal == _RETURN:
                     return signal
             return None
+        if isinstance(s, cp.TryCatch):
+            return self.try_catch(s)
+        if isinstance(s, cp.Return) and s.value is not None:
+            self.leaf(s)  # the value is worked out as a statement is (it may fail)
         signal = _SIGNALS.get(type(s))
         if signal is not None:
             return signal
         self.leaf(s)
         return None
+
+    def try_catch(self, s: cp.TryCatch) -> str | None:
+        """BEGIN TRY ... END CATCH: an error of a statement in the TRY block (or of a
+        procedure it calls) runs the CATCH block, with the ERROR_ functions telling of it.
+        An open transaction is not rolled back then but left uncommittable (XACT_STATE()
+        -1), as SET XACT_ABORT ON leaves it: the CATCH block rolls it back."""
+        session = self.session
+        session.trying += 1
+        try:
+            return self.block(s.attempt)
+        except BrokerError as exc:
+            if isinstance(exc, InstanceClosedError):
+                raise
+            caught: BrokerError = exc
+        finally:
+            session.trying -= 1
+        info: ErrorInfo = caught.tsql_error  # type: ignore[attr-defined]
+        session.handling.append((caught, info))
+        self.error = info.number
+        try:
+            return self.block(s.handler)
+        finally:
+            session.handling.pop()
 
     def test(self, condition: Condition, s: cp.If | cp.While) -> bool:
         """The condition of an IF or a WHILE: only True runs the branch (UNKNOWN does not)."""
@@ -234,6 +321,13 @@ class _Run:
         try:
             self._system()
             self.counted = 0
+            self.error = 0
+            if self.session.doomed and self.transactions and not isinstance(s, _HARMLESS) and (
+                    not (isinstance(s, cp.Transaction) and s.action == "ROLLBACK")):
+                raise TsqlError(
+                    "the current transaction cannot be committed and cannot do any more "
+                    "work: an error in a TRY block left it uncommittable; roll it back "
+                    "first (ROLLBACK TRANSACTION; XACT_STATE() is -1)", 3930)
             if isinstance(s, cp.Transaction):
                 self.transaction(s)
             elif not cp.is_conversation_statement(s):
@@ -251,15 +345,46 @@ class _Run:
         """The system variables' values, among the variables (their names begin @@)."""
         self.variables["@@ROWCOUNT"] = (None, self.rowcount)
         self.variables["@@TRANCOUNT"] = (None, len(self.transactions))
-        self.variables["@@ERROR"] = (None, 0)  # a failed statement stops the batch
+        self.variables["@@ERROR"] = (None, self.error)  # a failed statement stops the batch
+        info = self.session.handling[-1][1] if self.session.handling else None
+        for name, value in (
+                ("ERROR_NUMBER", info and info.number), ("ERROR_MESSAGE", info and info.message),
+                ("ERROR_LINE", info and info.line), ("ERROR_PROCEDURE", info and info.procedure),
+                ("ERROR_SEVERITY", info and info.severity), ("ERROR_STATE", info and info.state),
+                ("XACT_STATE", (-1 if self.session.doomed else 1) if self.transactions else 0)):
+            self.variables[f"{name}()"] = (None, value)
 
     def _failed(self, exc: BaseException, s: object) -> None:
-        """After the statement ``s`` failed with ``exc``: the open transaction rolled back,
-        ``exc``'s message saying which statement and what became of the batch, and what
-        the batch returned before it on its ``results``."""
+        """After the statement ``s`` failed with ``exc``: what ERROR_NUMBER() and the
+        others tell of it kept on it (``tsql_error``); then, inside a TRY block, the open
+        transaction left uncommittable for the CATCH block; outside one, the transaction
+        rolled back, ``exc``'s message saying which statement (of which procedure, as
+        SQL Server's "Msg n, Level l, State s, Procedure p, Line n" does) and what became of
+        the batch, and what the batch returned before it on its ``results``."""
+        info: ErrorInfo | None = getattr(exc, "tsql_error", None)
+        message = exc.args[0] if isinstance(exc, Exception) and exc.args and isinstance(
+            exc.args[0], str) else None
+        if info is None and isinstance(exc, BrokerError):
+            token = getattr(s, "token", None)
+            number, severity, state = classify(exc)
+            info = ErrorInfo(number, message or str(exc), severity, state,
+                             token.line if token is not None else None, self.procedure)
+            exc.tsql_error = info  # type: ignore[attr-defined]
+        if self.session.trying and isinstance(exc, BrokerError) and (
+                not isinstance(exc, InstanceClosedError)):
+            self.session.doomed = self.session.doomed or bool(self.transactions)
+            return
         undone = self._roll_back_all()
-        if isinstance(exc, Exception) and exc.args and isinstance(exc.args[0], str):
-            exc.args = (_where(s, exc.args[0], self.ran, undone), *exc.args[1:])
+        if info is not None and info.reported:
+            return  # a procedure this statement called said where it failed
+        if message is not None:
+            text = _where(s, message, self.ran, undone)
+            if info is not None and info.procedure is not None:
+                text = (f"Msg {info.number}, Level {info.severity}, State {info.state}, "
+                        f"Procedure {info.procedure}, Line {info.line}: {text}")
+            exc.args = (text, *exc.args[1:])  # type: ignore[union-attr]
+        if info is not None:
+            info.reported = True
         exc.results = self._returned()  # type: ignore[attr-defined]
 
     def _returned(self) -> BatchResults:
@@ -284,6 +409,7 @@ class _Run:
     def _roll_back_all(self) -> bool:
         """Roll back an open transaction (innermost first, as the contexts nest)."""
         undone = bool(self.transactions)
+        self.session.doomed = False
         while self.transactions:
             context, _ = self.transactions.pop()
             rollback = _Rollback()
@@ -334,6 +460,89 @@ class _Run:
 
     def set_option(self, s: cp.SetOption) -> None:
         """SET NOCOUNT and SET XACT_ABORT ON change nothing here (cp.SetOption)."""
+
+    # -- errors and procedures ------------------------------------------------------------
+
+    def throw(self, s: cp.Throw) -> None:
+        """THROW number, message, state (severity 16); a bare THROW raises again the error
+        its CATCH block handles."""
+        where = s.token.where
+        if s.number is None:
+            raise self.session.handling[-1][0]
+        number = as_whole_number(self.value(s.number), "THROW's error number", where,
+                                 minimum=cf.MIN_THROW_NUMBER, maximum=cf.MAX_ERROR_NUMBER)
+        message = as_text(self.value(s.message), "THROW's message", where)
+        state = as_whole_number(self.value(s.state), "THROW's state", where, minimum=0,
+                                maximum=cf.MAX_STATE)
+        raise TsqlError(message, number, SEVERITY, state)
+
+    def raiserror(self, s: cp.Raiserror) -> None:
+        """RAISERROR: severity 10 or less is a message (as PRINT writes), 11 to 18 an
+        error (number 50000) that a CATCH block catches."""
+        where = s.token.where
+        text = self.value(s.message)
+        if isinstance(text, int):
+            raise TsqlError(
+                f"RAISERROR at {where} names message {text}: there is no sys.messages to "
+                "take it from; expected the message's text", 18054)
+        message = as_text(text, "RAISERROR's message", where)
+        severity = as_whole_number(self.value(s.severity), "RAISERROR's severity", where,
+                                   minimum=0, maximum=cf.MAX_RAISERROR_SEVERITY)
+        state = as_whole_number(self.value(s.state), "RAISERROR's state", where, minimum=0,
+                                maximum=cf.MAX_STATE)
+        message = _formatted(message, [self.value(a) for a in s.arguments], where)
+        if severity <= 10:
+            self.results.messages.append(message)
+            return
+        raise TsqlError(message, USER_ERROR, severity, state)
+
+    def return_statement(self, s: cp.Return) -> None:
+        value = self.value(s.value)  # RETURN NULL returns 0, as in SQL Server
+        self.return_code = 0 if value is None else as_whole_number(
+            value, "RETURN's value", s.token.where, minimum=-_INT32_MAX - 1,
+            maximum=_INT32_MAX)
+
+    def create_procedure(self, s: CreateProcedure) -> None:
+        self.db.save_procedure(s.schema, s.name, s.definition, s.mode)
+
+    def drop_procedure(self, s: DropProcedure) -> None:
+        for schema, name in s.names:
+            self.db.drop_procedure(schema, name, if_exists=s.if_exists)
+
+    def execute(self, s: Execute) -> None:
+        """EXEC: the procedure's body runs with its parameters, sharing this batch's
+        transaction, results and messages; OUTPUT parameters and RETURN's value come back."""
+        where = s.token.where
+        shown = ".".join(part for part in (s.database, s.schema, s.name) if part)
+        if s.database is not None and s.database.lower() != self.db.name.lower():
+            raise TsqlError(
+                f"EXEC {shown} names database {s.database}: a procedure runs in the database "
+                f"of its batch here ({self.db.name}); run the batch in {s.database}", 2812)
+        found = self.db.procedure_definition(s.schema, s.name)
+        if found is None:
+            raise TsqlError(f"could not find stored procedure '{shown}'", 2812)
+        schema, name, definition = found
+        procedure = calls.parsed(definition)
+        called = f"{schema}.{name}"
+        values, outputs = calls.bind(procedure, s, self.value, called)
+        if self.session.depth >= calls.MAX_NESTING:
+            raise TsqlError(f"maximum stored procedure nesting level exceeded (limit "
+                            f"{calls.MAX_NESTING}) at {called}", 217)
+        run = _Run(self.db, self, called)
+        run.declare_all(procedure.body)
+        for parameter in procedure.parameters:
+            run.variables[variable_key(parameter.name)] = (parameter.type, None)
+            run.assign(parameter.name, values[variable_key(parameter.name)], where)
+        self.session.depth += 1
+        try:
+            run.block(procedure.body)
+        finally:
+            self.session.depth -= 1
+        for key, variable in outputs:
+            self.assign(variable, run.variables[key][1], where)
+        if s.return_code is not None:
+            self.assign(s.return_code, run.return_code, where)
+        self.counted = run.rowcount
 
     # -- the verbs ----------------------------------------------------------------------
 
@@ -476,8 +685,37 @@ _HANDLERS: dict[type, str] = {
     cp.BeginDialog: "begin_dialog", cp.Send: "send", cp.EndConversation: "end_conversation",
     cp.BeginTimer: "begin_timer", cp.GetConversationGroup: "get_conversation_group",
     cp.Receive: "receive", cp.MoveConversation: "move_conversation",
-    cp.Print: "print_statement", cp.SetOption: "set_option",
+    cp.Print: "print_statement", cp.SetOption: "set_option", cp.Throw: "throw",
+    cp.Raiserror: "raiserror", cp.Return: "return_statement",
+    CreateProcedure: "create_procedure", DropProcedure: "drop_procedure", Execute: "execute",
 }
+# What an uncommittable transaction still lets run: it writes nothing.
+_HARMLESS = (cp.Declare, cp.Assign, cp.Select, cp.Print, cp.SetOption, cp.Throw,
+             cp.Raiserror, cp.Return)
+
+
+def _formatted(message: str, values: list[Value], where: str) -> str:
+    """RAISERROR's message with its arguments in place of %d, %i, %u, %s and %x (flags,
+    width and precision are read and left out); %% is one %."""
+    found = iter(values)
+
+    def one(match: re.Match[str]) -> str:
+        kind = match.group(1)
+        if kind == "%":
+            return "%"
+        try:
+            value = next(found)
+        except StopIteration:
+            return "(null)"  # what SQL Server prints for an argument left out
+        if value is None:
+            return "(null)"
+        if kind in "diux" and not isinstance(value, int):
+            raise InvalidArgumentError(f"RAISERROR at {where}: %{kind} takes a number, not "
+                                       f"{value!r}")
+        return format(value, "x") if kind == "x" else str(value)
+
+    return re.sub(r"%(?:[-+ 0#]*[0-9*]*(?:\.[0-9*]+)?(?:h|l|I64)?)?([diusxX%])",
+                  lambda m: one(m) if m.group(1) != "X" else one(m).upper(), message)
 
 
 class _Rollback(Exception):
@@ -513,6 +751,16 @@ def run_script(database: BatchDatabase, statements: Sequence[cp.ScriptStatement]
                ) -> BatchResults:
     """Run parsed statements in order on ``database`` (see the module docstring)."""
     return _Run(database).run(statements)
+
+
+def run_procedure(database: BatchDatabase, schema: str | None, name: str) -> int:
+    """EXEC schema.name on ``database`` without arguments, as a batch of its own (what
+    activation runs, C8); returns the procedure's RETURN code."""
+    call = Execute(None, schema, name, (), "@@activation_return", _ACTIVATION_TOKEN)
+    run = _Run(database)
+    run.variables[variable_key("@@activation_return")] = (None, None)
+    run.run([call])
+    return run.variables[variable_key("@@activation_return")][1] or 0
 
 
 def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> BatchResults:

@@ -8,10 +8,11 @@ register themselves with :func:`register` (for example the wire's frame decoder 
 ``frames``); the command lists whatever is registered.
 
 The ``tsql`` target mutates valid Service Broker DDL (route, message type, contract, queue
-and service statements): it deletes, duplicates, swaps and truncates pieces, and inserts
-characters T-SQL treats specially (quotes, brackets, comment markers, braces) as well as
-text that is not text at all (NUL, lone surrogates, a byte order mark). Every input is
-parsed; one in ``execute_every`` of the inputs that parse is also run in an in-memory
+and service statements) and T-SQL programs (control flow, TRY ... CATCH, THROW, RAISERROR,
+procedures and EXEC, which are parsed only): it deletes, duplicates, swaps and truncates
+pieces, and inserts characters T-SQL treats specially (quotes, brackets, comment markers,
+braces) as well as text that is not text at all (NUL, lone surrogates, a byte order mark).
+Every input is parsed; one in ``execute_every`` of the inputs that parse is also run in an in-memory
 instance, and a rejected batch must leave its catalog exactly as it was.
 """
 
@@ -183,6 +184,24 @@ TSQL_CORPUS = (
     "CREATE ROUTE r WITH SERVICE_NAME = 's', ADDRESS = 'LOCAL'",
 )
 
+# T-SQL programs: control flow, TRY ... CATCH, THROW, RAISERROR, procedures and EXEC. They
+# are parsed only (a mutated WHILE may never end).
+PROGRAM_CORPUS = (
+    "DECLARE @i INT = 0; WHILE @i < 3 BEGIN SET @i = @i + 1; IF @i = 2 CONTINUE; "
+    "IF @i > 5 BREAK ELSE PRINT @i END",
+    "BEGIN TRY THROW 50001, N'x', 1 END TRY BEGIN CATCH PRINT ERROR_MESSAGE(); "
+    "IF XACT_STATE() <> 0 ROLLBACK; THROW END CATCH",
+    "RAISERROR(N'%s and %d', 16, 1, N'a', 2) WITH NOWAIT; PRINT @@ERROR",
+    "CREATE OR ALTER PROCEDURE dbo.P @a INT, @b NVARCHAR(10) = N'x' OUTPUT\nAS\nBEGIN\n"
+    "  SET @b = CAST(@a AS NVARCHAR(10)); RETURN @a * 2\nEND\nGO\n"
+    "DECLARE @rc INT, @o NVARCHAR(10); EXEC @rc = dbo.P 1, @b = @o OUTPUT; DROP PROC P",
+    "CREATE PROCEDURE Reader AS\nDECLARE @h UNIQUEIDENTIFIER, @t SYSNAME;\nWHILE 1 = 1\n"
+    "BEGIN\n  BEGIN TRANSACTION;\n  WAITFOR (RECEIVE TOP (1) @h = conversation_handle, "
+    "@t = message_type_name FROM q), TIMEOUT 100;\n  IF @@ROWCOUNT = 0 BEGIN ROLLBACK; "
+    "BREAK END\n  END CONVERSATION @h;\n  COMMIT\nEND\nGO\nALTER QUEUE q WITH ACTIVATION "
+    "(STATUS = ON, PROCEDURE_NAME = db.dbo.Reader, MAX_QUEUE_READERS = 2, EXECUTE AS 'u')",
+)
+
 _SPECIAL = (
     "'", "''", "N'", "[", "]", "]]", '"', "(", ")", ",", ";", "=", ".", "-", "+", "--", "/*",
     "*/", "{", "}", "{0}", "{where}", "%s", "\\", "\n", "\r\n", "\t", " ", "0", "-1", "1e3",
@@ -192,12 +211,13 @@ _SPECIAL = (
     "SERVICE_NAME", "BROKER_INSTANCE", "MIRROR_ADDRESS", "'LOCAL'", "'TRANSPORT'",
     "'tcp://x:1'", "'tcp://x'", "'tcp://x:0'", "SENT BY", "ANY", "ON", "OFF", "STATUS",
     "AUTHORIZATION", "dbo.", "SELECT", "EXEC", "@v", "#t", "$", "\u0130", "\u212a",
+    "BEGIN TRY", "END TRY", "BEGIN CATCH", "END CATCH", "THROW", "PROC", "OUTPUT", "RETURN",
 )
 
 
 def generate_tsql(rng: random.Random) -> str:
-    """One mutated batch: 1-4 mutations of one or two corpus statements."""
-    text = rng.choice(TSQL_CORPUS)
+    """One mutated batch: 1-4 mutations of one or two corpus statements (or of a program)."""
+    text = rng.choice(PROGRAM_CORPUS if rng.random() < 0.25 else TSQL_CORPUS)
     if rng.random() < 0.2:
         text = text + rng.choice(("; ", "\n", " ")) + rng.choice(TSQL_CORPUS)
     for _ in range(rng.randint(1, 4)):
@@ -256,7 +276,15 @@ class _TsqlRunner:
 
     def __call__(self, text: str) -> None:
         from pybroker.core.tsql import parse_batch
+        from pybroker.core.tsql.conversation_parser import (
+            is_conversation_statement,
+            parse_batches,
+        )
 
+        batches = parse_batches(text)  # the whole grammar, programs and procedures too
+        if any(is_conversation_statement(s) for b in batches for s in b.statements):
+            self.parsed += 1
+            return  # a program: parsed only
         statements = parse_batch(text)
         self.parsed += 1
         if self.database is None or self.parsed % self.execute_every:

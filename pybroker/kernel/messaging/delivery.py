@@ -109,6 +109,7 @@ class Delivery:
     # -- routing and delivery --------------------------------------------------------------
 
     def dispatch(self, uow: UnitOfWork, ep: ConversationEndpoint, messages: list[Outgoing]) -> None:
+        uow.counts["sent", ep.database_id, ep.service_name] += len(messages)
         if ep.transmission_next_attempt is not None:  # earlier messages wait: keep order
             self._stage_transmission(uow, ep, messages, ep.transmission_status)
             return

@@ -76,6 +76,7 @@ from pybroker.errors import (
 from pybroker.kernel.messaging import transmission_pieces
 from pybroker.kernel.messaging.catalog import DatabaseCatalog
 from pybroker.kernel.messaging.catalog_cache import CatalogCache
+from pybroker.kernel.messaging.counters import MessageCounters
 from pybroker.kernel.messaging.delivery import Delivery
 from pybroker.kernel.messaging.end_conversation import EndConversation
 from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
@@ -156,6 +157,7 @@ class Messaging:
         # the transmission queue keeps a body as pieces (transmission_pieces.py): its
         # deletes then delete pieces too (set by remote.load and by each SEND that does)
         self.transmission_pieces = False
+        self.counters = MessageCounters()  # what committed transactions did (/metrics)
         with self.store.lock:
             row = self.store.run("conversation/select_max_queuing_order.sql")
         self._queuing_order = int(row[0][0])
@@ -221,6 +223,7 @@ class Messaging:
     def after_commit(self, uow: UnitOfWork) -> None:
         """``uow`` committed: its endpoints, waiting RECEIVEs, the worker and the wire
         are told."""
+        self.counters.add(uow.counts)
         for key in uow.received:
             self._poison.rollbacks.pop(key, None)
         for handle in uow.touched:

@@ -130,7 +130,7 @@ class Receiving:
                 # a transaction that has only received: in memory, beside the others
                 found = self._take_apart(uow, key, max_messages, settings.retention)
                 if found is not None:
-                    uow.received.add(key)
+                    uow.received_from(key, len(found))
                     return found
             uow.activate()
             if uow.queues_written or (
@@ -145,7 +145,7 @@ class Receiving:
                 rows = self._take_group(uow, key, max_messages, settings.retention)
             else:
                 rows = self._receive_read_ahead(uow, key, max_messages, settings.retention)
-            uow.received.add(key)
+            uow.received_from(key, len(rows))
             return rows
 
         rows = self.take_when_ready(timeout, wait, take)

@@ -80,7 +80,7 @@ class ReceiveWhere:
                                                     "max_messages": max_messages},
                         settings.retention)
                     if found is not None:
-                        uow.received.add((database_id, queue))
+                        uow.received_from((database_id, queue), len(found))
                         return found
             uow.activate()
             uow.forget_read_ahead()
@@ -91,7 +91,7 @@ class ReceiveWhere:
                 taken=not settings.retention)
             rows.sort(key=lambda r: r[0])
             self._receiving.hold(uow, [r[0] for r in rows])
-            uow.received.add((database_id, queue))
+            uow.received_from((database_id, queue), len(rows))
             return rows
 
         rows = self._take_when_ready(params, timeout, take)

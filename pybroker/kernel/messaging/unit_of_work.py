@@ -13,6 +13,7 @@ side, and their commit takes the store for its short flush."""
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -82,6 +83,9 @@ class UnitOfWork:
         self.outbound: list[Any] = []  # to the wire after commit (remote.py)
         self.arrivals = False  # applied arrivals from the wire (remote.py keeps their maps)
         self.received: set[tuple[int, str]] = set()
+        # what this transaction sent, delivered and received, for the instance's counters
+        # when it commits (counters.py)
+        self.counts: Counter[tuple[str, int, str]] = Counter()
         # RECEIVE: the queuing orders handed out from read-ahead (Messaging.read_ahead),
         # removed (or retained) at the next flush (C3).
         self.taken: list[int] = []
@@ -158,6 +162,8 @@ class UnitOfWork:
         ``body_fragments``: its body is kept as that many fragments (message_parts.py)."""
         self.queue_rows.append(row)
         self.queues_written = True  # a RECEIVE of this transaction reads the table now
+        if row[3] != 3:  # a copy of what was sent, kept by RETENTION, is no delivery (C3)
+            self.counts["delivered", row[0], row[1]] += 1
         if row[1] == ROUTE_REQUEST_QUEUE:
             self.route_replies = True  # a route request dialog ended (R8.2): settle it
         if body_fragments is not None:
@@ -192,6 +198,11 @@ class UnitOfWork:
                 body if body is None or type(body) is bytes else bytes(body),
                 row[8], row[9],
             ) if row[3] == 1 else None)
+
+    def received_from(self, key: tuple[int, str], messages: int) -> None:
+        """A RECEIVE of this transaction took ``messages`` from the queue ``key``."""
+        self.received.add(key)
+        self.counts["received", key[0], key[1]] += messages
 
     def forget_read_ahead(self) -> None:
         """Messages left queues other than by RECEIVE: read them again when needed (now,

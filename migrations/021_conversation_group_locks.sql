@@ -1,4 +1,4 @@
--- 020: the conversation group locks (C7) that the transactions of a process hold, and the
+-- 021: the conversation group locks (C7) that the transactions of a process hold, and the
 -- transactions that wait for one, written with the other views of what a process holds
 -- (pybroker/kernel/live_views.py) right before a query reads them, emptied when the
 -- instance opens for writing and when it closes. transaction_id -1 with no group is the

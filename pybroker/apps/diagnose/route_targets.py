@@ -1,0 +1,178 @@
+"""The routing checks of diagnose about what a route leads to (D-RTE-004 to D-RTE-007):
+when it stops leading anywhere (its LIFETIME against the conversations it routes), the
+partners of a mirrored pair, the addresses TRANSPORT takes from service names. Routing
+questions go to each instance's own engine (``Instance.explain``) or its routing SQL
+(sql/routing/ through sql/diagnose/explain_route_at.sql), never decided a second time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+from pybroker.apps.diagnose.network import Network, Node, normal_address
+from pybroker.apps.diagnose.routing import matching_step
+from pybroker.core.routing.cache import DYNAMIC_ROUTING_SERVICE
+from pybroker.core.routing.engine import OUTSIDE
+
+# How far past a route's expiry the decision without it is asked for.
+_JUST_AFTER = dt.timedelta(milliseconds=1)
+
+# R10.2: the longest LIFETIME a route may be given, in seconds.
+_LONGEST_LIFETIME = 2**31 - 1
+
+
+def check(net: Network) -> None:
+    for node in net.nodes:
+        _expiring_routes(net, node)
+        _mirror_partners(net, node)
+        _transport_names(net, node)
+
+
+def _origin(database: str) -> str:
+    return OUTSIDE if database == "msdb" else database
+
+
+def _chosen(steps: list[Any]) -> Any | None:
+    return next((s for s in steps if s.step.startswith("R3.") and s.result == "chosen"), None)
+
+
+# -- D-RTE-004: routes that expire before their conversations ----------------------------
+
+
+def _expiring_routes(net: Network, node: Node) -> None:
+    routes = {(r["database_name"], r["name"]): r for r in node.routes if not r["is_expired"]}
+    if not any(r["lifetime"] is not None for r in routes.values()):
+        return
+    reported: set[tuple[str, str]] = set()
+    for group in node.target.rows("select_endpoint_lifetimes"):
+        database, service = group["database_name"], group["far_service"]
+        broker, latest = group["far_broker_instance"], group["latest"]
+        steps = node.target.instance.explain(service, broker_instance=broker,
+                                             origin=_origin(database))
+        chosen = _chosen(steps)
+        for name in chosen.candidates if chosen is not None else ():
+            route = routes.get((database, name))
+            if route is None or route["lifetime"] is None or latest is None \
+                    or route["lifetime"] >= latest or (database, name) in reported:
+                continue
+            after = _after_expiry(node, database, service, broker, route)
+            if after is None:
+                continue
+            reported.add((database, name))
+            net.add("D-RTE-004", node, database, [f"route {name}", f"service {service}"],
+                    route=name, service=service, expiry=f"{route['lifetime']:%Y-%m-%d %H:%M:%S}",
+                    latest=f"{latest:%Y-%m-%d %H:%M:%S}", endpoints=f"{group['endpoints']:,}",
+                    after=after, remedy=_remedy(route, latest, net.now))
+
+
+def _remedy(route: dict[str, Any], latest: dt.datetime, now: dt.datetime) -> str:
+    """The route's LIFETIME past ``latest`` (R10.2 allows up to 2^31 - 1 seconds), or the
+    route made again without one when that is not enough."""
+    seconds = max(math.ceil((latest - now).total_seconds()) + 1, 1)
+    name = route["name"]
+    if seconds <= _LONGEST_LIFETIME:
+        return f"ALTER ROUTE [{name}] WITH LIFETIME = {seconds}"
+    clauses = [f"SERVICE_NAME = '{route['remote_service_name']}'"] if route[
+        "remote_service_name"] else []
+    if route["broker_instance"]:
+        clauses.append(f"BROKER_INSTANCE = '{route['broker_instance']}'")
+    clauses.append(f"ADDRESS = '{route['address']}'")
+    if route["mirror_address"]:
+        clauses.append(f"MIRROR_ADDRESS = '{route['mirror_address']}'")
+    return f"DROP ROUTE [{name}]; CREATE ROUTE [{name}] WITH {', '.join(clauses)}"
+
+
+def _after_expiry(node: Node, database: str, service: str, broker: str | None,
+                  route: dict[str, Any]) -> str | None:
+    """What routing does for the conversation once ``route`` expired, in words; None when
+    that is harmless: another route to the same address, or the dynamic routing service
+    asked again (R2.4: a route it made with a LIFETIME is asked for again, by design)."""
+    rows = node.target.rows("explain_route_at", origin=_origin(database), service_name=service,
+                            broker_instance=broker, routed_at=route["lifetime"] + _JUST_AFTER)
+    matched = next((r for r in rows if r["step"].startswith("R2.")
+                    and r["result"] not in ("no route", "not applicable", "not reached")), None)
+    if matched is not None and matched["step"] == "R2.4":
+        return None
+    chosen = next((r for r in rows if r["step"].startswith("R3.") and r["result"] == "chosen"),
+                  None)
+    if chosen is None:
+        return "DELAYED: no route is chosen (R2.7, R3.5) and they wait in the transmission queue"
+    others = {(r["database_name"], r["name"]): r for r in node.routes}
+    for name in chosen["candidates"]:
+        other = others.get((database, name))
+        if other is not None and _same_address(other["address"], route["address"]):
+            return None
+    return f"sent by route {', '.join(chosen['candidates'])} instead ({chosen['step']})"
+
+
+def _same_address(one: str, other: str) -> bool:
+    return (normal_address(one) or str(one).upper()) == (normal_address(other)
+                                                         or str(other).upper())
+
+
+# -- D-RTE-005, D-RTE-006: the partners of a mirrored pair -------------------------------
+
+
+def _mirror_partners(net: Network, node: Node) -> None:
+    for route in node.routes:
+        if route["is_expired"] or not route["mirror_address"]:
+            continue
+        service, broker = route["remote_service_name"], route["broker_instance"]
+        partners = [(address, net.at(address)) for address in
+                    (route["address"], route["mirror_address"])]
+        if any(there is None for _, there in partners):
+            continue  # a partner not named: D-CFG-006 says so; its answer is unknown here
+        answers = {}
+        for address, there in partners:
+            rows = there.target.rows("select_probe_role", service_name=service,
+                                     broker_instance=broker)
+            answers[address] = rows[0]["role"] if rows else ""
+        fields = {"route": route["name"], "service": service, "address": route["address"],
+                  "mirror_address": route["mirror_address"],
+                  "broker": f" and broker identifier {broker}" if broker else ""}
+        for (address, there), (other, _) in zip(partners, reversed(partners), strict=True):
+            if not answers[address]:
+                net.add("D-RTE-005", node, route["database_name"],
+                        [f"route {route['name']}", f"peer {there.name}"], partner=there.name,
+                        partner_address=address, other_address=other, **fields)
+        if "PRINCIPAL" not in answers.values() and any(answers.values()):
+            shown = ", ".join(f"{a}: {answers[a] or 'none'}" for a, _ in partners)
+            net.add("D-RTE-006", node, route["database_name"], [f"route {route['name']}"],
+                    answers=shown, **fields)
+
+
+# -- D-RTE-007: TRANSPORT names that do not resolve --------------------------------------
+
+
+def _transport_names(net: Network, node: Node) -> None:
+    for database in node.databases:
+        transport = {r["name"] for r in node.live_routes(database)
+                     if str(r["address"]).upper() == "TRANSPORT"}
+        if not transport:
+            continue
+        services = {r["far_service"] for r in node.target.rows("select_far_services")
+                    if r["database_name"] == database}
+        services |= {s["name"] for n in net.nodes for s in n.services
+                     if s["name"].lower().startswith("tcp://")}
+        for service in sorted(services - {DYNAMIC_ROUTING_SERVICE}):
+            steps = node.target.instance.explain(service, origin=_origin(database))
+            matched = matching_step(steps)
+            ours = sorted(transport & set(matched.candidates)) if matched is not None else []
+            if not ours:
+                continue
+            chosen = _chosen(steps)
+            reason = None
+            if chosen is None:
+                reason = ("the name does not begin with an address tcp://HOST:PORT, so "
+                          "TRANSPORT finds none in it")
+            elif chosen.step == "R3.4":
+                parts = service.split("/", 3)  # tcp:, '', host:port, name
+                address = normal_address(f"tcp://{parts[2]}") if len(parts) > 2 else None
+                there = net.at(address)
+                if there is not None and not there.hosts(service) and not there.forwarding:
+                    reason = (f"the address in the name, {address}, is {there.name}'s, which "
+                              "has no service of that name")
+            if reason is not None:
+                net.add("D-RTE-007", node, database, [f"route {ours[0]}", f"service {service}"],
+                        route=ours[0], service=service, reason=reason)
