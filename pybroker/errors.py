@@ -115,6 +115,28 @@ class TransactionError(BrokerError):
     a batch that ended inside one (it is rolled back)."""
 
 
+class DeadlockVictimError(TransactionError):
+    """SQL Server's error 1205: the transaction waited for a conversation group (or the
+    instance's write transaction) that a transaction waiting for one of its own holds; it
+    was chosen as the deadlock victim and rolled back. Run the transaction again."""
+
+    number = 1205
+
+    def __init__(self, transaction: int) -> None:
+        super().__init__(
+            f"Transaction (Process ID {transaction}) was deadlocked on lock resources with "
+            "another process and has been chosen as the deadlock victim. Rerun the "
+            "transaction.")
+        self.transaction = transaction
+
+
+class LockTimeoutError(TransactionError):
+    """SQL Server's error 1222: a conversation group stayed locked by another transaction
+    for longer than the call may wait; nothing of the call was done."""
+
+    number = 1222
+
+
 class StorageError(BrokerError):
     """The instance file cannot be used: not a DuckDB file, locked by another process, ..."""
 

@@ -34,6 +34,8 @@ def test_every_case_moved_every_message(report):
     assert report["embedded"]["messages"] == sizes["clients"] * per_client
     assert report["one_client"]["messages"] == per_client
     assert report["clients"]["messages"] == sizes["clients"] * per_client
+    assert [(c["workers"], c["handled"]) for c in report["workers"]] == [
+        (1, 16), (4, 16), (8, 16)]
     for name in ("embedded", "one_client", "clients"):
         r = report[name]
         assert r["per_s"] > 0 and r["seconds"] > 0, name
@@ -67,3 +69,5 @@ def test_the_text_report_names_each_case_and_its_comparison(report):
     assert "8 clients at once" in text and "of embedded (target >= 50%" in text
     assert "(b) " in text and "reads of sys.transmission_queue through a client" in text
     assert "(c) 200 idle client connections: server RSS" in text
+    assert "workers (C7): each RECEIVE of one message, 20 ms of processing" in text
+    assert "a client connection each, on the served file" in text

@@ -256,6 +256,8 @@ def test_bench_messaging_quick_smoke():
         assert case["readers"] == readers and case["messages"] == 2_000
         assert case["handled_per_s"] > 0 and 1 <= case["readers_at_most"] <= readers
         assert case["activation_max_ms"] >= case["activation_p50_ms"] > 0
+    assert [c["workers"] for c in report["workers"]] == [1, 4, 8]
+    assert all(c["handled"] == 16 and c["handled_per_s"] > 0 for c in report["workers"])
     assert report["load_average_1m"]["before"] >= 0
 
 
@@ -272,7 +274,8 @@ def test_bench_messaging_report_reads_as_a_report():
     report = messaging.run(repeat=1, sizes={
         "messages": 60, "conversations": 6, "sends_per_transaction": 25, "max_messages": 1000,
         "receives_per_transaction": 4, "single": 3, "drain_conversations": 3,
-        "idle_conversations": 0})
+        "idle_conversations": 0, "workers_messages": 8, "workers_conversations": 4,
+        "workers_processing": 0.002})
     text = messaging.format_report(report)
     assert "(a) 1 conversation: sent " in text and "(b) 6 conversations: sent " in text
     assert "target >= 20,000/s" in text and "floor/pybroker" in text
@@ -282,6 +285,9 @@ def test_bench_messaging_report_reads_as_a_report():
     assert "activation, MAX_QUEUE_READERS 1: 60 messages handled " in text
     assert "activation, MAX_QUEUE_READERS 4: 60 messages handled " in text
     assert report["many_conversations"]["messages_per_receive"] == 10
+    assert "workers (C7): each RECEIVE of one message, 2 ms of processing, COMMIT; 8 " in text
+    assert [(c["workers"], c["handled"]) for c in report["workers"]] == [(1, 8), (4, 8),
+                                                                         (8, 8)]
 
 
 def test_bench_idle_report_reads_as_a_report():

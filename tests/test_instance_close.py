@@ -52,17 +52,25 @@ def wait_until(predicate, what: str) -> None:
 
 
 def threads_asking_for_the_store(monkeypatch) -> list[threading.Thread]:
-    """From now on, every thread that asks for a store's lock, noted as it asks."""
+    """From now on, every thread that asks for a store's lock, or for the store's write
+    transaction (the WRITER of the group locks), noted as it asks."""
+    from pybroker.kernel.messaging.group_locking import GroupLocking
     from pybroker.storage.store import StoreLock
 
     asking: list[threading.Thread] = []
     acquire = StoreLock.acquire
+    acquire_writer = GroupLocking.acquire
 
     def noted(lock: StoreLock, blocking: bool = True, timeout: float = -1) -> bool:
         asking.append(threading.current_thread())
         return acquire(lock, blocking, timeout)
 
+    def noted_writer(locks: GroupLocking, *args, **kwargs) -> None:
+        asking.append(threading.current_thread())
+        return acquire_writer(locks, *args, **kwargs)
+
     monkeypatch.setattr(StoreLock, "acquire", noted)
+    monkeypatch.setattr(GroupLocking, "acquire", noted_writer)
     return asking
 
 
@@ -177,7 +185,9 @@ def test_calls_waiting_behind_a_transaction_when_close_gives_up_raise_instance_c
 
     def hold() -> None:
         with b.transaction():
-            b.receive("QB")  # takes the instance until the transaction ends
+            got = b.receive("QB")
+            # a change: the transaction holds the store until it ends (the WRITER)
+            b.conversation(got[0].conversation_handle).begin_timer(600)
             holding.set()
             go_on.wait(3 * BOUND)
 

@@ -168,9 +168,10 @@ def test_c3_received_messages_leave_the_table_only_at_commit(broker, reads):
 def test_c3_a_message_delivered_after_the_read_joins_it_and_the_receive_runs_no_query(
         broker, reads, monkeypatch):
     """A ready message delivered into a queue whose read-ahead holds every ready message
-    joins it (ReceiveBuffer.delivered): the RECEIVE waiting for it runs no query. One sent
-    and received inside one transaction leaves the table at commit (written, then deleted,
-    in that order)."""
+    joins it (ReceiveBuffer.delivered) when its transaction commits: the RECEIVE waiting
+    for it runs no query. One sent and received inside one transaction is read from the
+    table (no other transaction may see it in the read-ahead before it commits, C7) and
+    leaves the table at commit (written, then deleted, in that order)."""
     conv = broker.a.begin_dialog("SA", "SB")
     conv.send("0")
     with broker.b.transaction():
@@ -185,12 +186,12 @@ def test_c3_a_message_delivered_after_the_read_joins_it_and_the_receive_runs_no_
     conv.send("1")
     got = broker.b.receive("QB")
     assert [m.text for m in got] == ["1"] and isinstance(got[0].message_body, bytes)
+    assert not [q for q in queries if "select_ready" in q or "receive_messages" in q]
     with broker.b.transaction():
         conv.send("2")
         conv.send("3")
         assert [m.text for m in broker.b.receive("QB", max_messages=5)] == ["2", "3"]
     assert len(reads) == made
-    assert not [q for q in queries if "select_ready" in q or "receive_messages" in q]
     assert broker.rows("SELECT COUNT(*) FROM sys.queue_messages WHERE queue_name = 'QB'") == [
         (0,)]
     assert broker.b.receive("QB") == []

@@ -198,11 +198,16 @@ def test_a_client_killed_inside_a_transaction_puts_what_it_received_back(served)
         try:
             line = _read_line(holder, timeout=60)
             assert line == "held " + json.dumps(list(range(10)))
+            # C7: the client holds the group; another transaction skips it, not waits
+            locks = "SELECT queue_name FROM sys.dm_broker_conversation_group_locks"
+            assert inst.sql(locks).fetchall() == [("ReceiverQueue",)]
+            assert db.receive("ReceiverQueue", max_messages=100) == []
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait(timeout=30)
         finally:
             _kill(holder)
         back = drain(db, 10)
+        assert inst.sql(locks).fetchall() == []  # the killed client's group is free
         assert [m.text for m in back] == [f"m{i}" for i in range(10)]
         assert [m.message_sequence_number for m in back] == list(range(10))
         conv.send("after")  # the lock is free

@@ -10,9 +10,10 @@ running its stored procedure (C8) on it through pybroker.core.tsql.script, as
 - the callable receives the in-process ``Database`` (its transactions, RECEIVE and SEND),
   which only a thread of this process can use; a separate process could not open the
   instance file at all (DuckDB lets one process write it) and would need a client server;
-- the work of a reader is mostly DuckDB queries, and DuckDB releases the GIL while it runs
-  one, so readers do overlap (units of work of one instance are serialized anyway: one
-  connection, see kernel/messaging/engine.py);
+- each reader's transactions are its own (the engine's unit of work is per thread), so
+  readers of one queue work side by side on different conversation groups (C7), and a
+  reader's processing inside its transaction holds only its groups; what they change is
+  written through the one connection in turn (kernel/messaging/engine.py);
 - a reader that raises is isolated by catching: its transaction has rolled back already
   (``Database.transaction()`` does that on the way out), the error is recorded as a broker
   event (``Broker:Activation``, subclass ``Aborted``, with the last line of its traceback)
@@ -22,7 +23,8 @@ running its stored procedure (C8) on it through pybroker.core.tsql.script, as
 Stopping (``Instance.close()``) waits ``close_timeout`` seconds in all for running readers
 to return, then abandons them: they are daemon threads, so they never keep the process
 alive, and whatever they do afterwards fails on the closed instance. A reader that never
-returns while holding an open transaction holds the instance as any transaction does.
+returns while holding an open transaction holds its groups (and, once it has changed
+something, the instance's write transaction) as any transaction does.
 
 The two views show the monitors and tasks as they are when read: pybroker/kernel/live_views.py
 writes ``rows()`` to their tables right before a query that names them (the module says

@@ -216,14 +216,17 @@ class Kernel:
             raise
 
     def live_rows(self) -> LiveRows:
-        """What the broker endpoint and activation hold now (kernel/live_views.py)."""
+        """What the broker endpoint, activation and the open transactions' group locks
+        hold now (kernel/live_views.py)."""
         endpoint, activation = self.endpoint, self.activation
         monitors, tasks = ((), ()) if activation is None else activation.rows()
+        locks, waits = self.messaging.group_locks.live_rows()
         if endpoint is None or endpoint.is_closed:
-            return LiveRows(monitors=monitors, tasks=tasks)
+            return LiveRows(monitors=monitors, tasks=tasks, group_locks=locks,
+                            lock_waits=waits)
         return LiveRows((endpoint.address, endpoint.encryption, endpoint.started),
                         endpoint.connections(), endpoint.forwarded(),
-                        endpoint.mirrored_routes(), monitors, tasks)
+                        endpoint.mirrored_routes(), monitors, tasks, locks, waits)
 
 
 class WriteTransaction:

@@ -2,7 +2,8 @@
 
 ``sys.dm_broker_connections``, ``sys.dm_broker_forwarded_messages`` (R7),
 ``sys.dm_broker_mirrored_routes`` (R9), ``sys.dm_broker_queue_monitors`` and
-``sys.dm_broker_activated_tasks`` (C3), and the listening endpoint of
+``sys.dm_broker_activated_tasks`` (C3), ``sys.dm_broker_conversation_group_locks`` and
+``sys.dm_broker_waits`` (C7: the locks of open transactions), and the listening endpoint of
 ``sys.service_broker_endpoints`` and ``sys.tcp_endpoints`` (P2) show the state of the
 transport and of activation, which live in Python objects. Their tables are written here,
 right before a query that names one of them runs (``Instance.sql()``, and so a client's,
@@ -39,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # a query naming one of these reads what this module writes
 _NAMED = re.compile(
     r"dm_broker_(connections|forwarded_messages|mirrored_routes|queue_monitors|"
-    r"activated_tasks)|service_broker_endpoints|tcp_endpoints", re.IGNORECASE)
+    r"activated_tasks|conversation_group_locks|waits)|service_broker_endpoints|"
+    r"tcp_endpoints", re.IGNORECASE)
 
 _CONNECTION_COLUMNS = (
     "connection_id", "peer_address", "state_desc", "is_accept", "connect_time", "login_time",
@@ -55,6 +57,10 @@ _MONITOR_COLUMNS = ("database_id", "queue_name", "state", "last_empty_rowset_tim
                     "last_activated_time", "tasks_waiting")
 _TASK_COLUMNS = ("spid", "database_id", "queue_name", "procedure_name", "execute_as",
                  "start_time")
+_LOCK_COLUMNS = ("database_id", "conversation_group_id", "transaction_id", "thread_name",
+                 "since", "waiting_transactions")
+_WAIT_COLUMNS = ("transaction_id", "thread_name", "database_id", "conversation_group_id",
+                 "blocking_transaction_id", "wait_started", "is_committing")
 
 
 @dataclass
@@ -67,11 +73,14 @@ class LiveRows:
     mirrored: Sequence[tuple[Any, ...]] = ()
     monitors: Sequence[tuple[Any, ...]] = ()
     tasks: Sequence[tuple[Any, ...]] = ()
+    group_locks: Sequence[tuple[Any, ...]] = ()  # in _LOCK_COLUMNS' order (C7)
+    lock_waits: Sequence[tuple[Any, ...]] = ()  # in _WAIT_COLUMNS' order
     empty: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.empty = not (self.listener or self.connections or self.forwarded
-                          or self.mirrored or self.monitors or self.tasks)
+                          or self.mirrored or self.monitors or self.tasks
+                          or self.group_locks or self.lock_waits)
 
 
 _EVENTS = re.compile(r"broker_events", re.IGNORECASE)
@@ -140,6 +149,12 @@ def _statements(live: LiveRows) -> list[tuple[str, dict[str, Any]]]:
     out.append(("activation/delete_activated_tasks.sql", {}))
     out += [("activation/insert_activated_task.sql",
              dict(zip(_TASK_COLUMNS, row, strict=True))) for row in live.tasks]
+    out.append(("conversation/delete_group_locks.sql", {}))
+    out += [("conversation/insert_group_lock.sql",
+             dict(zip(_LOCK_COLUMNS, row, strict=True))) for row in live.group_locks]
+    out.append(("conversation/delete_lock_waits.sql", {}))
+    out += [("conversation/insert_lock_wait.sql",
+             dict(zip(_WAIT_COLUMNS, row, strict=True))) for row in live.lock_waits]
     return out
 
 

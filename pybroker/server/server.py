@@ -2,7 +2,7 @@
 one thread per connected client. ``serve_clients(instance)`` starts it.
 
 Threads, not asyncio, and why: the engine's transaction is per thread (a unit of work is
-thread-local and holds the store's lock from its first action to its end), so a client's
+thread-local and holds its conversation groups, C7, until it ends), so a client's
 transaction must begin, run and end on one thread of its own, and a call that waits
 (RECEIVE ... WAITFOR, a transaction waiting for another's lock) must not stall the other
 clients. A thread per connection gives both with no hand-off; the protocol itself is the

@@ -4,10 +4,10 @@ it. One path for every operation: a client's SEND is ``Conversation.send``, its 
 ``Database.receive``, its transaction ``Database.transaction()``.
 
 A session belongs to one thread (the server runs each connection on its own): the
-engine's unit of work is per thread and holds the store's lock from its first action to
-its end, which is also what keeps a conversation group received in one transaction from
-every other transaction until it ends (C3). So a session's transaction must begin, run
-and end on that thread, and ``expire()`` and ``close()`` are called there too.
+engine's unit of work is per thread and holds the conversation groups it acted on until it
+ends (C7), and the store from its first change on. So a session's transaction must begin,
+run and end on that thread, and ``expire()`` and ``close()`` are called there too; a
+client that goes is rolled back there, which frees its groups.
 
 Pipelined calls (protocol PIPELINED: a client's SEND inside its transaction, whose result
 it predicted) run in order like the others but are not answered. The first one that fails

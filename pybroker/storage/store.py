@@ -197,6 +197,8 @@ class Store:
         self._end_callbacks: list[Callable[[bool], None]] = []
         self._apart: duckdb.DuckDBPyConnection | None = None  # commit_apart's connection
         self._live: duckdb.DuckDBPyConnection | None = None  # replace_apart's connection
+        self._reader: duckdb.DuckDBPyConnection | None = None  # read_apart's connection
+        self._reading = threading.Lock()  # one read_apart at a time
         # pieces deleted by the open transaction, and since their table was last found
         # empty, per table (its count template): pieces_deleted, _tidy_pieces
         self._pieces_deleting: dict[str, int] = {}
@@ -407,6 +409,24 @@ class Store:
             raise self._translate(exc) from exc
         finally:
             self._end_statement()
+
+    def read_apart(self, template: str, params: dict[str, Any] | None = None
+                   ) -> list[tuple[Any, ...]]:
+        """Run a query of sql/ on a connection of its own, without the store's lock: it sees
+        what the file holds as last committed, never the write transaction another thread
+        holds open on the main connection (a receiving transaction reads the ready
+        messages so while another writes, kernel/messaging/receive.py)."""
+        sql = sql_templates.render(template)
+        with self._reading:
+            con = self._begin_statement()
+            try:
+                if self._reader is None:
+                    self._reader = con.cursor()
+                return no_pandas.call(self._reader.execute, sql, params).fetchall()
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
 
     @contextlib.contextmanager
     def streaming(self, limit: int) -> Iterator[None]:
@@ -620,6 +640,8 @@ class Store:
                     self._apart.interrupt()
                 if self._live is not None:  # kernel/live_views.py's rows (replace_apart)
                     self._live.interrupt()
+                if self._reader is not None:  # a receiving transaction's read (read_apart)
+                    self._reader.interrupt()
                 time.sleep(0.01)
                 with self._state:
                     running = self._running

@@ -5,8 +5,10 @@ commit to the start of the reader it activates.
 The queue's callable is :func:`drain` below: it receives in batches, each batch in its own
 transaction, until a RECEIVE waits ``WAIT`` seconds in vain. The monitors check every
 ``CHECK_INTERVAL`` seconds (SQL Server's few seconds would leave a short run with one
-reader), and the instance's units of work are serialized, so four readers share one
-connection: the figure says what more readers buy, not what more cores would.
+reader). Readers run side by side on different conversation groups (C7), but with no
+processing time their work is the writes of their commits, which share one connection:
+the figure says what more readers buy there, not what more cores would (the workers case,
+workers.py, is the one with processing time).
 """
 
 from __future__ import annotations

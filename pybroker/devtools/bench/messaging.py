@@ -25,6 +25,9 @@ bodies, the initiator service in one database and the target service in another:
   handled by an activated queue's readers with MAX_QUEUE_READERS 1 and 4 (the messages of
   case (b) sent while activation runs), and the time from a commit to the start of the
   reader it activates (p50 and max of 10);
+- workers (C7, pybroker/devtools/bench/workers.py): 1, 4 and 8 threads each receiving one
+  message per transaction and processing it for 50 ms before COMMIT, over 40
+  conversations; messages/s and the speed-up over one worker;
 - comparison, measured in the same run: the storage floor, the same rows put into a bare
   table of queue_messages' columns with one INSERT ... SELECT per send transaction and
   taken out with one DELETE ... RETURNING per receive transaction (no endpoints, no
@@ -46,17 +49,19 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.api.instance import Database, Instance
-from pybroker.devtools.bench import activation, idle
+from pybroker.devtools.bench import activation, idle, workers
 from pybroker.devtools.bench.figures import machine, median_of, percentiles_ms
 from pybroker.devtools.bench.objects import initiator_and_target
 
 BODY_BYTES = 256
 FULL = {"messages": 20_000, "conversations": 1_000, "sends_per_transaction": 1_000,
         "max_messages": 1_000, "receives_per_transaction": 50, "single": 200,
-        "drain_conversations": 100, "idle_conversations": 100_000}
+        "drain_conversations": 100, "idle_conversations": 100_000, "workers_messages": 160,
+        "workers_conversations": 40, "workers_processing": 0.05}
 QUICK = {"messages": 2_000, "conversations": 100, "sends_per_transaction": 500,
          "max_messages": 1_000, "receives_per_transaction": 50, "single": 20,
-         "drain_conversations": 10, "idle_conversations": 5_000}
+         "drain_conversations": 10, "idle_conversations": 5_000, "workers_messages": 16,
+         "workers_conversations": 8, "workers_processing": 0.02}
 TARGETS = {"end_to_end_per_s": 20_000.0,
            "idle_rss_bytes_per_conversation": idle.TARGETS["rss_bytes_per_conversation_1m"]}
 
@@ -89,6 +94,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
             floor_many.append(_floor(inst, sizes["conversations"], sizes, body))
             floor_drain.append(_floor_drain(inst, sizes, body))
     activated = [activation.run_case(sizes, body, readers) for readers in (1, 4)]
+    side_by_side = workers.run(sizes)
     report = {
         "machine": machine(),
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
@@ -104,6 +110,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
         "floor_receive_own_transaction": median_of(floor_drain),
         "idle_conversations": idled,
         "activation": activated,
+        "workers": side_by_side,
         "targets": TARGETS,
     }
     for name in ("one_conversation", "many_conversations", "receive_own_transaction"):
@@ -164,6 +171,7 @@ def format_report(report: dict[str, Any]) -> str:
     if report["idle_conversations"] is not None:
         lines += idle.format_case(report["idle_conversations"])
     lines += [activation.format_case(r) for r in report.get("activation", ())]
+    lines += workers.format_cases(report.get("workers", []))
     load = report["load_average_1m"]
     lines.append(f"load average (1 min): {load['before']:.2f} before, {load['after']:.2f} "
                  "after")

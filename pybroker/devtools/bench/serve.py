@@ -18,6 +18,9 @@ a temp dir, its broker endpoint on a free port of 127.0.0.1); client processes
   /proc/PID/status) before and after N connections that say HELLO, are welcomed and then
   say nothing, divided by N, against the target of <= 64 KB each. Measured once, first,
   on a server that has only its bench clients connected.
+- (d) workers (C7, pybroker/devtools/bench/workers.py): 1, 4 and 8 client connections,
+  each in a loop of one transaction that receives one message, processes it for 50 ms and
+  commits, over 40 conversations; messages/s and the speed-up over one worker.
 
 Comparison, measured in the same run: the same workload (the same functions) embedded in
 this process, on a copy of the file that no server holds (opened with its worker, as the
@@ -42,14 +45,16 @@ from typing import Any
 
 import pybroker
 from pybroker.api.instance import Instance
-from pybroker.devtools.bench import serve_child
+from pybroker.devtools.bench import serve_child, workers
 from pybroker.devtools.bench.child import JsonLinesChild
 from pybroker.devtools.bench.figures import machine, machine_load, median_of, percentiles_ms
 
 FULL = {"clients": 8, "messages": 2_000, "sends_per_transaction": 100, "conversations": 10,
-        "idle_connections": 200, "query_interval_ms": 10}
+        "idle_connections": 200, "query_interval_ms": 10, "workers_messages": 160,
+        "workers_conversations": 40, "workers_processing": 0.05}
 QUICK = {"clients": 8, "messages": 300, "sends_per_transaction": 100, "conversations": 10,
-         "idle_connections": 200, "query_interval_ms": 10}
+         "idle_connections": 200, "query_interval_ms": 10, "workers_messages": 16,
+         "workers_conversations": 8, "workers_processing": 0.02}
 TARGETS = {"ratio_clients_embedded": 0.5, "query_p50_ms": 10.0, "query_p99_ms": 50.0,
            "idle_kb_per_connection": 64.0}
 STARTUP_TIMEOUT = 120.0
@@ -85,6 +90,9 @@ def run(*, repeat: int = 3, quick: bool = False,
                                        "the server")
             local = stack.enter_context(Instance(embedded))  # with its worker, as served
             idle = _idle_case(server, reader, sizes["idle_connections"])
+            n = serve_child.names(0)  # slot 0's queue, empty again before (a) uses it
+            side_by_side = workers.run_served(served, serve_child.DATABASE, n["initiator"],
+                                              n["target"], n["target_queue"], sizes)
             warm = {**sizes, "messages": sizes["sends_per_transaction"]}
             _embedded(local, warm)
             _clients(server, clients, warm)
@@ -110,6 +118,7 @@ def run(*, repeat: int = 3, quick: bool = False,
         "repeat": repeat,
         "targets": TARGETS,
         "idle": idle,
+        "workers": side_by_side,
     }
     report.update({name: median_of(r) for name, r in runs.items()})
     base = report["embedded"]["per_s"]
@@ -162,6 +171,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"{idle['kb_per_connection']:,.1f} KB each (target <= "
         f"{t['idle_kb_per_connection']:.0f} KB: {verdict(idle['met'])}); "
         f"{idle['threads_added']} server threads added",
+        *workers.format_cases(report.get("workers", []),
+                              "a client connection each, on the served file"),
     ])
 
 

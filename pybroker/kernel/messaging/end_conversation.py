@@ -77,6 +77,7 @@ class EndConversation:
         with self._m.unit_of_work() as uow:
             uow.activate()
             ep = self._m.endpoint(handle, database_id)
+            uow.lock_group(database_id, ep.conversation_group_id)  # C7
             if cleanup:
                 transition(ep.role, ep.state, "cleanup")
                 self._cleanup(uow, ep)
@@ -140,6 +141,7 @@ class EndConversation:
         with self._m.unit_of_work() as uow:
             uow.activate()
             ep = self._m.endpoint(handle, database_id)
+            uow.lock_group(database_id, ep.conversation_group_id)  # C7
             if ep.state == "CD":
                 raise ConversationStateError(
                     "cannot begin a timer on a closed conversation (state CD)",

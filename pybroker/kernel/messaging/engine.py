@@ -10,10 +10,28 @@ its route decision, its far endpoint and the contract's permissions are cached i
 The cache of endpoints is the state of the file after the last commit. A unit of work that
 rolls back evicts every endpoint it touched, so they are read again from the file.
 
-One DuckDB connection serves the instance, so units of work are serialized: a unit of work
-holds the store's lock from its first action to its end. That is also the conversation
-group lock of SQL Server's RECEIVE (no other transaction of this instance can receive from
-the group meanwhile). Only one process can open the file.
+Conversation group locks (SPEC C7, group_locking.py) are the unit of concurrency, as in
+SQL Server: each verb locks the group it acts on (SEND, END CONVERSATION, BEGIN
+CONVERSATION TIMER and MOVE CONVERSATION the conversation's, BEGIN DIALOG its new or
+related group, RECEIVE and GET CONVERSATION GROUP the group they take) until its
+transaction ends; a RECEIVE skips groups other transactions hold, a RECEIVE ... WHERE on
+one waits for it. One DuckDB connection serves the instance, and a unit of work that
+writes into it holds it (the WRITER of the lock table, then the store's lock) from its
+first change to its end: those units of work run one at a time. A transaction that has
+only received (RECEIVE, GET CONVERSATION GROUP: the worker's RECEIVE, processing, COMMIT)
+holds no store at all until its commit, which takes it for the short flush: such
+transactions run side by side, with each other and with the one that writes. Its RECEIVE
+reads the queue on a connection of its own (Store.read_apart: what was last committed),
+leaves out what other open transactions received (``in_flight``), and takes its
+messages in memory; what a transaction delivers joins the read-ahead only when it
+commits (UnitOfWork.deliveries). A transaction that must write into the file mid-way
+(a catalog write joining it, large bodies staged as pieces, a RECEIVE after its own SEND
+into the queue) becomes the writer from then until it ends. Arrivals from the wire and the
+worker's retries and timers lock no group: their changes are the writer's, serialized
+with every other change, and what they deliver is seen when they commit. The writer
+waiting for a group whose holder then commits (which needs the writer's place for its
+flush) is a deadlock the lock table finds: the writer is its victim (1205), never the
+commit. Only one process can open the file.
 
 ``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG, SEND and
 MOVE CONVERSATION, and composes the services that do the rest, each given what it needs:
@@ -63,6 +81,7 @@ from pybroker.kernel.messaging.counters import MessageCounters
 from pybroker.kernel.messaging.delivery import Delivery
 from pybroker.kernel.messaging.end_conversation import EndConversation
 from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
+from pybroker.kernel.messaging.group_locking import GroupLocking
 from pybroker.kernel.messaging.read_ahead import ReceiveBuffer
 from pybroker.kernel.messaging.receive import Receiving
 from pybroker.kernel.messaging.receive_where import ReceiveWhere
@@ -122,6 +141,11 @@ class Messaging:
         # (every change to queue_messages goes through this engine: a delivery extends it,
         # END, DROP QUEUE or a rollback drops it).
         self.read_ahead: dict[tuple[int, str], ReceiveBuffer] = {}
+        # C7: the conversation group locks; what open transactions received (a read of a
+        # queue leaves it out); the lock of both with the read-ahead (unit_of_work.py)
+        self.group_locks = GroupLocking(clock, lambda: self.closing)
+        self.in_flight: set[int] = set()
+        self.read_ahead_lock = threading.RLock()
         self._local = threading.local()
         self._poison = _PoisonCount()
         # notified by each commit that delivers: a waiting RECEIVE looks again
@@ -209,7 +233,8 @@ class Messaging:
             ep = self.endpoints.get(handle)
             if ep is not None and ep.state == "CD":
                 del self.endpoints[handle]  # closed: nothing will read it often again
-        # Under the store's lock no unit of work is open, so every endpoint is as saved
+        # Under the store's lock no unit of work that changed an endpoint is open (those
+        # hold it to their end), so every endpoint is as saved
         # and may go. When another thread's unit of work holds it, this one's recency and
         # the trim are skipped, not waited for: the next commit that finds the lock free
         # trims, and an endpoint let go is read back as saved. (Waiting here held a
@@ -282,7 +307,8 @@ class Messaging:
 
     def catalog_changed(self) -> None:
         """A catalog write committed or rolled back: what was read of it is read again."""
-        self.read_ahead.clear()  # e.g. DROP QUEUE took messages out: read them again
+        with self.read_ahead_lock:  # e.g. DROP QUEUE took messages out: read them again
+            self.read_ahead.clear()
         self.remote.mirroring_changed()  # e.g. ALTER DATABASE ... SET PARTNER FAILOVER
         self.catalogs.changed()
 
@@ -390,6 +416,8 @@ class Messaging:
         if related_conversation_group is not None:
             group = uuid_text("related_conversation_group", related_conversation_group)
         with self.unit_of_work() as uow:
+            if group is not None:  # C7: the related group, waited for before the store
+                uow.lock_group(database_id, group)
             uow.activate()
             catalog = self.catalog(database_id)
             if from_service not in catalog.services:
@@ -407,6 +435,7 @@ class Messaging:
                 now + timedelta(seconds=lifetime), None, 0, 0, None, 0, 0, 0, None, None, None,
                 5, now, "",
             ), persisted=False)
+            uow.lock_group(database_id, ep.conversation_group_id)
             self.endpoints[handle] = ep
             uow.touch(ep)
             self.note_deadline(uow, ep.lifetime)
@@ -423,11 +452,13 @@ class Messaging:
         queue, so the group must exist: an open conversation of this database, whose
         service uses the same queue, is in it (a new group begins with BEGIN DIALOG ...
         WITH RELATED_CONVERSATION_GROUP). SQL Server locks both groups until the
-        transaction ends; here the unit of work holds the store's lock, which is stronger."""
+        transaction ends (C7), here too."""
         group = uuid_text("conversation_group_id", group_id)
         with self.unit_of_work() as uow:
             uow.activate()
             ep = self.endpoint(handle, database_id)
+            uow.lock_group(database_id, ep.conversation_group_id)
+            uow.lock_group(database_id, group)
             if ep.state == "CD":
                 raise ConversationStateError(
                     f"cannot move conversation {ep.conversation_handle} to another group: it "
@@ -476,6 +507,7 @@ class Messaging:
         with self.unit_of_work() as uow:
             uow.activate()
             ep = self.endpoint(handle, database_id)
+            uow.lock_group(database_id, ep.conversation_group_id)  # C7
             t = TRANSITIONS.get((ep.role, ep.state, "send"))
             if t is None:
                 transition(ep.role, ep.state, "send")  # raises, naming the state

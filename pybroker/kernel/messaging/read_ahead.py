@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable, Container
 from typing import Any
 
 
@@ -46,32 +47,46 @@ class ReceiveBuffer:
         bodies = sum(len(row[5] or b"") for row in rows)
         self.body_size = bodies / len(rows) if rows else 0.0  # average, bounds the next read
 
-    def take(self, max_messages: int) -> list[tuple[Any, ...]] | None:
+    def take(self, max_messages: int, may_take: Callable[[str], bool] | None = None
+             ) -> list[tuple[Any, ...]] | None:
         """The next group's messages, up to ``max_messages`` in order ([]: the queue has
-        no ready message); None when the messages read do not say for sure."""
+        no ready message); None when the messages read do not say for sure.
+        ``may_take(group)``: whether this transaction may take the group (C7: it locks it
+        then; False: another transaction holds it, and the group is skipped)."""
         order, groups = self.order, self.groups
-        while order:
-            first, group = order[0]
-            found = groups.get(group)
-            if found and found[0][0] == first:
-                break
-            heapq.heappop(order)  # stale: that group was handed out since
-        else:
+        skipped: list[tuple[int, str]] = []
+        try:
+            while order:
+                first, group = order[0]
+                found = groups.get(group)
+                if not found or found[0][0] != first:
+                    heapq.heappop(order)  # stale: that group was handed out since
+                    continue
+                if self.horizon is not None and first > self.horizon:
+                    return None  # an unread group may come first
+                if may_take is not None and not may_take(group):
+                    skipped.append(heapq.heappop(order))
+                    continue
+                if len(found) < max_messages and group in self.beyond:
+                    return None  # more of the group is ready than was read
+                heapq.heappop(order)
+                out = [found.popleft() for _ in range(min(max_messages, len(found)))]
+                if found:
+                    heapq.heappush(order, (found[0][0], group))
+                else:
+                    del groups[group]
+                    if group in self.beyond:  # its next ready message is after the last read
+                        self.beyond.discard(group)
+                        self._limit(out[-1][0])
+                return out
             return [] if self.complete else None
-        if self.horizon is not None and first > self.horizon:
-            return None  # an unread group may come first
-        if len(found) < max_messages and group in self.beyond:
-            return None  # more of the group is ready than was read
-        heapq.heappop(order)
-        out = [found.popleft() for _ in range(min(max_messages, len(found)))]
-        if found:
-            heapq.heappush(order, (found[0][0], group))
-        else:
-            del groups[group]
-            if group in self.beyond:  # its next ready message is after the last read
-                self.beyond.discard(group)
-                self._limit(out[-1][0])
-        return out
+        finally:
+            for item in skipped:
+                heapq.heappush(order, item)
+
+    def has_group(self, skip: Container[str]) -> bool:
+        """Whether a group read ahead is not in ``skip`` (held by other transactions)."""
+        return any(group not in skip for group in self.groups)
 
     def release_kept(self, rows: list[tuple[Any, ...]]) -> list[tuple[str, int]]:
         """The (handle, sequence) of the messages among ``rows`` (handed out by ``take``)
@@ -93,8 +108,8 @@ class ReceiveBuffer:
         is ready (status 1), as a row of select_ready_messages.sql with its body; it joins
         what was read when what was read holds every ready message of its group (then it
         is the group's next), or of the whole queue (then the group starts with it). The
-        unit of work that delivers it holds the store's lock until it commits, and a
-        rollback drops every read-ahead, so no RECEIVE sees it before its commit."""
+        unit of work that delivers it says so when it commits (UnitOfWork.deliveries),
+        so no RECEIVE sees it before."""
         found = self.groups.get(group)
         if found is not None:
             if row is not None and group not in self.beyond:

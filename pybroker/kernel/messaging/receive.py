@@ -6,8 +6,17 @@ statement (receive_messages.sql); a second one reads the first groups of the que
 memory (ReceiveBuffer, read_ahead.py), and from then on RECEIVE hands out groups from
 memory, exactly as the table would, and the messages handed out leave the table in one
 statement at the next flush (C3: when the receiving transaction commits). The read-ahead is
-kept across transactions; deliveries extend it, END CONVERSATION, DROP QUEUE and any
-rollback drop it (UnitOfWork.forget_read_ahead).
+kept across transactions; deliveries extend it when they commit, END CONVERSATION, DROP
+QUEUE and any rollback drop it (UnitOfWork.forget_read_ahead).
+
+Conversation group locks (C7): RECEIVE takes the first group with ready messages that no
+other transaction holds, and holds it (ReceiveBuffer.take's ``may_take``; the table's
+select_first_ready_group.sql with the held groups left out). Inside a transaction that has
+changed nothing yet, RECEIVE takes no store: it reads the queue on a connection of its own
+(Store.read_apart, what was last committed, less what other open transactions received:
+Messaging.in_flight) under the read-ahead lock, and takes its messages in memory; a
+message whose body is kept as fragments, or a RECEIVE in a transaction that has written,
+goes the writer's way (UnitOfWork.activate) as before.
 """
 
 from __future__ import annotations
@@ -21,12 +30,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pybroker.core.conversation import columns
 from pybroker.core.conversation.model import Message
 from pybroker.core.routing.definition import check_name
-from pybroker.errors import InstanceClosedError, InvalidArgumentError
+from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError
 from pybroker.kernel.messaging import message_parts
 from pybroker.kernel.messaging.catalog_cache import CatalogCache
 from pybroker.kernel.messaging.read_ahead import ReceiveBuffer
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.core.conversation.endpoint import ConversationEndpoint
+    from pybroker.kernel.messaging.group_locking import GroupLocking
     from pybroker.kernel.messaging.unit_of_work import UnitOfWork
     from pybroker.storage.store import Store
 
@@ -41,8 +52,13 @@ class _Engine(Protocol):
 
     queue_watcher: Any  # engine.py's QueueWatcher (activation), while it runs
     closing: bool  # Instance.close() began: waiting RECEIVEs end
+    group_locks: GroupLocking  # C7
+    read_ahead_lock: threading.RLock  # with read_ahead and in_flight
+    in_flight: set[int]  # queuing orders received by open transactions
 
     def current(self) -> UnitOfWork | None: ...
+
+    def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint: ...
 
     def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
 
@@ -110,14 +126,23 @@ class Receiving:
 
         def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
             settings = self._catalogs.enabled_queue_settings(database_id, queue)
-            if key not in uow.received and key not in self.read_ahead and not (
-                    outer is None and key in self._receive_loops):
+            if outer is not None and not uow.has_changes:
+                # a transaction that has only received: in memory, beside the others
+                found = self._take_apart(uow, key, max_messages, settings.retention)
+                if found is not None:
+                    uow.received_from(key, len(found))
+                    return found
+            uow.activate()
+            if uow.queues_written or (
+                    key not in uow.received and key not in self.read_ahead and not (
+                        outer is None and key in self._receive_loops)):
                 # The first RECEIVE from the queue in this transaction (often the only
                 # one), nothing read ahead, and not a loop of RECEIVEs each in its own
-                # transaction: one statement takes the group out.
+                # transaction: the table says (and after this transaction's own changes
+                # to the queues, only the table can).
                 if outer is None:
                     self._receive_loops.add(key)
-                rows = _take_group(uow, key, max_messages, settings.retention)
+                rows = self._take_group(uow, key, max_messages, settings.retention)
             else:
                 rows = self._receive_read_ahead(uow, key, max_messages, settings.retention)
             uow.received_from(key, len(rows))
@@ -140,28 +165,58 @@ class Receiving:
         there is no waiting (the store stays held)."""
         deadline = time.monotonic() + timeout
         outer = self._m.current()
-        can_wait = timeout > 0 and (outer is None or not outer.locked)
         while True:
+            # a transaction that holds the store cannot wait: nothing could arrive
+            can_wait = timeout > 0 and (outer is None or not outer.locked)
             if can_wait:
                 wait(deadline)
             with self._m.unit_of_work() as uow:
-                uow.activate()
                 rows = take(uow)
-            if rows or not can_wait or outer is not None or time.monotonic() >= deadline:
+            if rows or not can_wait or time.monotonic() >= deadline:
                 return rows
+
+    def hold(self, uow: UnitOfWork, orders: list[int]) -> None:
+        """``uow`` took these messages from the table: no read gives them to another."""
+        with self._m.read_ahead_lock:
+            uow.hold(orders)
+
+    def group_of(self, handle: str | None, database_id: int) -> str | None:
+        """The conversation group of ``handle`` (None: no such conversation here)."""
+        if handle is None:
+            return None
+        try:
+            return self._m.endpoint(handle, database_id).conversation_group_id
+        except BrokerError:
+            return None
+
+    def may_take(self, uow: UnitOfWork, database_id: int) -> Callable[[str], bool]:
+        """Whether ``uow`` may take a group of the database, locking it if so (C7)."""
+        locks, holder = self._m.group_locks, uow.transaction_id
+        return lambda group: locks.try_acquire(holder, (database_id, group))
+
+    def lock_filters(self, uow: UnitOfWork | None, database_id: int) -> dict[str, str]:
+        """What a read of the table leaves out (C7): the groups of the database other
+        transactions hold, and the messages open transactions received, for SQL."""
+        holder = -1 if uow is None else uow.transaction_id
+        with self._m.read_ahead_lock:
+            return {"held_groups": columns.guids(sorted(
+                        self._m.group_locks.held_by_others(holder, database_id))),
+                    "in_flight": columns.ints(self._m.in_flight)}
 
     def wait_for_arrival(self, is_ready: Callable[[], bool], queue: str,
                          deadline: float) -> None:
-        """Wait until ``is_ready()`` (asked under the store's lock) holds or the deadline
+        """Wait until ``is_ready()`` (asked under the read-ahead lock) holds or the deadline
         passes: woken by each commit that delivers, and asked again at least every
-        WAKE_EVERY seconds. A close() meanwhile ends the wait with InstanceClosedError."""
+        WAKE_EVERY seconds. A close() meanwhile ends the wait with InstanceClosedError.
+        ``is_ready`` runs under the read-ahead lock, never the store's: a waiting
+        transaction may hold a group the writer waits for (C7)."""
         while True:
             if self._m.closing:
                 raise InstanceClosedError(
                     f"the instance was closed while RECEIVE waited for messages on queue "
                     f"{queue!r}: nothing was received (what the queue holds stays in the "
                     "file); open the file again with pybroker.connect() to go on")
-            with self._store.lock:
+            with self._m.read_ahead_lock:
                 if is_ready():
                     return
             remaining = deadline - time.monotonic()
@@ -179,8 +234,15 @@ class Receiving:
         exactly when the transaction commits (C3); a rollback puts it back and drops every
         read-ahead. Each read takes twice as many messages as the last, up to
         READ_AHEAD_MAX, so a long stream of receives costs a few statements."""
+        with self._m.read_ahead_lock:
+            return self._take_read_ahead(uow, key, max_messages, retention)
+
+    def _take_read_ahead(
+        self, uow: UnitOfWork, key: tuple[int, str], max_messages: int, retention: bool
+    ) -> list[tuple[Any, ...]]:
+        may_take = self.may_take(uow, key[0])
         buffer = self.read_ahead.get(key)
-        rows = None if buffer is None else buffer.take(max_messages)
+        rows = None if buffer is None else buffer.take(max_messages, may_take)
         if rows is None:
             reads = 0 if buffer is None else buffer.reads + 1
             budget = min(max(max_messages, READ_AHEAD_FIRST) << reads, READ_AHEAD_MAX)
@@ -191,51 +253,140 @@ class Receiving:
             fetched = _with_bodies(uow, uow.sql(
                 "conversation/select_ready_messages.sql", {
                     "database_id": key[0], "queue_name": key[1], "per_group": budget,
-                    "budget": budget}), kept)
+                    "budget": budget, "in_flight": columns.ints(self._m.in_flight)}), kept)
             buffer = self.read_ahead[key] = ReceiveBuffer(fetched, reads, kept)
-            rows = buffer.take(max_messages)
-            if rows is None:  # cannot happen as the read is built; the table is sure
+            rows = buffer.take(max_messages, may_take)
+            if rows is None:  # every group read is held, or cannot say: the table is sure
                 del self.read_ahead[key]
-                return _take_group(uow, key, max_messages, retention)
+                return self._take_group(uow, key, max_messages, retention)
+        self._taken(uow, buffer, rows, retention)
+        return rows
+
+    @staticmethod
+    def _taken(uow: UnitOfWork, buffer: ReceiveBuffer, rows: list[tuple[Any, ...]],
+               retention: bool) -> None:
+        """``rows`` handed out of ``buffer`` to ``uow``: they leave (or are retained) at
+        its flush, and no read gives them to another transaction meanwhile."""
         (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
+        uow.hold(r[0] for r in rows)
         released = buffer.release_kept(rows)  # their fragments leave with them
         if not retention:
             uow.taken_fragments.extend(released)
+
+    def _take_apart(
+        self, uow: UnitOfWork, key: tuple[int, str], max_messages: int, retention: bool
+    ) -> list[tuple[Any, ...]] | None:
+        """RECEIVE in a transaction that has changed nothing: from the read-ahead, read on
+        the store's reading connection (what was last committed, less what open
+        transactions received), never the store itself. None: the writer's way must
+        answer (a body kept as fragments, or the read cannot say)."""
+        store = self._store
+        with self._m.read_ahead_lock:
+            may_take = self.may_take(uow, key[0])
+            buffer = self.read_ahead.get(key)
+            rows = None if buffer is None else buffer.take(max_messages, may_take)
+            if rows is None:
+                reads = 0 if buffer is None else buffer.reads + 1
+                budget = min(max(max_messages, READ_AHEAD_FIRST) << reads, READ_AHEAD_MAX)
+                if buffer is not None and buffer.body_size:
+                    budget = min(budget, int(READ_AHEAD_BYTES // buffer.body_size))
+                budget = max(budget, max_messages)
+                found = store.read_apart("conversation/select_ready_messages.sql", {
+                    "database_id": key[0], "queue_name": key[1], "per_group": budget,
+                    "budget": budget, "in_flight": columns.ints(self._m.in_flight)})
+                fetched = []
+                if found:
+                    orders = [r[0] for r in found]
+                    bodies = {order: (body, parts) for order, body, parts in store.read_apart(
+                        "conversation/select_message_bodies.sql", {
+                            "low": min(orders), "high": max(orders),
+                            "queuing_order": columns.ints(orders)})}
+                    if any(bodies[o][1] for o in orders):
+                        return None  # kept as fragments (message_parts.py): the writer's
+                    fetched = [(*r[:5], bodies[r[0]][0], *r[5:]) for r in found]
+                buffer = self.read_ahead[key] = ReceiveBuffer(fetched, reads)
+                rows = buffer.take(max_messages, may_take)
+                if rows is None:
+                    return None
+            self._taken(uow, buffer, rows, retention)
+            return rows
+
+    def take_where_apart(self, uow: UnitOfWork, key: tuple[int, str],
+                         params: dict[str, Any], retention: bool
+                         ) -> list[tuple[Any, ...]] | None:
+        """RECEIVE ... WHERE on a group ``uow`` holds, in a transaction that has changed
+        nothing: read on the store's reading connection, taken in memory (as _take_apart).
+        What was read ahead of the queue goes (it may hold them). None: a body is kept as
+        fragments, the writer's way must answer."""
+        with self._m.read_ahead_lock:
+            rows = self._store.read_apart("conversation/select_ready_messages_where.sql", {
+                **params, "in_flight": columns.ints(self._m.in_flight)})
+            if any(r[8] for r in rows):
+                return None
+            self.read_ahead.pop(key, None)
+            rows = [r[:8] for r in rows]
+            (uow.taken_retained if retention else uow.taken).extend(r[0] for r in rows)
+            uow.hold(r[0] for r in rows)
+            uow.read_ahead_stale.add(key)
+            return rows
+
+    def _take_group(self, uow: UnitOfWork, key: tuple[int, str], max_messages: int,
+                    retention: bool) -> list[tuple[Any, ...]]:
+        """The writer's RECEIVE from the table: the first group no other transaction
+        holds, locked (C7), then its messages taken out in one statement (or retained).
+        What was read ahead of the queue may hold them: it goes when this commits, and
+        until then the group's lock keeps others from them."""
+        params = {"database_id": key[0], "queue_name": key[1]}
+        may_take = self.may_take(uow, key[0])
+        while True:
+            found = uow.sql("conversation/select_first_ready_group.sql", {
+                **params, **self.lock_filters(uow, key[0])})
+            if not found:
+                return []
+            group = str(found[0][0])
+            if may_take(group):
+                break
+        template = ("conversation/retain_received_messages_where.sql" if retention
+                    else "conversation/receive_messages_where.sql")
+        rows = message_parts.with_bodies(uow, uow.sql(template, {
+            **params, "conversation_handle": None, "conversation_group_id": group,
+            "max_messages": max_messages}), taken=not retention)
+        rows.sort(key=lambda r: r[0])
+        self.hold(uow, [r[0] for r in rows])
+        uow.read_ahead_stale.add(key)
         return rows
 
     def _read_ahead_ready(self, key: tuple[int, str]) -> bool:
-        """Whether messages read ahead from the queue are ready (then it has some)."""
-        with self._store.lock:
+        """Whether messages read ahead from the queue are ready in a group no other
+        transaction holds (C7)."""
+        uow = self._m.current()
+        with self._m.read_ahead_lock:
             buffer = self.read_ahead.get(key)
-            return buffer is not None and bool(buffer.groups)
+            if buffer is None or not buffer.groups:
+                return False
+            holder = -1 if uow is None else uow.transaction_id
+            return buffer.has_group(self._m.group_locks.held_by_others(holder, key[0]))
 
     def _wait_ready(self, database_id: int, queue: str, deadline: float) -> None:
         params = {"database_id": database_id, "queue_name": queue}
         key = (database_id, queue)
+        uow = self._m.current()
+        holder = -1 if uow is None else uow.transaction_id
 
         def is_ready() -> bool:
             # what was read ahead says when it holds every ready message of the queue
+            held = self._m.group_locks.held_by_others(holder, database_id)
             buffer = self.read_ahead.get(key)
-            if buffer is not None and buffer.groups:
+            if buffer is not None and buffer.has_group(held):
                 return True
             if buffer is None or not buffer.complete:
-                ready = self._store.run("conversation/count_ready_messages.sql", params)
+                ready = self._store.read_apart("conversation/count_ready_messages.sql", {
+                    **params, "held_groups": columns.guids(sorted(held)),
+                    "in_flight": columns.ints(self._m.in_flight)})
                 return bool(ready and ready[0][0])
             return False
 
         self.wait_for_arrival(is_ready, queue, deadline)
-
-
-def _take_group(uow: UnitOfWork, key: tuple[int, str], max_messages: int,
-                retention: bool) -> list[tuple[Any, ...]]:
-    """One statement takes the queue's next group out of the table (or retains it)."""
-    template = ("conversation/retain_received_messages.sql" if retention
-                else "conversation/receive_messages.sql")
-    rows = message_parts.with_bodies(uow, uow.sql(template, {
-        "database_id": key[0], "queue_name": key[1], "max_messages": max_messages}),
-        taken=not retention)
-    rows.sort(key=lambda r: r[0])
-    return rows
 
 
 def _with_bodies(uow: UnitOfWork, rows: list[tuple[Any, ...]],

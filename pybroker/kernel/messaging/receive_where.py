@@ -1,16 +1,24 @@
 """RECEIVE ... WHERE conversation_handle = ... | conversation_group_id = ..., and GET
 CONVERSATION GROUP (C3): the verbs that read one conversation or group of a queue straight
-from the table; the plain RECEIVE with its read-ahead is receive.py's."""
+from the table; the plain RECEIVE with its read-ahead is receive.py's.
+
+C7: RECEIVE ... WHERE on a group another transaction holds waits for it, within its
+WAITFOR time-out (then it returns nothing, as a WAITFOR that found nothing does), or
+without WAITFOR up to LOCK_WAIT_LIMIT (group_locking.py; then LockTimeoutError), and
+then takes the group as the writer. GET CONVERSATION GROUP takes the first group no other
+transaction holds, and in a transaction that has changed nothing reads it without the
+store (Store.read_apart), so a worker's GET CONVERSATION GROUP runs beside the others."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pybroker.arguments import uuid_text
 from pybroker.core.conversation.model import Message
 from pybroker.core.routing.definition import check_name
-from pybroker.errors import InvalidArgumentError
+from pybroker.errors import InvalidArgumentError, LockTimeoutError
 from pybroker.kernel.messaging import message_parts
 from pybroker.kernel.messaging.catalog_cache import CatalogCache
 from pybroker.kernel.messaging.receive import Receiving, check_receive, check_timeout, messages_of
@@ -52,9 +60,29 @@ class ReceiveWhere:
                 "conversation_group_id", conversation_group_id),
         }
         self._catalogs.queue_settings(database_id, queue)
+        deadline = time.monotonic() + timeout if timeout > 0 else None
 
         def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
             settings = self._catalogs.enabled_queue_settings(database_id, queue)
+            group = params["conversation_group_id"]
+            if group is None:  # the conversation's group
+                group = self._receiving.group_of(params["conversation_handle"], database_id)
+            if group is not None:
+                try:
+                    uow.lock_group(database_id, group, deadline)
+                except LockTimeoutError:
+                    if deadline is None:
+                        raise
+                    return []  # WAITFOR ran out while another transaction held the group
+                if not uow.has_changes:
+                    found = self._receiving.take_where_apart(
+                        uow, (database_id, queue), {**params, "conversation_group_id": group,
+                                                    "max_messages": max_messages},
+                        settings.retention)
+                    if found is not None:
+                        uow.received_from((database_id, queue), len(found))
+                        return found
+            uow.activate()
             uow.forget_read_ahead()
             template = ("conversation/retain_received_messages_where.sql"
                         if settings.retention else "conversation/receive_messages_where.sql")
@@ -62,6 +90,7 @@ class ReceiveWhere:
                 uow, uow.sql(template, {**params, "max_messages": max_messages}),
                 taken=not settings.retention)
             rows.sort(key=lambda r: r[0])
+            self._receiving.hold(uow, [r[0] for r in rows])
             uow.received_from((database_id, queue), len(rows))
             return rows
 
@@ -76,7 +105,8 @@ class ReceiveWhere:
         or a GET CONVERSATION GROUP keeps (``params``), or the deadline passes."""
 
         def is_ready() -> bool:
-            ready = self._store.run("conversation/count_ready_messages_where.sql", params)
+            ready = self._store.read_apart("conversation/count_ready_messages_where.sql",
+                                           params)
             return bool(ready and ready[0][0])
 
         self._receiving.wait_for_arrival(is_ready, params["queue_name"], deadline)
@@ -98,7 +128,8 @@ class ReceiveWhere:
         """The conversation group the next RECEIVE from the queue takes, waiting up to
         ``timeout`` seconds for one (None: nothing is ready). One connection serves the
         instance, so no other transaction receives from it until this one ends, which is
-        the lock SQL Server takes on the group."""
+        the lock SQL Server takes on the group (C7): the first group no other transaction
+        holds, locked."""
         check_name("queue", queue)
         check_timeout(timeout)
         self._catalogs.queue_settings(database_id, queue)
@@ -107,9 +138,21 @@ class ReceiveWhere:
 
         def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
             self._catalogs.enabled_queue_settings(database_id, queue)
-            # the flush in uow.sql writes out what this transaction already received
-            return uow.sql("conversation/select_first_ready_group.sql", {
-                "database_id": database_id, "queue_name": queue})
+            apart = not uow.has_changes
+            may_take = self._receiving.may_take(uow, database_id)
+            while True:
+                found_params = {"database_id": database_id, "queue_name": queue,
+                                **self._receiving.lock_filters(uow, database_id)}
+                if apart:
+                    found = self._store.read_apart(
+                        "conversation/select_first_ready_group.sql", found_params)
+                else:
+                    uow.activate()
+                    # the flush in uow.sql writes out what this transaction already received
+                    found = uow.sql("conversation/select_first_ready_group.sql",
+                                    found_params)
+                if not found or may_take(str(found[0][0])):
+                    return found
 
         rows = self._take_when_ready(params, timeout, take)
         return str(rows[0][0]) if rows else None

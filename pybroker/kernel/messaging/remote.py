@@ -200,6 +200,8 @@ class RemoteDelivery:
             store.run("wire/delete_listeners.sql")
             store.run("wire/delete_forwarded_messages.sql")
             store.run("wire/delete_mirrored_routes.sql")
+            store.run("conversation/delete_group_locks.sql")  # C7 (live_views.py)
+            store.run("conversation/delete_lock_waits.sql")
 
     # -- outbound ------------------------------------------------------------------------
 

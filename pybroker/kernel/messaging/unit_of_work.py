@@ -1,6 +1,14 @@
 """A unit of work (group commit): the endpoint changes and buffered rows of one transaction,
 written at commit as one set-based statement per table, with each column bound as one
-string (columns.py); engine.py describes the design."""
+string (columns.py); engine.py describes the design.
+
+A unit of work is a transaction of the instance's conversation group locks (SPEC C7,
+group_locking.py): it holds the groups it acted on until it ends. It holds the store (the
+one DuckDB connection and its write transaction: the lock table's WRITER, then the
+store's lock) only from ``activate`` on, which every verb that changes something calls;
+RECEIVE and GET CONVERSATION GROUP inside a transaction that has changed nothing yet
+take their messages in memory without it (receive.py), so such transactions run side by
+side, and their commit takes the store for its short flush."""
 
 from __future__ import annotations
 
@@ -11,11 +19,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.core.conversation import columns
 from pybroker.core.conversation.endpoint import ConversationEndpoint, wide_columns
+from pybroker.core.conversation.group_locks import WRITER
 from pybroker.core.conversation.system_messages import ROUTE_REQUEST_QUEUE
 from pybroker.errors import BrokerError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import threading
+
     from pybroker.kernel.messaging.endpoint_cache import EndpointCache
+    from pybroker.kernel.messaging.group_locking import GroupLocking
     from pybroker.kernel.messaging.read_ahead import ReceiveBuffer
     from pybroker.storage.store import Store
 
@@ -40,6 +52,12 @@ class _Engine(Protocol):
     read_ahead: dict[tuple[int, str], ReceiveBuffer]
     queue_watcher: object | None  # activation's queue monitors, while they run
     transmission_pieces: bool  # the transmission queue keeps a body as pieces
+    group_locks: GroupLocking  # C7
+    # guards read_ahead and in_flight against transactions running side by side
+    read_ahead_lock: threading.RLock
+    # queuing orders received by open transactions: a read of the queue leaves them out
+    in_flight: set[int]
+    arrival: threading.Condition  # a waiting RECEIVE looks again when notified
 
     def after_commit(self, uow: UnitOfWork) -> None: ...
 
@@ -87,12 +105,45 @@ class UnitOfWork:
         self.retry_after_commit = False
         self.catalog_written = False  # a catalog write joined this transaction
         self.route_replies = False  # something arrived for a route request (R8.2)
+        # C7: this transaction's number in the lock table, and what it received there:
+        # queuing orders that no read of a queue gives to another transaction until it ends
+        self.transaction_id = messaging.group_locks.begin()
+        self.holding: list[int] = []
+        # ready messages delivered into queues, told to the read-ahead (ReceiveBuffer.
+        # delivered) when this commits: before that no other transaction may see them
+        self.deliveries: list[tuple[tuple[int, str], tuple[Any, ...] | None]] = []
+        self.queues_written = False  # changed queue_messages other than by RECEIVE
+        self.read_ahead_stale: set[tuple[int, str]] = set()  # dropped when this commits
+        self.read_ahead_forgotten = False  # ... every queue's (forget_read_ahead)
+        self.committing = False
         self._tx: Any = None
 
     def activate(self) -> None:
+        """From here to the end this unit of work holds the store (WRITER, then the store's
+        lock): it writes into the one DuckDB connection's transaction."""
         if not self.locked:
+            self.m.group_locks.acquire(self.transaction_id, WRITER, committing=self.committing)
             self.m.store.lock.acquire()
             self.locked = True
+
+    def lock_group(self, database_id: int, group: str, deadline: float | None = None) -> None:
+        """C7: this transaction holds the conversation group until it ends (waiting for
+        another that holds it, until ``deadline``: time.monotonic(), None: the default)."""
+        self.m.group_locks.acquire(self.transaction_id, (database_id, group), deadline,
+                                   committing=self.committing)
+
+    def hold(self, orders: Iterable[int]) -> None:
+        """Received messages: no other transaction is given them until this one ends (the
+        caller holds the read-ahead lock)."""
+        orders = list(orders)
+        self.holding.extend(orders)
+        self.m.in_flight.update(orders)
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether this unit of work has changed anything but what it received."""
+        return bool(self.locked or self.new or self.dirty or self.queue_rows or self.tx_rows
+                    or self.inbound_rows or self.outbound or self.queues_written)
 
     def ensure_tx(self) -> None:
         self.activate()
@@ -111,26 +162,43 @@ class UnitOfWork:
         """A message into a queue (a row of insert_queue_messages.sql), written at flush;
         ``body_fragments``: its body is kept as that many fragments (message_parts.py)."""
         self.queue_rows.append(row)
+        self.queues_written = True  # a RECEIVE of this transaction reads the table now
         if row[3] != 3:  # a copy of what was sent, kept by RETENTION, is no delivery (C3)
             self.counts["delivered", row[0], row[1]] += 1
         if row[1] == ROUTE_REQUEST_QUEUE:
             self.route_replies = True  # a route request dialog ended (R8.2): settle it
-        buffers = self.m.read_ahead
         if body_fragments is not None:
             self.body_fragments[row[2]] = body_fragments
-            buffers.pop((row[0], row[1]), None)  # RECEIVE reads it from the table
+            self.read_ahead_stale.add((row[0], row[1]))  # RECEIVE reads it from the table
             return
-        if buffers:
-            buffer = buffers.get((row[0], row[1]))
-            if buffer is not None:
-                # a ready message joins what was read (rows of select_ready_messages.sql
-                # with its body), so the RECEIVE that waits for it runs no query
-                body = row[12]
-                buffer.delivered(row[5], row[2], (
-                    row[2], row[6], row[5], row[7], row[10],
-                    body if body is None or type(body) is bytes else bytes(body),
-                    row[8], row[9],
-                ) if row[3] == 1 else None)
+        self.deliveries.append(((row[0], row[1]), row))
+
+    def _settle_read_ahead(self) -> None:
+        """This unit of work committed (the caller holds the read-ahead lock): what it
+        received is gone for good, and what it delivered joins what was read ahead."""
+        m = self.m
+        m.in_flight.difference_update(self.holding)
+        buffers = m.read_ahead
+        if self.read_ahead_forgotten:  # forget_read_ahead: the table says
+            buffers.clear()
+            return
+        for key in self.read_ahead_stale:
+            buffers.pop(key, None)
+        if not buffers:
+            return
+        taken = set(self.holding)
+        for key, row in self.deliveries:
+            buffer = buffers.get(key)
+            if buffer is None or row is None or row[2] in taken:
+                continue
+            # a ready message joins what was read (rows of select_ready_messages.sql with
+            # its body), so the RECEIVE that waits for it runs no query
+            body = row[12]
+            buffer.delivered(row[5], row[2], (
+                row[2], row[6], row[5], row[7], row[10],
+                body if body is None or type(body) is bytes else bytes(body),
+                row[8], row[9],
+            ) if row[3] == 1 else None)
 
     def received_from(self, key: tuple[int, str], messages: int) -> None:
         """A RECEIVE of this transaction took ``messages`` from the queue ``key``."""
@@ -138,8 +206,12 @@ class UnitOfWork:
         self.counts["received", key[0], key[1]] += messages
 
     def forget_read_ahead(self) -> None:
-        """Messages left queues other than by RECEIVE: read them again when needed."""
-        self.m.read_ahead.clear()
+        """Messages left queues other than by RECEIVE: read them again when needed (now,
+        and again when this commits: what others read meanwhile still held them)."""
+        with self.m.read_ahead_lock:
+            self.m.read_ahead.clear()
+        self.queues_written = True
+        self.read_ahead_forgotten = True
 
     def flush(self) -> None:
         if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
@@ -262,11 +334,16 @@ class UnitOfWork:
         self.m.store.pieces_deleted(count_template, self.sql(template, params))
 
     def commit(self) -> None:
+        self.committing = True
         try:
             self.flush()
-            if self._tx is not None:
-                tx, self._tx = self._tx, None
-                tx.__exit__(None, None, None)
+            # one lock with the reads of the queues (receive.py): a read sees this commit
+            # and what it delivered whole, or neither
+            with self.m.read_ahead_lock:
+                if self._tx is not None:
+                    tx, self._tx = self._tx, None
+                    tx.__exit__(None, None, None)
+                self._settle_read_ahead()
         except BaseException as exc:
             self.rollback(exc)
             if isinstance(exc, BrokerError):
@@ -289,7 +366,9 @@ class UnitOfWork:
         finally:
             for handle in self.touched:
                 self.m.endpoints.pop(handle, None)
-            self.m.read_ahead.clear()  # what this transaction received is back
+            with self.m.read_ahead_lock:  # what this transaction received is back, in order
+                self.m.read_ahead.clear()
+                self.m.in_flight.difference_update(self.holding)
             self._release()
         self.m.after_rollback(self)
 
@@ -297,6 +376,9 @@ class UnitOfWork:
         if self.locked:
             self.locked = False
             self.m.store.lock.release()
+        if self.m.group_locks.release_all(self.transaction_id):
+            with self.m.arrival:  # a RECEIVE that skipped or waited for a group looks again
+                self.m.arrival.notify_all()
 
 
 # -- rows to bound columns ----------------------------------------------------------------

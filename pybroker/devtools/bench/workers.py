@@ -1,0 +1,124 @@
+"""The workers shape of ``pybroker bench messaging`` (C7, conversation group locks): N
+worker threads of one process, each in a loop of one transaction that RECEIVEs one
+message, processes it (a sleep of ``processing`` seconds, standing in for the
+application's work) and COMMITs, over ``conversations`` conversations whose messages were
+sent before; messages/s handled, and the speed-up over one worker in the same run.
+Transactions on different groups run side by side, so N workers should approach N times
+one worker while the processing dominates."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pybroker
+from pybroker.api.instance import Instance
+from pybroker.devtools.bench.objects import initiator_and_target
+
+WORKERS = (1, 4, 8)
+
+
+def run_case(workers: int, sizes: dict[str, Any], body: bytes) -> dict[str, Any]:
+    """One run with ``workers`` threads, on an instance of its own; ``sizes``: the bench's,
+    with workers_messages, workers_conversations and workers_processing (seconds)."""
+    messages = int(sizes["workers_messages"])
+    conversations = int(sizes["workers_conversations"])
+    processing = float(sizes["workers_processing"])
+    with (
+        tempfile.TemporaryDirectory(prefix="pybroker-bench-") as tmp,
+        Instance(Path(tmp) / "workers.duckdb", worker=False) as inst,
+    ):
+        initiator, target = initiator_and_target(inst)
+        convs = [initiator.begin_dialog("InitiatorService", "TargetService")
+                 for _ in range(conversations)]
+        with initiator.transaction():
+            for i in range(messages):
+                convs[i % conversations].send(body)
+        result = work([target] * workers, "TargetQueue", processing)
+    return {"workers": workers, **result}
+
+
+def work(dbs: list[Any], queue: str, processing: float) -> dict[str, float]:
+    """One worker thread per database object of ``dbs`` (the same one embedded, a client
+    connection each when served), each in a loop of one transaction that receives one
+    message from ``queue``, waits ``processing`` seconds and commits, until the queue is
+    empty: how many were handled, in how long."""
+    handled: list[int] = []
+    pause = threading.Event()  # never set: its wait is the processing
+
+    def worker(db: Any) -> None:
+        count = 0
+        while True:
+            with db.transaction():
+                if not db.receive(queue, max_messages=1):
+                    break
+                pause.wait(processing)
+            count += 1
+        handled.append(count)
+
+    threads = [threading.Thread(target=worker, args=(db,), daemon=True) for db in dbs]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    return {"handled": sum(handled), "seconds": elapsed,
+            "handled_per_s": sum(handled) / elapsed if elapsed else 0.0}
+
+
+def run_served(path: Path, database: str, initiator: str, target: str, queue: str,
+               sizes: dict[str, Any]) -> list[dict[str, Any]]:
+    """The workers shape through a served instance (``pybroker serve`` holds ``path``):
+    each worker a client connection of its own, in threads of this process."""
+    body = os.urandom(256)
+    messages = int(sizes["workers_messages"])
+    conversations = int(sizes["workers_conversations"])
+    cases = []
+    for workers in WORKERS:
+        with contextlib.ExitStack() as stack:
+            loader = stack.enter_context(pybroker.connect(path)).database(database)
+            with loader.transaction():
+                convs = [loader.begin_dialog(initiator, target) for _ in range(conversations)]
+            with loader.transaction():
+                for i in range(messages):
+                    convs[i % conversations].send(body)
+            dbs = [stack.enter_context(pybroker.connect(path)).database(database)
+                   for _ in range(workers)]
+            cases.append({"workers": workers, **work(
+                dbs, queue, float(sizes["workers_processing"]))})
+    return _speedups(cases, sizes)
+
+
+def run(sizes: dict[str, Any]) -> list[dict[str, Any]]:
+    body = os.urandom(256)
+    return _speedups([run_case(n, sizes, body) for n in WORKERS], sizes)
+
+
+def _speedups(cases: list[dict[str, Any]], sizes: dict[str, Any]) -> list[dict[str, Any]]:
+    one = cases[0]["handled_per_s"] or 1.0
+    for case in cases:
+        case["speedup"] = case["handled_per_s"] / one
+        case["messages"] = int(sizes["workers_messages"])
+        case["conversations"] = int(sizes["workers_conversations"])
+        case["processing"] = float(sizes["workers_processing"])
+    return cases
+
+
+def format_cases(cases: list[dict[str, Any]], how: str = "threads of one process"
+                 ) -> list[str]:
+    if not cases:
+        return []
+    c = cases[0]
+    lines = [f"workers (C7): each RECEIVE of one message, {c['processing'] * 1000:.0f} ms of "
+             f"processing, COMMIT; {c['messages']} messages over {c['conversations']} "
+             f"conversations, {how}"]
+    lines += [f"    {case['workers']} worker{'s' if case['workers'] > 1 else ''}: "
+              f"{case['handled_per_s']:,.1f} messages/s ({case['speedup']:.2f}x one worker)"
+              for case in cases]
+    return lines

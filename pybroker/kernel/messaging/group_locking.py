@@ -1,0 +1,147 @@
+"""The conversation group locks of one instance (SPEC C7): the lock table of
+core/conversation/group_locks.py, with the waiting its callers do.
+
+Every unit of work is a transaction with a number (``begin``); each verb locks the group
+it acts on (``acquire``, waiting while another transaction holds it) and the unit of work
+lets all of them go when it ends (``release_all``). A wait that closes a cycle ends one
+transaction of the cycle with DeadlockVictimError (1205); a wait that outlasts its
+deadline ends with LockTimeoutError (1222). A verb with no time-out of its own (SEND, END
+CONVERSATION, a RECEIVE ... WHERE without WAITFOR: SQL Server waits for ever there) waits
+at most LOCK_WAIT_LIMIT seconds, as long as a served client's call may take by default
+(pybroker serve --client-timeout), so one held transaction cannot hang another for good.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pybroker.core.conversation.group_locks import (
+    WRITER,
+    GroupKey,
+    GroupLocks,
+    HeldLock,
+    Waiting,
+)
+from pybroker.errors import DeadlockVictimError, InstanceClosedError, LockTimeoutError
+from pybroker.timestamps import to_utc_datetime
+
+LOCK_WAIT_LIMIT = 60.0  # seconds; see the module's docstring
+LOOK_EVERY = 0.05  # seconds: a waiter looks at the instance's close at least this often
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """Who a transaction is, for the DMVs: its number, its thread, when it began."""
+
+    transaction_id: int
+    thread: str
+    begun: float  # epoch seconds
+
+
+class GroupLocking:
+    """The lock table of one instance and its waiters. ``clock``: epoch seconds (the
+    instance's, for the DMVs' times); ``closing``: whether the instance is closing (a
+    waiter then gives up with InstanceClosedError)."""
+
+    def __init__(self, clock: Callable[[], float], closing: Callable[[], bool]) -> None:
+        self._clock = clock
+        self._closing = closing
+        self._table = GroupLocks()
+        self._changed = threading.Condition(threading.Lock())
+        self._numbers = itertools.count(1)
+        self._transactions: dict[int, Transaction] = {}
+
+    def begin(self) -> int:
+        """A new transaction's number (larger than every earlier one's)."""
+        number = next(self._numbers)
+        with self._changed:
+            self._transactions[number] = Transaction(
+                number, threading.current_thread().name, self._clock())
+        return number
+
+    def try_acquire(self, holder: int, key: GroupKey) -> bool:
+        with self._changed:
+            return self._table.try_acquire(holder, key, self._clock())
+
+    def acquire(self, holder: int, key: GroupKey, deadline: float | None = None, *,
+                committing: bool = False) -> None:
+        """Take ``key`` for ``holder``, waiting until ``deadline`` (time.monotonic();
+        None: LOCK_WAIT_LIMIT from now) while another transaction holds it."""
+        if deadline is None:
+            deadline = time.monotonic() + LOCK_WAIT_LIMIT
+        table = self._table
+        with self._changed:
+            while True:
+                if table.is_victim(holder):
+                    table.stop_waiting(holder)
+                    raise DeadlockVictimError(holder)
+                if table.try_acquire(holder, key, self._clock()):
+                    table.stop_waiting(holder)
+                    return
+                victim = table.wait(holder, key, self._clock(), committing=committing)
+                if victim == holder:
+                    raise DeadlockVictimError(holder)
+                if victim is not None:
+                    self._changed.notify_all()  # the victim's waiter gives up
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closing():
+                    table.stop_waiting(holder)
+                    if self._closing():
+                        raise InstanceClosedError()
+                    raise LockTimeoutError(_timeout_text(key))
+                self._changed.wait(min(remaining, LOOK_EVERY))
+
+    def holds(self, holder: int, key: GroupKey) -> bool:
+        with self._changed:
+            return self._table.holds(holder, key)
+
+    def held_by_others(self, holder: int, database_id: int) -> set[str]:
+        """The groups of the database that transactions other than ``holder`` hold."""
+        with self._changed:
+            return {g for db, g in self._table.locked_by_others(holder) if db == database_id}
+
+    def release_all(self, holder: int) -> bool:
+        """``holder`` ended: its locks go, its waiters look again. Whether it held any."""
+        with self._changed:
+            released = self._table.release_all(holder)
+            self._transactions.pop(holder, None)
+            if released:
+                self._changed.notify_all()
+            return bool(released)
+
+    def holders(self) -> list[tuple[HeldLock, Transaction | None]]:
+        """sys.dm_broker_conversation_group_locks' rows (WRITER among them)."""
+        with self._changed:
+            return [(row, self._transactions.get(row.holder)) for row in self._table.holders()]
+
+    def waiting(self) -> list[tuple[Waiting, Transaction | None]]:
+        """The transactions waiting for a lock (sys.dm_broker_waits' rows of them)."""
+        with self._changed:
+            return [(row, self._transactions.get(row.holder))
+                    for row in self._table.waiting()]
+
+
+    def live_rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The rows of sys.dm_broker_conversation_group_locks and sys.dm_broker_waits
+        (kernel/live_views.py), times as naive UTC."""
+        locks = [(row.key[0], row.key[1], row.holder, None if who is None else who.thread,
+                  to_utc_datetime(row.since), len(row.waiters))
+                 for row, who in self.holders()]
+        waits = [(row.holder, None if who is None else who.thread, row.key[0], row.key[1],
+                  row.blocked_by, to_utc_datetime(row.since), row.committing)
+                 for row, who in self.waiting()]
+        return locks, waits
+
+
+def _timeout_text(key: GroupKey) -> str:
+    if key == WRITER:
+        return ("Lock request time out period exceeded: another transaction kept the "
+                "instance's write transaction; nothing of this call was done")
+    return (f"Lock request time out period exceeded: conversation group {key[1]} stayed "
+            "locked by another transaction (until it commits or rolls back); nothing of "
+            "this call was done")

@@ -1,0 +1,94 @@
+"""Conversation group locks' table (SPEC C7; pybroker/core/conversation/group_locks.py),
+held to a reference model of the rules: a group has at most one holder, a holder keeps
+what it took until it ends, a wait that closes a cycle has exactly one victim."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pybroker.core.conversation.group_locks import WRITER, GroupLocks
+
+GROUPS = [(5, "g1"), (5, "g2"), (5, "g3"), WRITER]
+HOLDERS = [1, 2, 3, 4]
+
+operations = st.lists(st.tuples(
+    st.sampled_from(["take", "wait", "end"]), st.sampled_from(HOLDERS),
+    st.sampled_from(GROUPS), st.booleans()), max_size=40)
+
+
+def model_cycle(held: dict, waits: dict, start: int) -> list[int]:
+    path, current = [start], start
+    while current in waits and waits[current] in held:
+        current = held[waits[current]][0]
+        if current == start:
+            return path
+        if current in path:
+            return []
+        path.append(current)
+    return []
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations)
+def test_c7_one_holder_per_group_and_one_victim_per_cycle(ops):
+    locks = GroupLocks()
+    held: dict = {}  # key -> (holder, since)
+    waits: dict = {}  # holder -> key
+    committing: dict = {}
+    for now, (op, holder, key, commits) in enumerate(ops):
+        if op == "take":
+            ok = locks.try_acquire(holder, key, float(now))
+            want = key not in held or held[key][0] == holder
+            assert ok == want
+            if key not in held:
+                held[key] = (holder, float(now))
+            if ok:
+                waits.pop(holder, None)
+                locks.stop_waiting(holder)
+        elif op == "wait":
+            if key not in held or held[key][0] == holder:
+                continue  # a wait is only for a key another holds
+            waits[holder] = key
+            committing[holder] = commits
+            cycle = model_cycle(held, waits, holder)
+            victim = locks.wait(holder, key, float(now), committing=commits)
+            if not cycle:
+                assert victim is None
+                continue
+            assert victim in cycle
+            assert victim == max([h for h in cycle if not committing[h]] or cycle)
+            if victim == holder:
+                del waits[holder]
+            else:
+                assert locks.is_victim(victim)
+                # the victim's waiter gives up and rolls back: everything it held goes
+                locks.release_all(victim)
+                held = {k: v for k, v in held.items() if v[0] != victim}
+                waits.pop(victim, None)
+        else:
+            released = locks.release_all(holder)
+            assert sorted(released) == sorted(k for k, v in held.items() if v[0] == holder)
+            held = {k: v for k, v in held.items() if v[0] != holder}
+            waits.pop(holder, None)
+        assert {row.key: (row.holder, row.since) for row in locks.holders()} == held
+        assert {w.holder: w.key for w in locks.waiting()} == waits
+        for w in locks.waiting():  # no wait left that closes a cycle
+            assert not model_cycle(held, waits, w.holder)
+
+
+def test_c7_a_deadlock_of_two_chooses_the_younger_unless_it_commits():
+    locks = GroupLocks()
+    assert locks.try_acquire(1, (5, "a"), 0.0) and locks.try_acquire(2, (5, "b"), 0.0)
+    assert locks.wait(1, (5, "b"), 1.0) is None
+    assert locks.wait(2, (5, "a"), 2.0) == 2  # the asker is the younger: it gives up
+    assert [w.holder for w in locks.waiting()] == [1]
+    # the older one asks last, while the younger waits to commit: the older is chosen
+    locks2 = GroupLocks()
+    locks2.try_acquire(1, (5, "a"), 0.0)
+    locks2.try_acquire(2, WRITER, 0.0)
+    assert locks2.wait(2, (5, "a"), 1.0) is None
+    assert locks2.wait(1, WRITER, 2.0, committing=True) == 2
+    assert locks2.is_victim(2) and not locks2.is_victim(1)
+    assert locks2.release_all(2) == [WRITER]
+    assert locks2.try_acquire(1, WRITER, 3.0)
