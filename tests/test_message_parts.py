@@ -364,7 +364,8 @@ def test_fragments_kept_before_their_pieces_were_numbered_are_received(tmp_path,
             text = "SELECT 1"
         return text
 
-    later = ("broker_listeners", "broker_conversation_group_locks", "broker_lock_waits")
+    later = ("broker_listeners", "broker_conversation_group_locks", "broker_lock_waits",
+             "main.procedures")  # migrations/019, 021 and 020
     definitions = storage_schema.catalog_definitions
     monkeypatch.setattr(sql_templates, "render", render_as_at_011)
     monkeypatch.setattr(storage_schema, "catalog_definitions", lambda: [  # nor views of them

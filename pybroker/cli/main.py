@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pybroker.api.instance import Instance
 from pybroker.cli.support import (
     INSTANCE_FILE_HELP,
     JSON_HELP,
@@ -328,8 +329,10 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise exc.with_hint(_query_instead(args.file, text)) from None
     with open_existing(args.file) as inst:
         # Internal activation runs while the script does (C8), as in the SQL Server it was
-        # written for: a queue's procedure starts when messages arrive for it.
-        inst.start_activation()
+        # written for: a queue's procedure starts when messages arrive for it. A served
+        # file's server runs its activation already.
+        if isinstance(inst, Instance):
+            inst.start_activation()
         try:
             results = inst.database(args.database).execute(text)
         except MasterOnlyError as exc:  # the command line's way to run it in master
