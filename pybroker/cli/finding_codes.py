@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from pybroker.cli.step_codes import read_shipped
 from pybroker.errors import BrokerError, NotFoundError
 from pybroker.storage.resources import finding_codes_document
 
@@ -75,13 +76,7 @@ def parse(text: str, *, source: str = "diagnose.md") -> list[FindingCode]:
 def finding_codes(path: Path | None = None) -> tuple[FindingCode, ...]:
     """Every finding code of the shipped document (or of ``path``), read once."""
     path = path or finding_codes_document()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BrokerError(f"the explanation of the finding codes is missing from pybroker's "
-                          f"package ({path}: {exc.strerror or exc}); reinstall pybroker"
-                          ) from None
-    return tuple(parse(text, source=str(path)))
+    return tuple(parse(read_shipped(path, "the finding codes"), source=str(path)))
 
 
 def is_finding_code(wanted: str) -> bool:

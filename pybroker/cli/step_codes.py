@@ -96,17 +96,20 @@ def parse(text: str, *, source: str = "codes.md") -> list[StepCode]:
     return entries
 
 
+def read_shipped(path: Path, what: str) -> str:
+    """The text of a document pybroker ships (``what`` it explains, for the error)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BrokerError(f"the explanation of {what} is missing from pybroker's package "
+                          f"({path}: {exc.strerror or exc}); reinstall pybroker") from None
+
+
 @cache
 def step_codes(path: Path | None = None) -> tuple[StepCode, ...]:
     """Every entry of the shipped document (or of ``path``), read once."""
     path = path or step_codes_document()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BrokerError(f"the explanation of the step codes is missing from pybroker's "
-                          f"package ({path}: {exc.strerror or exc}); reinstall pybroker"
-                          ) from None
-    return tuple(parse(text, source=str(path)))
+    return tuple(parse(read_shipped(path, "the step codes"), source=str(path)))
 
 
 def normalize(code: str) -> str:
