@@ -79,3 +79,18 @@ def test_the_duckdb_cli_sees_the_findings_on_a_snapshot(made, tmp_path):
     assert {"at": "now", "code": "D-CNV-007", "severity": "warning", "count": "3"} in rows
     assert {"at": "later", "code": "D-CNV-001", "severity": "warning", "count": "3"} in rows
     assert "D-CNV-001" not in {r["code"] for r in rows if r["at"] == "now"}
+
+
+def test_the_benchs_leak_is_counted_in_sql(tmp_path):
+    from pybroker.devtools.bench.diagnose import DATABASE, _build
+
+    inst = _build(tmp_path / "bench.duckdb", 47_499, routes=10, endpoints=1_000)
+    try:  # endpoint k: 0-3 CONVERSING initiators, 4-6 DI targets, 7-9 CLOSED initiators
+        rows = inst.sql("SELECT code, database_name, count FROM diagnose(leak_count := 1, "
+                        "leak_age := 300) WHERE code LIKE 'D-CNV-%'").fetchall()
+    finally:
+        inst.close()
+    assert {database for _, database, _ in rows} == {DATABASE}
+    assert sum(count for code, _, count in rows if code == "D-CNV-007") == 300  # no age
+    counts = {code: count for code, _, count in rows}
+    assert 0 < counts["D-CNV-001"] < 300 and 0 < counts["D-CNV-009"] < 300  # k seconds old
