@@ -6,6 +6,7 @@ reported with its count and its growth since an earlier reading."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 import pybroker
+from tests.cli_helpers import call
 from tests.test_diagnose import _conversations, codes, only
 
 DAY = 86400.0
@@ -203,3 +205,14 @@ def test_a_leak_of_ten_thousand_fire_and_forget_conversations(tmp_path):
     assert "10,001 of 20,002 conversation endpoints" in only(findings, "D-CNV-001").happens
     assert "10,001 of 10,001 target endpoint(s) of Target" in only(findings,
                                                                    "D-CNV-008").happens
+
+
+def test_the_command_takes_the_idle_age(tmp_path, capsys):
+    file = tmp_path / "idle.duckdb"
+    _conversations(file, 1, end=False)  # young: idle only for a threshold of a second
+    time_passes = pybroker.diagnose([file], idle_age=dt.timedelta(days=1))
+    assert "D-CNV-006" not in codes(time_passes)
+    code, out, _ = call(["diagnose", file, "--idle-age", "1e-6", "--json"], capsys)
+    assert code == 0 and "D-CNV-006" in {f["code"] for f in json.loads(out)["findings"]}
+    code, _, err = call(["diagnose", file, "--idle-age", "0"], capsys)
+    assert code == 2 and "--idle-age" in err and err.count("\n") == 1

@@ -25,6 +25,7 @@ from tests.test_diagnose import (
     only,
     trust_each_other,
 )
+from tests.test_topology import network  # noqa: F401  (a fixture: A -> forwarder F -> B)
 
 M_PORT = 41122
 LATER = dt.timedelta(hours=2)
@@ -248,3 +249,24 @@ def test_a_contract_the_target_service_does_not_accept(pair):
         _order_contract(stock)
         stock.execute(found.fix.partition(": ")[2].partition(";")[0])
     assert "D-CFG-011" not in codes(pybroker.diagnose(pair))
+
+
+def test_a_contract_is_checked_where_a_forwarder_delivers(network, tmp_path):  # noqa: F811
+    files = []
+    for made_file in network:  # the fixture's files are read by other tests: a copy
+        files.append(tmp_path / made_file.name)
+        files[-1].write_bytes(made_file.read_bytes())
+    a_file, _, b_file = files
+    with pybroker.connect(a_file, worker=False) as inst:
+        shop = inst.database("Shop")
+        _order_contract(shop)
+        shop.begin_dialog("ShopService", "StockService", contract="OrderContract").send(
+            b"<order/>", message_type="Order")  # A -> F (forwarding on) -> B
+    found = only(pybroker.diagnose(files), "D-CFG-011")
+    assert (found.instance, found.database) == (str(a_file), "Shop")
+    assert f"Stock of {b_file}" in found.happens
+    with pybroker.connect(b_file, worker=False) as inst:
+        stock = inst.database("Stock")
+        _order_contract(stock)
+        stock.alter_service("StockService", add_contracts=["OrderContract"])
+    assert "D-CFG-011" not in codes(pybroker.diagnose(files))
