@@ -25,6 +25,7 @@ from tests.test_diagnose import (
     only,
     trust_each_other,
 )
+from tests.test_topology import network  # noqa: F401  (a fixture: A -> forwarder F -> B)
 
 M_PORT = 41122
 LATER = dt.timedelta(hours=2)
@@ -217,3 +218,55 @@ def test_growth_since_an_earlier_reading(tmp_path, capsys):
         pybroker.diagnose([file], since=[other])
     code, _, err = call(["diagnose", file, "--since", other], capsys)
     assert code == 2 and err.count("\n") == 1
+
+
+# -- D-CFG-011 --------------------------------------------------------------------------------
+
+
+def _order_contract(db) -> None:
+    db.create_message_type("Order")
+    db.create_contract("OrderContract", {"Order": "INITIATOR"})
+
+
+def test_a_contract_the_target_service_does_not_accept(pair):
+    shop_file, stock_file = pair
+    with pybroker.connect(shop_file, worker=False) as inst:
+        shop = inst.database("Shop")
+        _order_contract(shop)
+        for _ in range(2):  # routed by ToStock to Stock, which is not served: they wait
+            shop.begin_dialog("ShopService", "StockService", contract="OrderContract").send(
+                b"<order/>", message_type="Order")
+        shop.begin_dialog("ShopService", "StockService").send(b"x")  # DEFAULT: accepted
+    found = only(pybroker.diagnose(pair), "D-CFG-011")
+    assert (found.severity, found.instance, found.database) == ("error", str(shop_file), "Shop")
+    assert found.objects == ("service ShopService", "far service StockService",
+                             "contract OrderContract")
+    assert "2 dialog(s)" in found.happens and f"Stock of {stock_file}" in found.happens
+    assert "accepts the contracts DEFAULT" in found.happens and "-8408" in found.happens
+    assert "ALTER SERVICE [StockService] (ADD CONTRACT [OrderContract])" in found.fix
+    with pybroker.connect(stock_file, worker=False) as inst:  # the fix, where it is hosted
+        stock = inst.database("Stock")
+        _order_contract(stock)
+        stock.execute(found.fix.partition(": ")[2].partition(";")[0])
+    assert "D-CFG-011" not in codes(pybroker.diagnose(pair))
+
+
+def test_a_contract_is_checked_where_a_forwarder_delivers(network, tmp_path):  # noqa: F811
+    files = []
+    for made_file in network:  # the fixture's files are read by other tests: a copy
+        files.append(tmp_path / made_file.name)
+        files[-1].write_bytes(made_file.read_bytes())
+    a_file, _, b_file = files
+    with pybroker.connect(a_file, worker=False) as inst:
+        shop = inst.database("Shop")
+        _order_contract(shop)
+        shop.begin_dialog("ShopService", "StockService", contract="OrderContract").send(
+            b"<order/>", message_type="Order")  # A -> F (forwarding on) -> B
+    found = only(pybroker.diagnose(files), "D-CFG-011")
+    assert (found.instance, found.database) == (str(a_file), "Shop")
+    assert f"Stock of {b_file}" in found.happens
+    with pybroker.connect(b_file, worker=False) as inst:
+        stock = inst.database("Stock")
+        _order_contract(stock)
+        stock.alter_service("StockService", add_contracts=["OrderContract"])
+    assert "D-CFG-011" not in codes(pybroker.diagnose(files))

@@ -3,6 +3,7 @@ Graphviz DOT and Mermaid: the decisive arrows and the findings marked on what th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -140,3 +141,18 @@ def test_the_forwarders_network_is_drawn_as_its_golden_file(network):
     if os.environ.get("PYBROKER_UPDATE_GOLDEN"):
         golden.write_text(text)
     assert text == golden.read_text()
+
+
+def test_the_picture_as_json(network, tmp_path, capsys):
+    code, out, _ = call(["topology", *network, "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0 and report["schema"] == 1 and report["targets"] == [str(t) for t in network]
+    kinds = {e["kind"] for e in report["elements"]}
+    assert {"instance", "endpoint", "database", "service"} <= kinds
+    assert set(report["elements"][0]) == {"id", "kind", "label", "parent", "codes", "severity"}
+    assert {"source", "target", "kind", "label", "route", "dashed"} <= set(report["edges"][0])
+    ids = {e["id"] for e in report["elements"]}
+    assert all(e["source"] in ids and e["target"] in ids for e in report["edges"])
+    out_file = tmp_path / "net.json"
+    code, _, _ = call(["topology", *network, "--out", out_file], capsys)
+    assert code == 0 and json.loads(out_file.read_text()) == report

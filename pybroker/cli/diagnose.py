@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.apps.diagnose.findings import table
-from pybroker.apps.diagnose.report import DEFAULT_LEAK_AGE, DEFAULT_LEAK_COUNT, diagnose
+from pybroker.apps.diagnose.report import (
+    DEFAULT_IDLE_AGE,
+    DEFAULT_LEAK_AGE,
+    DEFAULT_LEAK_COUNT,
+    diagnose,
+)
 from pybroker.apps.diagnose.rules import RULES
 from pybroker.apps.diagnose.targets import TargetError
 from pybroker.cli.network_targets import add_target_arguments, parse_tokens, print_target_error
@@ -27,11 +32,13 @@ JSON_SCHEMA = 1
 
 def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p = command("diagnose", "check every instance named for what would make its messages "
-                "fail: routes to services nobody hosts, no route back, queues OFF, "
-                "activation that cannot start, endpoints and certificates, forwarding, "
-                "forwarding loops, routes never chosen or expiring before their "
-                "conversations, mirror partners, TRANSPORT names, conversation endpoints "
-                "piling up or growing (--since), messages waiting long; "
+                "fail: routes to services nobody hosts, no route back, contracts the "
+                "target does not accept, queues OFF, activation that cannot start, "
+                "endpoints and certificates, forwarding, forwarding loops, routes never "
+                "chosen or expiring before their conversations, mirror partners, "
+                "TRANSPORT names, conversation endpoints "
+                "piling up, idle, ended first by their initiators, never ended by their "
+                "targets, CLOSED and kept, or growing (--since), messages waiting long; "
                 "each finding with its code, severity, what happens and the fix (codes: "
                 "pybroker/docs/diagnose.md, or --rules). Exit code 1 when a finding is an "
                 "error", cmd_diagnose)
@@ -42,6 +49,10 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.add_argument("--leak-count", type=int, default=DEFAULT_LEAK_COUNT, metavar="N",
                    help="how many such endpoints in one state of one database are a leak "
                    f"(default {DEFAULT_LEAK_COUNT})")
+    p.add_argument("--idle-age", type=float, default=DEFAULT_IDLE_AGE.total_seconds(),
+                   metavar="SECONDS", help="a conversation endpoint with no traffic known for "
+                   "longer than this is idle (default "
+                   f"{DEFAULT_IDLE_AGE.total_seconds():.0f}, one day)")
     p.add_argument("--since", action="append", default=[], type=Path, metavar="SNAPSHOT",
                    help="an earlier reading (pybroker snapshot) of one of the targets: "
                    "report conversation endpoints and transmission queues that grew by "
@@ -66,13 +77,15 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if not args.targets:
         raise args.usage_error("name at least one TARGET (an instance file, a snapshot or "
                                "pybroker://HOST:PORT)")
-    if not args.leak_age > 0 or args.leak_count < 1:
-        raise args.usage_error("--leak-age must be more than 0 and --leak-count at least 1")
+    if not args.leak_age > 0 or not args.idle_age > 0 or args.leak_count < 1:
+        raise args.usage_error("--leak-age and --idle-age must be more than 0 and "
+                               "--leak-count at least 1")
     tokens = parse_tokens(args)
     try:
         findings = diagnose(args.targets, tokens=tokens,
                             leak_age=dt.timedelta(seconds=args.leak_age),
-                            leak_count=args.leak_count, since=args.since)
+                            leak_count=args.leak_count, since=args.since,
+                            idle_age=dt.timedelta(seconds=args.idle_age))
     except TargetError as exc:
         return print_target_error(exc)
     if args.json:

@@ -241,13 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("bench", "measure how fast this machine routes, sends and receives, runs "
                 "the pipeline, crosses the wire between two instances or serves client "
                 "processes", cmd_bench)
-    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire", "serve"),
+    p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire", "serve",
+                                     "diagnose"),
                    help="what to measure: routing decisions, messaging in one instance, the "
-                   "pipeline's jobs, messages between two instance processes over TCP, or "
-                   "client processes of one served instance file")
+                   "pipeline's jobs, messages between two instance processes over TCP, "
+                   "client processes of one served instance file, or diagnose over three "
+                   "large instance files")
     p.add_argument("--repeat", type=int, default=None,
-                   help="runs to take the median of (default: 5, 3 for pipeline, wire and "
-                   "serve)")
+                   help="runs to take the median of (default: 5, 3 for pipeline, wire, serve "
+                   "and diagnose)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     p.add_argument("--idle-conversations", type=int, default=None, metavar="N",
                    help="messaging: conversations of the idle case (default 100,000, "
@@ -492,13 +494,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat is None:
-        args.repeat = 3 if args.name in ("pipeline", "wire", "serve") else 5
+        args.repeat = 3 if args.name in ("pipeline", "wire", "serve", "diagnose") else 5
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.devtools.bench import messaging, pipeline, routing, serve, wire
+    from pybroker.devtools.bench import diagnose, messaging, pipeline, routing, serve, wire
 
     bench: Any = {"routing": routing, "messaging": messaging, "pipeline": pipeline,
-                  "wire": wire, "serve": serve}[args.name]
+                  "wire": wire, "serve": serve, "diagnose": diagnose}[args.name]
     if args.body_mb is not None and args.name != "wire":
         raise UsageError("--body-mb goes with bench wire")
     if args.idle_conversations is not None and args.name != "messaging":

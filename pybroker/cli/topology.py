@@ -10,12 +10,13 @@ Exit codes: 0 drawn, 2 a target that cannot be read or a usage error.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from pybroker.apps.diagnose.drawing import dot, mermaid
+from pybroker.apps.diagnose.drawing import as_json, dot, mermaid
 from pybroker.apps.diagnose.targets import TargetError
 from pybroker.apps.diagnose.topology import topology
 from pybroker.cli.network_targets import add_target_arguments, parse_tokens, print_target_error
@@ -24,8 +25,10 @@ from pybroker.errors import BrokerError
 # An --out file's suffix says its form; svg and png are the DOT drawn by Graphviz's `dot`
 # (Debian's graphviz package), the renderer the DOT is written for
 _SUFFIXES = {".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid",
-             ".svg": "svg", ".png": "png"}
+             ".svg": "svg", ".png": "png", ".json": "json"}
 RENDER_TIMEOUT = 60.0  # seconds Graphviz may take to draw
+# The version of --format json's form (pybroker/docs/diagnose.md describes it).
+JSON_SCHEMA = 1
 
 
 def render(dot_text: str, form: str) -> bytes:
@@ -53,12 +56,14 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p = command("topology", "draw the instances named: their broker endpoints, databases "
                 "and services, routes as arrows (LOCAL, network, forwarded through msdb, "
                 "mirrored pairs, TRANSPORT, dynamic routing), with diagnose's findings "
-                "marked; as Graphviz DOT or Mermaid text", cmd_topology)
+                "marked; as Graphviz DOT or Mermaid text, SVG or PNG, or as JSON", cmd_topology)
     add_target_arguments(p)
-    p.add_argument("--format", choices=("dot", "mermaid", "svg", "png"), default=None,
-                   help="dot (Graphviz's text; the default), mermaid, or svg / png (drawn by "
-                   "Graphviz's dot program); with --out, the file's suffix says it (.dot, "
-                   ".gv, .mmd, .svg, .png)")
+    p.add_argument("--format", choices=("dot", "mermaid", "svg", "png", "json"), default=None,
+                   help="dot (Graphviz's text; the default), mermaid, svg / png (drawn by "
+                   "Graphviz's dot program), or json (the picture as data, for programs); "
+                   "with --out, the file's suffix says it (.dot, .gv, .mmd, .svg, .png, "
+                   ".json)")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument("--out", type=Path, metavar="FILE",
                    help="write the picture to FILE (whole, or not at all) instead of stdout")
     p.set_defaults(usage_error=usage_error)
@@ -68,20 +73,25 @@ def cmd_topology(args: argparse.Namespace) -> int:
     if not args.targets:
         raise args.usage_error("name at least one TARGET (an instance file, a snapshot or "
                                "pybroker://HOST:PORT)")
-    form = args.format
+    form = "json" if args.json else args.format
     if args.out is not None and form is None:
         form = _SUFFIXES.get(args.out.suffix.lower())
         if form is None:
             raise args.usage_error(
                 f"cannot tell the form of {args.out} from its suffix: give --format (dot, "
-                "mermaid, svg or png), or a name ending .dot, .gv, .mmd, .svg or .png")
+                "mermaid, svg, png or json), or a name ending .dot, .gv, .mmd, .svg, .png or "
+                ".json")
     if args.out is None and form == "png":
         raise args.usage_error("a PNG is no text for the terminal: give --out net.png")
     try:
         picture = topology(args.targets, tokens=parse_tokens(args))
     except TargetError as exc:
         return print_target_error(exc)
-    text = mermaid(picture) if form == "mermaid" else dot(picture)
+    if form == "json":
+        text = json.dumps({"schema": JSON_SCHEMA, "targets": list(args.targets),
+                           **as_json(picture)}, indent=2) + "\n"
+    else:
+        text = mermaid(picture) if form == "mermaid" else dot(picture)
     data = render(text, form) if form in ("svg", "png") else text.encode("utf-8")
     if args.out is None:
         print(data.decode("utf-8"), end="")

@@ -1,9 +1,13 @@
 """A topology (topology.py) as text a renderer draws: Graphviz DOT (``dot -Tsvg``) and
 Mermaid (a README, a wiki). Both carry the same elements and arrows; an element or arrow a
 finding names is drawn red (error) or orange (warning) with the finding's codes in its
-label; an expired route and a link one side does not trust are dashed."""
+label; an expired route and a link one side does not trust are dashed. ``as_json`` gives the
+same picture as data."""
 
 from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
 
 from pybroker.apps.diagnose.topology import Edge, Element, Topology
 
@@ -114,3 +118,11 @@ def mermaid(picture: Topology) -> str:
         if e.severity:
             lines.append(f"  class {e.id} {e.severity}")
     return "\n".join(lines) + "\n"
+
+
+def as_json(picture: Topology) -> dict[str, Any]:
+    """The picture as data for programs (``topology --format json``): its elements, its
+    arrows and the findings drawn on them, each with the fields of its dataclass."""
+    return {"elements": [asdict(e) for e in picture.elements],
+            "edges": [asdict(e) for e in picture.edges],
+            "findings": [f.as_dict() for f in picture.findings]}

@@ -1,9 +1,11 @@
 """The conversation hygiene checks of diagnose (D-CNV-*): conversation endpoints that pile
 up, and messages that wait. An endpoint counts when it is older than ``leak_age`` (its
 create_date); a database is reported when ``leak_count`` or more such endpoints are in one
-state. A message of a transmission queue counts when it was enqueued longer than
-``leak_age`` ago; each status text with one or more is reported (D-CNV-005). Growth between
-two readings is growth.py's."""
+state (D-CNV-001, D-CNV-002, D-CNV-009 for CLOSED ones) or are targets of one service not
+ended (D-CNV-008). A message of a transmission queue counts when it was enqueued longer
+than ``leak_age`` ago; each status text with one or more is reported (D-CNV-005). Endpoints
+idle for longer than ``idle_age`` (D-CNV-006) and dialogs their initiator ended first
+(D-CNV-007) are reported from one. Growth between two readings is growth.py's."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import datetime as dt
 from pybroker.apps.diagnose.network import Network
 
 # The states that pile up when a side never ends its dialogs, and the rule of each.
-_PILING = {"DISCONNECTED_INBOUND": "D-CNV-001", "CONVERSING": "D-CNV-002"}
+_PILING = {"DISCONNECTED_INBOUND": "D-CNV-001", "CONVERSING": "D-CNV-002",
+           "CLOSED": "D-CNV-009"}
 
 
 def check(net: Network) -> None:
@@ -30,6 +33,40 @@ def check(net: Network) -> None:
                             older=f"{row['older']:,}", endpoints=f"{total:,}",
                             age=_age(net.leak_age), states=states)
         _waiting(net, node)
+        _idle(net, node)
+        _ended_first(net, node)
+        _unended_targets(net, node)
+
+
+def _idle(net: Network, node) -> None:
+    before = net.now - net.idle_age
+    for row in node.target.rows("select_idle_endpoints", idle_before=before):
+        net.add("D-CNV-006", node, row["database_name"],
+                [f"{row['state_desc']} endpoints ({row['endpoints']:,} idle)"],
+                endpoints=f"{row['endpoints']:,}", state=row["state_desc"],
+                age=_age(net.idle_age), oldest=f"{row['oldest']:%Y-%m-%d %H:%M:%S}")
+
+
+def _ended_first(net: Network, node) -> None:
+    for row in node.target.rows("count_ended_first"):
+        closed = (f", and {row['initiators_closed']:,} of their initiators CLOSED here"
+                  if row["initiators_closed"] else "")
+        net.add("D-CNV-007", node, row["database_name"],
+                [f"service {row['service_name']}", f"far service {row['far_service']}",
+                 f"DISCONNECTED_INBOUND endpoints ({row['endpoints']:,})"],
+                endpoints=f"{row['endpoints']:,}", service=row["service_name"],
+                far_service=row["far_service"], closed=closed,
+                oldest=f"{row['oldest']:%Y-%m-%d %H:%M:%S}")
+
+
+def _unended_targets(net: Network, node) -> None:
+    before = net.now - net.leak_age
+    for row in node.target.rows("count_unended_targets", created_before=before):
+        if row["older"] >= net.leak_count:
+            net.add("D-CNV-008", node, row["database_name"],
+                    [f"service {row['service_name']}"], service=row["service_name"],
+                    older=f"{row['older']:,}", endpoints=f"{row['endpoints']:,}",
+                    disconnected=f"{row['disconnected']:,}", age=_age(net.leak_age))
 
 
 def _waiting(net: Network, node) -> None:

@@ -83,12 +83,15 @@ def read_node(target: Target) -> Node:
 @dataclass(slots=True)
 class Network:
     """The instances named, with ``now`` (UTC, naive as the catalog's timestamps), the
-    thresholds of the hygiene rules and the earlier readings growth is measured from."""
+    thresholds of the hygiene rules (``leak_age``, ``leak_count``, ``idle_age``) and the
+    earlier readings growth is measured from."""
 
     nodes: list[Node]
     now: dt.datetime
     leak_age: dt.timedelta
     leak_count: int
+    # no traffic for longer than this: an idle endpoint (D-CNV-006)
+    idle_age: dt.timedelta = dt.timedelta(days=1)
     findings: list[Finding] = field(default_factory=list)
     # node name -> an earlier reading of the same instance and when it was taken (--since)
     earlier: dict[str, tuple[Target, dt.datetime]] = field(default_factory=dict)

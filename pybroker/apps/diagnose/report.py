@@ -8,7 +8,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pybroker.apps.diagnose import configuration, growth, hygiene, route_targets, routing
+from pybroker.apps.diagnose import (
+    configuration,
+    contracts,
+    growth,
+    hygiene,
+    route_targets,
+    routing,
+)
 from pybroker.apps.diagnose.findings import Finding, ordered
 from pybroker.apps.diagnose.network import Network, read_node
 from pybroker.apps.diagnose.targets import Target, TargetError, open_target
@@ -16,6 +23,7 @@ from pybroker.errors import InvalidArgumentError
 
 DEFAULT_LEAK_AGE = dt.timedelta(hours=1)
 DEFAULT_LEAK_COUNT = 100
+DEFAULT_IDLE_AGE = dt.timedelta(days=1)
 
 
 def naive_utc(now: dt.datetime | None) -> dt.datetime:
@@ -33,6 +41,7 @@ def diagnose(
     leak_age: dt.timedelta = DEFAULT_LEAK_AGE,
     leak_count: int = DEFAULT_LEAK_COUNT,
     since: Iterable[str | Path] = (),
+    idle_age: dt.timedelta = DEFAULT_IDLE_AGE,
 ) -> list[Finding]:
     """The findings over the instances ``targets`` name, errors first.
 
@@ -42,7 +51,8 @@ def diagnose(
     open Instance (read as it is, left open). ``now`` (UTC; default the clock's) is when
     certificates and endpoint ages are judged; an endpoint older than ``leak_age`` in a
     state that piles up counts towards a leak, reported once ``leak_count`` of them are in
-    one state of one database. ``since`` names earlier readings (snapshots, or instance
+    one state of one database; an endpoint with no traffic known for longer than
+    ``idle_age`` is idle (D-CNV-006). ``since`` names earlier readings (snapshots, or instance
     files no process holds) of some of the targets: each is paired with the target whose
     msdb has its msdb's broker identifier, taken when its file was last written, and growth
     by ``leak_count`` or more is reported (D-CNV-003, D-CNV-004). A target or an earlier
@@ -56,6 +66,8 @@ def diagnose(
                                    f"{leak_count!r}")
     if not isinstance(leak_age, dt.timedelta) or leak_age <= dt.timedelta(0):
         raise InvalidArgumentError(f"leak_age must be a positive timedelta, not {leak_age!r}")
+    if not isinstance(idle_age, dt.timedelta) or idle_age <= dt.timedelta(0):
+        raise InvalidArgumentError(f"idle_age must be a positive timedelta, not {idle_age!r}")
     now = naive_utc(now)
     opened: list[Target] = []
     try:
@@ -64,7 +76,8 @@ def diagnose(
         named = len(opened)
         for where in since:  # earlier readings: closed with the targets
             opened.append(open_target(Path(where)))
-        net = checked_network(opened[:named], now, leak_age, leak_count, opened[named:])
+        net = checked_network(opened[:named], now, leak_age, leak_count, opened[named:],
+                              idle_age=idle_age)
         return ordered(net.findings)
     finally:
         for target in opened:
@@ -72,7 +85,8 @@ def diagnose(
 
 
 def checked_network(opened: list[Target], now: dt.datetime, leak_age: dt.timedelta,
-                    leak_count: int, earlier: Iterable[Target] = ()) -> Network:
+                    leak_count: int, earlier: Iterable[Target] = (), *,
+                    idle_age: dt.timedelta = DEFAULT_IDLE_AGE) -> Network:
     """The network of the targets opened, read and checked against every rule: its
     ``findings`` (each once) are what diagnose reports, its nodes what topology draws.
     ``earlier``: readings of some of them to measure growth from (diagnose's ``since``)."""
@@ -80,10 +94,11 @@ def checked_network(opened: list[Target], now: dt.datetime, leak_age: dt.timedel
     for index, target in enumerate(opened):  # the same file twice: tell them apart
         if names.count(target.name) > 1:
             target.name = f"{target.name}#{index + 1}"
-    net = Network([read_node(t) for t in opened], now, leak_age, leak_count)
+    net = Network([read_node(t) for t in opened], now, leak_age, leak_count, idle_age)
     for reading in earlier:
         _pair(net, reading)
     configuration.check(net)
+    contracts.check(net)
     routing.check(net)
     route_targets.check(net)
     hygiene.check(net)

@@ -87,6 +87,14 @@ RULES: tuple[Rule, ...] = (
          "forever",
          "pybroker forwarding FILE on (or on master: ALTER ENDPOINT ... FOR SERVICE_BROKER "
          "(MESSAGE_FORWARDING = ENABLED)), or DROP ROUTE [{route}] in msdb"),
+    Rule("D-CFG-011", "error", "a contract the target service does not accept",
+         "{endpoints} dialog(s) that {database} began from {service} with {far_service} on "
+         "contract {contract} reach {far_service} in {target_database} of {target}, which "
+         "accepts {accepted}: the target answers with error -8408 and the dialogs end in "
+         "ERROR, their messages never received",
+         "in {target_database} of {target}: ALTER SERVICE [{far_service}] (ADD CONTRACT "
+         "[{contract}]); or begin the dialogs on a contract it accepts (BEGIN DIALOG ... ON "
+         "CONTRACT ...)"),
     # -- routing (no peer has these) -------------------------------------------------------
     Rule("D-RTE-001", "error", "a forwarding loop among the instances named (R7)",
          "a message for {service} goes round {cycle} until its hops or its time to live "
@@ -173,6 +181,33 @@ RULES: tuple[Rule, ...] = (
          "act on the status: a route (CREATE ROUTE), an endpoint that listens (pybroker "
          "serve), a trusted certificate, a queue turned ON; then the sender's next retry "
          "takes them (C5)"),
+    Rule("D-CNV-006", "warning", "conversation endpoints with no traffic for long",
+         "{endpoints} conversation endpoint(s) of {database} in {state} have had no traffic "
+         "known for longer than {age} (the oldest since {oldest}): a dialog nobody uses "
+         "holds its endpoint until its lifetime runs out",
+         "end the dialogs no longer used (END CONVERSATION @handle), begin them WITH "
+         "LIFETIME, or BEGIN CONVERSATION TIMER on the ones that wait by design"),
+    Rule("D-CNV-007", "warning", "initiators end before their targets (fire and forget)",
+         "{endpoints} dialog(s) from {far_service} to {service} in {database} were ended by "
+         "the initiator first (the target is DISCONNECTED_INBOUND{closed}; the oldest "
+         "begun {oldest}): an error the target sends back is lost, and unless the target "
+         "ends its side the endpoint stays for good",
+         "let the target end the dialog: {service} ends it (END CONVERSATION @handle) when "
+         "its work is done, and {far_service} ends its side when the EndDialog message "
+         "arrives; for the ones left, END CONVERSATION @handle in {database}"),
+    Rule("D-CNV-008", "warning", "a target service never ends its dialogs",
+         "{older} of {endpoints} target endpoint(s) of {service} in {database} are older "
+         "than {age} and not ended ({disconnected} of them DISCONNECTED_INBOUND, the "
+         "initiator gone): the service does not END CONVERSATION, and its endpoints pile up "
+         "in sys.conversation_endpoints",
+         "make {service}'s program END CONVERSATION @handle once it has answered (and on "
+         "each EndDialog or Error message it receives), and end the ones left"),
+    Rule("D-CNV-009", "info", "CLOSED endpoints kept long",
+         "{older} CLOSED conversation endpoint(s) of {database} are older than {age}: "
+         "pybroker keeps CLOSED endpoints in sys.conversation_endpoints (where SQL Server "
+         "removes them), so they take rows and space until removed",
+         "remove them: END CONVERSATION @handle WITH CLEANUP on each (in {database}: SELECT "
+         "conversation_handle FROM sys.conversation_endpoints WHERE state_desc = 'CLOSED')"),
 )
 
 RULES_BY_CODE: dict[str, Rule] = {rule.code: rule for rule in RULES}
