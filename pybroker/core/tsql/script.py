@@ -785,6 +785,8 @@ def _where(statement: Any, message: str, ran: int, undone: bool) -> str:
     verb = _VERBS.get(name) or " ".join(re.findall("[A-Z][a-z]*", name)).upper()
     if isinstance(statement, cp.Transaction):
         verb = statement.action
+    elif isinstance(statement, OrdinarySql):
+        verb = statement.kind
     elif isinstance(statement, cp.Receive) and statement.waits:
         verb = "WAITFOR (RECEIVE)"
     elif isinstance(statement, cp.GetConversationGroup) and statement.waits:
