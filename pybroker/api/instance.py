@@ -48,8 +48,8 @@ from pybroker.kernel.live_views import names_broker_events, names_live_view
 from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.kernel.mirroring import Mirroring
 from pybroker.kernel.procedures import Procedure, Procedures
-from pybroker.kernel.user_sql import DatabaseSql, UserSql
 from pybroker.kernel.route_ddl import RouteDDL
+from pybroker.kernel.user_sql import DatabaseSql, UserSql
 from pybroker.storage import no_pandas
 from pybroker.storage.duckdb_errors import damage_reason, damaged_message, query_failed
 from pybroker.storage.snapshot import write_snapshot

@@ -1,0 +1,201 @@
+"""The SQL around the verbs in a T-SQL batch (issue 46 item 4): SELECT, INSERT, UPDATE,
+DELETE, CREATE TABLE and DROP TABLE translated by sqlglot's T-SQL dialect and run on DuckDB
+(pybroker.core.tsql.ordinary_sql, pybroker.kernel.user_sql), user tables in their database's
+own schema, variables bound as parameters, SELECT @v = ..., @@ROWCOUNT, the sys views of
+the batch's database, SELECT ... FROM <queue>, IF [NOT] EXISTS (subquery) and OBJECT_ID;
+each refusal with its line and column, and a refused batch that changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pybroker
+from pybroker import TsqlSyntaxError
+from pybroker.errors import InvalidArgumentError
+
+
+@pytest.fixture(scope="module")
+def inst():
+    instance = pybroker.connect(None, worker=False)
+    database = instance.create_database("Shop")
+    database.execute("CREATE QUEUE OrderQueue; CREATE SERVICE Orders ON QUEUE OrderQueue "
+                     "([DEFAULT]); CREATE QUEUE ReplyQueue; "
+                     "CREATE SERVICE Replies ON QUEUE ReplyQueue")
+    instance.create_database("Depot")
+    yield instance
+    instance.close()
+
+
+@pytest.fixture()
+def db(inst):
+    return inst.database("Shop")
+
+
+def test_user_tables_live_in_their_database_s_schema_beside_the_sys_views(inst, db):
+    results = db.execute("""
+        CREATE TABLE dbo.ProcessedLog (id INT IDENTITY(1,1) PRIMARY KEY,
+            body NVARCHAR(MAX), amount DECIMAL(10, 2), at DATETIME DEFAULT GETDATE());
+        DECLARE @body NVARCHAR(100) = N'first', @amount INT = 5;
+        INSERT INTO ProcessedLog (body, amount) VALUES (@body, @amount), (N'second', 7);
+        PRINT @@ROWCOUNT;
+        SELECT id, body, amount FROM dbo.ProcessedLog ORDER BY id;
+        DROP TABLE IF EXISTS NotThere;
+    """)
+    assert results.messages == ["2"]
+    [rows] = results
+    assert rows.columns == ("id", "body", "amount")
+    assert rows.rows == [(1, "first", 5), (2, "second", 7)]
+    # an analyst reads it where the database's name says, beside sys.services
+    assert inst.sql('SELECT body FROM "Shop".ProcessedLog ORDER BY id').fetchall() == [
+        ("first",), ("second",)]
+    # another database's table of the same name is its own
+    depot = inst.database("Depot")
+    depot.execute("CREATE TABLE ProcessedLog (body VARCHAR(10)); "
+                  "INSERT INTO ProcessedLog VALUES ('depot')")
+    assert depot.execute("SELECT * FROM ProcessedLog")[0].rows == [("depot",)]
+    assert db.execute("SELECT count(*) AS n FROM Depot.dbo.ProcessedLog")[0].rows == [(1,)]
+    db.execute("DROP TABLE ProcessedLog")
+    assert inst.sql("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'Shop'"
+                    ).fetchone() == (0,)
+
+
+def test_select_assigns_the_last_row_and_rowcount_follows_each_statement(db):
+    results = db.execute("""
+        CREATE TABLE Stock (item VARCHAR(20), qty INT);
+        INSERT INTO Stock VALUES ('bolt', 3), ('nut', 9), ('gear', 1);
+        DECLARE @item VARCHAR(20) = 'none', @qty INT = -1;
+        SELECT @item = item, @qty = qty FROM Stock ORDER BY qty;
+        PRINT @item + ' ' + CAST(@qty AS VARCHAR(5)) + ' ' + CAST(@@ROWCOUNT AS VARCHAR(5));
+        SELECT @item = item FROM Stock WHERE qty > 100;
+        PRINT @item + ' ' + CAST(@@ROWCOUNT AS VARCHAR(5));
+        UPDATE Stock SET qty = qty + 1 WHERE qty < @qty;
+        PRINT @@ROWCOUNT;
+        DELETE FROM Stock WHERE item IN ('bolt', 'gear');
+        PRINT @@ROWCOUNT;
+        SELECT item, qty FROM Stock;
+        DROP TABLE Stock;
+    """)
+    # SQL Server assigns each row in turn: the last one's values stay; no row, no change
+    assert results.messages == ["nut 9 3", "nut 0", "2", "2"]
+    assert results[0].rows == [("nut", 9)]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(alphabet=st.characters(blacklist_categories=["Cs"],
+                                           blacklist_characters="\x00"), max_size=30))
+def test_variables_are_bound_as_parameters_never_spliced(db, text):
+    db.execute("DROP TABLE IF EXISTS Notes; CREATE TABLE Notes (note NVARCHAR(MAX))")
+    # the value goes in as a parameter: quotes, semicolons and "DROP TABLE" are only text
+    db.execute("DECLARE @note NVARCHAR(MAX) = @@text; INSERT INTO Notes VALUES (@note)"
+               .replace("@@text", "N'" + text.replace("'", "''") + "'"))
+    [found] = db.execute("DECLARE @n NVARCHAR(MAX); SELECT @n = note FROM Notes; "
+                         "SELECT note FROM Notes WHERE note = @n")
+    assert found.rows == [(text,)]
+
+
+def test_rollback_undoes_a_user_table_s_rows_with_the_rest(db):
+    db.execute("CREATE TABLE Audit (what VARCHAR(20))")
+    db.execute("BEGIN TRANSACTION; INSERT INTO Audit VALUES ('undone'); ROLLBACK")
+    db.execute("BEGIN TRANSACTION; INSERT INTO Audit VALUES ('kept'); COMMIT")
+    assert db.execute("SELECT what FROM Audit")[0].rows == [("kept",)]
+    db.execute("DROP TABLE Audit")
+
+
+def test_sys_views_in_a_batch_show_the_batch_s_database(inst, db):
+    results = db.execute("""
+        IF EXISTS (SELECT * FROM sys.services WHERE name = 'Orders') PRINT 'has Orders';
+        IF NOT EXISTS (SELECT * FROM sys.services WHERE name = N'Nothing') PRINT 'no Nothing';
+        IF EXISTS (SELECT 1 FROM sys.service_queues AS q WHERE q.name = 'OrderQueue')
+            PRINT 'has OrderQueue';
+        SELECT name FROM sys.services ORDER BY name;
+        SELECT count(*) AS routes FROM sys.routes;
+    """)
+    assert results.messages == ["has Orders", "no Nothing", "has OrderQueue"]
+    assert results[0].rows == [("Orders",), ("Replies",)]
+    assert results[1].rows == [(1,)]  # AutoCreatedLocal, of Shop only (R1.3)
+    depot = inst.database("Depot").execute("SELECT count(*) AS n FROM sys.services")
+    assert depot[0].rows == [(0,)]
+
+
+def test_select_from_a_queue_and_the_conversation_views(db):
+    results = db.execute("""
+        DECLARE @h UNIQUEIDENTIFIER;
+        BEGIN DIALOG @h FROM SERVICE Replies TO SERVICE 'Orders' WITH ENCRYPTION = OFF;
+        SEND ON CONVERSATION @h (N'<order id="1"/>');
+        SELECT message_type_name, service_name, validation, service_id
+            FROM OrderQueue WHERE conversation_handle IS NOT NULL;
+        SELECT state_desc FROM sys.conversation_endpoints WHERE conversation_handle = @h;
+        SELECT count(*) AS waiting FROM sys.transmission_queue;
+        END CONVERSATION @h WITH CLEANUP;
+    """)
+    assert results[0].columns == ("message_type_name", "service_name", "validation",
+                                  "service_id")
+    assert results[0].rows == [("DEFAULT", "Orders", "N", None)]
+    assert results[1].rows == [("CONVERSING",)]
+    assert results[2].rows == [(0,)]
+    db.execute("DECLARE @h UNIQUEIDENTIFIER; RECEIVE @h = conversation_handle FROM OrderQueue; "
+               "END CONVERSATION @h WITH CLEANUP")
+    with pytest.raises(TsqlSyntaxError, match="OrderQueue is a queue: SELECT reads it"):
+        db.execute("DELETE FROM OrderQueue")
+
+
+def test_object_id_guards_procedures_tables_and_queues(db):
+    results = db.execute("""
+        IF OBJECT_ID('dbo.Tally') IS NOT NULL DROP PROCEDURE dbo.Tally;
+        IF OBJECT_ID('Counts', 'U') IS NULL CREATE TABLE Counts (n INT);
+    """)
+    db.execute("CREATE PROCEDURE dbo.Tally AS INSERT INTO Counts VALUES (1)")
+    results = db.execute("""
+        IF OBJECT_ID('dbo.Tally') IS NOT NULL DROP PROCEDURE dbo.Tally;
+        IF OBJECT_ID('dbo.Tally', 'P') IS NULL PRINT 'dropped';
+        IF OBJECT_ID('[dbo].[Counts]') IS NOT NULL PRINT 'table';
+        IF OBJECT_ID('Shop.dbo.OrderQueue', 'SQ') IS NOT NULL PRINT 'queue';
+        IF OBJECT_ID('OrderQueue', 'U') IS NULL PRINT 'not a table';
+        IF OBJECT_ID('Nowhere.dbo.Counts') IS NULL PRINT 'no database';
+        IF OBJECT_ID(NULL) IS NULL PRINT 'null';
+        DROP TABLE Counts;
+    """)
+    assert results.messages == ["dropped", "table", "queue", "not a table", "no database",
+                                "null"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("SELECT a\n  FROM t WHERE", "the SELECT statement at line 1, column 1 is not understood "
+     "at line 2, column 10"),
+    ("PRINT 1; SELECT dbo.tally(a) FROM t", "the statement at line 1, column 10 is not "
+     "supported: the function tally() is not one sqlglot's T-SQL dialect knows"),
+    ("SELECT * FROM #work", "the temporary table #work"),
+    ("SELECT * FROM hr.people", "the schema hr of people: a database's tables are in its "
+     "dbo schema"),
+    ("SELECT a FROM t WHERE a = @missing", "the variable @missing in the statement at "
+     "line 1, column 1 is not declared"),
+    ("DECLARE @v INT; SELECT @v = a, b FROM t", "assigns to variables and returns columns"),
+    ("SELECT a INTO copy FROM t", "SELECT ... INTO"),
+    ("DELETE FROM sys.routes", "sys.routes is a catalog view: it is read-only"),
+    ("IF EXISTS (SELECT a FROM t WHERE) PRINT 1", "the SELECT statement at line 1, column 12 "
+     "is not understood"),
+])
+def test_bad_ordinary_sql_is_refused_with_its_line_and_column(db, text, message):
+    with pytest.raises(TsqlSyntaxError) as caught:
+        db.execute(text)
+    assert message in str(caught.value)
+
+
+def test_a_refused_batch_changes_nothing(inst, db):
+    with pytest.raises(TsqlSyntaxError):
+        db.execute("CREATE TABLE Half (a INT); INSERT INTO Half VALUES (1); "
+                   "SELECT SOUNDEX_OF(a) FROM Half")
+    assert inst.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'Half'"
+                    ).fetchone() == (0,)
+
+
+def test_what_duckdb_refuses_at_run_time_stops_the_batch_with_its_reason(db):
+    with pytest.raises(InvalidArgumentError) as caught:
+        db.execute("PRINT 'before'; INSERT INTO NoSuchTable VALUES (1)")
+    assert str(caught.value).startswith(
+        "INSERT at line 1, column 17 failed: DuckDB refused it: Catalog Error: Table with "
+        "name")
+    assert caught.value.results.messages == ["before"]
