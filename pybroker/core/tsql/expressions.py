@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, Union
 from xml.parsers import expat
 
+from pybroker.core.tsql import xml_methods as xml
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.ordinary_sql import Exists, read_exists, source_of
 from pybroker.core.tsql.parser import Parser
@@ -132,7 +133,8 @@ class NewId:
 
 
 Expression = Union[  # noqa: UP007 (a runtime alias)
-    Literal, Variable, Column, Binary, Negate, Cast, NewId, SystemVariable, Function]
+    Literal, Variable, Column, Binary, Negate, Cast, NewId, SystemVariable, Function,
+    xml.XmlMethod]
 
 # -- conditions (IF, WHILE) -----------------------------------------------------------------
 
@@ -285,6 +287,13 @@ def _product(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
 
 
 def _term(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
+    operand = _operand(p, declared, columns)
+    while xml.starts_method(p):  # x.value('path', 'type'), .exist(), .query()
+        operand = xml.read_method(p, operand, parse_type)
+    return operand
+
+
+def _operand(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
     t = p.token
     if t.is_symbol("-"):
         p.advance()
@@ -632,6 +641,10 @@ def evaluate(expression: Expression, variables: dict[str, Any],
     if isinstance(expression, Cast):
         return convert(evaluate(expression.operand, variables, row), expression.type,
                        expression.token.where)
+    if isinstance(expression, xml.XmlMethod):
+        found = xml.call(expression, evaluate(expression.operand, variables, row))
+        return found if expression.type is None or found is None else convert(
+            found, expression.type, expression.token.where)
     if isinstance(expression, Negate):
         value = evaluate(expression.operand, variables, row)
         if value is None:

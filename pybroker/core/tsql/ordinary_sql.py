@@ -292,7 +292,9 @@ def _check(node: exp.Expression, refuse: _Refusal) -> None:
     if isinstance(node, exp.Anonymous):
         name = str(node.this).upper()
         if name in _XML_METHODS and isinstance(node.parent, exp.Dot):
-            raise refuse(f"the XML method .{node.this}() is not supported in a query")
+            raise refuse(f"the XML method .{node.this}() is not supported in a query: "
+                         "SELECT the column into an XML variable and call it on that "
+                         "(@x.value(...) in SET, IF, PRINT)")
         raise refuse(f"the function {node.this}() is not one sqlglot's T-SQL dialect knows, "
                      "so it cannot be translated for DuckDB")
     if isinstance(node, exp.Identifier) and node.args.get("temporary"):
