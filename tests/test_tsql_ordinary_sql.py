@@ -199,3 +199,86 @@ def test_what_duckdb_refuses_at_run_time_stops_the_batch_with_its_reason(db):
         "INSERT at line 1, column 17 failed: DuckDB refused it: Catalog Error: Table with "
         "name")
     assert caught.value.results.messages == ["before"]
+
+
+# -- the XML of a body ------------------------------------------------------------------------
+
+ORDER = ('<order id="7" priority="high"><item>bolt</item><item>nut</item><qty>3</qty>'
+         '<note>caf\u00e9</note></order>')
+
+
+def test_xml_methods_read_a_body_as_sql_server_s_do(db):
+    results = db.execute(f"""
+        DECLARE @body VARBINARY(MAX) = CAST(N'{ORDER}' AS VARBINARY(MAX));
+        DECLARE @x XML = CAST(@body AS XML), @qty INT;
+        SET @qty = @x.value('(/order/qty/text())[1]', 'int');
+        PRINT @qty + 1;
+        PRINT @x.value('(/order/item)[2]', 'nvarchar(20)');
+        PRINT @x.value('(/order/@id)[1]', 'INT') + 1;
+        PRINT @x.value('(//note)[1]', 'NVARCHAR(10)');
+        IF @x.exist('/order[@priority="high"]') = 1 PRINT 'high';
+        IF @x.exist('/order/missing') = 0 PRINT 'no missing';
+        PRINT @x.query('/order/item');
+        IF @x.value('(/order/missing)[1]', 'int') IS NULL PRINT 'empty is NULL';
+        PRINT CAST(@body AS XML).value('(/order/item/text())[1]', 'varchar(10)');
+    """)
+    assert results.messages == ["4", "nut", "8", "caf\u00e9", "high", "no missing",
+                                "<item>bolt</item><item>nut</item>", "empty is NULL", "bolt"]
+
+
+def test_xml_methods_read_a_broker_error_in_its_namespace(db):
+    results = db.execute("""
+        DECLARE @x XML = N'<Error xmlns="http://schemas.microsoft.com/SQL/ServiceBroker/Error">
+            <Code>-8489</Code><Description>lifetime expired</Description></Error>';
+        PRINT @x.value('declare default element namespace
+            "http://schemas.microsoft.com/SQL/ServiceBroker/Error"; (/Error/Code)[1]', 'int');
+        PRINT @x.value('declare namespace e = "http://schemas.microsoft.com/SQL/ServiceBroker/Error";
+            (/e:Error/e:Description)[1]', 'nvarchar(100)');
+        PRINT @x.value('(/*:Error/*:Code)[1]', 'int') - 1;
+        IF @x.exist('/Error') = 0 PRINT 'no Error outside its namespace';
+    """)
+    assert results.messages == ["-8489", "lifetime expired", "-8490",
+                                "no Error outside its namespace"]
+
+
+def test_a_received_body_read_with_cast_as_xml(db):
+    results = db.execute("""
+        DECLARE @h UNIQUEIDENTIFIER, @x XML, @body NVARCHAR(MAX);
+        BEGIN DIALOG @h FROM SERVICE Replies TO SERVICE 'Orders' WITH ENCRYPTION = OFF;
+        SEND ON CONVERSATION @h (N'<order><name>caf\u00e9</name></order>');
+        SELECT TOP (1) @x = CAST(message_body AS XML), @body = CAST(message_body AS NVARCHAR(MAX))
+            FROM OrderQueue ORDER BY queuing_order;
+        PRINT @x.value('(/order/name/text())[1]', 'nvarchar(20)');
+        PRINT @body;
+        END CONVERSATION @h WITH CLEANUP;
+    """)
+    assert results.messages == ["caf\u00e9", "<order><name>caf\u00e9</name></order>"]
+    db.execute("DECLARE @h UNIQUEIDENTIFIER; RECEIVE @h = conversation_handle FROM OrderQueue; "
+               "END CONVERSATION @h WITH CLEANUP")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("DECLARE @x XML; PRINT @x.value('count(/a)', 'int')", "the XQuery path 'count(/a)' at "
+     "line 1, column 32 is not supported: the function count() is not in the subset"),
+    ("DECLARE @x XML; PRINT @x.value('a/b', 'int')", "expected an absolute path"),
+    ("DECLARE @x XML; PRINT @x.exist('(/a/following-sibling::b)[1]')", "axes (name::)"),
+    ("DECLARE @x XML; PRINT @x.value('(/p:a)[1]', 'int')", "the prefix p is not declared"),
+    ("DECLARE @x XML; PRINT @x.value('/a', 'int x')", "expected only a SQL type in "
+     "value()'s type 'int x' but found 'x' at line 1, column 38"),
+    ("DECLARE @x XML; PRINT @x.value('/a')", "expected ',' and the SQL type after value()'s "
+     "path"),
+    ("DECLARE @p NVARCHAR(9) = '/a'; DECLARE @x XML; PRINT @x.exist(@p)",
+     "expected the XQuery path of exist() as a string literal"),
+    ("SELECT CAST(message_body AS XML).value('(/a)[1]', 'int') FROM OrderQueue",
+     "the XML method .value() is not supported in a query: SELECT the column into an XML "
+     "variable"),
+])
+def test_xml_beyond_the_subset_is_refused_with_its_place(db, text, message):
+    with pytest.raises(TsqlSyntaxError) as caught:
+        db.execute(text)
+    assert message in str(caught.value)
+
+
+def test_xml_that_is_not_well_formed_stops_the_batch(db):
+    with pytest.raises(InvalidArgumentError, match="not well-formed XML"):
+        db.execute("DECLARE @x NVARCHAR(20) = N'<a>'; PRINT CAST(@x AS XML).exist('/a')")

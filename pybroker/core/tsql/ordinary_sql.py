@@ -56,6 +56,8 @@ QUEUE_COLUMNS = (
     "message_body", "message_enqueue_time",
 )  # fmt: skip
 _NULL_COLUMNS = ("service_id", "service_contract_id", "message_type_id")
+_TEXT_TYPES = (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR, exp.DataType.Type.CHAR,
+               exp.DataType.Type.NCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.XML)
 _XML_METHODS = ("VALUE", "EXIST", "QUERY", "NODES", "MODIFY")
 _KINDS = {exp.Select: "SELECT", exp.Union: "SELECT", exp.Insert: "INSERT",
           exp.Update: "UPDATE", exp.Delete: "DELETE"}
@@ -361,6 +363,9 @@ def render(statement: OrdinarySql, database: str, names: SqlNames) -> Rendered:
         replacement = _resolved(table, database, names, values, id(table) in targets, refuse)
         if replacement is not None:
             table.replace(replacement)
+    for cast in list(tree.find_all(exp.Cast)):
+        if cast.to.this in _TEXT_TYPES:
+            cast.replace(_as_text(cast))
     for data_type in tree.find_all(exp.DataType):
         _duckdb_type(data_type)
     values.setdefault(DATABASE_PARAMETER, database)
@@ -468,6 +473,20 @@ def _queue(name: str, names: SqlNames) -> str | None:
 
 def _parameter(name: str) -> exp.Parameter:
     return exp.Parameter(this=exp.Var(this=name))
+
+
+def _as_text(cast: exp.Cast) -> exp.Expression:
+    """CAST(x AS NVARCHAR(...) | XML | ...): a body's bytes decoded as UTF-8, as the batch's
+    own CAST does (pybroker.core.tsql.expressions), where DuckDB's CAST of a BLOB would
+    write its bytes as \\x escapes; any other value cast as DuckDB casts it."""
+    operand = cast.this
+    blob = exp.DataType.build("BLOB")
+    return exp.Case(
+        ifs=[exp.If(this=exp.Anonymous(this="typeof", expressions=[operand.copy()]).eq(
+                        exp.Literal.string("BLOB")),
+                    true=exp.Anonymous(this="decode", expressions=[
+                        exp.Cast(this=operand.copy(), to=blob)]))],
+        default=exp.Cast(this=operand.copy(), to=cast.to.copy()))
 
 
 def _duckdb_type(data_type: exp.DataType) -> None:
