@@ -48,7 +48,7 @@ def test_user_tables_live_in_their_database_s_schema_beside_the_sys_views(inst, 
     assert rows.columns == ("id", "body", "amount")
     assert rows.rows == [(1, "first", 5), (2, "second", 7)]
     # an analyst reads it where the database's name says, beside sys.services
-    assert inst.sql('SELECT body FROM "Shop".ProcessedLog ORDER BY id').fetchall() == [
+    assert inst.sql('SELECT body FROM Shop_dbo.ProcessedLog ORDER BY id').fetchall() == [
         ("first",), ("second",)]
     # another database's table of the same name is its own
     depot = inst.database("Depot")
@@ -57,7 +57,7 @@ def test_user_tables_live_in_their_database_s_schema_beside_the_sys_views(inst, 
     assert depot.execute("SELECT * FROM ProcessedLog")[0].rows == [("depot",)]
     assert db.execute("SELECT count(*) AS n FROM Depot.dbo.ProcessedLog")[0].rows == [(1,)]
     db.execute("DROP TABLE ProcessedLog")
-    assert inst.sql("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'Shop'"
+    assert inst.sql("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'Shop_dbo'"
                     ).fetchone() == (0,)
 
 
@@ -282,3 +282,127 @@ def test_xml_beyond_the_subset_is_refused_with_its_place(db, text, message):
 def test_xml_that_is_not_well_formed_stops_the_batch(db):
     with pytest.raises(InvalidArgumentError, match="not well-formed XML"):
         db.execute("DECLARE @x NVARCHAR(20) = N'<a>'; PRINT CAST(@x AS XML).exist('/a')")
+
+
+# -- a script in the shape of the tutorial "completing a conversation in a single database" --
+
+# The tutorial's steps in order, with the guards such scripts carry before they create
+# anything (IF EXISTS ... DROP, OBJECT_ID) and a log table of what the target processed.
+SINGLE_DATABASE_TUTORIAL = """
+-- start again from nothing: drop what an earlier run left
+IF EXISTS (SELECT * FROM sys.services WHERE name = N'//Counter/Shelf/TargetService')
+    DROP SERVICE [//Counter/Shelf/TargetService];
+IF EXISTS (SELECT * FROM sys.services WHERE name = N'//Counter/Shelf/InitiatorService')
+    DROP SERVICE [//Counter/Shelf/InitiatorService];
+IF OBJECT_ID(N'dbo.ShelfTargetQueue') IS NOT NULL DROP QUEUE ShelfTargetQueue;
+IF OBJECT_ID(N'dbo.ShelfInitiatorQueue') IS NOT NULL DROP QUEUE ShelfInitiatorQueue;
+IF EXISTS (SELECT * FROM sys.service_contracts WHERE name = N'//Counter/Shelf/Contract')
+    DROP CONTRACT [//Counter/Shelf/Contract];
+IF EXISTS (SELECT * FROM sys.service_message_types WHERE name = N'//Counter/Shelf/Ask')
+    DROP MESSAGE TYPE [//Counter/Shelf/Ask];
+IF EXISTS (SELECT * FROM sys.service_message_types WHERE name = N'//Counter/Shelf/Answer')
+    DROP MESSAGE TYPE [//Counter/Shelf/Answer];
+IF OBJECT_ID(N'dbo.ShelfLog', N'U') IS NOT NULL DROP TABLE dbo.ShelfLog;
+GO
+-- the message types and the contract
+CREATE MESSAGE TYPE [//Counter/Shelf/Ask] VALIDATION = WELL_FORMED_XML;
+CREATE MESSAGE TYPE [//Counter/Shelf/Answer] VALIDATION = WELL_FORMED_XML;
+GO
+CREATE CONTRACT [//Counter/Shelf/Contract]
+    ([//Counter/Shelf/Ask] SENT BY INITIATOR, [//Counter/Shelf/Answer] SENT BY TARGET);
+GO
+-- the queues and services of both sides, and the target's log
+CREATE QUEUE ShelfTargetQueue;
+CREATE SERVICE [//Counter/Shelf/TargetService] ON QUEUE ShelfTargetQueue
+    ([//Counter/Shelf/Contract]);
+CREATE QUEUE ShelfInitiatorQueue;
+CREATE SERVICE [//Counter/Shelf/InitiatorService] ON QUEUE ShelfInitiatorQueue;
+GO
+CREATE TABLE dbo.ShelfLog (id INT IDENTITY(1, 1) PRIMARY KEY, message_type SYSNAME,
+    shelf INT, logged_at DATETIME DEFAULT GETDATE());
+GO
+-- the initiator begins the conversation and sends its request
+DECLARE @InitDlgHandle UNIQUEIDENTIFIER;
+DECLARE @RequestMsg NVARCHAR(100);
+BEGIN TRANSACTION;
+BEGIN DIALOG @InitDlgHandle
+    FROM SERVICE [//Counter/Shelf/InitiatorService]
+    TO SERVICE N'//Counter/Shelf/TargetService'
+    ON CONTRACT [//Counter/Shelf/Contract]
+    WITH ENCRYPTION = OFF;
+SELECT @RequestMsg = N'<Ask><Shelf>12</Shelf></Ask>';
+SEND ON CONVERSATION @InitDlgHandle MESSAGE TYPE [//Counter/Shelf/Ask] (@RequestMsg);
+PRINT 'sent: ' + @RequestMsg;
+COMMIT TRANSACTION;
+GO
+-- the target receives the request, logs it and replies
+DECLARE @RecvReqDlgHandle UNIQUEIDENTIFIER;
+DECLARE @RecvReqMsg NVARCHAR(100);
+DECLARE @RecvReqMsgName SYSNAME;
+DECLARE @Shelf INT;
+BEGIN TRANSACTION;
+WAITFOR
+( RECEIVE TOP (1)
+    @RecvReqDlgHandle = conversation_handle,
+    @RecvReqMsg = message_body,
+    @RecvReqMsgName = message_type_name
+  FROM ShelfTargetQueue
+), TIMEOUT 1000;
+IF @RecvReqMsgName = N'//Counter/Shelf/Ask'
+BEGIN
+    SET @Shelf = CAST(@RecvReqMsg AS XML).value('(/Ask/Shelf/text())[1]', 'INT');
+    INSERT INTO dbo.ShelfLog (message_type, shelf) VALUES (@RecvReqMsgName, @Shelf);
+    DECLARE @ReplyMsg NVARCHAR(100);
+    SELECT @ReplyMsg = N'<Answer><Count>' + CAST(count(*) * 7 AS NVARCHAR(10))
+        + N'</Count></Answer>' FROM dbo.ShelfLog WHERE shelf = @Shelf;
+    SEND ON CONVERSATION @RecvReqDlgHandle MESSAGE TYPE [//Counter/Shelf/Answer] (@ReplyMsg);
+    END CONVERSATION @RecvReqDlgHandle;
+    PRINT 'replied: ' + @ReplyMsg;
+END
+COMMIT TRANSACTION;
+GO
+-- the initiator receives the reply and ends its side
+DECLARE @RecvReplyMsg NVARCHAR(100);
+DECLARE @RecvReplyDlgHandle UNIQUEIDENTIFIER;
+BEGIN TRANSACTION;
+WAITFOR
+( RECEIVE TOP (1)
+    @RecvReplyDlgHandle = conversation_handle,
+    @RecvReplyMsg = message_body
+  FROM ShelfInitiatorQueue
+), TIMEOUT 1000;
+END CONVERSATION @RecvReplyDlgHandle;
+PRINT 'received: ' + @RecvReplyMsg;
+COMMIT TRANSACTION;
+GO
+-- what the target logged, and how the conversation ended on both sides
+SELECT message_type, shelf FROM dbo.ShelfLog;
+SELECT state_desc FROM sys.conversation_endpoints;
+SELECT count(*) AS waiting FROM sys.transmission_queue;
+"""
+
+
+def test_the_single_database_tutorial_completes_through_one_pybroker_sql(tmp_path, capsys,
+                                                                         monkeypatch):
+    import io
+    import json
+
+    from tests.cli_helpers import call
+
+    path = tmp_path / "counter.duckdb"
+    with pybroker.connect(path, worker=False) as inst:
+        inst.create_database("Counter")
+    for run in range(2):  # the guards let it run again on what the first run left
+        monkeypatch.setattr("sys.stdin", io.StringIO(SINGLE_DATABASE_TUTORIAL))
+        code, out, err = call(["sql", path, "-d", "Counter", "--json", "-"], capsys)
+        assert code == 0, err
+        assert err.splitlines() == ["sent: <Ask><Shelf>12</Shelf></Ask>",
+                                    "replied: <Answer><Count>7</Count></Answer>",
+                                    "received: <Answer><Count>7</Count></Answer>"], run
+        logged, states, waiting = json.loads(out)
+        assert logged["rows"] == [["//Counter/Shelf/Ask", 12]]  # the log was made anew
+        assert states["rows"] == [["CLOSED"], ["CLOSED"]]
+        assert waiting["rows"] == [[0]]
+    with pybroker.connect(path, worker=False) as inst:
+        assert inst.sql('SELECT message_type FROM Counter_dbo.ShelfLog').fetchall() == [
+            ("//Counter/Shelf/Ask",)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pybroker.core.routing.cache import NOTHING
-from pybroker.core.tsql.ordinary_sql import DEFAULT_SCHEMA, Rendered, SqlNames
+from pybroker.core.tsql.ordinary_sql import DEFAULT_SCHEMA, Rendered, SqlNames, schema_of
 from pybroker.kernel.live_views import names_broker_events, names_live_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,9 +28,16 @@ class UserSql:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self._database_views: frozenset[str] | None = None  # fixed by the file's catalog
+        self._catalog: str | None = None
 
     def of(self, database: DatabaseRef) -> DatabaseSql:
         return DatabaseSql(self, database)
+
+    def catalog(self) -> str:
+        """DuckDB's name of the instance file's catalog, which user tables are named in."""
+        if self._catalog is None:
+            self._catalog = str(self.kernel.store.run("user_sql/select_catalog.sql")[0][0])
+        return self._catalog
 
     def database_views(self) -> frozenset[str]:
         """The sys views with a row per database (read once: the catalog's definitions
@@ -53,7 +60,7 @@ class DatabaseSql:
         queues = store.run("user_sql/select_queue_names.sql",
                            {"database_id": self.database.database_id})
         return SqlNames(frozenset(str(name) for (name,) in queues),
-                        self.service.database_views())
+                        self.service.database_views(), self.service.catalog())
 
     def run(self, rendered: Rendered, parameters: dict[str, Any]
             ) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -93,7 +100,8 @@ class DatabaseSql:
         else:
             database_id, database_name = database.database_id, database.name
         rows = kernel.store.run("user_sql/select_object_id.sql", {
-            "database_id": database_id, "database_name": database_name, "name": object_name,
+            "database_id": database_id, "schema_name": schema_of(database_name),
+            "name": object_name,
             "schema_key": schema.lower(), "type": kind})
         return int(rows[0][0]) if rows else None
 

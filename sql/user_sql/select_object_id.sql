@@ -5,7 +5,7 @@
 -- among its database's queues; it says the object exists, and names it within its kind.
 WITH objects AS (
     SELECT 'U' AS type, t.table_oid AS object_id FROM duckdb_tables() AS t
-    WHERE t.database_name = current_database() AND t.schema_name = $database_name
+    WHERE t.database_name = current_database() AND t.schema_name = $schema_name
         AND lower(t.table_name) = lower($name) AND $schema_key = 'dbo'
     UNION ALL
     SELECT 'P', p.object_id FROM procedures AS p

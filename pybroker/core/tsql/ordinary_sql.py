@@ -10,8 +10,9 @@ What the tree is given before DuckDB's text is written (never by patching text):
 - ``@variables`` become named parameters ($p0, $p1, ...), bound to the variables' values
   when the statement runs; a value is never spliced into the text.
 - A user table (``t``, ``dbo.t``, ``db.dbo.t``) lives in its database's own schema of the
-  instance file: the DuckDB schema named as the database (``"inventory".log``), beside the
-  broker's ``sys`` views, so an analyst reads it with ``pybroker sql`` or DuckDB's CLI.
+  instance file, ``<database>_dbo`` (``Inventory_dbo.log`` for Inventory.dbo.log), beside
+  the broker's ``sys`` views, so an analyst reads it with ``pybroker query`` or DuckDB's
+  CLI.
   Only the dbo schema of a database is kept (SQL Server's default schema): other schema
   names and temporary tables (#t) are refused.
 - ``sys.<view>`` is the view with this database's rows only (a view of one database in
@@ -46,6 +47,7 @@ from pybroker.core.tsql.parser import STATEMENT_WORDS, Parser
 from pybroker.errors import TsqlSyntaxError
 
 DEFAULT_SCHEMA = "dbo"
+TEXT_TYPE_NAMES = ("NVARCHAR", "VARCHAR", "NCHAR", "CHAR", "SYSNAME", "XML")
 DATABASE_PARAMETER = "database_name"
 # The columns of SELECT ... FROM <queue>, SQL Server's, in its order; pybroker keeps
 # services, contracts and message types by name, so their ids are NULL.
@@ -58,6 +60,8 @@ QUEUE_COLUMNS = (
 _NULL_COLUMNS = ("service_id", "service_contract_id", "message_type_id")
 _TEXT_TYPES = (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR, exp.DataType.Type.CHAR,
                exp.DataType.Type.NCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.XML)
+_TYPES_AS = {exp.DataType.Type.XML: "VARCHAR", exp.DataType.Type.MONEY: "DECIMAL(19, 4)",
+             exp.DataType.Type.SMALLMONEY: "DECIMAL(10, 4)", exp.DataType.Type.IMAGE: "BLOB"}
 _XML_METHODS = ("VALUE", "EXIST", "QUERY", "NODES", "MODIFY")
 _KINDS = {exp.Select: "SELECT", exp.Union: "SELECT", exp.Insert: "INSERT",
           exp.Update: "UPDATE", exp.Delete: "DELETE"}
@@ -94,6 +98,14 @@ class SqlNames:
 
     queues: frozenset[str] = frozenset()
     database_views: frozenset[str] = frozenset()
+    catalog: str | None = None  # DuckDB's name of the instance file (its tables' catalog)
+
+
+def schema_of(database: str) -> str:
+    """The DuckDB schema of a database's user tables: SQL Server's database.dbo, written
+    database_dbo (a schema named as the database alone would be ambiguous in DuckDB with
+    a file named after it, counter.duckdb holding database Counter)."""
+    return f"{database}_{DEFAULT_SCHEMA}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +314,9 @@ def _check(node: exp.Expression, refuse: _Refusal) -> None:
     if isinstance(node, exp.Identifier) and node.args.get("temporary"):
         raise refuse(f"the temporary table #{node.name} (use a table of the database, or a "
                      "table variable)")
+    if isinstance(node, exp.DataType) and node.this == exp.DataType.Type.USERDEFINED and (
+            str(node.args.get("kind")).upper() != "SYSNAME"):
+        raise refuse(f"the type {node.args.get('kind')} (a user-defined type)")
     if isinstance(node, exp.Into):
         raise refuse("SELECT ... INTO (CREATE TABLE first, then INSERT ... SELECT)")
     if isinstance(node, exp.Table) and node.db and node.db.lower() not in (
@@ -343,10 +358,15 @@ def _assigns(tree: exp.Expression, declared: set[str], refuse: _Refusal) -> tupl
 # -- rendering for DuckDB, when the statement runs ---------------------------------------------
 
 
-def render(statement: OrdinarySql, database: str, names: SqlNames) -> Rendered:
-    """The statement's DuckDB text for ``database``, with its names resolved (``names``)."""
+def render(statement: OrdinarySql, database: str, names: SqlNames,
+           text_variables: frozenset[str] = frozenset()) -> Rendered:
+    """The statement's DuckDB text for ``database``, with its names resolved (``names``);
+    ``text_variables``: the keys of its variables declared of a text type."""
     refuse = _Refusal(statement.token)
     tree = statement.tree.copy()
+    for add in reversed(list(tree.find_all(exp.Add))):  # innermost first
+        if _textual(add.this, text_variables) or _textual(add.expression, text_variables):
+            add.replace(exp.DPipe(this=add.this.copy(), expression=add.expression.copy()))
     parameter_of = dict((key, name) for name, key in statement.parameters)
     values: dict[str, Any] = {}
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
@@ -370,10 +390,13 @@ def render(statement: OrdinarySql, database: str, names: SqlNames) -> Rendered:
         _duckdb_type(data_type)
     values.setdefault(DATABASE_PARAMETER, database)
     before: list[exp.Expression] = []
-    if statement.kind == "CREATE TABLE":
-        before.append(exp.Create(this=exp.Table(this=exp.to_identifier(database, quoted=True)),
+    created = tree.this.this if statement.kind == "CREATE TABLE" and isinstance(
+        tree.this, exp.Schema) else None
+    if isinstance(created, exp.Table):  # its schema first, then its IDENTITY sequences
+        before.append(exp.Create(this=exp.Table(this=created.args["db"].copy(),
+                                                db=_copied(created.args.get("catalog"))),
                                  kind="SCHEMA", exists=True))
-        before.extend(_identities(tree, database))
+        before.extend(_identities(tree.this, created))
     try:
         sql = tree.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE)
         first = tuple(e.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE)
@@ -386,15 +409,15 @@ def render(statement: OrdinarySql, database: str, names: SqlNames) -> Rendered:
                     statement.parameters, first, statement.kind != "SELECT")
 
 
-def _identities(tree: exp.Expression, database: str) -> list[exp.Expression]:
+def _copied(node: exp.Expression | None) -> exp.Expression | None:
+    return None if node is None else node.copy()
+
+
+def _identities(schema: exp.Schema, table: exp.Table) -> list[exp.Expression]:
     """IDENTITY(seed, increment) columns: DuckDB has no identity columns, so each takes its
-    default from a sequence of its own (``<table>_<column>_identity``), made (or made
-    again, for a table dropped and created anew) before the table."""
+    default from a sequence of its own (``<table>_<column>_identity``, beside the table),
+    made (or made again, for a table dropped and created anew) before the table."""
     sequences: list[exp.Expression] = []
-    schema = tree.this if isinstance(tree.this, exp.Schema) else None
-    table = schema.this if schema is not None else None
-    if schema is None or not isinstance(table, exp.Table):
-        return sequences
     for column in schema.expressions:
         if not isinstance(column, exp.ColumnDef):
             continue
@@ -404,7 +427,8 @@ def _identities(tree: exp.Expression, database: str) -> list[exp.Expression]:
                 continue
             name = exp.Table(this=exp.to_identifier(f"{table.name}_{column.name}_identity",
                                                     quoted=True),
-                             db=exp.to_identifier(database, quoted=True))
+                             db=table.args["db"].copy(),
+                             catalog=_copied(table.args.get("catalog")))
             start = kind.args.get("start") or exp.Literal.number(1)
             step = kind.args.get("increment") or exp.Literal.number(1)
             sequences.append(exp.Create(
@@ -456,7 +480,10 @@ def _resolved(table: exp.Table, database: str, names: SqlNames, values: dict[str
             exp.and_(exp.column("database_name").eq(_parameter(DATABASE_PARAMETER)),
                      exp.column("queue_name").eq(_parameter(key))))
         return exp.Subquery(this=view, alias=exp.TableAlias(this=exp.to_identifier(alias)))
-    resolved = exp.Table(this=table.this.copy(), db=exp.to_identifier(owner, quoted=True))
+    resolved = exp.Table(this=table.this.copy(),
+                         db=exp.to_identifier(schema_of(owner), quoted=True),
+                         catalog=None if names.catalog is None else exp.to_identifier(
+                             names.catalog, quoted=True))
     if table.args.get("alias") is not None:
         resolved.set("alias", table.args["alias"].copy())
     return resolved
@@ -475,6 +502,22 @@ def _parameter(name: str) -> exp.Parameter:
     return exp.Parameter(this=exp.Var(this=name))
 
 
+def _textual(node: exp.Expression, text_variables: frozenset[str]) -> bool:
+    """Whether ``node`` is text as far as the statement shows (a string, a CAST to text, a
+    text variable, a concatenation): T-SQL's ``+`` of text is DuckDB's ``||``. Of two
+    columns nothing shows it: ``a + b`` of text columns is written CONCAT(a, b)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Literal):
+        return node.is_string
+    if isinstance(node, exp.Cast):
+        return node.to.this in _TEXT_TYPES
+    if isinstance(node, exp.Parameter):
+        return f"@{node.this.name}".upper() in text_variables
+    return isinstance(node, (exp.DPipe, exp.Concat, exp.Upper, exp.Lower, exp.Trim,
+                             exp.Substring))
+
+
 def _as_text(cast: exp.Cast) -> exp.Expression:
     """CAST(x AS NVARCHAR(...) | XML | ...): a body's bytes decoded as UTF-8, as the batch's
     own CAST does (pybroker.core.tsql.expressions), where DuckDB's CAST of a BLOB would
@@ -490,11 +533,22 @@ def _as_text(cast: exp.Cast) -> exp.Expression:
 
 
 def _duckdb_type(data_type: exp.DataType) -> None:
-    """NVARCHAR(MAX) and the like have no length in DuckDB; an XML column keeps text."""
+    """SQL Server's types as DuckDB holds them: NVARCHAR(MAX) and the like without a length;
+    XML and SYSNAME as text; FLOAT (FLOAT(53) unless n <= 24) as DOUBLE, where sqlglot
+    would write REAL; MONEY as DECIMAL(19, 4); IMAGE as BLOB."""
+    kind = data_type.this
     if any(p.name.upper() == "MAX" for p in data_type.expressions):
         data_type.set("expressions", [])
-    if data_type.this == exp.DataType.Type.XML:
-        data_type.set("this", exp.DataType.Type.VARCHAR)
+    if kind == exp.DataType.Type.FLOAT:
+        bits = data_type.expressions[0].name if data_type.expressions else "53"
+        single = bits.isdigit() and int(bits) <= 24
+        data_type.set("this", exp.DataType.Type.FLOAT if single else exp.DataType.Type.DOUBLE)
+        data_type.set("expressions", [])
+    elif kind in _TYPES_AS:
+        data_type.replace(exp.DataType.build(_TYPES_AS[kind]))
+    elif kind == exp.DataType.Type.USERDEFINED and str(data_type.args.get("kind")).upper() == (
+            "SYSNAME"):
+        data_type.replace(exp.DataType.build("VARCHAR"))
 
 
 def value_of(found: Any) -> Any:

@@ -79,7 +79,15 @@ from pybroker.core.tsql.expressions import (
     variable_key,
 )
 from pybroker.core.tsql.lexer import Token
-from pybroker.core.tsql.ordinary_sql import OrdinarySql, Rendered, SqlNames, bound, render, value_of
+from pybroker.core.tsql.ordinary_sql import (
+    TEXT_TYPE_NAMES,
+    OrdinarySql,
+    Rendered,
+    SqlNames,
+    bound,
+    render,
+    value_of,
+)
 from pybroker.core.tsql.procedure_parser import CreateProcedure, DropProcedure, Execute
 from pybroker.errors import (
     BrokerError,
@@ -489,7 +497,10 @@ class _Run:
 
     def run_sql(self, s: OrdinarySql) -> tuple[list[str], list[tuple[Value, ...]]]:
         database = self.db.ordinary_sql()
-        rendered = render(s, self.db.name, database.names())
+        texts = frozenset(key for _, key in s.parameters if (
+            self.variables[key][0] is not None and self.variables[key][0].name in (
+                TEXT_TYPE_NAMES)))
+        rendered = render(s, self.db.name, database.names(), texts)
         columns, rows = database.run(rendered, bound(rendered, self.variables))
         return columns, [tuple(value_of(v) for v in row) for row in rows]
 
