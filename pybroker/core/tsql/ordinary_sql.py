@@ -30,11 +30,13 @@ Functions sqlglot does not know (a user function, OBJECT_ID inside a query, the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
+import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,7 +240,8 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
     """Read ``text`` (a statement that begins at ``start``) with sqlglot's T-SQL dialect
     and check that DuckDB's can write all of it; refused with the line and column."""
     try:
-        trees = sqlglot.parse(text, read="tsql", error_level=ErrorLevel.RAISE)
+        with _quiet_sqlglot():
+            trees = sqlglot.parse(text, read="tsql", error_level=ErrorLevel.RAISE)
     except ParseError as exc:
         found = exc.errors[0] if exc.errors else {}
         line, column = found.get("line"), found.get("col")
@@ -259,6 +262,11 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
     if len(trees) != 1 or trees[0] is None:
         raise TsqlSyntaxError(f"expected one statement at {start.where}, not {len(trees)}")
     tree = trees[0]
+    if isinstance(tree, exp.Command):  # sqlglot's way to keep a statement it cannot read
+        raise TsqlSyntaxError(
+            f"the {_first_words(text)} statement at {start.where} is not understood: "
+            "sqlglot's T-SQL dialect cannot read all of it (it would keep it as text, "
+            "untranslated); expected the statement as SQL Server's documentation writes it")
     kind = _kind(tree, start)
     refuse = _Refusal(start)
     assigns = _assigns(tree, declared, refuse) if kind == "SELECT" else ()
@@ -273,6 +281,19 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
                             assigns, start)
     render(statement, "database", SqlNames())  # what DuckDB cannot be given is refused now
     return statement
+
+
+@contextlib.contextmanager
+def _quiet_sqlglot() -> Iterator[None]:
+    """sqlglot warns (on its logger, which Python prints to stderr when nothing handles it)
+    of a statement it keeps as text; that statement is refused here instead."""
+    logger = logging.getLogger("sqlglot")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class _Refusal:
@@ -422,7 +443,8 @@ def _identities(schema: exp.Schema, table: exp.Table) -> list[exp.Expression]:
         if not isinstance(column, exp.ColumnDef):
             continue
         for constraint in column.constraints:
-            kind = constraint.kind
+            kind = constraint.args.get("kind") if isinstance(
+                constraint, exp.ColumnConstraint) else None
             if not isinstance(kind, exp.GeneratedAsIdentityColumnConstraint):
                 continue
             name = exp.Table(this=exp.to_identifier(f"{table.name}_{column.name}_identity",
