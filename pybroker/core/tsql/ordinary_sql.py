@@ -259,6 +259,11 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
     except SqlglotError as exc:
         raise TsqlSyntaxError(
             f"the statement at {start.where} is not understood: {exc}") from None
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        # sqlglot's reader failing on text it cannot read (a slip of its own): refused
+        raise TsqlSyntaxError(
+            f"the {_first_words(text)} statement at {start.where} is not understood: "
+            f"sqlglot's T-SQL dialect could not read it ({type(exc).__name__})") from None
     if len(trees) != 1 or trees[0] is None:
         raise TsqlSyntaxError(f"expected one statement at {start.where}, not {len(trees)}")
     tree = trees[0]
