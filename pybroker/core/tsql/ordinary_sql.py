@@ -67,6 +67,9 @@ _TYPES_AS = {exp.DataType.Type.XML: "VARCHAR", exp.DataType.Type.MONEY: "DECIMAL
 _XML_METHODS = ("VALUE", "EXIST", "QUERY", "NODES", "MODIFY")
 _KINDS = {exp.Select: "SELECT", exp.Union: "SELECT", exp.Insert: "INSERT",
           exp.Update: "UPDATE", exp.Delete: "DELETE"}
+# How deep parentheses may nest in ordinary SQL: sqlglot's reader recurses about twenty
+# frames a level, so deeper text is refused before it could exhaust Python's stack.
+MAX_SQL_DEPTH = 32
 # After these words a SELECT goes on the statement being read (INSERT ... SELECT, UNION).
 _SELECT_AFTER = ("UNION", "ALL", "EXCEPT", "INTERSECT")
 
@@ -165,6 +168,10 @@ def _statement_end(tokens: list[Token], start: int) -> int:
             return i
         if t.is_symbol("("):
             depth += 1
+            if depth > MAX_SQL_DEPTH:
+                raise TsqlSyntaxError(
+                    f"'(' at {t.where} is nested too deeply: expected at most "
+                    f"{MAX_SQL_DEPTH} levels of parentheses in a statement of ordinary SQL")
         elif t.is_symbol(")"):
             if depth == 0:
                 return i
@@ -241,7 +248,7 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
     and check that DuckDB's can write all of it; refused with the line and column."""
     try:
         with _quiet_sqlglot():
-            trees = sqlglot.parse(text, read="tsql", error_level=ErrorLevel.RAISE)
+            trees = sqlglot.parse(text, read="tsql", error_level=ErrorLevel.IMMEDIATE)
     except ParseError as exc:
         found = exc.errors[0] if exc.errors else {}
         line, column = found.get("line"), found.get("col")
@@ -259,6 +266,10 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
     except SqlglotError as exc:
         raise TsqlSyntaxError(
             f"the statement at {start.where} is not understood: {exc}") from None
+    except RecursionError:
+        raise TsqlSyntaxError(
+            f"the {_first_words(text)} statement at {start.where} is nested too deeply for "
+            "sqlglot's T-SQL dialect to read") from None
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
         # sqlglot's reader failing on text it cannot read (a slip of its own): refused
         raise TsqlSyntaxError(
