@@ -162,6 +162,27 @@ def test_object_id_guards_procedures_tables_and_queues(db):
                                 "null"]
 
 
+def test_a_procedure_logs_with_its_parameters_in_the_caller_s_transaction(db):
+    db.execute("CREATE TABLE Processed (kind SYSNAME, n INT)")
+    db.execute("CREATE PROCEDURE dbo.LogOne @kind SYSNAME, @n INT = 1 AS\n"
+               "INSERT INTO dbo.Processed (kind, n) VALUES (@kind, @n);\n"
+               "RETURN @@ROWCOUNT")
+    results = db.execute("""
+        DECLARE @rc INT;
+        BEGIN TRANSACTION;
+        EXEC @rc = dbo.LogOne N'request', 2;
+        EXEC dbo.LogOne @kind = N'undone';
+        ROLLBACK;
+        EXEC @rc = dbo.LogOne N'reply';
+        PRINT @rc;
+        SELECT kind, n FROM Processed;
+        DROP PROCEDURE dbo.LogOne;
+        DROP TABLE Processed;
+    """)
+    assert results.messages == ["1"]
+    assert results[0].rows == [("reply", 1)]
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("SELECT a\n  FROM t WHERE", "the SELECT statement at line 1, column 1 is not understood "
      "at line 2, column 10"),
