@@ -355,8 +355,8 @@ def test_R10_execute_batch_is_all_or_nothing_across_statement_kinds(db):
 
 
 def test_R10_execute_parses_the_whole_batch_before_running_any_of_it(db):
-    with raises(UnsupportedStatementError, "UPDATE at line 1, column 46"):
-        db.execute("CREATE ROUTE one WITH ADDRESS = 'tcp://a:1'; UPDATE t SET x = 1")
+    with raises(UnsupportedStatementError, "MERGE at line 1, column 46"):
+        db.execute("CREATE ROUTE one WITH ADDRESS = 'tcp://a:1'; MERGE t USING u ON 1 = 1")
     with raises(TsqlSyntaxError, "unterminated string"):
         db.execute("DROP ROUTE AutoCreatedLocal; CREATE ROUTE x WITH ADDRESS = 'LOCAL")
     assert route_names(db) == ["AutoCreatedLocal"]

@@ -49,6 +49,7 @@ from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE
 from pybroker.kernel.mirroring import Mirroring
 from pybroker.kernel.procedures import Procedure, Procedures
 from pybroker.kernel.route_ddl import RouteDDL
+from pybroker.kernel.user_sql import DatabaseSql, UserSql
 from pybroker.storage import no_pandas
 from pybroker.storage.duckdb_errors import damage_reason, damaged_message, query_failed
 from pybroker.storage.snapshot import write_snapshot
@@ -97,6 +98,7 @@ class Instance:
         # the services composed on the kernel, which the Databases call
         self.catalog_ddl = CatalogDDL(self.kernel)
         self.procedures = Procedures(self.kernel)
+        self.user_sql = UserSql(self.kernel)
         self.route_ddl = RouteDDL(self.kernel)
         self.mirroring = Mirroring(self.kernel)
         self.broker_endpoints = BrokerEndpoints(self.kernel)
@@ -776,6 +778,10 @@ class Database:
 
     def procedure_definition(self, schema: str | None, name: str) -> tuple[str, str, str] | None:
         return self.instance.procedures.definition(self, schema, name)
+
+    def ordinary_sql(self) -> DatabaseSql:
+        """What a T-SQL batch's SELECT, INSERT, ... run on (kernel/user_sql.py)."""
+        return self.instance.user_sql.of(self)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.core.tsql) in one transaction: any error, nothing

@@ -97,6 +97,12 @@ def check_threads(value: object) -> int:
     return value
 
 
+# What DuckDB answers to a user's statement that is wrong in itself (not the file's fault).
+_USER_ERRORS = (duckdb.CatalogException, duckdb.BinderException, duckdb.ParserException,
+                duckdb.ConstraintException, duckdb.ConversionException,
+                duckdb.InvalidInputException, duckdb.OutOfRangeException)
+
+
 class StoreLock:
     """The store's re-entrant lock: one thread uses the connection at a time, and holds it
     for a whole transaction. While the store closes, a thread that waits for the lock gives
@@ -315,6 +321,28 @@ class Store:
         """Run a template of sql/ with bound parameters; returns (column names, rows)."""
         return self._execute(sql_templates.render(template, **variables), params,
                              _columns_and_rows)
+
+    def user_statement(self, sql: str, params: dict[str, Any]
+                       ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """One statement of a user's own SQL (a T-SQL batch's, translated for DuckDB by
+        pybroker.core.tsql.ordinary_sql): its column names and rows. What DuckDB refuses of
+        what the user wrote (no such table, a duplicate key, a value of the wrong type) is
+        an InvalidArgumentError with DuckDB's explanation, as Instance.sql() gives it."""
+        with self._lock:
+            con = self._begin_statement()
+            try:
+                cursor = no_pandas.call(con.execute, sql, params)
+                columns = [d[0] for d in cursor.description or ()]
+                return columns, cursor.fetchall() if columns else []
+            except _USER_ERRORS as exc:
+                if self._closed:
+                    raise InstanceClosedError() from exc
+                raise InvalidArgumentError(
+                    f"DuckDB refused it: {str(exc).splitlines()[0]}") from exc
+            except duckdb.Error as exc:
+                raise self._translate(exc) from exc
+            finally:
+                self._end_statement()
 
     def _fit(self, con: duckdb.DuckDBPyConnection,
              params: Sequence[Any] | dict[str, Any]) -> None:

@@ -48,6 +48,12 @@ from pybroker.core.tsql.expressions import (
 )
 from pybroker.core.tsql.lexer import Token, tokenize
 from pybroker.core.tsql.object_parser import queue_name
+from pybroker.core.tsql.ordinary_sql import (
+    OrdinarySql,
+    read_statement,
+    source_text,
+    starts_ordinary_sql,
+)
 from pybroker.core.tsql.parser import Parser
 from pybroker.core.tsql.procedure_parser import (
     PROCEDURE_STATEMENTS,
@@ -184,7 +190,7 @@ ConversationStatement = Union[  # noqa: UP007 (a runtime alias)
     Declare, Assign, Select, BeginDialog, Send, Receive, GetConversationGroup,
     EndConversation, BeginTimer, MoveConversation, Transaction, Print, SetOption, Block, If,
     While, Break, Continue, Return, TryCatch, Throw, Raiserror, CreateProcedure,
-    DropProcedure, Execute,
+    DropProcedure, Execute, OrdinarySql,
 ]
 ScriptStatement = Union[Statement, ConversationStatement]  # noqa: UP007
 
@@ -193,7 +199,8 @@ CONVERSATION_STATEMENTS = (
     "(RECEIVE | GET CONVERSATION GROUP), GET CONVERSATION GROUP, END CONVERSATION, BEGIN "
     "CONVERSATION TIMER, MOVE CONVERSATION, BEGIN/COMMIT/ROLLBACK TRANSACTION, BEGIN ... "
     "END, IF ... ELSE, WHILE, BREAK, CONTINUE, RETURN, BEGIN TRY ... END CATCH, THROW, "
-    "RAISERROR, PRINT, SET NOCOUNT, CREATE/ALTER/DROP PROCEDURE and EXEC"
+    "RAISERROR, PRINT, SET NOCOUNT, CREATE/ALTER/DROP PROCEDURE, EXEC, and SELECT, INSERT, "
+    "UPDATE, DELETE, CREATE TABLE and DROP TABLE"
 )
 _VERBS = ("DECLARE", "SET", "SELECT", "BEGIN", "SEND", "RECEIVE", "WAITFOR", "GET", "END",
           "MOVE", "COMMIT", "ROLLBACK", "IF", "WHILE", "BREAK", "CONTINUE", "RETURN", "PRINT",
@@ -209,7 +216,7 @@ def is_conversation_statement(statement: object) -> bool:
     return isinstance(statement, (Declare, Assign, Select, BeginDialog, Send, Receive,
                                   GetConversationGroup, EndConversation, BeginTimer,
                                   MoveConversation, Transaction, Print, SetOption,
-                                  *CONTROL_FLOW, *PROCEDURE_STATEMENTS))
+                                  OrdinarySql, *CONTROL_FLOW, *PROCEDURE_STATEMENTS))
 
 
 def declarations(statements: Sequence[object]) -> Iterator[Declare]:
@@ -278,6 +285,7 @@ def parse_script(text: str, *, master: bool = False) -> list[ScriptStatement]:
 def _parse_tokens(tokens: list[Token], master: bool, lines: list[str], *,
                   batches: bool = False) -> list[ScriptStatement]:
     p = ddl_parser(tokens, master=master)
+    p.lines = lines  # for the text of ordinary SQL in a condition (EXISTS)
     reader = _Reader(p, batches, lines)
     statements: list[ScriptStatement] = []
     while True:
@@ -339,14 +347,7 @@ class _Reader:
 
     def source(self, start: Token, end: Token) -> str:
         """The script's text from ``start`` up to ``end`` (not included)."""
-        if end.kind == "end" and end.line > len(self.lines):
-            end = Token("end", "", len(self.lines), len(self.lines[-1]) + 1)
-        if start.line == end.line:
-            return self.lines[start.line - 1][start.column - 1 : end.column - 1].rstrip()
-        text = [self.lines[start.line - 1][start.column - 1 :],
-                *self.lines[start.line : end.line - 1],
-                self.lines[end.line - 1][: end.column - 1]]
-        return "\n".join(text).rstrip()
+        return source_text(self.lines, start, end)
 
     def statement(self) -> ScriptStatement:
         p = self.p
@@ -358,6 +359,8 @@ class _Reader:
                 "of its own")
         if starts_procedure_statement(p):
             return read_procedure_statement(self, first=False)
+        if starts_ordinary_sql(p):  # translated by sqlglot (pybroker.core.tsql.ordinary_sql)
+            return read_statement(p, self.declared, self.source)
         if not t.is_word(*_VERBS):
             if t.is_word("GO", *p.verbs):
                 return p.statement()  # DDL, or GO refused with its own reason

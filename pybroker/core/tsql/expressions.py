@@ -5,7 +5,8 @@ numbers), ``-``, ``*``, ``/`` and ``%`` of numbers, unary ``-``, parentheses,
 ``CAST(x AS type)``, ``CONVERT(type, x)``, ``NEWID()``, ``ISNULL``, ``COALESCE``, ``LEN``,
 ``GETDATE()`` and, in a RECEIVE's column list, the RECEIVE columns; and the conditions of
 IF and WHILE (comparisons, IS [NOT] NULL, [NOT] IN (...), [NOT] LIKE, NOT, AND, OR), which
-are True, False or UNKNOWN (None) as in SQL. It is not SQL: no subqueries, no tables.
+are True, False or UNKNOWN (None) as in SQL. EXISTS (subquery) and OBJECT_ID() are asked of
+the database (pybroker.core.tsql.ordinary_sql translates the subquery); nothing else reads a table.
 
 Values are Python's: None (NULL), int, str and bytes; a UNIQUEIDENTIFIER is its lower-case
 text, as the API and the sys.* views show handles.
@@ -25,7 +26,9 @@ from datetime import datetime
 from typing import Any, Union
 from xml.parsers import expat
 
+from pybroker.core.tsql import xml_methods as xml
 from pybroker.core.tsql.lexer import Token
+from pybroker.core.tsql.ordinary_sql import Exists, read_exists, source_of
 from pybroker.core.tsql.parser import Parser
 from pybroker.errors import InvalidArgumentError, TsqlSyntaxError
 
@@ -130,7 +133,8 @@ class NewId:
 
 
 Expression = Union[  # noqa: UP007 (a runtime alias)
-    Literal, Variable, Column, Binary, Negate, Cast, NewId, SystemVariable, Function]
+    Literal, Variable, Column, Binary, Negate, Cast, NewId, SystemVariable, Function,
+    xml.XmlMethod]
 
 # -- conditions (IF, WHILE) -----------------------------------------------------------------
 
@@ -180,7 +184,7 @@ class Not:
     token: Token
 
 
-Condition = Union[Comparison, IsNull, InList, Like, Logical, Not]  # noqa: UP007
+Condition = Union[Comparison, IsNull, InList, Like, Logical, Not, Exists]  # noqa: UP007
 
 SYSTEM_VARIABLES = ("@@ROWCOUNT", "@@TRANCOUNT", "@@ERROR")
 # The functions of the error being handled (in a CATCH block; NULL elsewhere) and
@@ -188,7 +192,10 @@ SYSTEM_VARIABLES = ("@@ROWCOUNT", "@@TRANCOUNT", "@@ERROR")
 SESSION_FUNCTIONS = ("ERROR_NUMBER", "ERROR_MESSAGE", "ERROR_LINE", "ERROR_PROCEDURE",
                      "ERROR_SEVERITY", "ERROR_STATE", "XACT_STATE")
 _FUNCTIONS = {"ISNULL": (2, 2), "COALESCE": (2, None), "LEN": (1, 1), "GETDATE": (0, 0),
-              **dict.fromkeys(SESSION_FUNCTIONS, (0, 0))}
+              "OBJECT_ID": (1, 2), **dict.fromkeys(SESSION_FUNCTIONS, (0, 0))}
+# What the database answers (the runner keeps a function of it among the variables, as
+# "NAME()"): OBJECT_ID(name [, type]) and EXISTS (subquery).
+DATABASE_FUNCTIONS = ("OBJECT_ID", "EXISTS")
 
 
 def variable_key(name: str) -> str:
@@ -280,6 +287,13 @@ def _product(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
 
 
 def _term(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
+    operand = _operand(p, declared, columns)
+    while xml.starts_method(p):  # x.value('path', 'type'), .exist(), .query()
+        operand = xml.read_method(p, operand, parse_type)
+    return operand
+
+
+def _operand(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
     t = p.token
     if t.is_symbol("-"):
         p.advance()
@@ -405,9 +419,8 @@ def _negation(p: Parser[Any], declared: set[str]) -> Condition:
 
 def _predicate(p: Parser[Any], declared: set[str]) -> Condition:
     t = p.token
-    if t.is_word("EXISTS"):
-        raise p.expected("a condition", " (EXISTS (subquery) is not supported: the SQL "
-                         "around the verbs does not run in a batch yet)")
+    if t.is_word("EXISTS"):  # its subquery is ordinary SQL, run on the database
+        return read_exists(p, declared, source_of(p))
     if not t.is_symbol("("):
         return _comparison(p, declared)
     # A parenthesis opens either a condition, (@a = 1 OR @b = 2), or a value, (@a + 1) > 2:
@@ -621,10 +634,17 @@ def evaluate(expression: Expression, variables: dict[str, Any],
     if isinstance(expression, Function):
         if expression.name in SESSION_FUNCTIONS:
             return variables.get(f"{expression.name}()", (None, None))[1]
+        if expression.name in DATABASE_FUNCTIONS:
+            return variables[f"{expression.name}()"][1](
+                *(evaluate(a, variables, row) for a in expression.arguments))
         return _call(expression, [evaluate(a, variables, row) for a in expression.arguments])
     if isinstance(expression, Cast):
         return convert(evaluate(expression.operand, variables, row), expression.type,
                        expression.token.where)
+    if isinstance(expression, xml.XmlMethod):
+        found = xml.call(expression, evaluate(expression.operand, variables, row))
+        return found if expression.type is None or found is None else convert(
+            found, expression.type, expression.token.where)
     if isinstance(expression, Negate):
         value = evaluate(expression.operand, variables, row)
         if value is None:
@@ -697,6 +717,8 @@ def evaluate_condition(condition: Condition, variables: dict[str, Any]) -> bool 
     if isinstance(condition, Not):
         inner = evaluate_condition(condition.operand, variables)
         return None if inner is None else not inner
+    if isinstance(condition, Exists):
+        return bool(variables["EXISTS()"][1](condition.query))
     value = evaluate(condition.operand if not isinstance(condition, Comparison)
                      else condition.left, variables)
     where = condition.token.where

@@ -34,6 +34,8 @@ _OTHER_STATEMENT_TEXT = """
 """
 _OTHER_STATEMENT_WORDS = frozenset(_OTHER_STATEMENT_TEXT.split())
 _VERBS = ("CREATE", "ALTER", "DROP")
+# Every word that begins a statement (where a statement read word by word ends).
+STATEMENT_WORDS = frozenset((*_VERBS, "GO", *_OTHER_STATEMENT_WORDS))
 # How deep blocks, IF, WHILE, parentheses, NOT and chains of operators may nest: deeper
 # text is refused where it goes too deep, before parsing or running it could exhaust
 # Python's stack (SQL Server refuses such text too, "nested too deeply").
@@ -89,6 +91,7 @@ class Parser(Generic[S]):
         self.tokens = tokens
         self.pos = 0
         self.depth = 0  # the nesting being read (``nested``)
+        self.lines: list[str] = []  # the script's text, when ordinary SQL is read from it
         self.statements = statements
         self.refusals = refusals or {}
         kinds = dict.fromkeys(kind for _, kind in statements)
@@ -167,7 +170,7 @@ class Parser(Generic[S]):
         seen[label] = token
 
     def starts_statement(self) -> bool:
-        return self.token.is_word(*_VERBS, "GO", *_OTHER_STATEMENT_WORDS)
+        return self.token.kind == "word" and self.token.text.upper() in STATEMENT_WORDS
 
     def name(self, what: str) -> str:
         """A name: plain, [bracketed] or "quoted"; never a reserved word, a variable or a

@@ -79,6 +79,15 @@ from pybroker.core.tsql.expressions import (
     variable_key,
 )
 from pybroker.core.tsql.lexer import Token
+from pybroker.core.tsql.ordinary_sql import (
+    TEXT_TYPE_NAMES,
+    OrdinarySql,
+    Rendered,
+    SqlNames,
+    bound,
+    render,
+    value_of,
+)
 from pybroker.core.tsql.procedure_parser import CreateProcedure, DropProcedure, Execute
 from pybroker.errors import (
     BrokerError,
@@ -119,6 +128,17 @@ class MessageTypeRow(Protocol):
     def validation(self) -> str: ...
 
 
+class SqlDatabase(Protocol):
+    """What a batch asks of a database for its ordinary SQL (pybroker.kernel.user_sql)."""
+
+    def names(self) -> SqlNames: ...
+
+    def run(self, rendered: Rendered, parameters: dict[str, Any]
+            ) -> tuple[list[str], list[tuple[Any, ...]]]: ...
+
+    def object_id(self, name: str, kind: str | None = None) -> int | None: ...
+
+
 class BatchDatabase(Protocol):
     """The methods of a Database (pybroker.api.instance, which imports this module) a batch
     calls: its conversation verbs, its transaction, its message types and the runner of
@@ -153,6 +173,8 @@ class BatchDatabase(Protocol):
 
     def procedure_definition(self, schema: str | None, name: str
                              ) -> tuple[str, str, str] | None: ...
+
+    def ordinary_sql(self) -> SqlDatabase: ...
 
 _INT32_MAX = 2**31 - 1
 _ACTIVATION_TOKEN = Token("word", "EXEC", 1, 1)
@@ -222,6 +244,8 @@ class _Run:
         self.counted = 0  # what the statement running sets @@ROWCOUNT to
         self.error = 0  # @@ERROR: the number of the error a CATCH block's first statement sees
         self.return_code = 0  # RETURN n of a procedure
+        self.variables["EXISTS()"] = (None, lambda query: bool(self.run_sql(query)[1]))
+        self.variables["OBJECT_ID()"] = (None, self.object_id)
 
     # -- the batch ----------------------------------------------------------------------
 
@@ -452,6 +476,42 @@ class _Run:
         self.results.append(ResultSet(tuple(wanted), [tuple(r[i] for i in at)
                                                       for r in table.rows]))
         self.counted = len(table.rows)
+
+    def ordinary_sql(self, s: OrdinarySql) -> None:
+        """SELECT, INSERT, UPDATE, DELETE, CREATE and DROP TABLE, translated for DuckDB
+        (pybroker.core.tsql.ordinary_sql): a SELECT's rows are a result set, SELECT @v =
+        ... assigns the last row's values (none when no row comes back, as in SQL
+        Server); @@ROWCOUNT is the rows returned, assigned or changed."""
+        columns, rows = self.run_sql(s)
+        if s.kind in ("INSERT", "UPDATE", "DELETE"):
+            self.counted = int(rows[0][0]) if rows else 0
+            return
+        if s.kind != "SELECT":
+            return
+        self.counted = len(rows)
+        if s.assigns:
+            for key, value in zip(s.assigns, rows[-1] if rows else (), strict=False):
+                self.assign(key, value, s.token.where)
+            return
+        self.results.append(ResultSet(tuple(columns), rows))
+
+    def run_sql(self, s: OrdinarySql) -> tuple[list[str], list[tuple[Value, ...]]]:
+        database = self.db.ordinary_sql()
+        texts = frozenset(key for _, key in s.parameters if (
+            self.variables[key][0] is not None and self.variables[key][0].name in (
+                TEXT_TYPE_NAMES)))
+        rendered = render(s, self.db.name, database.names(), texts)
+        columns, rows = database.run(rendered, bound(rendered, self.variables))
+        return columns, [tuple(value_of(v) for v in row) for row in rows]
+
+    def object_id(self, name: Value, kind: Value = None) -> int | None:
+        """OBJECT_ID(name [, type]): NULL when no such table, procedure or queue exists."""
+        if name is None:
+            return None
+        where = "OBJECT_ID"
+        return self.db.ordinary_sql().object_id(
+            as_text(name, "OBJECT_ID's name", where),
+            None if kind is None else as_text(kind, "OBJECT_ID's type", where))
 
     def print_statement(self, s: cp.Print) -> None:
         value = self.value(s.expression)
@@ -688,6 +748,7 @@ _HANDLERS: dict[type, str] = {
     cp.Print: "print_statement", cp.SetOption: "set_option", cp.Throw: "throw",
     cp.Raiserror: "raiserror", cp.Return: "return_statement",
     CreateProcedure: "create_procedure", DropProcedure: "drop_procedure", Execute: "execute",
+    OrdinarySql: "ordinary_sql",
 }
 # What an uncommittable transaction still lets run: it writes nothing.
 _HARMLESS = (cp.Declare, cp.Assign, cp.Select, cp.Print, cp.SetOption, cp.Throw,
@@ -735,6 +796,8 @@ def _where(statement: Any, message: str, ran: int, undone: bool) -> str:
     verb = _VERBS.get(name) or " ".join(re.findall("[A-Z][a-z]*", name)).upper()
     if isinstance(statement, cp.Transaction):
         verb = statement.action
+    elif isinstance(statement, OrdinarySql):
+        verb = statement.kind
     elif isinstance(statement, cp.Receive) and statement.waits:
         verb = "WAITFOR (RECEIVE)"
     elif isinstance(statement, cp.GetConversationGroup) and statement.waits:

@@ -200,6 +200,18 @@ PROGRAM_CORPUS = (
     "@t = message_type_name FROM q), TIMEOUT 100;\n  IF @@ROWCOUNT = 0 BEGIN ROLLBACK; "
     "BREAK END\n  END CONVERSATION @h;\n  COMMIT\nEND\nGO\nALTER QUEUE q WITH ACTIVATION "
     "(STATUS = ON, PROCEDURE_NAME = db.dbo.Reader, MAX_QUEUE_READERS = 2, EXECUTE AS 'u')",
+    # the SQL around the verbs (translated by sqlglot) and the XML methods on a body
+    "IF OBJECT_ID(N'dbo.Log', 'U') IS NULL CREATE TABLE dbo.Log (id INT IDENTITY(1, 1) "
+    "PRIMARY KEY, kind SYSNAME, body NVARCHAR(MAX), at DATETIME DEFAULT GETDATE());\n"
+    "DECLARE @x XML = N'<a id=\"1\"><b>2</b></a>', @n INT;\n"
+    "IF NOT EXISTS (SELECT * FROM sys.services AS s WHERE s.name = N'S') PRINT 'none';\n"
+    "INSERT INTO Log (kind, body) VALUES (N'k', CAST(@x AS NVARCHAR(MAX)));\n"
+    "SELECT @n = count(*) FROM dbo.Log WHERE kind IN (SELECT kind FROM Log) UNION ALL SELECT 1;"
+    "\nUPDATE Log SET body = body + N'!' WHERE id = @n; DELETE FROM Log WHERE id < 0;\n"
+    "SELECT TOP (1) message_body FROM q ORDER BY queuing_order; DROP TABLE IF EXISTS Log",
+    "DECLARE @x XML; SET @x = CAST(0x3C612F3E AS XML); PRINT @x.value('(/a/b/text())[1]', "
+    "'int'); IF @x.exist('declare default element namespace \"u\"; /a[@b=\"1\"]') = 1 "
+    "PRINT @x.query('/*:a//c[last()]')",
 )
 
 _SPECIAL = (
