@@ -276,3 +276,17 @@ def test_a_value_bound_through_the_store_comes_back_as_it_went(store, value):
     """Whatever answers DuckDB's look for pandas, a bound value converts as before."""
     back = store.fetchone("SELECT $v", {"v": value})[0]
     assert back == value and type(back) is type(value)
+
+
+def test_importing_pybroker_loads_none_of_the_heavy_libraries_it_uses_later():
+    # sqlglot (ordinary SQL in batches, the Spark templates), cryptography (the wire's
+    # certificates) and pyspark come with the first call that needs them: a script that
+    # only routes, or a CLI command that only reads, never pays for them
+    import subprocess
+    import sys
+
+    code = ("import sys, pybroker; print(sorted(m for m in ('sqlglot', 'cryptography', "
+            "'pyspark', 'pandas') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

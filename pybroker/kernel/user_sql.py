@@ -15,7 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pybroker.core.routing.cache import NOTHING
-from pybroker.core.tsql.ordinary_sql import DEFAULT_SCHEMA, Rendered, SqlNames, schema_of
+from pybroker.core.tsql.ordinary_sql_statement import (
+    DEFAULT_SCHEMA,
+    Rendered,
+    SqlNames,
+    schema_of,
+)
 from pybroker.kernel.live_views import names_broker_events, names_live_view
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -48,12 +48,8 @@ from pybroker.core.tsql.expressions import (
 )
 from pybroker.core.tsql.lexer import Token, tokenize
 from pybroker.core.tsql.object_parser import queue_name
-from pybroker.core.tsql.ordinary_sql import (
-    OrdinarySql,
-    read_statement,
-    source_text,
-    starts_ordinary_sql,
-)
+from pybroker.core.tsql.ordinary_sql import read_statement, source_text, starts_ordinary_sql
+from pybroker.core.tsql.ordinary_sql_statement import OrdinarySql
 from pybroker.core.tsql.parser import Parser
 from pybroker.core.tsql.procedure_parser import (
     PROCEDURE_STATEMENTS,

@@ -79,13 +79,13 @@ from pybroker.core.tsql.expressions import (
     variable_key,
 )
 from pybroker.core.tsql.lexer import Token
-from pybroker.core.tsql.ordinary_sql import (
+from pybroker.core.tsql.ordinary_sql import render
+from pybroker.core.tsql.ordinary_sql_statement import (
     TEXT_TYPE_NAMES,
     OrdinarySql,
     Rendered,
     SqlNames,
     bound,
-    render,
     value_of,
 )
 from pybroker.core.tsql.procedure_parser import CreateProcedure, DropProcedure, Execute

@@ -1,0 +1,100 @@
+"""An ordinary SQL statement of a T-SQL batch as the interpreter keeps it, and what it asks
+of the database to run it: what the reading of a batch (ordinary_sql.py), the translation by
+sqlglot (ordinary_sql_translation.py) and the runner (script.py) share. Imports no sqlglot:
+a batch without ordinary SQL never loads it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pybroker.core.tsql.lexer import Token
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlglot import exp
+
+DEFAULT_SCHEMA = "dbo"
+TEXT_TYPE_NAMES = ("NVARCHAR", "VARCHAR", "NCHAR", "CHAR", "SYSNAME", "XML")
+DATABASE_PARAMETER = "database_name"
+# The columns of SELECT ... FROM <queue>, SQL Server's, in its order; pybroker keeps
+# services, contracts and message types by name, so their ids are NULL.
+QUEUE_COLUMNS = (
+    "status", "priority", "queuing_order", "conversation_group_id", "conversation_handle",
+    "message_sequence_number", "service_name", "service_id", "service_contract_name",
+    "service_contract_id", "message_type_name", "message_type_id", "validation",
+    "message_body", "message_enqueue_time",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class OrdinarySql:
+    """One statement of ordinary SQL: ``kind`` (SELECT, INSERT, UPDATE, DELETE, CREATE
+    TABLE, DROP TABLE), its tree as sqlglot read it, the variables its parameters stand
+    for (``parameters``: parameter name -> variable key) and, for SELECT @v = ..., the
+    variables it assigns, in the order of its columns."""
+
+    kind: str
+    tree: exp.Expression
+    parameters: tuple[tuple[str, str], ...]
+    assigns: tuple[str, ...]
+    token: Token
+
+
+@dataclass(frozen=True, slots=True)
+class SqlNames:
+    """What a statement's names mean in its database, asked of it when the statement runs:
+    its queues, and the sys views that hold a row per database (a database_name column)."""
+
+    queues: frozenset[str] = frozenset()
+    database_views: frozenset[str] = frozenset()
+    catalog: str | None = None  # DuckDB's name of the instance file (its tables' catalog)
+
+
+def schema_of(database: str) -> str:
+    """The DuckDB schema of a database's user tables: SQL Server's database.dbo, written
+    database_dbo (a schema named as the database alone would be ambiguous in DuckDB with
+    a file named after it, counter.duckdb holding database Counter)."""
+    return f"{database}_{DEFAULT_SCHEMA}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A statement as DuckDB runs it: ``sql`` with named parameters, the values fixed by
+    the translation (``values``: the database's name, a queue's) and the variables to bind
+    (``variables``: parameter name -> variable key). ``before``: what runs first in the
+    same transaction (CREATE TABLE: its schema, the sequences of its IDENTITY columns)."""
+
+    sql: str
+    values: dict[str, Any]
+    variables: tuple[tuple[str, str], ...]
+    before: tuple[str, ...] = ()
+    writes: bool = True  # SELECT writes nothing
+
+
+def value_of(found: Any) -> Any:
+    """A value DuckDB returned, as the batch's values are: a UNIQUEIDENTIFIER its lower-case
+    text, a BIT 0 or 1, a date and time its text (as GETDATE() gives it), an exact number
+    a whole number when it is one."""
+    if isinstance(found, bool):
+        return int(found)
+    if isinstance(found, uuid.UUID):
+        return str(found)
+    if isinstance(found, dt.datetime):
+        return found.isoformat(sep=" ", timespec="milliseconds")
+    if isinstance(found, (dt.date, dt.time)):
+        return found.isoformat()
+    if isinstance(found, decimal.Decimal):
+        return int(found) if found == found.to_integral_value() else str(found)
+    if isinstance(found, bytearray | memoryview):
+        return bytes(found)
+    return found
+
+
+def bound(rendered: Rendered, variables: Mapping[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """The parameters of ``rendered`` with the variables' values now."""
+    return {**rendered.values,
+            **{name: variables[key][1] for name, key in rendered.variables}}
