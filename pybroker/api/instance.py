@@ -19,6 +19,7 @@ import duckdb
 
 from pybroker import arguments
 from pybroker.api.conversation import Conversation
+from pybroker.api.database_script import InstanceDatabases
 from pybroker.arguments import check_read_only_query
 from pybroker.core.activation.monitor import DEFAULT_INTERVAL
 from pybroker.core.conversation.model import Message
@@ -333,6 +334,15 @@ class Instance:
             self.kernel.store.run("conversation/insert_system_contract_message_usages.sql",
                             {"database_id": database_id})
         return Database(self, database_id, name, guid)
+
+    def execute(self, tsql: str) -> BatchResults:
+        """Run a T-SQL script that begins in master, as a login's session does: USE
+        switches the database for what follows (Database.execute says the rest)."""
+        return self.database("master").execute(tsql)
+
+    def drop_database(self, name: str) -> None:
+        """DROP DATABASE: the database and all it holds (pybroker.api.database_script)."""
+        InstanceDatabases(self).drop_database(check_name("database", name))
 
     def database(self, name: str) -> Database:
         check_name("database", name)
@@ -759,7 +769,7 @@ class Database:
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
         batches = conversation_parser.parse_batches(
             tsql, master=self.database_id == MASTER_DATABASE_ID)
-        return run_batches(self, batches)
+        return run_batches(self, batches, InstanceDatabases(self.instance))  # USE switches
 
     # -- stored procedures (kernel/procedures.py; CREATE PROCEDURE and EXEC in execute()) --
 
