@@ -56,7 +56,7 @@ def _alter_database(p: Parser[Any], verb: Token, *, master: bool = True
     """ALTER DATABASE name SET PARTNER ... (on master), or SET a broker option
     (pybroker.core.tsql.database_statements, in any database)."""
     target = alter_database_target(p)
-    p.keyword("SET", "SET and an option after the database name")
+    p.keyword("SET", "SET PARTNER, or SET and a broker option, after the database name")
     option = p.token
     if not option.is_word("PARTNER"):
         return read_alter_database_set(p, verb, target)
