@@ -16,7 +16,6 @@ from pybroker.errors import (
     NotFoundError,
     TsqlSyntaxError,
     UnsupportedOptionError,
-    UnsupportedStatementError,
 )
 
 
@@ -56,7 +55,7 @@ def test_what_is_refused_says_what_is_understood(text, error, words):
 
 
 def test_outside_master_it_is_not_supported():
-    with pytest.raises(MasterOnlyError, match="SET PARTNER at line 1.*only in the master"):
+    with pytest.raises(MasterOnlyError, match=r"SET PARTNER at line 1.*only in the master"):
         parse_batch("ALTER DATABASE Stock SET PARTNER OFF")
 
 

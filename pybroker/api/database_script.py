@@ -21,13 +21,14 @@ ALTER DATABASE ... SET, as SQL Server's does to the database's broker:
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import Any
 
 from pybroker.core.tsql.database_statements import SYSTEM_DATABASES
 from pybroker.errors import InvalidArgumentError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.api.instance import Database, Instance
+# An Instance and its Databases (pybroker.api.instance, which imports this module): Any,
+# so that the two modules import each other in neither direction.
+Instance = Database = Any
 
 # What ERROR_BROKER_CONVERSATIONS ends conversations with (a code of pybroker's choosing:
 # END CONVERSATION's codes are positive).

@@ -56,8 +56,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pybroker import arguments
 from pybroker.core.tsql import control_flow as cf
 from pybroker.core.tsql import conversation_parser as cp
-from pybroker.core.tsql import procedure_calls as calls
 from pybroker.core.tsql import database_statements as dbs
+from pybroker.core.tsql import procedure_calls as calls
 from pybroker.core.tsql.error_numbers import (
     SEVERITY,
     USER_ERROR,
