@@ -250,6 +250,24 @@ def test_error_broker_conversations_ends_them_with_an_error(inst):
     assert inst.database("Shop").broker_instance == guid
 
 
+@pytest.mark.parametrize("disabled", ["Shop", "Depot"])
+def test_disable_broker_keeps_messages_in_the_transmission_queue(inst, disabled):
+    _conversation(inst)
+    inst.execute(f"ALTER DATABASE {disabled} SET DISABLE_BROKER")
+    depot = inst.database("Depot")
+    [(handle,)] = inst.sql("SELECT conversation_handle FROM sys.conversation_endpoints "
+                           "WHERE database_name = 'Depot'").fetchall()
+    depot.conversation(str(handle)).send(b"y")
+    inst.run_pending()
+    assert inst.sql("SELECT transmission_status FROM sys.transmission_queue").fetchall() == [
+        ("Service Broker is disabled in the database.",)]
+    inst.execute(f"ALTER DATABASE {disabled} SET ENABLE_BROKER")
+    inst.run_pending()
+    assert inst.sql("SELECT count(*) FROM sys.transmission_queue").fetchone() == (0,)
+    assert [m.message_body for m in inst.database("Shop").receive("q", max_messages=5)] == [
+        b"x", b"y"]
+
+
 @pytest.mark.parametrize(("text", "error", "words"), [
     ("ALTER DATABASE Shop SET RECOVERY SIMPLE", UnsupportedOptionError,
      "SET RECOVERY at line 2, column 25 is not supported: pybroker sets ENABLE_BROKER"),
