@@ -434,3 +434,53 @@ def test_the_two_database_tutorial_completes_through_pybroker_sql(tmp_path, caps
             ("TargetDB", "//Target/TwoDatabases/TargetService", "CLOSED")]
         assert inst.sql("SELECT count(*) FROM sys.transmission_queue").fetchone() == (0,)
         assert options(inst, "TargetDB") == (True, True, False)
+
+
+# -- CREATE / ALTER / DROP BROKER PRIORITY ------------------------------------------------------
+
+
+def priorities(inst) -> list[tuple]:
+    return inst.sql("SELECT database_name, name, service_contract_name, local_service_name, "
+                    "remote_service_name, priority FROM sys.conversation_priorities "
+                    "ORDER BY priority_id").fetchall()
+
+
+def test_broker_priorities_are_kept_per_database(inst):
+    inst.create_database("Shop")
+    inst.database("Shop").execute("""
+CREATE BROKER PRIORITY ToTarget FOR CONVERSATION
+    SET (CONTRACT_NAME = [//Both/Contract]
+         LOCAL_SERVICE_NAME = [//Initiator/Service],
+         REMOTE_SERVICE_NAME = N'//Target/Service', PRIORITY_LEVEL = 3);
+CREATE BROKER PRIORITY Everything FOR CONVERSATION;
+ALTER BROKER PRIORITY everything FOR CONVERSATION SET (PRIORITY_LEVEL = 9, CONTRACT_NAME = c);
+ALTER BROKER PRIORITY ToTarget FOR CONVERSATION SET (LOCAL_SERVICE_NAME = ANY);""")
+    assert priorities(inst) == [
+        ("Shop", "ToTarget", "//Both/Contract", None, "//Target/Service", 3),
+        ("Shop", "Everything", "c", None, None, 9)]
+    inst.execute("USE Shop; DROP BROKER PRIORITY ToTarget;"
+                 " ALTER BROKER PRIORITY Everything FOR CONVERSATION SET (PRIORITY_LEVEL = DEFAULT)")
+    assert priorities(inst) == [("Shop", "Everything", "c", None, None, 5)]
+    inst.execute("DROP DATABASE Shop")
+    assert priorities(inst) == []
+
+
+@pytest.mark.parametrize(("text", "error", "words"), [
+    ("CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 11)", TsqlSyntaxError,
+     "priority level from 1 to 10, or DEFAULT, after PRIORITY_LEVEL = but found '11' at line 2"),
+    ("CREATE BROKER PRIORITY p FOR CONVERSATION SET (REMOTE_SERVICE_NAME = s)",
+     TsqlSyntaxError, "far service's name as a string"),
+    ("CREATE BROKER PRIORITY p SET (PRIORITY_LEVEL = 1)", TsqlSyntaxError,
+     "FOR CONVERSATION after the priority's name"),
+    ("CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 1, PRIORITY_LEVEL = 2)",
+     TsqlSyntaxError, "PRIORITY_LEVEL is given twice"),
+    ("ALTER BROKER PRIORITY p FOR CONVERSATION", TsqlSyntaxError, "with at least one option after FOR"),
+    ("CREATE BROKER PRIORITY Kept FOR CONVERSATION", pybroker.BrokerError,
+     "'kept' already exists"),
+    ("DROP BROKER PRIORITY nope", pybroker.BrokerError, "'nope' does not exist"),
+])
+def test_bad_broker_priorities_are_refused_and_change_nothing(inst, text, error, words):
+    inst.database("master").execute("CREATE BROKER PRIORITY kept FOR CONVERSATION")
+    with pytest.raises(error, match=words):
+        inst.execute(f"CREATE BROKER PRIORITY other FOR CONVERSATION;\n{text}")
+    assert priorities(inst) == [("master", "kept", None, None, None, 5)]

@@ -85,7 +85,8 @@ class InstanceDatabases:
             if db.mirroring_role is not None:
                 db.set_mirroring(None)
             with db.kernel.write():  # every routing answer may change
-                for template in ("delete_database_contract_message_usages",
+                for template in ("delete_database_priorities",
+                                 "delete_database_contract_message_usages",
                                  "delete_database_contracts", "delete_database_message_types",
                                  "delete_database_routes", "delete_database"):
                     store.run(f"instance/{template}.sql", key)

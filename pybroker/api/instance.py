@@ -28,6 +28,7 @@ from pybroker.core.routing.decision import RouteDecision
 from pybroker.core.routing.definition import check_name, normalize_guid
 from pybroker.core.routing.engine import OUTSIDE, ExplainStep
 from pybroker.core.tsql import conversation_parser
+from pybroker.core.tsql.priority_ddl import PriorityStatement
 from pybroker.core.tsql.script import BatchResults, run_batches
 from pybroker.core.tsql.statement_handlers import StatementRunner
 from pybroker.errors import (
@@ -42,6 +43,7 @@ from pybroker.kernel.activation import DEFAULT_CLOSE_TIMEOUT, ActivationRunner
 from pybroker.kernel.broker_endpoint.ddl import MASTER_DATABASE_ID, ServerBatch
 from pybroker.kernel.broker_endpoint.runtime import BrokerEndpoint
 from pybroker.kernel.broker_endpoints import BrokerEndpoints
+from pybroker.kernel.broker_priorities import BrokerPriorities
 from pybroker.kernel.catalog_ddl import CatalogDDL
 from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
 from pybroker.kernel.kernel import Kernel, check_route_key
@@ -786,6 +788,10 @@ class Database:
 
     def procedure_definition(self, schema: str | None, name: str) -> tuple[str, str, str] | None:
         return self.instance.procedures.definition(self, schema, name)
+
+    def run_broker_priority(self, statement: PriorityStatement) -> None:
+        """CREATE/ALTER/DROP BROKER PRIORITY (pybroker.kernel.broker_priorities)."""
+        BrokerPriorities(self.kernel).run(self, statement)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.core.tsql) in one transaction: any error, nothing

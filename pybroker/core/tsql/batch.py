@@ -22,15 +22,18 @@ from pybroker.core.tsql.lexer import Token, tokenize
 from pybroker.core.tsql.object_ddl import ObjectStatement
 from pybroker.core.tsql.object_parser import OBJECT_REFUSALS, OBJECT_STATEMENTS
 from pybroker.core.tsql.parser import Parser
+from pybroker.core.tsql.priority_ddl import PRIORITY_STATEMENTS, PriorityStatement
 from pybroker.core.tsql.route_ddl import ROUTE_STATEMENTS, RouteStatement
 from pybroker.errors import TsqlSyntaxError
 
-Statement = RouteStatement | ObjectStatement | EndpointStatement | DatabaseStatement
+Statement = (RouteStatement | ObjectStatement | EndpointStatement | DatabaseStatement
+             | PriorityStatement)
 
 # Route statements first: their order is the order messages list what execute() runs.
 _STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
     **ROUTE_STATEMENTS,
     **OBJECT_STATEMENTS,
+    **PRIORITY_STATEMENTS,
 }
 _OTHER_STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
     **_STATEMENTS,
