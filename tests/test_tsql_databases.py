@@ -458,8 +458,8 @@ ALTER BROKER PRIORITY ToTarget FOR CONVERSATION SET (LOCAL_SERVICE_NAME = ANY);"
     assert priorities(inst) == [
         ("Shop", "ToTarget", "//Both/Contract", None, "//Target/Service", 3),
         ("Shop", "Everything", "c", None, None, 9)]
-    inst.execute("USE Shop; DROP BROKER PRIORITY ToTarget;"
-                 " ALTER BROKER PRIORITY Everything FOR CONVERSATION SET (PRIORITY_LEVEL = DEFAULT)")
+    inst.execute("USE Shop; DROP BROKER PRIORITY ToTarget; ALTER BROKER PRIORITY "
+                 "Everything FOR CONVERSATION SET (PRIORITY_LEVEL = DEFAULT)")
     assert priorities(inst) == [("Shop", "Everything", "c", None, None, 5)]
     inst.execute("DROP DATABASE Shop")
     assert priorities(inst) == []
@@ -474,7 +474,8 @@ ALTER BROKER PRIORITY ToTarget FOR CONVERSATION SET (LOCAL_SERVICE_NAME = ANY);"
      "FOR CONVERSATION after the priority's name"),
     ("CREATE BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = 1, PRIORITY_LEVEL = 2)",
      TsqlSyntaxError, "PRIORITY_LEVEL is given twice"),
-    ("ALTER BROKER PRIORITY p FOR CONVERSATION", TsqlSyntaxError, "with at least one option after FOR"),
+    ("ALTER BROKER PRIORITY p FOR CONVERSATION", TsqlSyntaxError,
+     "with at least one option after FOR"),
     ("CREATE BROKER PRIORITY Kept FOR CONVERSATION", pybroker.BrokerError,
      "'kept' already exists"),
     ("DROP BROKER PRIORITY nope", pybroker.BrokerError, "'nope' does not exist"),

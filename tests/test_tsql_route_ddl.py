@@ -119,7 +119,8 @@ def test_a_missing_lifetime_value_is_a_syntax_error():
     ("text", "message"),
     [
         ("", "no statement: expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, "
-         "QUEUE, SERVICE, BROKER PRIORITY or DATABASE but found the end of the batch at line 1, column 1"),
+         "QUEUE, SERVICE, BROKER PRIORITY or DATABASE but found the end of the batch at line 1, "
+         "column 1"),
         ("  -- only a comment\n /* and this */", "no statement"),
         (" ;\n;", "no statement"),
     ],
