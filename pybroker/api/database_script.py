@@ -16,8 +16,9 @@ ALTER DATABASE ... SET, as SQL Server's does to the database's broker:
   error (SQL Server's: "the database was attached or restored"), which the far side
   receives as an Error message.
 - TRUSTWORTHY and HONOR_BROKER_PRIORITY are kept and shown in sys.databases
-  (``is_trustworthy_on``, ``is_honor_broker_priority_on``); there are no principals and no
-  broker priorities, so neither changes more.
+  (``is_trustworthy_on``, ``is_honor_broker_priority_on``); there are no principals, and
+  broker priorities are kept (sys.conversation_priorities) but order nothing yet, so
+  neither changes more.
 """
 
 from __future__ import annotations
