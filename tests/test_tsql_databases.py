@@ -485,3 +485,11 @@ def test_bad_broker_priorities_are_refused_and_change_nothing(inst, text, error,
     with pytest.raises(error, match=words):
         inst.execute(f"CREATE BROKER PRIORITY other FOR CONVERSATION;\n{text}")
     assert priorities(inst) == [("master", "kept", None, None, None, 5)]
+
+
+def test_db_id_in_a_procedure_activation_starts(inst):
+    from pybroker.core.tsql.script import run_procedure
+
+    shop = inst.create_database("Shop")
+    shop.execute("CREATE PROCEDURE dbo.Reader AS\nIF DB_ID('master') = 1 RETURN DB_ID()")
+    assert run_procedure(shop, "dbo", "Reader") == 5  # as activation runs it (C8)

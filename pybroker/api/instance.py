@@ -771,7 +771,11 @@ class Database:
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
         batches = conversation_parser.parse_batches(
             tsql, master=self.database_id == MASTER_DATABASE_ID)
-        return run_batches(self, batches, InstanceDatabases(self.instance))  # USE switches
+        return run_batches(self, batches, self.script_databases())  # USE switches
+
+    def script_databases(self) -> InstanceDatabases:
+        """The instance's databases as a script sees them (USE, DB_ID(), DROP DATABASE)."""
+        return InstanceDatabases(self.instance)
 
     # -- stored procedures (kernel/procedures.py; CREATE PROCEDURE and EXEC in execute()) --
 

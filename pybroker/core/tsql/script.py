@@ -155,6 +155,8 @@ class BatchDatabase(Protocol):
     def procedure_definition(self, schema: str | None, name: str
                              ) -> tuple[str, str, str] | None: ...
 
+    def script_databases(self) -> dbs.ScriptDatabases: ...
+
 _INT32_MAX = 2**31 - 1
 _ACTIVATION_TOKEN = Token("word", "EXEC", 1, 1)
 _CURRENT_DATABASE = "CURRENT DATABASE"  # BEGIN DIALOG's broker_instance for this database
@@ -779,7 +781,7 @@ def run_procedure(database: BatchDatabase, schema: str | None, name: str) -> int
     """EXEC schema.name on ``database`` without arguments, as a batch of its own (what
     activation runs, C8); returns the procedure's RETURN code."""
     call = Execute(None, schema, name, (), "@@activation_return", _ACTIVATION_TOKEN)
-    run = _Run(database)
+    run = _Run(database, databases=database.script_databases())
     run.variables[variable_key("@@activation_return")] = (None, None)
     run.run([call])
     return run.variables[variable_key("@@activation_return")][1] or 0
