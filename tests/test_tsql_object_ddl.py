@@ -249,14 +249,16 @@ def test_a_service_named_like_a_keyword_phrase_is_still_a_service():
     ("text", "message"),
     [
         ("CREATE TABLE t (x INT)", "CREATE TABLE at line 1, column 1 is not supported: pybroker "
-         "runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE and SERVICE, and CREATE/DROP "
+         "runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE, SERVICE, BROKER PRIORITY and "
+             "DATABASE, and "
+             "CREATE/DROP "
          "CONTRACT"),
         ("CREATE EVENT NOTIFICATION n ON QUEUE q FOR QUEUE_ACTIVATION TO SERVICE 's', 'x'",
          "CREATE EVENT NOTIFICATION at line 1, column 1 is not supported"),
         ("CREATE REMOTE SERVICE BINDING b TO SERVICE 's' WITH USER = u",
          "CREATE REMOTE SERVICE BINDING at line 1, column 1 is not supported"),
-        ("DROP QUEUE q;\n CREATE BROKER PRIORITY p FOR CONVERSATION",
-         "CREATE BROKER PRIORITY at line 2, column 2 is not supported"),
+        ("DROP QUEUE q;\n CREATE SYMMETRIC KEY k",
+         "CREATE SYMMETRIC at line 2, column 2 is not supported"),
         ("ALTER SERVICE MASTER KEY REGENERATE",
          "ALTER SERVICE MASTER KEY at line 1, column 1 is not supported"),
         ("CREATE XML SCHEMA COLLECTION x AS N'<a/>'",
@@ -280,7 +282,8 @@ def test_other_statements_are_unsupported_and_named(text, message):
         ("CREATE MESSAGE foo", "expected TYPE after MESSAGE (CREATE MESSAGE TYPE) but found "
          "'foo' at line 1, column 16"),
         ("DROP MESSAGE", "expected TYPE after MESSAGE (DROP MESSAGE TYPE) but found the end"),
-        ("ALTER", "expected the kind of object to ALTER (ROUTE, MESSAGE TYPE, QUEUE, SERVICE) "
+        ("ALTER", "expected the kind of object to ALTER (ROUTE, MESSAGE TYPE, QUEUE, SERVICE, "
+         "BROKER PRIORITY, DATABASE) "
          "but found the end of the batch at line 1, column 6"),
         ("DROP MESSAGE TYPE", "expected a message type name but found the end of the batch at "
          "line 1, column 18"),

@@ -119,7 +119,8 @@ def test_a_missing_lifetime_value_is_a_syntax_error():
     ("text", "message"),
     [
         ("", "no statement: expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, "
-         "QUEUE or SERVICE but found the end of the batch at line 1, column 1"),
+         "QUEUE, SERVICE, BROKER PRIORITY or DATABASE but found the end of the batch at line 1, "
+         "column 1"),
         ("  -- only a comment\n /* and this */", "no statement"),
         (" ;\n;", "no statement"),
     ],
@@ -136,9 +137,9 @@ def test_an_empty_batch_holds_no_statement(text, message):
         ("CREATE TABLE t (x INT)", "CREATE TABLE at line 1, column 1 is not supported"),
         ("create event notification n", "CREATE EVENT NOTIFICATION at line 1, column 1 is not "
          "supported"),
-        ("\n  ALTER DATABASE d SET x", "ALTER DATABASE at line 2, column 3 is not supported"),
-        ("DROP SYNONYM s", "pybroker runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE "
-         "and SERVICE, and CREATE/DROP CONTRACT"),
+        ("\n  ALTER LOGIN d ENABLE", "ALTER LOGIN at line 2, column 3 is not supported"),
+        ("DROP SYNONYM s", "pybroker runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE, "
+         "SERVICE, BROKER PRIORITY and DATABASE, and CREATE/DROP CONTRACT"),
         ("DROP ROUTE r SELECT 1", "SELECT at line 1, column 14"),
         ("DROP ROUTE r; EXEC p", "EXEC at line 1, column 15"),
     ],
@@ -201,11 +202,11 @@ def test_R10_AUTHORIZATION_is_refused_because_routes_have_no_owners():
          "column 14"),
         ("DROP ROUTE dbo.r", "but found '.' at line 1, column 15"),
         ("CREATE", "expected the kind of object to CREATE (ROUTE, MESSAGE TYPE, CONTRACT, QUEUE, "
-         "SERVICE) but found the end of the batch"),
-        ("foo bar", "expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, QUEUE or "
-         "SERVICE but found 'foo' at line 1"),
-        ("'x'", "expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, QUEUE or "
-         "SERVICE but found the string 'x'"),
+         "SERVICE, BROKER PRIORITY, DATABASE) but found the end of the batch"),
+        ("foo bar", "expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, QUEUE, "
+         "SERVICE, BROKER PRIORITY or DATABASE but found 'foo' at line 1"),
+        ("'x'", "expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, QUEUE, "
+         "SERVICE, BROKER PRIORITY or DATABASE but found the string 'x'"),
         ("CREATE ROUTE r WITH\n  ADDRESS = 'tcp://a:1",
          "unterminated string starting at line 2, column 13: expected a closing '"),
         ("DROP ROUTE [r", "unterminated quoted identifier starting at line 1, column 12: "

@@ -19,6 +19,7 @@ import duckdb
 
 from pybroker import arguments
 from pybroker.api.conversation import Conversation
+from pybroker.api.database_script import InstanceDatabases
 from pybroker.arguments import check_read_only_query
 from pybroker.core.activation.monitor import DEFAULT_INTERVAL
 from pybroker.core.conversation.model import Message
@@ -27,6 +28,7 @@ from pybroker.core.routing.decision import RouteDecision
 from pybroker.core.routing.definition import check_name, normalize_guid
 from pybroker.core.routing.engine import OUTSIDE, ExplainStep
 from pybroker.core.tsql import conversation_parser
+from pybroker.core.tsql.priority_ddl import PriorityStatement
 from pybroker.core.tsql.script import BatchResults, run_batches
 from pybroker.core.tsql.statement_handlers import StatementRunner
 from pybroker.errors import (
@@ -41,6 +43,7 @@ from pybroker.kernel.activation import DEFAULT_CLOSE_TIMEOUT, ActivationRunner
 from pybroker.kernel.broker_endpoint.ddl import MASTER_DATABASE_ID, ServerBatch
 from pybroker.kernel.broker_endpoint.runtime import BrokerEndpoint
 from pybroker.kernel.broker_endpoints import BrokerEndpoints
+from pybroker.kernel.broker_priorities import BrokerPriorities
 from pybroker.kernel.catalog_ddl import CatalogDDL
 from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
 from pybroker.kernel.kernel import Kernel, check_route_key
@@ -335,6 +338,15 @@ class Instance:
             self.kernel.store.run("conversation/insert_system_contract_message_usages.sql",
                             {"database_id": database_id})
         return Database(self, database_id, name, guid)
+
+    def execute(self, tsql: str) -> BatchResults:
+        """Run a T-SQL script that begins in master, as a login's session does: USE
+        switches the database for what follows (Database.execute says the rest)."""
+        return self.database("master").execute(tsql)
+
+    def drop_database(self, name: str) -> None:
+        """DROP DATABASE: the database and all it holds (pybroker.api.database_script)."""
+        InstanceDatabases(self).drop_database(check_name("database", name))
 
     def database(self, name: str) -> Database:
         check_name("database", name)
@@ -761,7 +773,11 @@ class Database:
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
         batches = conversation_parser.parse_batches(
             tsql, master=self.database_id == MASTER_DATABASE_ID)
-        return run_batches(self, batches)
+        return run_batches(self, batches, self.script_databases())  # USE switches
+
+    def script_databases(self) -> InstanceDatabases:
+        """The instance's databases as a script sees them (USE, DB_ID(), DROP DATABASE)."""
+        return InstanceDatabases(self.instance)
 
     # -- stored procedures (kernel/procedures.py; CREATE PROCEDURE and EXEC in execute()) --
 
@@ -782,6 +798,10 @@ class Database:
     def ordinary_sql(self) -> DatabaseSql:
         """What a T-SQL batch's SELECT, INSERT, ... run on (kernel/user_sql.py)."""
         return self.instance.user_sql.of(self)
+
+    def run_broker_priority(self, statement: PriorityStatement) -> None:
+        """CREATE/ALTER/DROP BROKER PRIORITY (pybroker.kernel.broker_priorities)."""
+        BrokerPriorities(self.kernel).run(self, statement)
 
     def run_statements(self, statements: Iterable[object]) -> None:
         """Run parsed statements (pybroker.core.tsql) in one transaction: any error, nothing

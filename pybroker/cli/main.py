@@ -172,7 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "CONTRACT), and conversations (DECLARE, BEGIN DIALOG, SEND, RECEIVE, WAITFOR, END "
                 "CONVERSATION, BEGIN/COMMIT TRANSACTION, ...), printing what RECEIVE and "
                 "SELECT return", cmd_sql)
-    _file_and_database(p)
+    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
+    p.add_argument("-d", "--database", default="master",
+                   help="the database the script begins in (default master, as a login's "
+                   "session does); USE switches it")
     p.add_argument("tsql", help="the statements; '-' reads them from stdin (UTF-8, or "
                    "UTF-16 with a byte order mark); a line holding only GO ends a batch, "
                    "as in sqlcmd")

@@ -55,6 +55,9 @@ STATUS_NO_ROUTE = (
     "specified correctly and/or the routing information has been supplied."
 )
 STATUS_QUEUE_DISABLED = "The destination queue is disabled."
+# ALTER DATABASE ... SET DISABLE_BROKER on the sending or the receiving database: messages
+# wait in the transmission queue until ENABLE_BROKER, as in SQL Server.
+STATUS_BROKER_DISABLED = "Service Broker is disabled in the database."
 STATUS_NO_TRANSPORT = (
     "Connection attempt failed with error: 'no broker endpoint is started in this "
     "process; start one with Instance.start_endpoint() from Python, CREATE ENDPOINT ... "

@@ -8,7 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pybroker.core.tsql.database_ddl import DATABASE_STATEMENTS, AlterDatabasePartner
+from pybroker.core.tsql.database_ddl import (
+    DATABASE_STATEMENTS,
+    OTHER_DATABASE_STATEMENTS,
+    DatabaseStatement,
+)
 from pybroker.core.tsql.endpoint_ddl import (
     ENDPOINT_STATEMENTS,
     MASTER_ONLY_REFUSALS,
@@ -18,15 +22,22 @@ from pybroker.core.tsql.lexer import Token, tokenize
 from pybroker.core.tsql.object_ddl import ObjectStatement
 from pybroker.core.tsql.object_parser import OBJECT_REFUSALS, OBJECT_STATEMENTS
 from pybroker.core.tsql.parser import Parser
+from pybroker.core.tsql.priority_ddl import PRIORITY_STATEMENTS, PriorityStatement
 from pybroker.core.tsql.route_ddl import ROUTE_STATEMENTS, RouteStatement
 from pybroker.errors import TsqlSyntaxError
 
-Statement = RouteStatement | ObjectStatement | EndpointStatement | AlterDatabasePartner
+Statement = (RouteStatement | ObjectStatement | EndpointStatement | DatabaseStatement
+             | PriorityStatement)
 
 # Route statements first: their order is the order messages list what execute() runs.
 _STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
     **ROUTE_STATEMENTS,
     **OBJECT_STATEMENTS,
+    **PRIORITY_STATEMENTS,
+}
+_OTHER_STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
+    **_STATEMENTS,
+    **OTHER_DATABASE_STATEMENTS,
 }
 _MASTER_STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
     **_STATEMENTS,
@@ -58,6 +69,14 @@ def parse_batch(text: str, *, master: bool = False) -> list[Statement]:
 def ddl_parser(tokens: list[Token], *, master: bool = False) -> Parser[Statement]:
     """The parser of the DDL statements over ``tokens`` (a batch of conversation statements,
     pybroker.core.tsql.conversation_parser, reads its DDL with it)."""
+    return Parser(tokens, *ddl_grammar(master))
+
+
+def ddl_grammar(master: bool) -> tuple[
+        dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]],
+        dict[tuple[str, str], Any]]:
+    """The DDL statements of master or of another database, and the refusals there (USE
+    switches between them, Parser.use_grammar)."""
     if master:
-        return Parser(tokens, _MASTER_STATEMENTS, OBJECT_REFUSALS)
-    return Parser(tokens, _STATEMENTS, {**OBJECT_REFUSALS, **MASTER_ONLY_REFUSALS})
+        return _MASTER_STATEMENTS, OBJECT_REFUSALS
+    return _OTHER_STATEMENTS, {**OBJECT_REFUSALS, **MASTER_ONLY_REFUSALS}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from pybroker.core.tsql import control_flow
-from pybroker.core.tsql.batch import Statement, ddl_parser
+from pybroker.core.tsql.batch import Statement, ddl_grammar, ddl_parser
 from pybroker.core.tsql.control_flow import (
     CONTROL_FLOW,
     Block,
@@ -35,6 +35,12 @@ from pybroker.core.tsql.control_flow import (
     Throw,
     TryCatch,
     While,
+)
+from pybroker.core.tsql.database_statements import (
+    DATABASE_SCRIPT_STATEMENTS,
+    SYSTEM_DATABASES,
+    Use,
+    read_use,
 )
 from pybroker.core.tsql.expressions import (
     RECEIVE_COLUMNS,
@@ -186,7 +192,7 @@ ConversationStatement = Union[  # noqa: UP007 (a runtime alias)
     Declare, Assign, Select, BeginDialog, Send, Receive, GetConversationGroup,
     EndConversation, BeginTimer, MoveConversation, Transaction, Print, SetOption, Block, If,
     While, Break, Continue, Return, TryCatch, Throw, Raiserror, CreateProcedure,
-    DropProcedure, Execute, OrdinarySql,
+    DropProcedure, Execute, OrdinarySql, Use,
 ]
 ScriptStatement = Union[Statement, ConversationStatement]  # noqa: UP007
 
@@ -202,6 +208,8 @@ _VERBS = ("DECLARE", "SET", "SELECT", "BEGIN", "SEND", "RECEIVE", "WAITFOR", "GE
           "MOVE", "COMMIT", "ROLLBACK", "IF", "WHILE", "BREAK", "CONTINUE", "RETURN", "PRINT",
           "ELSE", "THROW", "RAISERROR", "EXEC", "EXECUTE")
 _SET_OPTIONS = ("NOCOUNT", "XACT_ABORT")
+_DIALOG_OPTIONS = ("RELATED_CONVERSATION", "RELATED_CONVERSATION_GROUP", "LIFETIME",
+                   "ENCRYPTION")
 
 
 def _reads_a_table(expected: TsqlSyntaxError) -> CatalogInTsqlError:
@@ -212,7 +220,8 @@ def is_conversation_statement(statement: object) -> bool:
     return isinstance(statement, (Declare, Assign, Select, BeginDialog, Send, Receive,
                                   GetConversationGroup, EndConversation, BeginTimer,
                                   MoveConversation, Transaction, Print, SetOption,
-                                  OrdinarySql, *CONTROL_FLOW, *PROCEDURE_STATEMENTS))
+                                  OrdinarySql, *CONTROL_FLOW, *PROCEDURE_STATEMENTS,
+                                  *DATABASE_SCRIPT_STATEMENTS))
 
 
 def declarations(statements: Sequence[object]) -> Iterator[Declare]:
@@ -261,8 +270,11 @@ def parse_batches(text: str, *, master: bool = False) -> list[Batch]:
         i += 2 if found.group(1) is not None else 1
         start = i
     pieces.append((tokens[start:], 1))
-    batches = [Batch(_parse_tokens(piece, master, lines, batches=True), count)
-               for piece, count in pieces if len(piece) > 1]
+    batches = []
+    for piece, count in pieces:
+        if len(piece) > 1:
+            batches.append(Batch(_parse_tokens(piece, master, lines, batches=True), count))
+            master = _in_master(batches[-1].statements, master)  # USE lasts past GO
     if not batches:
         _parse_tokens(pieces[-1][0], master, lines)  # raises: the batch holds no statement
     return batches
@@ -278,6 +290,14 @@ def parse_script(text: str, *, master: bool = False) -> list[ScriptStatement]:
     return _parse_tokens(tokenize(text), master, text.removeprefix("\ufeff").split("\n"))
 
 
+def _in_master(statements: Sequence[object], master: bool) -> bool:
+    """Whether what follows the statements runs in master (after their last USE)."""
+    for s in statements:
+        if isinstance(s, Use):
+            master = s.database.lower() == SYSTEM_DATABASES[0]
+    return master
+
+
 def _parse_tokens(tokens: list[Token], master: bool, lines: list[str], *,
                   batches: bool = False) -> list[ScriptStatement]:
     p = ddl_parser(tokens, master=master)
@@ -291,6 +311,9 @@ def _parse_tokens(tokens: list[Token], master: bool, lines: list[str], *,
             break
         if starts_procedure_statement(p):
             statements.append(read_procedure_statement(reader, first=not statements))
+        elif p.token.is_word("USE"):
+            statements.append(read_use(p))
+            p.use_grammar(*ddl_grammar(_in_master(statements[-1:], master)))
         else:
             statements.append(reader.statement())
         if p.token.kind == "end" or p.accept(";") or p.starts_statement():
@@ -355,6 +378,10 @@ class _Reader:
                 "of its own")
         if starts_procedure_statement(p):
             return read_procedure_statement(self, first=False)
+        if t.is_word("USE"):
+            raise UnsupportedStatementError(
+                f"USE at {t.where} is not supported here: USE switches the database only at "
+                "the top level of a batch (not in a block, IF, WHILE, TRY or procedure)")
         if starts_ordinary_sql(p):  # translated by sqlglot (pybroker.core.tsql.ordinary_sql)
             return read_statement(p, self.declared, self.source)
         if not t.is_word(*_VERBS):
@@ -623,8 +650,7 @@ class _Reader:
             while True:
                 option = p.token
                 word = p.choice("RELATED_CONVERSATION, RELATED_CONVERSATION_GROUP, LIFETIME "
-                                "or ENCRYPTION", "RELATED_CONVERSATION",
-                                "RELATED_CONVERSATION_GROUP", "LIFETIME", "ENCRYPTION")
+                                "or ENCRYPTION", *_DIALOG_OPTIONS)
                 p.once(word, option, seen, "option of BEGIN DIALOG")
                 p.require("=", f"'=' after {word}")
                 if word == "ENCRYPTION":
@@ -633,7 +659,8 @@ class _Reader:
                     p.choice("ON or OFF", "ON", "OFF")
                 else:
                     options[word] = self.expression()
-                if not p.accept(","):
+                # SQL Server's grammar lets the comma between options go
+                if not p.accept(",") and not p.token.is_word(*_DIALOG_OPTIONS):
                     break
             if "RELATED_CONVERSATION" in seen and "RELATED_CONVERSATION_GROUP" in seen:
                 raise TsqlSyntaxError(

@@ -12,8 +12,9 @@ Choices, where pybroker differs from SQL Server: there is no mirroring session, 
 PARTNER = names the partner and makes the database PRINCIPAL unless it is already the
 MIRROR (its role is kept); a mirror is made with SET PARTNER = on it, then SET PARTNER
 FAILOVER. FAILOVER flips the role of this side only: run it on both partners (the sender
-follows whichever says it is principal, R9.3). Every other ALTER DATABASE option is refused,
-and so is ALTER DATABASE outside master (only master runs it).
+follows whichever says it is principal, R9.3). SET PARTNER is refused outside master; the
+broker options of SET (ENABLE_BROKER, TRUSTWORTHY, ...) are
+pybroker.core.tsql.database_statements', in any database, as are CREATE and DROP DATABASE.
 Only the syntax is checked here; whether the database exists is checked when it runs.
 """
 
@@ -21,12 +22,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
+from pybroker.core.tsql.database_statements import (
+    DATABASE_SCRIPT_GRAMMAR,
+    AlterDatabaseSet,
+    CreateDatabase,
+    DropDatabase,
+    alter_database_target,
+    read_alter_database_set,
+)
 from pybroker.core.tsql.endpoint_ddl import MAX_TEXT
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.parser import Parser
-from pybroker.errors import UnsupportedOptionError
+from pybroker.errors import MasterOnlyError, TsqlSyntaxError
 
 Action = Literal["PARTNER", "FAILOVER", "OFF"]
 
@@ -41,16 +51,22 @@ class AlterDatabasePartner:
     partner: str | None = None
 
 
-def _alter_database(p: Parser[Any], verb: Token) -> AlterDatabasePartner:
-    name = p.name("a database name")
-    p.keyword("SET", "SET PARTNER after the database name")
+def _alter_database(p: Parser[Any], verb: Token, *, master: bool = True
+                    ) -> AlterDatabasePartner | AlterDatabaseSet:
+    """ALTER DATABASE name SET PARTNER ... (on master), or SET a broker option
+    (pybroker.core.tsql.database_statements, in any database)."""
+    target = alter_database_target(p)
+    p.keyword("SET", "SET PARTNER, or SET and a broker option, after the database name")
     option = p.token
     if not option.is_word("PARTNER"):
-        raise UnsupportedOptionError(
-            f"ALTER DATABASE ... SET {option.text.upper()} at {option.where} is not "
-            "supported: pybroker sets a database's mirroring partner only (SET PARTNER = "
-            "'tcp://host:port', SET PARTNER FAILOVER or SET PARTNER OFF)",
-            option=option.text.upper())
+        return read_alter_database_set(p, verb, target)
+    if not master:
+        raise MasterOnlyError(f"ALTER DATABASE ... SET PARTNER at {verb.where}",
+                              reason="a database's mirroring partner is set from master")
+    if target is None:
+        raise TsqlSyntaxError(f"ALTER DATABASE CURRENT SET PARTNER at {verb.where}: "
+                              "expected the database's name (it is set from master)")
+    name = target
     p.advance()
     if p.accept("="):
         t = p.token
@@ -64,7 +80,15 @@ def _alter_database(p: Parser[Any], verb: Token) -> AlterDatabasePartner:
     return AlterDatabasePartner(name, "FAILOVER" if action == "FAILOVER" else "OFF")
 
 
+DatabaseStatement = AlterDatabasePartner | AlterDatabaseSet | CreateDatabase | DropDatabase
 DATABASE_STATEMENTS: dict[tuple[str, str],
-                          Callable[[Parser[Any], Token], AlterDatabasePartner]] = {
+                          Callable[[Parser[Any], Token], DatabaseStatement]] = {
     ("ALTER", "DATABASE"): _alter_database,
+    **DATABASE_SCRIPT_GRAMMAR,
+}
+# Outside master: SET PARTNER refused as master's, the broker options run.
+OTHER_DATABASE_STATEMENTS: dict[tuple[str, str],
+                                Callable[[Parser[Any], Token], DatabaseStatement]] = {
+    ("ALTER", "DATABASE"): partial(_alter_database, master=False),
+    **DATABASE_SCRIPT_GRAMMAR,
 }

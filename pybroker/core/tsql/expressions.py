@@ -191,8 +191,11 @@ SYSTEM_VARIABLES = ("@@ROWCOUNT", "@@TRANCOUNT", "@@ERROR")
 # XACT_STATE(): the runner keeps their values among the variables, as "NAME()".
 SESSION_FUNCTIONS = ("ERROR_NUMBER", "ERROR_MESSAGE", "ERROR_LINE", "ERROR_PROCEDURE",
                      "ERROR_SEVERITY", "ERROR_STATE", "XACT_STATE")
+# DB_ID([name]): the runner keeps a function from a name (None: the database in use) to
+# the database's id, or None, among the variables as "DB_ID()".
 _FUNCTIONS = {"ISNULL": (2, 2), "COALESCE": (2, None), "LEN": (1, 1), "GETDATE": (0, 0),
-              "OBJECT_ID": (1, 2), **dict.fromkeys(SESSION_FUNCTIONS, (0, 0))}
+              "OBJECT_ID": (1, 2), "DB_ID": (0, 1),
+              **dict.fromkeys(SESSION_FUNCTIONS, (0, 0))}
 # What the database answers (the runner keeps a function of it among the variables, as
 # "NAME()"): OBJECT_ID(name [, type]) and EXISTS (subquery).
 DATABASE_FUNCTIONS = ("OBJECT_ID", "EXISTS")
@@ -634,6 +637,13 @@ def evaluate(expression: Expression, variables: dict[str, Any],
     if isinstance(expression, Function):
         if expression.name in SESSION_FUNCTIONS:
             return variables.get(f"{expression.name}()", (None, None))[1]
+        if expression.name == "DB_ID":
+            names = [evaluate(a, variables, row) for a in expression.arguments]
+            if names and names[0] is None:
+                return None
+            name = as_text(names[0], "DB_ID's database name", expression.token.where) if (
+                names) else None
+            return variables["DB_ID()"][1](name)
         if expression.name in DATABASE_FUNCTIONS:
             return variables[f"{expression.name}()"][1](
                 *(evaluate(a, variables, row) for a in expression.arguments))

@@ -92,6 +92,15 @@ class Parser(Generic[S]):
         self.pos = 0
         self.depth = 0  # the nesting being read (``nested``)
         self.lines: list[str] = []  # the script's text, when ordinary SQL is read from it
+        self.use_grammar(statements, refusals)
+
+    def use_grammar(
+        self,
+        statements: Mapping[tuple[str, str], Callable[[Parser[Any], Token], S]],
+        refusals: Mapping[tuple[str, str], str | Refusal] | None = None,
+    ) -> None:
+        """Read what follows with these statements and refusals (after USE master, the
+        statements of master)."""
         self.statements = statements
         self.refusals = refusals or {}
         kinds = dict.fromkeys(kind for _, kind in statements)

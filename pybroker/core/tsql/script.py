@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pybroker import arguments
 from pybroker.core.tsql import control_flow as cf
 from pybroker.core.tsql import conversation_parser as cp
+from pybroker.core.tsql import database_statements as dbs
 from pybroker.core.tsql import procedure_calls as calls
 from pybroker.core.tsql.error_numbers import (
     SEVERITY,
@@ -175,6 +176,7 @@ class BatchDatabase(Protocol):
                              ) -> tuple[str, str, str] | None: ...
 
     def ordinary_sql(self) -> SqlDatabase: ...
+    def script_databases(self) -> dbs.ScriptDatabases: ...
 
 _INT32_MAX = 2**31 - 1
 _ACTIVATION_TOKEN = Token("word", "EXEC", 1, 1)
@@ -230,8 +232,10 @@ class _Run:
     results, transactions and session it shares; ``procedure``: its schema.name)."""
 
     def __init__(self, database: BatchDatabase, caller: _Run | None = None,
-                 procedure: str | None = None) -> None:
-        self.db = database
+                 procedure: str | None = None,
+                 databases: dbs.ScriptDatabases | None = None) -> None:
+        self.db = database  # USE switches it
+        self.databases = databases if caller is None else caller.databases
         self.variables: dict[str, tuple[SqlType | None, Any]] = {}
         self.results = BatchResults() if caller is None else caller.results
         self.transactions: list[tuple[AbstractContextManager[Any], cp.Transaction]] = (
@@ -370,6 +374,7 @@ class _Run:
         self.variables["@@ROWCOUNT"] = (None, self.rowcount)
         self.variables["@@TRANCOUNT"] = (None, len(self.transactions))
         self.variables["@@ERROR"] = (None, self.error)  # a failed statement stops the batch
+        self.variables["DB_ID()"] = (None, self.database_id)
         info = self.session.handling[-1][1] if self.session.handling else None
         for name, value in (
                 ("ERROR_NUMBER", info and info.number), ("ERROR_MESSAGE", info and info.message),
@@ -377,6 +382,23 @@ class _Run:
                 ("ERROR_SEVERITY", info and info.severity), ("ERROR_STATE", info and info.state),
                 ("XACT_STATE", (-1 if self.session.doomed else 1) if self.transactions else 0)):
             self.variables[f"{name}()"] = (None, value)
+
+    def database_id(self, name: str | None) -> int | None:
+        """DB_ID(name): the id of the database of that name (None: the one in use)."""
+        if self.databases is None:
+            raise TsqlError("DB_ID() names databases only in a script of Database.execute() "
+                            "or Instance.execute()")
+        return self.databases.database_id(self.db.name if name is None else name)
+
+    def database_statement(self, s: object) -> None:
+        """USE, CREATE, DROP and ALTER DATABASE (pybroker.core.tsql.database_statements)."""
+        if self.databases is None:
+            raise TsqlError("USE and the DATABASE statements run only in a script of "
+                            "Database.execute() or Instance.execute()")
+        database = dbs.run_database_statement(self.databases, s, self.db,
+                                              bool(self.transactions))
+        if database is not self.db:
+            self.db, self._validations = database, None
 
     def _failed(self, exc: BaseException, s: object) -> None:
         """After the statement ``s`` failed with ``exc``: what ERROR_NUMBER() and the
@@ -749,6 +771,7 @@ _HANDLERS: dict[type, str] = {
     cp.Raiserror: "raiserror", cp.Return: "return_statement",
     CreateProcedure: "create_procedure", DropProcedure: "drop_procedure", Execute: "execute",
     OrdinarySql: "ordinary_sql",
+    **dict.fromkeys(dbs.DATABASE_SCRIPT_STATEMENTS, "database_statement"),
 }
 # What an uncommittable transaction still lets run: it writes nothing.
 _HARMLESS = (cp.Declare, cp.Assign, cp.Select, cp.Print, cp.SetOption, cp.Throw,
@@ -820,16 +843,18 @@ def run_procedure(database: BatchDatabase, schema: str | None, name: str) -> int
     """EXEC schema.name on ``database`` without arguments, as a batch of its own (what
     activation runs, C8); returns the procedure's RETURN code."""
     call = Execute(None, schema, name, (), "@@activation_return", _ACTIVATION_TOKEN)
-    run = _Run(database)
+    run = _Run(database, databases=database.script_databases())
     run.variables[variable_key("@@activation_return")] = (None, None)
     run.run([call])
     return run.variables[variable_key("@@activation_return")][1] or 0
 
 
-def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> BatchResults:
+def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch],
+                databases: dbs.ScriptDatabases | None = None) -> BatchResults:
     """Run the batches of a script in order, each on its own (see the module docstring):
     a batch of DDL only all or nothing (``database.run_statements``), any other as
-    ``run_script`` runs it."""
+    ``run_script`` runs it. ``databases``: the instance's, which USE switches among (the
+    database in use goes on to the next batch)."""
     results = BatchResults()
     runs = sum(batch.count for batch in batches)
     ran = 0
@@ -837,7 +862,9 @@ def run_batches(database: BatchDatabase, batches: Sequence[cp.Batch]) -> BatchRe
         for _ in range(batch.count):
             try:
                 if any(cp.is_conversation_statement(s) for s in batch.statements):
-                    returned = run_script(database, batch.statements)
+                    run = _Run(database, databases=databases)
+                    returned = run.run(batch.statements)
+                    database = run.db
                     results.extend(returned)
                     results.messages.extend(returned.messages)
                 else:

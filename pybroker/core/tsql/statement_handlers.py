@@ -17,6 +17,7 @@ from typing import Any, Protocol, get_args
 from pybroker.core.tsql import object_ddl as ddl
 from pybroker.core.tsql.database_ddl import AlterDatabasePartner
 from pybroker.core.tsql.endpoint_ddl import EndpointStatement
+from pybroker.core.tsql.priority_ddl import PriorityStatement
 from pybroker.core.tsql.route_ddl import AlterRoute, CreateRoute, DropRoute
 from pybroker.errors import BrokerError
 
@@ -75,6 +76,8 @@ class DDLDatabase(Protocol):
     def set_mirroring(self, role: str | None, partner: str | None = None) -> None: ...
 
     def fail_over(self) -> str: ...
+
+    def run_broker_priority(self, statement: PriorityStatement) -> None: ...
 
 
 Handler = Callable[[DDLDatabase, Any], None]
@@ -175,6 +178,7 @@ HANDLERS: dict[type, Handler] = {
     ddl.CreateQueue: _create_queue, ddl.AlterQueue: _alter_queue, ddl.DropQueue: _drop_queue,
     ddl.CreateService: _create_service, ddl.AlterService: _alter_service,
     ddl.DropService: _drop_service,
+    **dict.fromkeys(get_args(PriorityStatement), lambda db, s: db.run_broker_priority(s)),
 }  # fmt: skip
 
 # The statements of the whole instance (P2): the broker endpoint and its certificates.

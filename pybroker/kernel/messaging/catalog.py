@@ -29,3 +29,4 @@ class DatabaseCatalog:
     services: dict[str, str]  # name -> queue
     service_contracts: dict[str, frozenset[str]]
     queues: dict[str, QueueSettings]
+    broker_enabled: bool = True  # sys.databases.is_broker_enabled (ALTER DATABASE SET)

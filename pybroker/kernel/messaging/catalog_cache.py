@@ -68,6 +68,7 @@ class CatalogCache:
             services = run("instance/select_services.sql", p)
             service_contracts = run("instance/select_service_contract_usages.sql", p)
             queues = run("instance/select_queue_settings.sql", p)
+            (enabled,) = run("instance/select_broker_enabled.sql", p)[0]
         contract_map: dict[str, dict[str, tuple[bool, bool]]] = {c[0]: {} for c in contracts}
         for contract, mtype, by_initiator, by_target in usages:
             contract_map.setdefault(contract, {})[mtype] = (by_initiator, by_target)
@@ -88,6 +89,7 @@ class CatalogCache:
                 q[0]: QueueSettings(bool(q[1]), bool(q[2]), q[3] is None or bool(q[3]))
                 for q in queues
             },
+            broker_enabled=bool(enabled),
         )
 
     @property

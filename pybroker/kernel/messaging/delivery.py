@@ -18,6 +18,7 @@ from pybroker.core.conversation import columns
 from pybroker.core.conversation.endpoint import ConversationEndpoint
 from pybroker.core.conversation.handles import new_handle
 from pybroker.core.conversation.model import (
+    STATUS_BROKER_DISABLED,
     STATUS_NO_ROUTE,
     STATUS_NO_TRANSPORT,
     STATUS_QUEUE_DISABLED,
@@ -134,6 +135,8 @@ class Delivery:
         cannot send at all (a broker error arrived in its queue)."""
         if ep.epoch != self._catalogs.version:
             self.refresh_cached(ep)
+        if not self._catalogs.catalog(ep.database_id).broker_enabled:
+            return STATUS_BROKER_DISABLED  # nothing leaves a database whose broker is off
         decision = ep.route
         if decision is None:
             # R5: once the far side has acknowledged, route with its broker identifier.
@@ -165,6 +168,8 @@ class Delivery:
                 self._m.route_requests.request(uow, ep.database_id, ep.far_service)
             return STATUS_NO_ROUTE
         catalog = self._catalogs.catalog_named(decision.database)
+        if not catalog.broker_enabled:
+            return STATUS_BROKER_DISABLED
         queue_name = catalog.services.get(ep.far_service)
         if queue_name is None:
             return STATUS_NO_ROUTE
