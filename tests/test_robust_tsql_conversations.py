@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import BrokerError
+from pybroker.core.tsql.batch_interface import ResultSet
 from pybroker.core.tsql.conversation_parser import parse_script
-from pybroker.core.tsql.script import ResultSet
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,

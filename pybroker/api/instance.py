@@ -28,8 +28,9 @@ from pybroker.core.routing.decision import RouteDecision
 from pybroker.core.routing.definition import check_name, normalize_guid
 from pybroker.core.routing.engine import OUTSIDE, ExplainStep
 from pybroker.core.tsql import conversation_parser
+from pybroker.core.tsql.batch_interface import BatchResults
 from pybroker.core.tsql.priority_ddl import PriorityStatement
-from pybroker.core.tsql.script import BatchResults, run_batches
+from pybroker.core.tsql.script import run_batches
 from pybroker.core.tsql.statement_handlers import StatementRunner
 from pybroker.errors import (
     AlreadyExistsError,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.cli.support import INSTANCE_FILE_HELP, PROG, UsageError, require_instance_file
-from pybroker.core.tsql.script import ResultSet
+from pybroker.core.tsql.batch_interface import ResultSet
 from pybroker.errors import ConversationError
 
 # How long `send` watches the message it sent, in seconds: a message for this instance is

@@ -54,7 +54,7 @@ class UserSql:
 
 
 class DatabaseSql:
-    """The ordinary SQL of one database (pybroker.core.tsql.script.SqlDatabase)."""
+    """The ordinary SQL of one database (pybroker.core.tsql.batch_interface.SqlDatabase)."""
 
     def __init__(self, service: UserSql, database: DatabaseRef) -> None:
         self.service = service

@@ -29,7 +29,7 @@ from pybroker.api.served.protocol import CALL_METHOD, GET_PROPERTY, SET_PROPERTY
 from pybroker.core.conversation.model import Message
 from pybroker.core.routing.decision import RouteDecision, TraceStep
 from pybroker.core.routing.engine import ExplainStep
-from pybroker.core.tsql.script import ResultSet
+from pybroker.core.tsql.batch_interface import ResultSet
 from pybroker.errors import BrokerError, InvalidArgumentError, ServerError
 from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
 
@@ -41,7 +41,8 @@ _R, _W = False, True  # writes?
 # (target, kind, name) -> writes. The methods are the embedded API's own, by name.
 CALLS: dict[tuple[str, str, str], bool] = {
     **{(INSTANCE, CALL_METHOD, name): w for name, w in (
-        ("create_database", _W), ("database", _R), ("databases", _R), ("route", _R),
+        ("create_database", _W), ("drop_database", _W), ("execute", _W), ("database", _R),
+        ("databases", _R), ("route", _R),
         ("route_many", _R), ("explain", _R), ("sql", _R), ("snapshot", _R), ("trust", _W),
         ("untrust", _W),
         ("run_pending", _W), ("run_pending_all", _W))},

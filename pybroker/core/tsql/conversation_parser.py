@@ -46,7 +46,6 @@ from pybroker.core.tsql.expressions import (
     RECEIVE_COLUMNS,
     Column,
     Expression,
-    SqlType,
     is_variable,
     parse_expression,
     parse_type,
@@ -66,6 +65,7 @@ from pybroker.core.tsql.procedure_parser import (
     read_procedure_statement,
     starts_procedure_statement,
 )
+from pybroker.core.tsql.values import SqlType
 from pybroker.errors import CatalogInTsqlError, TsqlSyntaxError, UnsupportedStatementError
 
 # -- the statements -------------------------------------------------------------------------

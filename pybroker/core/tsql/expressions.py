@@ -19,29 +19,30 @@ reads the same from Python and back.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Union
-from xml.parsers import expat
 
 from pybroker.core.tsql import xml_methods as xml
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.ordinary_sql import Exists, read_exists, source_of
 from pybroker.core.tsql.parser import Parser
+from pybroker.core.tsql.values import (
+    BINARY_TYPES,
+    INTEGER_RANGES,
+    TEXT_TYPES,
+    TYPE_NAMES,
+    SqlType,
+    Value,
+    as_text,
+    as_whole_number,
+    compare,
+    convert,
+    like_pattern,
+)
 from pybroker.errors import InvalidArgumentError, TsqlSyntaxError
 
-Value = Union[None, int, str, bytes]  # noqa: UP007 (a runtime alias)
-
-# The declared types and what kind of value each holds.
-_INTEGERS = {
-    "BIT": (0, 1), "TINYINT": (0, 255), "SMALLINT": (-(2**15), 2**15 - 1),
-    "INT": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1),
-}  # fmt: skip
-_TEXT = ("NVARCHAR", "VARCHAR", "NCHAR", "CHAR", "SYSNAME", "XML")
-_BINARY = ("VARBINARY", "BINARY")
-TYPE_NAMES = ("UNIQUEIDENTIFIER", *_INTEGERS, *_TEXT, *_BINARY)
 # The RECEIVE columns of SQL Server, in its order (RECEIVE * returns them so).
 RECEIVE_COLUMNS = (
     "status", "priority", "queuing_order", "conversation_group_id", "conversation_handle",
@@ -50,19 +51,6 @@ RECEIVE_COLUMNS = (
     "message_body",
 )  # fmt: skip
 NO_COLUMN_NAME = "(No column name)"
-
-
-@dataclass(frozen=True, slots=True)
-class SqlType:
-    """A scalar type; ``length`` None is MAX (or a type without a length)."""
-
-    name: str
-    length: int | None = None
-
-    def __str__(self) -> str:
-        if self.name in (*_TEXT, *_BINARY) and self.name not in ("XML", "SYSNAME"):
-            return f"{self.name}({'MAX' if self.length is None else self.length})"
-        return self.name
 
 
 # -- expressions ------------------------------------------------------------------------
@@ -235,7 +223,7 @@ def parse_type(p: Parser[Any], *, cast: bool = False) -> SqlType:
     name = t.text.upper()
     if name == "SYSNAME":
         return SqlType("NVARCHAR", 128)
-    if name not in (*_TEXT, *_BINARY) or name == "XML":
+    if name not in (*TEXT_TYPES, *BINARY_TYPES) or name == "XML":
         return SqlType(name)
     if not p.accept("("):
         return SqlType(name, 30 if cast else 1)
@@ -515,7 +503,7 @@ def _number(t: Token) -> int | bytes:
             pass
     elif text.isdigit():
         value = int(text)
-        if value <= _INTEGERS["BIGINT"][1]:
+        if value <= INTEGER_RANGES["BIGINT"][1]:
             return value
     raise TsqlSyntaxError(
         f"the number {text[:40]} at {t.where} is not supported: expected a whole number "
@@ -523,99 +511,6 @@ def _number(t: Token) -> int | bytes:
 
 
 # -- values --------------------------------------------------------------------------------
-
-
-def convert(value: Value, target: SqlType, where: str) -> Value:
-    """``value`` as ``target`` holds it (SET, a declaration's initial value, CAST); text and
-    binary are cut to the type's length, as SQL Server does on assignment."""
-    if value is None:
-        return None
-    name = target.name
-    if name == "UNIQUEIDENTIFIER":
-        if isinstance(value, str):
-            try:
-                return str(uuid.UUID(value.strip()))
-            except ValueError:
-                pass
-        elif isinstance(value, bytes) and len(value) == 16:
-            return str(uuid.UUID(bytes_le=value))
-        raise _failed(value, target, where)
-    if name in _INTEGERS:
-        low, high = _INTEGERS[name]
-        number: int
-        if isinstance(value, int):
-            number = value
-        elif isinstance(value, str):
-            try:
-                number = int(value.strip())
-            except ValueError:
-                raise _failed(value, target, where) from None
-        elif isinstance(value, bytes):
-            number = int.from_bytes(value, "big") if value else 0
-        else:
-            raise _failed(value, target, where)
-        if name == "BIT":
-            return 1 if number else 0
-        if not low <= number <= high:
-            raise InvalidArgumentError(
-                f"{number} is out of the range of {name} ({low} to {high}) at {where}")
-        return number
-    if name in _TEXT:
-        if isinstance(value, bytes):
-            text = value.decode("utf-8", "replace")
-        elif isinstance(value, int):
-            text = str(value)
-        else:
-            text = value
-        if name == "XML":
-            return _well_formed(text, where)
-        if name in ("NCHAR", "CHAR") and target.length is not None:
-            return text[: target.length].ljust(target.length)
-        return text if target.length is None else text[: target.length]
-    data: bytes
-    if isinstance(value, str):
-        data = value.encode("utf-8")
-    elif isinstance(value, int):
-        data = value.to_bytes(8 if not -(2**31) <= value < 2**31 else 4, "big", signed=True)
-    else:
-        data = value
-    if target.length is None:
-        return data
-    if name == "BINARY":
-        return data[: target.length].ljust(target.length, b"\0")
-    return data[: target.length]
-
-
-def as_body(value: Value, where: str) -> bytes:
-    """A SEND's message body: text as UTF-8 (module docstring), NULL as an empty body."""
-    body = convert(value, SqlType("VARBINARY"), where)
-    return b"" if body is None else body  # type: ignore[return-value]
-
-
-def as_text(value: Value, what: str, where: str) -> str:
-    if value is None or isinstance(value, bytes):
-        raise InvalidArgumentError(
-            f"{what} at {where} must be text, not {'NULL' if value is None else 'binary'}")
-    return str(value)
-
-
-def as_whole_number(value: Value, what: str, where: str, *, minimum: int, maximum: int) -> int:
-    if isinstance(value, str):
-        value = convert(value, SqlType("BIGINT"), where)
-    if not isinstance(value, int) or not minimum <= value <= maximum:
-        shown = "NULL" if value is None else repr(value)
-        raise InvalidArgumentError(
-            f"{what} at {where} must be a whole number from {minimum} to {maximum}, not "
-            f"{shown:.60}")
-    return value
-
-
-def as_guid(value: Value, what: str, where: str) -> str:
-    if value is None:
-        raise InvalidArgumentError(
-            f"{what} at {where} is NULL: expected a conversation handle (set the variable "
-            "first, e.g. by BEGIN DIALOG or RECEIVE)")
-    return convert(value, SqlType("UNIQUEIDENTIFIER"), where)  # type: ignore[return-value]
 
 
 def evaluate(expression: Expression, variables: dict[str, Any],
@@ -670,8 +565,9 @@ def evaluate(expression: Expression, variables: dict[str, Any],
     where = expression.token.where
     operator = expression.operator
     if isinstance(left, int) and isinstance(right, int):
+        low, high = INTEGER_RANGES["BIGINT"]
         return as_whole_number(_arithmetic(operator, left, right, where), "the result", where,
-                               minimum=_INTEGERS["BIGINT"][0], maximum=_INTEGERS["BIGINT"][1])
+                               minimum=low, maximum=high)
     if operator == "+" and type(left) is type(right):
         return left + right  # type: ignore[operator]
     kinds = {int: "a number", str: "text", bytes: "binary"}
@@ -757,67 +653,3 @@ def evaluate_condition(condition: Condition, variables: dict[str, Any]) -> bool 
     matched = like_pattern(str(convert(pattern, SqlType("NVARCHAR"), where))).fullmatch(
         str(text)) is not None
     return matched != condition.negated
-
-
-def compare(left: Value, right: Value, where: str) -> int | None:
-    """-1, 0 or 1; None when either side is NULL. Text compares as under SQL Server's
-    default collation: without regard to case, and trailing spaces do not count. A number
-    and text compare as numbers (the text converted, as SQL Server converts it)."""
-    if left is None or right is None:
-        return None
-    if isinstance(left, int) != isinstance(right, int):
-        left, right = (convert(v, SqlType("BIGINT"), where) for v in (left, right))
-    elif isinstance(left, str) and isinstance(right, str):
-        left, right = left.rstrip(" ").casefold(), right.rstrip(" ").casefold()
-    elif type(left) is not type(right):
-        raise InvalidArgumentError(
-            f"the comparison at {where} compares text and binary: CAST one side to the "
-            "other's type")
-    return (left > right) - (left < right)  # type: ignore[operator]
-
-
-def like_pattern(pattern: str) -> re.Pattern[str]:
-    """LIKE's pattern as a regular expression: % any text, _ one character, [abc], [a-c]
-    and [^abc] one character of (or not of) a set; without regard to case."""
-    parts: list[str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        close = pattern.find("]", i + 2) if ch == "[" else -1
-        if ch == "%":
-            parts.append(".*")
-        elif ch == "_":
-            parts.append(".")
-        elif close > 0:
-            inside = pattern[i + 1 : close]
-            negated = inside.startswith("^")
-            body = "".join(c if c == "-" else re.escape(c) for c in inside[negated:])
-            parts.append(f"[{'^' if negated else ''}{body}]")
-            i = close
-        else:
-            parts.append(re.escape(ch))
-        i += 1
-    try:
-        return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
-    except re.error as exc:  # a range written backwards, [z-a]
-        raise InvalidArgumentError(
-            f"the LIKE pattern {pattern[:40]!r} is not valid ({exc}): write a range as "
-            "[a-z]") from None
-
-
-def _failed(value: Value, target: SqlType, where: str) -> InvalidArgumentError:
-    shown = value.hex() if isinstance(value, bytes) else repr(value)
-    return InvalidArgumentError(
-        f"conversion failed at {where}: {shown:.60} is not a {target}")
-
-
-def _well_formed(text: str, where: str) -> str:
-    if text.strip():
-        parser = expat.ParserCreate()
-        try:
-            parser.Parse(text, True)
-        except expat.ExpatError as exc:
-            raise InvalidArgumentError(
-                f"conversion failed at {where}: the text is not well-formed XML ({exc})"
-            ) from None
-    return text

@@ -14,10 +14,11 @@ from functools import lru_cache
 
 from pybroker.core.tsql.conversation_parser import parse_script
 from pybroker.core.tsql.error_numbers import TsqlError
-from pybroker.core.tsql.expressions import Value, Variable, variable_key
+from pybroker.core.tsql.expressions import Variable, variable_key
 from pybroker.core.tsql.lexer import tokenize
 from pybroker.core.tsql.parser import Parser
 from pybroker.core.tsql.procedure_parser import CreateProcedure, Execute, qualified_name
+from pybroker.core.tsql.values import Value
 
 MAX_NESTING = 32  # SQL Server's @@NESTLEVEL limit
 

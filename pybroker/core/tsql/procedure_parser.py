@@ -19,7 +19,6 @@ from pybroker.core.tsql.expressions import (
     Expression,
     Literal,
     Negate,
-    SqlType,
     Variable,
     is_variable,
     parse_expression,
@@ -28,6 +27,7 @@ from pybroker.core.tsql.expressions import (
 )
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.parser import Parser
+from pybroker.core.tsql.values import SqlType
 from pybroker.errors import TsqlSyntaxError, UnsupportedStatementError
 
 DEFAULT_SCHEMA = "dbo"
