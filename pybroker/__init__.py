@@ -7,7 +7,8 @@
 """
 
 from pybroker.api.conversation import Conversation
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.apps.diagnose.report import diagnose
 from pybroker.apps.diagnose.trace import trace
 from pybroker.core.conversation.model import Message

@@ -16,7 +16,8 @@ import pytest
 import pybroker
 from pybroker.api import protocols as api_protocols
 from pybroker.api.conversation import Conversation
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.api.served import calls
 from pybroker.api.served.client import (
     ClientConversation,

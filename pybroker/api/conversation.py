@@ -24,7 +24,7 @@ class _Kernel(Protocol):
 
 
 class _Database(Protocol):
-    """What a Conversation needs of its Database (api/instance.py, which imports this module):
+    """What a Conversation needs of its Database (api/database.py, which imports this module):
     the shape only."""
 
     name: str

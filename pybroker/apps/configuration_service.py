@@ -94,7 +94,7 @@ from pybroker.core.routing.definition import MAX_NAME_LENGTH, check_lifetime, va
 from pybroker.errors import BrokerError, InvalidArgumentError, ServerGoneError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.api.instance import Database
+    from pybroker.api.database import Database
 
 DEFAULT_QUEUE = "BrokerConfigurationQueue"
 DEFAULT_LIFETIME = 3600  # seconds: the LIFETIME of a route the handler creates

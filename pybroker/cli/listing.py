@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.cli.support import (
     INSTANCE_FILE_HELP,
     JSON_HELP,

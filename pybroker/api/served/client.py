@@ -47,7 +47,8 @@ from typing import Any
 import duckdb
 
 from pybroker.api.conversation import Conversation
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.api.served import calls, protocol, rows
 from pybroker.api.served.calls import CONVERSATION, DATABASE, INSTANCE, TRANSACTION
 from pybroker.api.served.paths import socket_path_for, unix_address

@@ -1,6 +1,6 @@
 """What the T-SQL interpreter (script.py) asks of the database it runs a batch on, and what
 it gives back: the Protocols of a database, a conversation and ordinary SQL, through which
-every verb goes (the public API satisfies them: api/instance.py), and a batch's results."""
+every verb goes (the public API satisfies them: api/database.py), and a batch's results."""
 
 from __future__ import annotations
 

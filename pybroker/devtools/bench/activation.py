@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.devtools.bench.objects import initiator_and_target
 
 CHECK_INTERVAL = 0.1  # seconds between the monitors' checks in this case

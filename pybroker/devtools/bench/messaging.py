@@ -48,7 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.devtools.bench import activation, idle, workers
 from pybroker.devtools.bench.figures import machine, median_of, percentiles_ms
 from pybroker.devtools.bench.objects import initiator_and_target

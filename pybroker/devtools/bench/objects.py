@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pybroker.api.instance import Database, Instance
+    from pybroker.api.database import Database
+    from pybroker.api.instance import Instance
 
 
 def initiator_and_target(inst: Instance, queue: str = "TargetQueue",

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pybroker
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.api.served import protocol
 from pybroker.api.served.paths import socket_path_for, unix_address
 

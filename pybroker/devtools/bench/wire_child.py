@@ -30,7 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.core.wire import frames
 
 INITIATOR_DB, TARGET_DB = "BenchInitiator", "BenchTarget"

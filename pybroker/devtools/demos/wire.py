@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import pybroker
-from pybroker.api.instance import Database, Instance
+from pybroker.api.database import Database
+from pybroker.api.instance import Instance
 from pybroker.apps.configuration_service import DYNAMIC_ROUTING_SERVICE, ConfigurationService
 from pybroker.devtools.bench.child import JsonLinesChild
 from pybroker.devtools.demos.routing import load_examples
