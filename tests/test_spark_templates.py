@@ -49,6 +49,7 @@ NOT_ONE_QUERY = {
     "routing/_route_steps.sql": "a partial: the body of a WITH, included by others",
     "catalog/21_route_decision.sql": "CREATE MACRO ... AS TABLE is DuckDB-only DDL",
     "catalog/22_route_explain.sql": "CREATE MACRO ... AS TABLE is DuckDB-only DDL",
+    "catalog/44_diagnose.sql": "CREATE MACRO ... AS TABLE is DuckDB-only DDL",
     "catalog/_known_names.sql": "a partial: jinja macros the catalog's macros import",
 }
 # Templates that take variables of their own (no user value: a path made a literal by the
