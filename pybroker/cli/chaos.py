@@ -147,6 +147,17 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "instance is SIGKILLed this many times more in its first 2.5 s (its "
                    "start: connect(), the endpoint) (default 0)")
     q.add_argument("--pauses", type=int, default=1, help="SIGSTOP/SIGCONT of each instance")
+    q.add_argument("--workers", type=int, default=0,
+                   help="receiving workers per queue, each a process: RECEIVE one message, "
+                   "process it for --processing seconds inside the transaction, record it, "
+                   "COMMIT (C7); the nemesis SIGKILLs them too (--worker-kills). Default 0: "
+                   "no one receives, the queue is the record")
+    q.add_argument("--worker-kills", type=int, default=4,
+                   help="SIGKILLs of each receiving instance's workers, one picked at random "
+                   "each time (with --workers; default 4)")
+    q.add_argument("--processing", type=float, default=0.02,
+                   help="seconds a worker spends on each message inside its transaction "
+                   "(default 0.02)")
     q.add_argument("--faults", default="all",
                    help=f"comma-separated, 'all' or 'none': {','.join(FAULTS)}. A frame fault "
                    "(drop, duplicate, reorder, flip) runs the endpoints without TLS")
@@ -214,8 +225,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    f"{', '.join(FAULTS)}")
     if args.messages < 0 or args.duration <= 0 or args.conversations < 1:
         raise args.usage_error("--messages >= 0, --duration > 0 and --conversations >= 1")
-    if args.early_kills < 0 or args.kills < 0:
-        raise args.usage_error("--kills and --early-kills are counts: 0 or more")
+    if args.early_kills < 0 or args.kills < 0 or args.workers < 0 or args.worker_kills < 0:
+        raise args.usage_error("--kills, --early-kills, --workers and --worker-kills are "
+                               "counts: 0 or more")
+    if not 0 <= args.processing <= 60:
+        raise args.usage_error("--processing is seconds, from 0 to 60")
     if args.instances is not None and args.topology != "point-to-point":
         raise args.usage_error(f"--instances is for the point-to-point topology; the "
                                f"{args.topology} topology has its own instances (see --help)")
@@ -225,7 +239,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed, instances=args.instances or 2, messages=args.messages,
         topology=args.topology, forwarders=args.forwarders,
         duration=args.duration, conversations=args.conversations, kills=args.kills,
-        early_kills=args.early_kills,
+        early_kills=args.early_kills, workers=args.workers, worker_kills=args.worker_kills,
+        processing=args.processing,
         pauses=args.pauses, faults=faults, fault_rate=args.fault_rate,
         fault_direction=args.fault_direction,
         max_body=args.max_body, big_every=args.big_every, fragment_size=args.fragment_size,
