@@ -53,6 +53,9 @@ CONTRACT = "//Chaos/Contract"
 MESSAGE_TYPE = "//Chaos/Message"
 
 
+WORKER_KILL_TRIES = 30  # looks, 50 ms apart, for a worker holding a message to SIGKILL
+
+
 def record_service(name: str) -> str:
     """The service of instance ``name``'s record queue (``--workers``)."""
     return f"Rec{name}"
@@ -348,14 +351,18 @@ class ChaosRun:
         node.workers[index] = proc
         self._note(f"start {node.name}.w{index} pid {proc.pid}")
 
+    def holding(self, node: Node, index: int) -> bool:
+        """Whether worker ``index`` of ``node`` holds a message now (its state file)."""
+        try:
+            return (self.dir / f"{node.name}.w{index}.state").read_bytes()[:1] == b"1"
+        except OSError:
+            return False
+
     def kill_worker(self, node: Node, index: int) -> None:
         proc = node.workers[index]
         if proc is None:
             return
-        try:  # whether it holds a message now (its transaction is open): for the report
-            holding = (self.dir / f"{node.name}.w{index}.state").read_bytes()[:1] == b"1"
-        except OSError:
-            holding = False
+        holding = self.holding(node, index)  # for the report
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -517,10 +524,16 @@ class ChaosRun:
             pending: list[tuple[float, str, str]]) -> None:
         """A topology's own nemesis action (a failover); may add (at, action, node) to
         ``pending``."""
-        if action == "kill-worker":
-            index = self.rng.randrange(self.o.workers)
-            if node.workers[index] is None:  # still down from the last kill: the next one
-                index = next((i for i, p in enumerate(node.workers) if p is not None), None)
+        if action.startswith("kill-worker"):
+            # a worker holding a message (inside its transaction, processing) if one does
+            # within a second or so; else one picked at random
+            tries = int(action.partition(":")[2] or 0)
+            alive = [i for i, p in enumerate(node.workers) if p is not None]
+            holding = [i for i in alive if self.holding(node, i)]
+            if not holding and tries < WORKER_KILL_TRIES:
+                pending.append((now + 0.05, f"kill-worker:{tries + 1}", node.name))
+                return
+            index = self.rng.choice(holding or alive) if alive else None
             if index is not None:
                 self.kill_worker(node, index)
                 pending.append((now + self.rng.uniform(0.2, 2.0), f"restart-worker:{index}",
