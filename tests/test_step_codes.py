@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pybroker.cli.finding_codes import finding_codes, is_finding_code
 from pybroker.cli.main import main
 from pybroker.cli.step_codes import explain, normalize, parse, step_codes
 from pybroker.errors import BrokerError, NotFoundError
@@ -245,6 +246,9 @@ def test_any_argument_gives_an_explanation_or_one_clean_error_line(text):
             assert out.splitlines()[0].split()[0] == "R"
         elif text.startswith("-"):  # argparse's --help
             assert out.startswith("usage: pybroker explain")
+        elif is_finding_code(normalize(text)):  # a diagnose finding's (diagnose.md)
+            assert normalize(text) in {e.code for e in finding_codes()}
+            assert out.startswith(f"{normalize(text)}: ")
         else:
             assert normalize(text) in explained()
             assert out.startswith(f"{normalize(text)}: ")

@@ -58,6 +58,18 @@ what a run does (pybroker/devtools/chaos/):
                 transmission queue is empty, stops the processes by pid (SIGTERM,
                 then SIGKILL) and reads their files. No instance RECEIVEs: its
                 queue is the record of what it committed
+  --workers     N receiving workers per queue (C7), each a process and a client
+                of its instance (which serves its file to them): a loop of one
+                transaction that RECEIVEs one message, processes it for
+                --processing seconds, records it (a SEND to its instance's record
+                queue, in the same transaction) and COMMITs. Several take one
+                queue side by side, one conversation group each; the nemesis
+                SIGKILLs --worker-kills of each instance's workers, choosing one
+                that holds a message if one does within 1.5 s, and restarts it
+                0.2-2 s later. Healing also waits until every message is taken;
+                the record, in the order the workers committed, then what is
+                left in the queue, is what the checker reads as received. The
+                default, 0, is the runs above: no worker, the queue is the record
 
 the report (printed; report.json in the run directory), over every conversation:
   sent, acknowledged, received   committed by the sender (below its
@@ -65,7 +77,8 @@ the report (printed; report.json in the run directory), over every conversation:
                 receiver's queue
   lost          acknowledged, never received
   duplicated    received twice
-  out of order  a message queued after a higher sequence of its conversation
+  out of order  a message queued (with --workers: recorded) after a higher
+                sequence of its conversation
   unexpected    never sent, or of an unknown conversation
   corrupted     a body that is not what was sent
   incomplete    still status 2 (being reassembled, or held behind a gap)
@@ -93,6 +106,7 @@ examples (two instances, 100,000 messages, about 30 minutes; a forwarder; a fail
       --seed 102 --drain-timeout 600
   pybroker chaos run --topology forwarder --messages 2000 --duration 60
   pybroker chaos run --topology mirror --messages 2000 --duration 60
+  pybroker chaos run --messages 2000 --duration 60 --workers 4    # receiving workers
 """
 
 
