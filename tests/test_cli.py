@@ -259,6 +259,8 @@ def test_bench_messaging_quick_smoke():
         assert case["activation_max_ms"] >= case["activation_p50_ms"] > 0
     assert [c["workers"] for c in report["workers"]] == [1, 4, 8]
     assert all(c["handled"] == 16 and c["handled_per_s"] > 0 for c in report["workers"])
+    assert [(c["workers"], c["handled"]) for c in report["workers_activation"]] == [
+        (1, 16), (4, 16)]
     assert report["load_average_1m"]["before"] >= 0
 
 
@@ -289,6 +291,13 @@ def test_bench_messaging_report_reads_as_a_report():
     assert "workers (C7): each RECEIVE of one message, 2 ms of processing, COMMIT; 8 " in text
     assert [(c["workers"], c["handled"]) for c in report["workers"]] == [(1, 8), (4, 8),
                                                                          (8, 8)]
+    # the same shape with an activated queue's readers as the workers (C7, C8)
+    activated = report["workers_activation"]
+    assert [(c["workers"], c["handled"]) for c in activated] == [(1, 8), (4, 8)]
+    assert activated[0]["readers_at_most"] == 1 and 1 <= activated[1]["readers_at_most"] <= 4
+    assert ("workers as activation's readers (C7, C8): each RECEIVE of one message, 2 ms of "
+            "processing, COMMIT; 8 messages over 4 conversations") in text
+    assert "    MAX_QUEUE_READERS 4: " in text and "target >= 3.5x: " in text
 
 
 def test_bench_idle_report_reads_as_a_report():

@@ -58,6 +58,18 @@ what a run does (pybroker/devtools/chaos/):
                 transmission queue is empty, stops the processes by pid (SIGTERM,
                 then SIGKILL) and reads their files. No instance RECEIVEs: its
                 queue is the record of what it committed
+  --workers     N receiving workers per queue (C7), each a process and a client
+                of its instance (which serves its file to them): a loop of one
+                transaction that RECEIVEs one message, processes it for
+                --processing seconds, records it (a SEND to its instance's record
+                queue, in the same transaction) and COMMITs. Several take one
+                queue side by side, one conversation group each; the nemesis
+                SIGKILLs --worker-kills of each instance's workers, choosing one
+                that holds a message if one does within 1.5 s, and restarts it
+                0.2-2 s later. Healing also waits until every message is taken;
+                the record, in the order the workers committed, then what is
+                left in the queue, is what the checker reads as received. The
+                default, 0, is the runs above: no worker, the queue is the record
 
 the report (printed; report.json in the run directory), over every conversation:
   sent, acknowledged, received   committed by the sender (below its
@@ -65,7 +77,8 @@ the report (printed; report.json in the run directory), over every conversation:
                 receiver's queue
   lost          acknowledged, never received
   duplicated    received twice
-  out of order  a message queued after a higher sequence of its conversation
+  out of order  a message queued (with --workers: recorded) after a higher
+                sequence of its conversation
   unexpected    never sent, or of an unknown conversation
   corrupted     a body that is not what was sent
   incomplete    still status 2 (being reassembled, or held behind a gap)
@@ -93,6 +106,7 @@ examples (two instances, 100,000 messages, about 30 minutes; a forwarder; a fail
       --seed 102 --drain-timeout 600
   pybroker chaos run --topology forwarder --messages 2000 --duration 60
   pybroker chaos run --topology mirror --messages 2000 --duration 60
+  pybroker chaos run --messages 2000 --duration 60 --workers 4    # receiving workers
 """
 
 
@@ -147,6 +161,17 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
                    "instance is SIGKILLed this many times more in its first 2.5 s (its "
                    "start: connect(), the endpoint) (default 0)")
     q.add_argument("--pauses", type=int, default=1, help="SIGSTOP/SIGCONT of each instance")
+    q.add_argument("--workers", type=int, default=0,
+                   help="receiving workers per queue, each a process: RECEIVE one message, "
+                   "process it for --processing seconds inside the transaction, record it, "
+                   "COMMIT (C7); the nemesis SIGKILLs them too (--worker-kills). Default 0: "
+                   "no one receives, the queue is the record")
+    q.add_argument("--worker-kills", type=int, default=4,
+                   help="SIGKILLs of each receiving instance's workers, one picked at random "
+                   "each time (with --workers; default 4)")
+    q.add_argument("--processing", type=float, default=0.02,
+                   help="seconds a worker spends on each message inside its transaction "
+                   "(default 0.02)")
     q.add_argument("--faults", default="all",
                    help=f"comma-separated, 'all' or 'none': {','.join(FAULTS)}. A frame fault "
                    "(drop, duplicate, reorder, flip) runs the endpoints without TLS")
@@ -214,8 +239,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    f"{', '.join(FAULTS)}")
     if args.messages < 0 or args.duration <= 0 or args.conversations < 1:
         raise args.usage_error("--messages >= 0, --duration > 0 and --conversations >= 1")
-    if args.early_kills < 0 or args.kills < 0:
-        raise args.usage_error("--kills and --early-kills are counts: 0 or more")
+    if args.early_kills < 0 or args.kills < 0 or args.workers < 0 or args.worker_kills < 0:
+        raise args.usage_error("--kills, --early-kills, --workers and --worker-kills are "
+                               "counts: 0 or more")
+    if not 0 <= args.processing <= 60:
+        raise args.usage_error("--processing is seconds, from 0 to 60")
     if args.instances is not None and args.topology != "point-to-point":
         raise args.usage_error(f"--instances is for the point-to-point topology; the "
                                f"{args.topology} topology has its own instances (see --help)")
@@ -225,7 +253,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed, instances=args.instances or 2, messages=args.messages,
         topology=args.topology, forwarders=args.forwarders,
         duration=args.duration, conversations=args.conversations, kills=args.kills,
-        early_kills=args.early_kills,
+        early_kills=args.early_kills, workers=args.workers, worker_kills=args.worker_kills,
+        processing=args.processing,
         pauses=args.pauses, faults=faults, fault_rate=args.fault_rate,
         fault_direction=args.fault_direction,
         max_body=args.max_body, big_every=args.big_every, fragment_size=args.fragment_size,

@@ -27,7 +27,8 @@ bodies, the initiator service in one database and the target service in another:
   reader it activates (p50 and max of 10);
 - workers (C7, pybroker/devtools/bench/workers.py): 1, 4 and 8 threads each receiving one
   message per transaction and processing it for 50 ms before COMMIT, over 40
-  conversations; messages/s and the speed-up over one worker;
+  conversations; messages/s and the speed-up over one worker; and the same shape with an
+  activated queue's readers as the workers (MAX_QUEUE_READERS 4 against 1, target 3.5x);
 - comparison, measured in the same run: the storage floor, the same rows put into a bare
   table of queue_messages' columns with one INSERT ... SELECT per send transaction and
   taken out with one DELETE ... RETURNING per receive transaction (no endpoints, no
@@ -96,6 +97,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
             floor_drain.append(_floor_drain(inst, sizes, body))
     activated = [activation.run_case(sizes, body, readers) for readers in (1, 4)]
     side_by_side = workers.run(sizes)
+    side_by_side_activated = workers.run_activation(sizes)
     report = {
         "machine": machine(),
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
@@ -112,6 +114,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
         "idle_conversations": idled,
         "activation": activated,
         "workers": side_by_side,
+        "workers_activation": side_by_side_activated,
         "targets": TARGETS,
     }
     for name in ("one_conversation", "many_conversations", "receive_own_transaction"):
@@ -173,6 +176,7 @@ def format_report(report: dict[str, Any]) -> str:
         lines += idle.format_case(report["idle_conversations"])
     lines += [activation.format_case(r) for r in report.get("activation", ())]
     lines += workers.format_cases(report.get("workers", []))
+    lines += workers.format_activation_cases(report.get("workers_activation", []))
     load = report["load_average_1m"]
     lines.append(f"load average (1 min): {load['before']:.2f} before, {load['after']:.2f} "
                  "after")

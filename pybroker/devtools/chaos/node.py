@@ -7,6 +7,8 @@ addresses, the conversations it begins), starts its endpoint on its fixed port, 
 its share of the workload in transactions, paced over the run's send window. It continues
 from its own file after a SIGKILL (each conversation's ``send_sequence``), and writes a
 status file (``NAME.status.json``) twice a second for the runner. SIGTERM stops it cleanly.
+With receiving workers (``--workers``, worker.py) it serves its file to them on FILE.sock
+and counts in its status what they have still to take from its queue.
 
 Two things a topology adds (pybroker/devtools/chaos/topology.py): a partner of a mirrored pair takes
 the role the runner writes to ``NAME.role`` (PRINCIPAL or MIRROR; read at every status, so
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.devtools.chaos.workload import make_body
+from pybroker.storage.templates import render
 
 
 def _write_status(path: Path, status: dict[str, Any]) -> None:
@@ -53,6 +56,11 @@ def run(config_path: Path, name: str) -> int:
         signal.signal(signum, lambda *_: stop.set())
     inst = Instance(me["file"], retry_scale=config["retry_scale"])
     try:
+        if me.get("workers"):
+            # the receiving workers (worker.py) are clients of this process (C7)
+            from pybroker.server.server import serve_clients
+
+            serve_clients(inst)
         deadline = time.monotonic() + 60
         while True:  # the port of a killed predecessor may take a moment to free
             try:
@@ -184,9 +192,13 @@ def run(config_path: Path, name: str) -> int:
                             print(f"{name}: now {role}", flush=True)
                 tq = inst.sql("SELECT count(*) FROM sys.transmission_queue").fetchone()[0]
                 queued = inst.sql("SELECT count(*) FROM sys.queue_messages").fetchone()[0]
+                unprocessed = inst.sql(render("chaos/select_unprocessed.sql"),
+                                       {"queue": me["queue"]}).fetchone()[0] if me.get(
+                    "workers") else 0
                 _write_status(status_path, {
                     "pid": os.getpid(), "time": time.time(), "sent": sum(next_seq.values()),
                     "planned": planned, "tq": tq, "queued": queued, "role": role,
+                    "unprocessed": unprocessed,  # left for the receiving workers
                     # messages still to send on the conversations begun so far
                     "unsent": sum(max(0, plan[h] - next_seq[h]) for h in next_seq)})
     finally:

@@ -14,6 +14,15 @@ a nemesis, healing, and the checker's verdict.
    acknowledged, what each receiver committed to its queue (no one RECEIVEs: the queue is
    the record). The checker gives the verdict.
 
+With ``workers`` (C7), each receiving instance also serves its file to that many receiving
+worker processes (``worker.py``): each RECEIVEs one message a transaction, processes it
+(``processing`` seconds inside the transaction), records it in its instance's record
+queue and COMMITs; the nemesis SIGKILLs them too (``worker_kills`` of each instance's, at
+random), healing waits until they have taken every message, and the record, in the order
+the workers committed, followed by what is left in the queue, is what the checker reads
+as received: per conversation nothing lost, twice or out of order, since the group lock
+lets one worker at a time take a conversation's messages.
+
 Other shapes (forwarders between the ends, a mirrored pair that fails over) are this run
 with its set-up, nemesis and check overridden: ``topology.py``.
 """
@@ -35,11 +44,21 @@ from typing import Any
 
 from pybroker.devtools.chaos import checker, proxy
 from pybroker.devtools.chaos.ports import free_port
+from pybroker.devtools.chaos.worker import read_record
 from pybroker.devtools.chaos.workload import check_body, links, split
 from pybroker.errors import BrokerError
+from pybroker.storage.templates import render
 
 CONTRACT = "//Chaos/Contract"
 MESSAGE_TYPE = "//Chaos/Message"
+
+
+WORKER_KILL_TRIES = 30  # looks, 50 ms apart, for a worker holding a message to SIGKILL
+
+
+def record_service(name: str) -> str:
+    """The service of instance ``name``'s record queue (``--workers``)."""
+    return f"Rec{name}"
 
 
 @dataclass
@@ -67,6 +86,11 @@ class Options:
     # each instance's file is first made by a process SIGKILLed inside connect(), and
     # each instance is SIGKILLed this many times more in its first seconds (its start)
     early_kills: int = 0
+    # receiving workers per queue, each a process: RECEIVE one message, process, record,
+    # COMMIT (worker.py); 0: no one receives, the queue is the record
+    workers: int = 0
+    worker_kills: int = 4  # SIGKILLs of each receiving instance's workers, one at random
+    processing: float = 0.02  # seconds a worker spends on a message inside its transaction
 
     @property
     def encryption(self) -> bool:
@@ -88,6 +112,10 @@ class Node:
     pauses: int = 0
     starts: int = 0
     unexpected_exits: list[int] = field(default_factory=list)
+    workers: list[subprocess.Popen | None] = field(default_factory=list)
+    worker_kills: int = 0
+    worker_kills_holding: int = 0  # of them, while the worker held a message
+    worker_exits: list[int] = field(default_factory=list)  # unexpected, as above
 
 
 def _child_env() -> dict[str, str]:
@@ -142,9 +170,10 @@ class ChaosRun:
             "retry_scale": o.retry_scale, "encryption": o.encryption,
             "fragment_size": o.fragment_size, "message_type": MESSAGE_TYPE,
             "idle_timeout": None, "topology": o.topology, "forwarders": o.forwarders,
+            "workers": o.workers, "processing": o.processing,
             "nodes": {n: {"file": str(node.file), "port": node.port,
                           "database": node.database, "service": node.service,
-                          "plan": plans[n], **self.node_config(n)}
+                          "plan": plans[n], **self.worker_config(n), **self.node_config(n)}
                       for n, node in self.nodes.items()}}
         (self.dir / "config.json").write_text(json.dumps(config, indent=1))
         return config
@@ -180,7 +209,20 @@ class ChaosRun:
         db.create_contract(CONTRACT, {MESSAGE_TYPE: "ANY"})
         db.create_queue(f"Q{name}")
         db.create_service(node.service, queue=f"Q{name}", contracts=[CONTRACT])
+        if self.o.workers and name in self.receivers():
+            db.create_queue(f"R{name}")  # the workers' record
+            db.create_service(record_service(name), queue=f"R{name}", contracts=["DEFAULT"])
         return db
+
+    def receivers(self) -> list[str]:
+        """The instances whose queue receiving workers take (``--workers``): the targets."""
+        return sorted({b for _, b in self.links})
+
+    def worker_config(self, name: str) -> dict[str, Any]:
+        if not (self.o.workers and name in self.receivers()):
+            return {}
+        return {"workers": self.o.workers, "queue": f"Q{name}", "record_queue": f"R{name}",
+                "record_service": record_service(name)}
 
     def begin(self, db: Any, link: tuple[str, str], count: int) -> dict[str, int]:
         """A link's conversations, begun in one transaction: handle -> messages to send."""
@@ -284,6 +326,66 @@ class ChaosRun:
                 self._note(f"{node.name} exited by itself with code {code}; restarting")
                 node.proc = None
                 self.start(node)
+            for i, proc in enumerate(node.workers):
+                if proc is not None and proc.poll() is not None:
+                    node.worker_exits.append(proc.returncode)
+                    self._note(f"{node.name}.w{i} exited by itself with code "
+                               f"{proc.returncode}; restarting")
+                    node.workers[i] = None
+                    self.start_worker(node, i)
+
+    # -- receiving workers (worker.py) ----------------------------------------------------
+
+    def start_worker(self, node: Node, index: int) -> None:
+        while len(node.workers) <= index:
+            node.workers.append(None)
+        log = (self.dir / f"{node.name}.workers.log").open("ab")
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pybroker.devtools.chaos.worker",
+                 str(self.dir / "config.json"), node.name, str(index)], stdout=log,
+                stderr=subprocess.STDOUT, env=_child_env(), cwd=str(self.dir),
+                start_new_session=True)
+        finally:
+            log.close()
+        node.workers[index] = proc
+        self._note(f"start {node.name}.w{index} pid {proc.pid}")
+
+    def holding(self, node: Node, index: int) -> bool:
+        """Whether worker ``index`` of ``node`` holds a message now (its state file)."""
+        try:
+            return (self.dir / f"{node.name}.w{index}.state").read_bytes()[:1] == b"1"
+        except OSError:
+            return False
+
+    def kill_worker(self, node: Node, index: int) -> None:
+        proc = node.workers[index]
+        if proc is None:
+            return
+        holding = self.holding(node, index)  # for the report
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        node.workers[index] = None
+        node.worker_kills += 1
+        node.worker_kills_holding += holding
+        self._note(f"SIGKILL {node.name}.w{index} pid {proc.pid}"
+                   + (" holding a message" if holding else ""))
+
+    def stop_worker(self, node: Node, index: int) -> None:
+        proc = node.workers[index]
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        node.workers[index] = None
 
     def status(self, node: Node) -> dict[str, Any] | None:
         try:
@@ -309,6 +411,9 @@ class ChaosRun:
             (self.dir / "config.json").write_text(json.dumps(config, indent=1))
             for node in self.nodes.values():
                 self.start(node)
+            for n in self.receivers() if o.workers else []:
+                for i in range(o.workers):
+                    self.start_worker(self.nodes[n], i)
             self._note(f"nemesis on: faults {', '.join(o.faults) or 'none'}, "
                        f"encryption {o.encryption}")
             nemesis_end = self.nemesis()
@@ -317,6 +422,9 @@ class ChaosRun:
             heal_end = time.monotonic()
         finally:
             with _signals_ignored():  # a second ^C must not leave children behind
+                for node in self.nodes.values():
+                    for i in range(len(node.workers)):
+                        self.stop_worker(node, i)
                 for node in self.nodes.values():
                     self.stop(node)
                 if self.proxies is not None:
@@ -332,7 +440,12 @@ class ChaosRun:
                         "healing": round(heal_end - heal_start, 1),
                         "total": round(time.monotonic() - t0, 1)},
             "nodes": {n: {"sigkills": node.kills, "pauses": node.pauses,
-                          "starts": node.starts, "unexpected_exits": node.unexpected_exits}
+                          "starts": node.starts, "unexpected_exits": node.unexpected_exits,
+                          **({"workers": {
+                              "count": len(node.workers), "sigkills": node.worker_kills,
+                              "sigkills_holding_a_message": node.worker_kills_holding,
+                              "unexpected_exits": node.worker_exits}}
+                             if node.workers else {})}
                       for n, node in self.nodes.items()},
             "faults_injected": fault_counts,
             "creations_killed": self.early_creations,
@@ -396,12 +509,41 @@ class ChaosRun:
                 events.append((self.rng.uniform(0.3, 2.5), "kill", n))
             for _ in range(o.pauses):
                 events.append((self.rng.uniform(0.05, 0.9) * o.duration, "pause", n))
-        return events
+        return events + self.worker_events()
+
+    def worker_events(self) -> list[tuple[float, str, str]]:
+        """The SIGKILLs of receiving workers: ``worker_kills`` of each receiving instance's,
+        each of one picked at random when it comes."""
+        o = self.o
+        if not o.workers:
+            return []
+        return [(self.rng.uniform(0.05, 0.9) * o.duration, "kill-worker", n)
+                for n in self.receivers() for _ in range(o.worker_kills)]
 
     def act(self, action: str, node: Node, now: float,
             pending: list[tuple[float, str, str]]) -> None:
         """A topology's own nemesis action (a failover); may add (at, action, node) to
         ``pending``."""
+        if action.startswith("kill-worker"):
+            # a worker holding a message (inside its transaction, processing) if one does
+            # within a second or so; else one picked at random
+            tries = int(action.partition(":")[2] or 0)
+            alive = [i for i, p in enumerate(node.workers) if p is not None]
+            holding = [i for i in alive if self.holding(node, i)]
+            if not holding and tries < WORKER_KILL_TRIES:
+                pending.append((now + 0.05, f"kill-worker:{tries + 1}", node.name))
+                return
+            index = self.rng.choice(holding or alive) if alive else None
+            if index is not None:
+                self.kill_worker(node, index)
+                pending.append((now + self.rng.uniform(0.2, 2.0), f"restart-worker:{index}",
+                                node.name))
+            return
+        if action.startswith("restart-worker:"):
+            index = int(action.partition(":")[2])
+            if node.workers[index] is None:
+                self.start_worker(node, index)
+            return
         raise BrokerError(f"the chaos run has no nemesis action {action!r}")
 
     def report_extra(self) -> dict[str, Any]:
@@ -425,14 +567,20 @@ class ChaosRun:
             self.resume(node)
             if node.proc is None:
                 self.start(node)
+            for i, proc in enumerate(node.workers):
+                if proc is None:
+                    self.start_worker(node, i)
         since = time.time()
         deadline = time.monotonic() + self.o.drain_timeout
         while time.monotonic() < deadline:
             self.check_exits()
             sts = [self.status(n) for n in self.nodes.values()]
+            # with workers, also every queue taken (but a mirror's: its workers wait)
             if all(st is not None and st["time"] > since + 1.0 and st["sent"] >= st["planned"]
-                   and st["tq"] == 0 for st in sts):
-                self._note("drained: every transmission queue is empty")
+                   and st["tq"] == 0 and (not st.get("unprocessed") or st.get("role") == (
+                       "MIRROR")) for st in sts):
+                self._note("drained: every transmission queue is empty"
+                           + (", every queue processed" if self.o.workers else ""))
                 return True
             time.sleep(0.2)
         self._note(f"not drained after {self.o.drain_timeout} s")
@@ -456,6 +604,7 @@ class ChaosRun:
         """What one stopped instance's file says it sent (its initiator conversations) and
         committed to its queues."""
         service_node = {node.service: n for n, node in self.nodes.items()}
+        workers = bool(self.worker_config(name))
         sent: list[checker.Sent] = []
         received: list[checker.Received] = []
         unacked: dict[str, set[int]] = {}
@@ -468,6 +617,8 @@ class ChaosRun:
                 "SELECT conversation_handle, conversation_id, is_initiator, "
                 "send_sequence, far_service FROM sys.conversation_endpoints"
         ).fetchall():
+            if is_init and workers and far == record_service(name):
+                continue  # a worker's record dialog: read below, as the record
             if is_init:
                 sent.append(checker.Sent(conv_id, f"{name}->{service_node.get(far)}",
                                          send_seq, frozenset(unacked.get(handle, ()))))
@@ -486,16 +637,41 @@ class ChaosRun:
                 {"handle": handle, "seq": seq}).fetchall()
             kept[handle, seq] = check_body(b"".join(p[0] or b"" for p in pieces))
             del pieces
-        cur = inst.sql("SELECT conversation_handle, queuing_order, "
-                       "message_sequence_number, status, message_body, body_fragments "
-                       "FROM main.queue_messages ORDER BY queuing_order")
+        if workers:
+            # what the workers processed, in the order they committed it, then what they
+            # had not taken (it comes after, in each conversation)
+            received += self.read_records(inst, name, targets)
+            cur = inst.sql(render("chaos/select_queue_rows.sql"), {"queue": f"Q{name}"})
+        else:
+            cur = inst.sql("SELECT conversation_handle, queuing_order, "
+                           "message_sequence_number, status, message_body, body_fragments "
+                           "FROM main.queue_messages ORDER BY queuing_order")
+        after = len(received)
         while rows := cur.fetchmany(500):
             for handle, order, seq, status, body, fragments in rows:
                 b = kept[handle, seq] if fragments is not None else check_body(body)
                 received.append(checker.Received(
-                    targets.get(handle, f"unknown handle {handle}"), order, seq,
+                    targets.get(handle, f"unknown handle {handle}"), after + order, seq,
                     status, b.conversation_id, b.sequence, b.ok))
         return sent, received
+
+    def read_records(self, inst: Any, name: str, targets: dict[str, str]
+                     ) -> list[checker.Received]:
+        """The workers' record queue as the messages they received, in commit order (a
+        body that is no record is an unexpected message)."""
+        out = []
+        cur = inst.sql(render("chaos/select_queue_rows.sql"), {"queue": f"R{name}"})
+        while rows := cur.fetchmany(500):
+            for handle, _order, _seq, _status, body, _fragments in rows:
+                r = read_record(body or b"")
+                if r is None:
+                    out.append(checker.Received(f"unknown record on {handle}", len(out), -1,
+                                                1, None, None, False))
+                    continue
+                out.append(checker.Received(
+                    targets.get(r["h"], f"unknown handle {r['h']}"), len(out), r["q"], 1,
+                    r["c"], r["s"], bool(r["ok"])))
+        return out
 
 
 @contextlib.contextmanager
@@ -533,6 +709,11 @@ def summary(report: dict[str, Any]) -> str:
         f"{v['incomplete']}, unacknowledged {v['unacknowledged']}, last not delivered "
         f"{v['last_not_delivered']}",
         *(f"  {line}" for line in (topology or {}).get("lines", [])),
+        *([f"  receiving workers, {report['options']['workers']} per queue: " + ", ".join(
+            f"{n}: {d['workers']['sigkills']} SIGKILL ({d['workers']['sigkills_holding_a_message']}"
+            f" holding a message), {len(d['workers']['unexpected_exits'])} unexpected exits"
+            for n, d in report["nodes"].items() if "workers" in d)]
+          if report["options"].get("workers") else []),
         *(f"  ! {d}" for d in v["details"][:20]),
         f"  verdict: {'VALID' if v['valid'] else 'INVALID'}; report: "
         f"{report['directory']}/report.json",
@@ -548,7 +729,8 @@ def check_directory(directory: str | Path) -> dict[str, Any]:
         config = json.loads((directory / "config.json").read_text())
     except (OSError, ValueError) as exc:
         raise BrokerError(f"{directory} is not a chaos run directory: {exc}") from None
-    o = Options(instances=len(config["nodes"]), directory=str(directory))
+    o = Options(instances=len(config["nodes"]), directory=str(directory),
+                workers=config.get("workers", 0))
     verdict = ChaosRun(o).check()
     return verdict.as_dict()
 

@@ -174,7 +174,10 @@ class MirrorRun(ChaosRun):
                 end = at - 0.5 if n == "P" else 0.9 * o.duration
                 events.append((self.rng.uniform(0.05 * o.duration, max(0.1, end)),
                                "pause", n))
-        return events
+        return events + self.worker_events()
+
+    def receivers(self) -> list[str]:
+        return ["M", "P"]  # a mirror's workers wait until it is principal
 
     def act(self, action: str, node: Node, now: float,
             pending: list[tuple[float, str, str]]) -> None:
@@ -302,7 +305,7 @@ def check_directory(directory: str | Path) -> dict[str, Any]:
     if topology == "point-to-point":
         return runner.check_directory(directory)
     o = Options(topology=topology, forwarders=config.get("forwarders", 1),
-                directory=str(directory))
+                directory=str(directory), workers=config.get("workers", 0))
     run = RUNS[topology](o)
     with contextlib.suppress(OSError, ValueError):  # what the run knew of its failover
         failover = json.loads((directory / "report.json").read_text())["topology"]
