@@ -58,7 +58,7 @@ what a run does (pybroker/devtools/chaos/):
                 transmission queue is empty, stops the processes by pid (SIGTERM,
                 then SIGKILL) and reads their files. No instance RECEIVEs: its
                 queue is the record of what it committed
-  --workers     N receiving workers per queue (C7), each a process and a client
+  --workers     N receiving workers per queue, each a process and a client
                 of its instance (which serves its file to them): a loop of one
                 transaction that RECEIVEs one message, processes it for
                 --processing seconds, records it (a SEND to its instance's record
@@ -164,8 +164,8 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     q.add_argument("--workers", type=int, default=0,
                    help="receiving workers per queue, each a process: RECEIVE one message, "
                    "process it for --processing seconds inside the transaction, record it, "
-                   "COMMIT (C7); the nemesis SIGKILLs them too (--worker-kills). Default 0: "
-                   "no one receives, the queue is the record")
+                   "COMMIT, holding the group; the nemesis SIGKILLs them too "
+                   "(--worker-kills). Default 0: no one receives, the queue is the record")
     q.add_argument("--worker-kills", type=int, default=4,
                    help="SIGKILLs of each receiving instance's workers, one picked at random "
                    "each time (with --workers; default 4)")

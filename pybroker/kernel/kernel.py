@@ -9,6 +9,7 @@ kernel holds no transaction, only how deeply this instance's writes are nested n
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -184,14 +185,12 @@ class Kernel:
         connection is free (a read never waits behind another thread's transaction, nor
         writes into this thread's own; then they come with the next unit of work)."""
         store = self.store
-        if store.read_only or store.in_transaction or not store.lock.acquire(True, 0.05):
+        if store.read_only or store.in_transaction or self.messaging.current() is not None:
             return
-        try:
-            self.messaging.remote.write_events()
-        except BrokerError:
-            pass  # the read goes on with what the file holds
-        finally:
-            store.lock.release()
+        # the write transaction first, then the store's lock, as every writer takes them;
+        # a failure leaves the read to go on with what the file holds
+        with contextlib.suppress(BrokerError):
+            self.messaging.remote.write_events(wait=False)
 
     # -- what the catalog and routing answer ---------------------------------------------
 

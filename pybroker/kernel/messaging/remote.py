@@ -372,9 +372,13 @@ class RemoteDelivery:
 
     # -- events --------------------------------------------------------------------------
 
-    def write_events(self) -> None:
-        """The broker events recorded since the last unit of work."""
+    def write_events(self, *, wait: bool = True) -> None:
+        """The broker events recorded since the last unit of work (``wait=False``: only if
+        no other transaction holds the store now; else they come with the next one)."""
         with self._m.unit_of_work() as uow:
-            uow.activate()
+            if wait:
+                uow.activate()
+            elif not uow.try_activate():
+                return
             self.arrivals.flush_events(uow)
 

@@ -126,6 +126,19 @@ class UnitOfWork:
             self.m.store.lock.acquire()
             self.locked = True
 
+    def try_activate(self) -> bool:
+        """activate(), unless another transaction holds the store now: then False, and
+        nothing is held (a read that writes the broker events on its way never waits)."""
+        if self.locked:
+            return True
+        if not self.m.group_locks.try_acquire(self.transaction_id, WRITER):
+            return False
+        if not self.m.store.lock.acquire(True, 0.05):
+            self.m.group_locks.release_all(self.transaction_id)
+            return False
+        self.locked = True
+        return True
+
     def lock_group(self, database_id: int, group: str, deadline: float | None = None) -> None:
         """C7: this transaction holds the conversation group until it ends (waiting for
         another that holds it, until ``deadline``: time.monotonic(), None: the default)."""
