@@ -131,7 +131,8 @@ def test_a_failed_script_prints_what_it_returned_and_one_error_line(shop_file):
     assert done.returncode == 1
     # ordinary SQL runs on DuckDB: a table that is not there stops the batch there
     assert done.stderr.startswith("pybroker: error: INSERT at line 1, column 17 failed: ")
-    assert "does not exist" in done.stderr and done.stderr.count("\n") == 1
+    assert 'Table with name "t" does not exist in database Shop' in done.stderr
+    assert done.stderr.count("\n") == 1
     done = run("sql", shop_file, "-d", "Shop", "DECLARE @s NVARCHAR(9) = N'first'\n"
                "SELECT @s AS step\nGO\nDECLARE @s NVARCHAR(9) = N'second'\nSELECT @s AS step")
     assert done.returncode == 0, done.stderr

@@ -21,6 +21,7 @@ from pybroker.core.tsql.ordinary_sql_statement import (
     SqlNames,
     schema_of,
 )
+from pybroker.errors import InvalidArgumentError
 from pybroker.kernel.live_views import names_broker_events, names_live_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +71,22 @@ class DatabaseSql:
     def run(self, rendered: Rendered, parameters: dict[str, Any]
             ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run one translated statement (and what it needs first); its columns and rows
-        (INSERT, UPDATE and DELETE: one row holding how many rows they changed)."""
+        (INSERT, UPDATE and DELETE: one row holding how many rows they changed). DuckDB's
+        refusal names the database's schema as the batch does: by the database's name."""
+        try:
+            return self._run(rendered, parameters)
+        except InvalidArgumentError as exc:
+            schema = schema_of(self.database.name)
+            text = str(exc).replace(
+                f' because schema "{schema}" does not exist.',
+                f" in database {self.database.name} (CREATE TABLE makes it).").replace(
+                f'"{schema}.', '"')
+            if text == str(exc):
+                raise
+            raise InvalidArgumentError(text) from exc
+
+    def _run(self, rendered: Rendered, parameters: dict[str, Any]
+             ) -> tuple[list[str], list[tuple[Any, ...]]]:
         kernel = self.service.kernel
         kernel.check_open()
         store = kernel.store
