@@ -15,9 +15,13 @@ import pybroker
 from pybroker.apps.diagnose.drawing import dot, mermaid
 from pybroker.apps.diagnose.topology import topology
 from tests.cli_helpers import call
+from tests.process_helpers import free_ports
 from tests.test_diagnose import address, endpoint, trust_each_other
 
-A, F, B = 41211, 41212, 41213
+# free ports, taken when the module is read: a STARTED endpoint listens while its file is
+# open (the golden file holds them as 41211, 41212 and 41213)
+A, F, B = free_ports(3)
+GOLDEN_PORTS = {A: 41211, F: 41212, B: 41213}
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +72,7 @@ def test_a_forwarder_between_two_instances_as_dot_and_mermaid(network):
     text = dot(picture)
     assert f'{shop} -> {ep_f} [label="ToStock [StockService]"];' in text
     assert re.search(rf'{msdb_f} -> {ep_b} \[label="OnToStock \[StockService\]"', text)
-    assert "tcp://127.0.0.1:41212" in text and "forwarding on" in text
+    assert f"tcp://127.0.0.1:{F}" in text and "forwarding on" in text
     service = ids["i2:StockService"]  # the finding on the queue marks the service on it
     assert re.search(rf'{service} \[shape=ellipse, label="StockService\\nqueue StockQueue'
                      rf'\\nD-CFG-003", color="#d62728"', text)
@@ -135,6 +139,8 @@ def test_the_forwarders_network_is_drawn_as_its_golden_file(network):
     for n, file in enumerate(network):  # the instances' files are the test's temporary ones
         text = text.replace(str(file), f"instance{n}.duckdb").replace(file.name,
                                                                       f"instance{n}.duckdb")
+    for port, golden_port in GOLDEN_PORTS.items():  # the ports are free ones of this run
+        text = text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{golden_port}")
     # and each database's broker identifier is new with each file: its first 8 digits go
     text = re.sub(r'(shape=folder, label="[^"\\]+)\\n[0-9a-f]{8}"', r'\1\\nGUID"', text)
     golden = Path(__file__).parent / "golden" / "topology_forwarder.dot"
