@@ -15,8 +15,11 @@ from pybroker.apps.diagnose.configuration import module_found
 from pybroker.apps.diagnose.rules import RULES
 from pybroker.apps.diagnose.targets import TargetError
 from tests.cli_helpers import call, rows_digest
+from tests.process_helpers import free_ports
 
-SHOP_PORT, STOCK_PORT, F1_PORT, F2_PORT = 41101, 41102, 41103, 41104
+# STARTED endpoints listen while their files are open: free ports, so that a test running
+# beside this one on another worker cannot hold the same port
+SHOP_PORT, STOCK_PORT, F1_PORT, F2_PORT = free_ports(4)
 
 
 def address(port: int) -> str:

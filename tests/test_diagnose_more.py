@@ -15,6 +15,7 @@ import pytest
 import pybroker
 from pybroker.apps.diagnose.targets import TargetError
 from tests.cli_helpers import call
+from tests.process_helpers import free_ports
 from tests.test_diagnose import (
     SHOP_PORT,
     STOCK_PORT,
@@ -27,7 +28,9 @@ from tests.test_diagnose import (
 )
 from tests.test_topology import network  # noqa: F401  (a fixture: A -> forwarder F -> B)
 
-M_PORT = 41122
+M_PORT = free_ports(1)[0]
+while M_PORT in (SHOP_PORT, STOCK_PORT):
+    M_PORT = free_ports(1)[0]
 LATER = dt.timedelta(hours=2)
 
 
