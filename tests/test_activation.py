@@ -123,6 +123,14 @@ def test_a_raising_reader_rolls_back_is_recorded_and_five_disable_the_queue(tmp_
         assert subclass == "Aborted"
         assert "activation_handlers:explode of queue B.TargetQueue raised " \
             "ValueError: poison body" in description
+        # /metrics counts them: five readers started and failed, five rolled-back receives
+        from pybroker.server.metrics import read_families
+        values = {(f.name, tuple(sorted(labels.items()))): value
+                  for f in read_families(inst.kernel) for labels, value in f.samples}
+        assert values["pybroker_activation_readers_started_total", ()] == 5
+        assert values["pybroker_activation_readers_failed_total", ()] == 5
+        assert values["pybroker_poison_rollbacks_total",
+                      (("database", "B"), ("queue", "TargetQueue"))] == 5
         assert "activation_handlers.py" in description and "in explode" in description
         # a queue turned OFF starts no more readers, and turned ON again it does
         b.alter_queue(handlers.QUEUE, status=True)

@@ -120,6 +120,10 @@ class ActivationRunner:
         self._spids = itertools.count(1)
         self._import_failures: dict[Key, str] = {}
         self._events = False  # events recorded and not yet written
+        # readers started, and readers that failed (raised, or whose procedure does not
+        # resolve), since the instance opened (/metrics)
+        self.readers_started = 0
+        self.readers_failed = 0
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pybroker-activation",
@@ -283,6 +287,7 @@ class ActivationRunner:
             monitor = self._monitors.get(key)
             if monitor is not None:
                 monitor.reader_started(self._clock())
+            self.readers_started += 1
         try:
             database = self._database_for(key[0])
             handler = _resolve(task.procedure, database)
@@ -293,11 +298,15 @@ class ActivationRunner:
             with self._lock:  # once per cause, not at every check
                 known = self._import_failures.get(key) == str(exc)
                 self._import_failures[key] = str(exc)
+            with self._lock:
+                self.readers_failed += 1
             if not known:
                 self._event("Aborted", f"queue {self._queue_name(key)}: {exc}")
         except InstanceClosedError:
             pass  # Instance.close() ended its work: nothing to record, nor a file to hold it
         except BaseException as exc:  # a raising reader is isolated: recorded, not spread
+            with self._lock:
+                self.readers_failed += 1
             self._event("Aborted", f"the activation procedure {task.procedure} of queue "
                         f"{self._queue_name(key)} raised {_last_line(exc)}; its open "
                         "transaction rolled back")

@@ -24,7 +24,7 @@ from pybroker.core.routing.cache import EVERYTHING, CatalogChange
 from pybroker.core.routing.decision import RouteDecision
 from pybroker.core.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.core.routing.engine import RoutingEngine, to_utc_datetime
-from pybroker.core.wire.transport import Settings
+from pybroker.core.wire.transport import Settings, WireCounts
 from pybroker.errors import BrokerError, InstanceClosedError, NotFoundError
 from pybroker.kernel.activation import ActivationRunner
 from pybroker.kernel.live_views import LiveRows, LiveViews
@@ -59,6 +59,8 @@ class RunningEndpoint(Protocol):
     def connections(self) -> list[tuple[Any, ...]]: ...
 
     def forwarded(self) -> list[tuple[Any, ...]]: ...
+
+    def wire_counts(self) -> WireCounts | None: ...
 
     def mirrored_routes(self) -> list[tuple[Any, ...]]: ...
 
@@ -119,6 +121,9 @@ class Kernel:
         self.worker: Worker | None = None
         self.activation: ActivationRunner | None = None
         self.endpoint: RunningEndpoint | None = None
+        # what the broker endpoints closed since the instance opened did on the network:
+        # /metrics' wire counters add the running endpoint's to it
+        self.closed_endpoints_counts: WireCounts | None = None
         # the running endpoint that is the one the file defines (CREATE ENDPOINT on master,
         # pybroker.kernel.broker_endpoint.ddl): ALTER and DROP ENDPOINT stop, move or keep it
         self.defined_endpoint: RunningEndpoint | None = None

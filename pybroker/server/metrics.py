@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pybroker.core.conversation.states import STATE_DESC
+from pybroker.core.wire.transport import LOGIN_REFUSALS
 from pybroker.errors import BrokerError
 from pybroker.kernel.kernel import Kernel
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # how long a scrape waits for a transaction of another thread to end before answering 503
 LOCK_WAIT = 5.0
+# the broker events whose count is pybroker_messages_dropped_total's, by subclass
+DROPPED_EVENTS = ("Broker:Message Undeliverable", "Broker:Forwarded Message Dropped")
 
 
 class MetricsBusyError(BrokerError):
@@ -105,8 +108,15 @@ def _counter_families(kernel: Kernel, names: dict[int, str]) -> list[Family]:
         "received": Family("pybroker_messages_received_total", "counter",
                            "Messages taken from the queue by RECEIVE, in committed "
                            "transactions.", []),
+        "acknowledged": Family("pybroker_messages_acknowledged_total", "counter",
+                               "Messages the far side acknowledged: their rows left the "
+                               "transmission queue (P5.2).", []),
+        "rolled_back": Family("pybroker_poison_rollbacks_total", "counter",
+                              "Transactions that received from the queue and rolled back "
+                              "(C3: the fifth in a row turns the queue OFF).", []),
     }
-    label = {"sent": "service", "delivered": "queue", "received": "queue"}
+    label = {"sent": "service", "delivered": "queue", "received": "queue",
+             "acknowledged": "service", "rolled_back": "queue"}
     counters = kernel.messaging.counters
     for (what, database_id, name), count in sorted(counters.snapshot().items()):
         database = names.get(database_id, str(database_id))
@@ -115,16 +125,67 @@ def _counter_families(kernel: Kernel, names: dict[int, str]) -> list[Family]:
                     "Broker events recorded (sys.broker_events) by class and subclass: "
                     "connections, refused logins, undeliverable or corrupted messages, "
                     "activation failures.")
+    dropped = Family("pybroker_messages_dropped_total", "counter",
+                     "Messages (or forwarded fragments) dropped, by reason: the broker "
+                     "events Broker:Message Undeliverable and Broker:Forwarded Message "
+                     "Dropped, whose senders send them again.")
     for (event_class, subclass), count in sorted(counters.events().items()):
         events.add(count, event_class=event_class, subclass=subclass)
-    latency = Family("pybroker_send_commit_seconds", "histogram",
-                     "Seconds from a transaction's first SEND to its commit.")
-    buckets, total, count = counters.send_commit()
+        if event_class in DROPPED_EVENTS:
+            dropped.add(count, reason=subclass)
+    latency = _histogram("pybroker_send_commit_seconds",
+                         "Seconds from a transaction's first SEND to its commit.",
+                         counters.send_commit())
+    arrival = _histogram("pybroker_arrival_commit_seconds",
+                         "Seconds from a message's arrival from the network to the commit "
+                         "that put it in its queue.", counters.arrival_commit())
+    return [*kinds.values(), events, dropped, latency, arrival]
+
+
+def _histogram(name: str, help_text: str,
+               read: tuple[list[tuple[float, int]], float, int]) -> Family:
+    family = Family(name, "histogram", help_text)
+    buckets, total, count = read
     for bound, n in buckets:
-        latency.add(n, "_bucket", le="+Inf" if math.isinf(bound) else repr(bound))
-    latency.add(total, "_sum")
-    latency.add(count, "_count")
-    return [*kinds.values(), events, latency]
+        family.add(n, "_bucket", le="+Inf" if math.isinf(bound) else repr(bound))
+    family.add(total, "_sum")
+    family.add(count, "_count")
+    return family
+
+
+def _wire_families(kernel: Kernel, listening: bool) -> list[Family]:
+    """The broker endpoint's counters: of the endpoints closed since the instance opened
+    and of the one running, so they never go backwards while the process lives."""
+    endpoint = kernel.endpoint
+    counts = kernel.closed_endpoints_counts
+    running = endpoint.wire_counts() if listening and endpoint is not None else None
+    if running is not None:
+        counts = running if counts is None else counts.plus(running)
+    families = []
+    for name, help_text, value in (
+            ("pybroker_fragments_sent_total", "Message fragments sent to the network the "
+             "first time.", counts.fragments_sent if counts else 0),
+            ("pybroker_fragments_retransmitted_total", "Message fragments sent again "
+             "because no acknowledgement came in time (C5).",
+             counts.fragments_retransmitted if counts else 0),
+            ("pybroker_fragments_forwarded_total", "Fragments this instance passed on to "
+             "their next hop as a forwarder (R7).",
+             counts.fragments_forwarded if counts else 0),
+            ("pybroker_broker_connect_failures_total", "Outbound connection attempts "
+             "that failed.", counts.connect_failures if counts else 0)):
+        family = Family(name, "counter", help_text)
+        family.add(value)
+        families.append(family)
+    refused = Family("pybroker_broker_logins_refused_total", "counter",
+                     "Broker connections refused before their peer logged in, by reason "
+                     "(tls_handshake: the TLS failures).")
+    for reason in LOGIN_REFUSALS:
+        refused.add(counts.logins_refused.get(reason, 0) if counts else 0, reason=reason)
+    peers = Family("pybroker_broker_peer_connections", "gauge",
+                   "Open broker connections by peer (the endpoint address it gave).")
+    for peer, n in sorted((running.peers if running else {}).items()):
+        peers.add(n, peer=peer)
+    return [*families, refused, peers]
 
 
 def _process_families(kernel: Kernel, memory: int,
@@ -141,7 +202,13 @@ def _process_families(kernel: Kernel, memory: int,
                      "Activated readers running now (C3).")
     activation = kernel.activation
     readers.add(0 if activation is None else len(activation.rows()[1]))
-    families = [up, connections, readers]
+    started = Family("pybroker_activation_readers_started_total", "counter",
+                     "Activated readers started.")
+    failed = Family("pybroker_activation_readers_failed_total", "counter",
+                    "Activated readers that raised, or whose procedure did not resolve.")
+    started.add(0 if activation is None else activation.readers_started)
+    failed.add(0 if activation is None else activation.readers_failed)
+    families = [up, connections, readers, started, failed, *_wire_families(kernel, listening)]
     if clients is not None:
         totals = clients()
         for name, help_text, value in (

@@ -240,7 +240,8 @@ class ClientServer:
             now = len(self._connections)
         totals: dict[str, int] = {"sent": 0, "delivered": 0, "received": 0}
         for (what, _, _), count in self.instance.kernel.messaging.counters.snapshot().items():
-            totals[what] += count
+            if what in totals:
+                totals[what] += count
         moved = {what: count - self._counted.get(what, 0) for what, count in totals.items()}
         self._counted = totals
         return (f"clients: {now} connected; in the last {self._summary_interval:g} s "

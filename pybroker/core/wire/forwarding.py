@@ -102,6 +102,7 @@ class Forwarder:
         self._held: set[tuple[str, bool, int, int]] = set()  # the fragments held, by name
         self._paths: OrderedDict[tuple[str, bool], ReturnPath] = OrderedDict()
         self._max_paths = return_paths
+        self.forwarded = 0  # fragments passed on to their next hop since this started
 
     # -- in ---------------------------------------------------------------------------
 
@@ -161,6 +162,7 @@ class Forwarder:
                 continue
             if not queue:
                 del self._queues[next_hop]
+            self.forwarded += 1
             return replace(f, hops_remaining=f.hops_remaining - 1,
                            time_consumed_ms=consumed, ack=None,
                            key_id=f.key_id if key_id is None else key_id), dropped

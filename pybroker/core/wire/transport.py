@@ -24,8 +24,9 @@ import itertools
 import ssl
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pybroker.core.wire import certificates, frame_macs, frame_types, frames
@@ -54,7 +55,37 @@ READ_SIZE = 256 * 1024
 
 
 HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (flow control)
+# why a connection was refused before its peer logged in (the ``reason`` of
+# pybroker_broker_logins_refused_total)
+TLS_HANDSHAKE = "tls_handshake"  # the TLS handshake failed (or timed out)
+NOT_TRUSTED = "certificate_not_trusted"  # the peer's certificate is not trusted here
+CLOSED_BEFORE_LOGIN = "closed_before_login"  # the peer closed: it does not trust us
+READ_ERROR = "read_error"  # the connection failed before the peer's HELLO
+LOGIN_REFUSALS = (TLS_HANDSHAKE, NOT_TRUSTED, CLOSED_BEFORE_LOGIN, READ_ERROR)
 LIVENESS_INTERVAL = 1.0  # seconds between liveness checks while anything is in flight
+
+
+@dataclass(frozen=True)
+class WireCounts:
+    """What the endpoint did on the network since it started (counters of /metrics)."""
+
+    fragments_sent: int  # message fragments sent the first time
+    fragments_retransmitted: int  # ... sent again, unacknowledged (C5)
+    fragments_forwarded: int  # fragments passed on to their next hop (R7)
+    logins_refused: dict[str, int]  # connections refused before login, by LOGIN_REFUSALS
+    connect_failures: int  # outbound connection attempts that failed
+    peers: dict[str, int]  # open connections by the peer's address (logged in) or state
+
+    def plus(self, later: WireCounts) -> WireCounts:
+        """These counts and a later endpoint's (of the same instance) together; the open
+        connections are the later's."""
+        refused = Counter(self.logins_refused)
+        refused.update(later.logins_refused)
+        return WireCounts(
+            self.fragments_sent + later.fragments_sent,
+            self.fragments_retransmitted + later.fragments_retransmitted,
+            self.fragments_forwarded + later.fragments_forwarded, dict(refused),
+            self.connect_failures + later.connect_failures, later.peers)
 
 
 class Transport:
@@ -79,6 +110,10 @@ class Transport:
         self.connections = Connections()
         self._failures: dict[str, tuple[int, float]] = {}  # next hop -> (failures, until)
         self._redials: dict[str, int] = {}  # next hop -> connection attempts scheduled
+        # since the start, for /metrics: logins refused by kind (LOGIN_REFUSALS), outbound
+        # connection attempts that failed
+        self.logins_refused: Counter[str] = Counter()
+        self.connect_failures = 0
         self._ids = itertools.count(1)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="pybroker-endpoint",
@@ -208,6 +243,18 @@ class Transport:
         """Rows of sys.dm_broker_connections."""
         return self._on_loop(lambda: self.connections.rows(self.settings.encryption))
 
+    def counts(self) -> WireCounts | None:
+        """The endpoint's counters now, read on the event loop as the rows are (None once
+        closed)."""
+        read = self._on_loop(lambda: [(self._counts(),)])
+        return read[0][0] if read else None
+
+    def _counts(self) -> WireCounts:
+        return WireCounts(
+            self.transmitter.fragments_sent, self.transmitter.fragments_resent,
+            self.forwarder.forwarded, dict(self.logins_refused), self.connect_failures,
+            self.connections.peers())
+
     def forwarded(self) -> list[tuple[Any, ...]]:
         """Rows of sys.dm_broker_forwarded_messages: what is held right now."""
         return self._on_loop(self.forwarding.rows)
@@ -308,6 +355,7 @@ class Transport:
     def _connect_failed(self, address: str, reason: str) -> None:
         failures, _ = self._failures.get(address, (0, 0.0))
         failures += 1
+        self.connect_failures += 1
         wait = backoff(failures - 1, self.settings.retry_scale)
         self._failures[address] = (failures, self.clock() + wait)
         self.sink.event("Broker:Connection", "Connect Failed", address, None, None, reason)
@@ -329,13 +377,14 @@ class Transport:
                         context, server_hostname=None,
                         ssl_handshake_timeout=self.settings.handshake_timeout)
                 except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
-                    self._login_failed(conn, describe(exc))
+                    self._login_failed(conn, describe(exc), TLS_HANDSHAKE)
                     return
                 sslobj = conn.writer.get_extra_info("ssl_object")
                 info = self.trust_store.of_certificate(
                     sslobj.getpeercert(binary_form=True) if sslobj else None)
                 if info is None:
-                    self._login_failed(conn, "the peer's certificate is not trusted here")
+                    self._login_failed(conn, "the peer's certificate is not trusted here",
+                                       NOT_TRUSTED)
                     return
                 self._admit(conn, info)
             hello = frames.Hello(self.instance_id, self.identity.broker_instances,
@@ -356,7 +405,7 @@ class Transport:
                         data = await reader.read(READ_SIZE)
                     except (OSError, ssl.SSLError, ConnectionError) as exc:
                         if conn.core.peer is None:
-                            self._login_failed(conn, describe(exc))
+                            self._login_failed(conn, describe(exc), READ_ERROR)
                         else:
                             self.sink.event("Broker:Connection", "Receive IO Error",
                                             conn.peer_address, None, None, describe(exc))
@@ -367,7 +416,7 @@ class Transport:
                         # shows as a close before its HELLO: a login failure (status, event,
                         # growing back-off), not an ordinary close
                         self._login_failed(conn, "the peer closed the connection before "
-                                           "logging in")
+                                           "logging in", CLOSED_BEFORE_LOGIN)
                         break
                     conn.core.receive_data(data, self.clock())
                     self._process(conn)
@@ -384,7 +433,8 @@ class Transport:
         conn.secret = self.trust_store.secret(info)
         conn.state = "CONNECTED"
 
-    def _login_failed(self, conn: Connection, reason: str) -> None:
+    def _login_failed(self, conn: Connection, reason: str, kind: str) -> None:
+        self.logins_refused[kind] += 1
         self.sink.event("Audit Broker Login", "Authentication Failure", conn.peer_address,
                         None, None, reason)
         if conn.address is not None:
@@ -461,7 +511,8 @@ class Transport:
                 if not self.settings.encryption:
                     info = self.trust_store.of_key_id(event.hello.key_id)
                     if info is None:
-                        self._login_failed(conn, "the peer's certificate is not trusted here")
+                        self._login_failed(conn, "the peer's certificate is not trusted here",
+                                           NOT_TRUSTED)
                         return
                     self._admit(conn, info)
                 conn.state = "CONNECTED"

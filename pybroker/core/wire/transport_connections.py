@@ -93,6 +93,19 @@ class Connections:
                 return conn
         return None
 
+    def peers(self) -> dict[str, int]:
+        """Open connections by peer: the endpoint address its HELLO gave (or the next hop
+        an outbound connection serves), else ``not logged in``; bounded by the peers."""
+        out: dict[str, int] = {}
+        for conn in self.by_id.values():
+            if conn.closed:
+                continue
+            hello = conn.core.peer if conn.core is not None else None
+            peer = (hello.address if hello is not None and hello.address else None) \
+                or conn.address or ("logged in" if hello is not None else "not logged in")
+            out[peer] = out.get(peer, 0) + 1
+        return out
+
     def rows(self, encryption: bool) -> list[tuple[Any, ...]]:
         """Rows of sys.dm_broker_connections."""
         rows = []

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.core.wire import certificates
 from pybroker.core.wire.dialog import DEFAULT_FRAGMENT_SIZE, Acknowledged
 from pybroker.core.wire.frames import MessageFragment, Notice, Probe
-from pybroker.core.wire.transport import Transport
+from pybroker.core.wire.transport import Transport, WireCounts
 from pybroker.core.wire.transport_settings import Identity, Settings
 from pybroker.errors import (
     AlreadyExistsError,
@@ -110,6 +110,10 @@ class BrokerEndpoint:
     def connections(self) -> list[tuple[Any, ...]]:
         return self._transport.snapshot()
 
+    def wire_counts(self) -> WireCounts | None:
+        """What the endpoint did on the network since it started (None once closed)."""
+        return self._transport.counts()
+
     def forwarded(self) -> list[tuple[Any, ...]]:
         """What the forwarder holds now (rows of sys.dm_broker_forwarded_messages)."""
         return self._transport.forwarded()
@@ -142,6 +146,11 @@ class BrokerEndpoint:
             return
         self._closed = True
         self._remote.wire = None
+        final = self._transport.counts()
+        if final is not None:  # the instance's counters go on from there (/metrics)
+            before = self._kernel.closed_endpoints_counts
+            self._kernel.closed_endpoints_counts = (
+                final if before is None else before.plus(final))
         self._transport.close()
         self._bridge.stop()
         with contextlib.suppress(BrokerError):
@@ -172,7 +181,7 @@ class _Bridge:
 
     # the Sink of transport.py: called on the event loop thread, never blocks
     def arrived(self, connection: int, peer: str, fragments: list[MessageFragment]) -> None:
-        self._put("arrivals", (connection, peer, fragments))
+        self._put("arrivals", (connection, peer, fragments, time.monotonic()))
 
     def acknowledged(self, acks: list[Acknowledged]) -> None:
         self._put("acks", acks)
@@ -263,9 +272,9 @@ class _Bridge:
 
         for kind, item in items:
             if kind == "arrivals":
-                connection, peer, fragments = item
+                connection, peer, fragments, received_at = item
                 for fragment in fragments:
-                    batch.append(arrival_type(connection, peer, fragment))
+                    batch.append(arrival_type(connection, peer, fragment, received_at))
                     size += len(fragment.body)
                     if len(batch) >= MAX_BATCH or size >= MAX_BATCH_BYTES:
                         flush()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import io
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -147,6 +148,7 @@ class Arrival:
     connection: int  # where the acknowledgement goes back
     peer: str  # for events
     fragment: MessageFragment
+    received_at: float | None = None  # time.monotonic() when it was read off the network
 
 
 @dataclass(slots=True)
@@ -317,6 +319,9 @@ class Arrivals:
                     self._prefetched = None
                     self._batch_starts = set()
                     self._batch_now = None
+            committed = time.monotonic()  # the arrival -> commit histogram (/metrics)
+            m.counters.observe_arrival_commit([committed - a.received_at for a, _ in here
+                                               if a.received_at is not None])
             if self.fragment_bytes >= RELEASE_BYTES:
                 self.fragment_bytes = 0
                 m.store.release_memory()

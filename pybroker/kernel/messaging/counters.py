@@ -10,7 +10,10 @@ from collections import Counter
 from collections.abc import Mapping
 
 # (what, database_id, label): "sent" by the sending service, "delivered" into a queue of
-# this instance by queue, "received" from a queue by queue
+# this instance by queue, "received" from a queue by queue, "acknowledged" (the far side has
+# the message: its row left the transmission queue, P5.2) by the sending service,
+# "rolled_back" (a transaction that received from the queue rolled back: C3's poison
+# message count) by queue
 CountKey = tuple[str, int, str]
 # upper bounds (seconds) of the SEND -> commit histogram's buckets, then +Inf
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -56,6 +59,8 @@ class MessageCounters:
         self._events: Counter[tuple[str, str]] = Counter()
         # seconds from a transaction's first SEND to its commit
         self._send_commit = Histogram()
+        # seconds from a message's arrival from the network to the commit that applied it
+        self._arrival_commit = Histogram()
 
     def add(self, counts: Mapping[CountKey, int]) -> None:
         if counts:
@@ -75,6 +80,17 @@ class MessageCounters:
         """The SEND -> commit histogram: (cumulative buckets, sum, count)."""
         with self._lock:
             h = self._send_commit
+            return h.cumulative(), h.sum, h.count
+
+    def observe_arrival_commit(self, seconds: list[float]) -> None:
+        with self._lock:
+            for value in seconds:
+                self._arrival_commit.observe(value)
+
+    def arrival_commit(self) -> tuple[list[tuple[float, int]], float, int]:
+        """The arrival -> commit histogram: (cumulative buckets, sum, count)."""
+        with self._lock:
+            h = self._arrival_commit
             return h.cumulative(), h.sum, h.count
 
     def event(self, event_class: str, subclass: str) -> None:

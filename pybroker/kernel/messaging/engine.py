@@ -270,6 +270,7 @@ class Messaging:
             self.remote.reload()
         if uow.catalog_written:  # what the catalog cache read inside never was
             self.catalog_changed()
+        self.counters.add({("rolled_back", key[0], key[1]): 1 for key in uow.received})
         disable = []
         for key in uow.received:  # C3: consecutive rolled-back receives
             count = self._poison.rollbacks.get(key, 0) + 1

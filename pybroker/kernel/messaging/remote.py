@@ -300,6 +300,7 @@ class RemoteDelivery:
                     continue
                 handles.append(ack.handle)
                 seqs.append(ack.sequence)
+                uow.counts["acknowledged", ep.database_id, ep.service_name] += 1
                 if ep.first_unacked_send_sequence <= ack.sequence:
                     ep.first_unacked_send_sequence = ack.sequence + 1
                 if ep.far_broker_instance is None:  # R5: pinned from now on
