@@ -179,3 +179,22 @@ def test_serve_prints_a_failing_activation_and_a_refused_broker_login(capsys):
     assert [json.loads(line) for line in lines[2:]] == [
         {"time": "2026-01-31T12:00:00.250Z", "source": "activation", "message": text[0]},
         {"time": "2026-01-31T12:00:00.250Z", "source": "broker", "message": text[1]}]
+
+
+def test_the_scrape_bench_instance_reads_as_it_was_built(tmp_path):
+    from pybroker.devtools.bench.metrics import DATABASE, MESSAGES, _build
+
+    inst = _build(tmp_path / "bench.duckdb", queues=10, endpoints=1_000)
+    try:
+        values = _values(read_families(inst.kernel))
+    finally:
+        inst.close()
+    db = ("database", DATABASE)
+    # the generated endpoints by k mod 10 (sql/bench/...), and the two of the bench's dialog
+    assert values["pybroker_conversation_endpoints", (db, ("state", "CONVERSING"))] == 402
+    assert values["pybroker_conversation_endpoints",
+                  (db, ("state", "DISCONNECTED_INBOUND"))] == 300
+    assert values["pybroker_conversation_endpoints", (db, ("state", "CLOSED"))] == 300
+    depths = {k[1][1][1]: v for k, v in values.items() if k[0] == "pybroker_queue_messages"}
+    assert len(depths) == 11 and depths["BenchQueue"] == MESSAGES
+    assert sum(depths.values()) == MESSAGES

@@ -245,11 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "the pipeline, crosses the wire between two instances or serves client "
                 "processes", cmd_bench)
     p.add_argument("name", choices=("routing", "messaging", "pipeline", "wire", "serve",
-                                     "diagnose"),
+                                     "diagnose", "metrics"),
                    help="what to measure: routing decisions, messaging in one instance, the "
                    "pipeline's jobs, messages between two instance processes over TCP, "
-                   "client processes of one served instance file, or diagnose over three "
-                   "large instance files")
+                   "client processes of one served instance file, diagnose over three "
+                   "large instance files, or one /metrics scrape of a large instance")
     p.add_argument("--repeat", type=int, default=None,
                    help="runs to take the median of (default: 5, 3 for pipeline, wire, serve "
                    "and diagnose)")
@@ -500,10 +500,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.repeat = 3 if args.name in ("pipeline", "wire", "serve", "diagnose") else 5
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    from pybroker.devtools.bench import diagnose, messaging, pipeline, routing, serve, wire
+    from pybroker.devtools.bench import (
+        diagnose,
+        messaging,
+        metrics,
+        pipeline,
+        routing,
+        serve,
+        wire,
+    )
 
     bench: Any = {"routing": routing, "messaging": messaging, "pipeline": pipeline,
-                  "wire": wire, "serve": serve, "diagnose": diagnose}[args.name]
+                  "wire": wire, "serve": serve, "diagnose": diagnose,
+                  "metrics": metrics}[args.name]
     if args.body_mb is not None and args.name != "wire":
         raise UsageError("--body-mb goes with bench wire")
     if args.idle_conversations is not None and args.name != "messaging":
