@@ -278,7 +278,7 @@ def test_bench_messaging_report_reads_as_a_report():
         "messages": 60, "conversations": 6, "sends_per_transaction": 25, "max_messages": 1000,
         "receives_per_transaction": 4, "single": 3, "drain_conversations": 3,
         "idle_conversations": 0, "workers_messages": 8, "workers_conversations": 4,
-        "workers_processing": 0.002})
+        "workers_processing": 0.002, "bystander_sends": 5})
     text = messaging.format_report(report)
     assert "(a) 1 conversation: sent " in text and "(b) 6 conversations: sent " in text
     assert "target >= 20,000/s" in text and "floor/pybroker" in text
@@ -298,6 +298,10 @@ def test_bench_messaging_report_reads_as_a_report():
     assert ("workers as activation's readers (C7, C8): each RECEIVE of one message, 2 ms of "
             "processing, COMMIT; 8 messages over 4 conversations") in text
     assert "    MAX_QUEUE_READERS 4: " in text and "target >= 3.5x: " in text
+    # the bystander's dialogs went through while a transaction held its group (C7)
+    beside = report["bystander"]
+    assert (beside["sends"], beside["held_received"], beside["delivered"]) == (5, 1, 5)
+    assert "bystander (C7): 5 transactions of BEGIN DIALOG + SEND to another queue" in text
 
 
 def test_bench_idle_report_reads_as_a_report():
