@@ -21,6 +21,9 @@ a temp dir, its broker endpoint on a free port of 127.0.0.1); client processes
 - (d) workers (C7, pybroker/devtools/bench/workers.py): 1, 4 and 8 client connections,
   each in a loop of one transaction that receives one message, processes it for 50 ms and
   commits, over 40 conversations; messages/s and the speed-up over one worker.
+- (e) the clients of (a) again while a thread scrapes the server's /metrics at once and
+  then every second, as a Prometheus job does (the server always serves --http-port):
+  messages/s against (a)'s in the same round, target >= 95 %.
 
 Comparison, measured in the same run: the same workload (the same functions) embedded in
 this process, on a copy of the file that no server holds (opened with its worker, as the
@@ -39,7 +42,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +60,8 @@ FULL = {"clients": 8, "messages": 2_000, "sends_per_transaction": 100, "conversa
 QUICK = {"clients": 8, "messages": 300, "sends_per_transaction": 100, "conversations": 10,
          "idle_connections": 200, "query_interval_ms": 10, "workers_messages": 16,
          "workers_conversations": 8, "workers_processing": 0.02}
-TARGETS = {"ratio_clients_embedded": 0.5, "query_p50_ms": 10.0, "query_p99_ms": 50.0,
+TARGETS = {"ratio_clients_embedded": 0.5, "ratio_scraped": 0.95, "query_p50_ms": 10.0,
+           "query_p99_ms": 50.0,
            "idle_kb_per_connection": 64.0}
 STARTUP_TIMEOUT = 120.0
 MAX_QUERIES = 100_000
@@ -104,6 +110,10 @@ def run(*, repeat: int = 3, quick: bool = False,
                                        stop_file=folder / "stop")
                 runs.setdefault("clients", []).append(many)
                 runs.setdefault("query", []).append(query or {})
+                with _Scraper(server.metrics_url, SCRAPE_INTERVAL) as scraper:
+                    scraped, _ = _clients(server, clients, sizes)
+                runs.setdefault("clients_scraped", []).append(
+                    {**scraped, "scrapes": scraper.scrapes})
         finally:
             stack.close()
             for child in children:
@@ -126,6 +136,9 @@ def run(*, repeat: int = 3, quick: bool = False,
         report[name]["ratio_embedded"] = report[name]["per_s"] / base
     report["clients"]["met"] = (report["clients"]["ratio_embedded"]
                                 >= TARGETS["ratio_clients_embedded"])
+    scraped = report["clients_scraped"]
+    scraped["ratio_unscraped"] = scraped["per_s"] / report["clients"]["per_s"]
+    scraped["met"] = scraped["ratio_unscraped"] >= TARGETS["ratio_scraped"]
     q = report["query"]
     q["met"] = q["p50_ms"] <= TARGETS["query_p50_ms"] and q["p99_ms"] <= TARGETS["query_p99_ms"]
     idle["met"] = idle["kb_per_connection"] <= TARGETS["idle_kb_per_connection"]
@@ -171,6 +184,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"{idle['kb_per_connection']:,.1f} KB each (target <= "
         f"{t['idle_kb_per_connection']:.0f} KB: {verdict(idle['met'])}); "
         f"{idle['threads_added']} server threads added",
+        f"(e) the {n} clients again while /metrics is scraped every "
+        f"{SCRAPE_INTERVAL:g} s ({report['clients_scraped']['scrapes']:.0f} scrapes): "
+        f"{report['clients_scraped']['per_s']:,.0f}/s, "
+        f"{report['clients_scraped']['ratio_unscraped']:.0%} of the same without "
+        f"(target >= {t['ratio_scraped']:.0%}: {verdict(report['clients_scraped']['met'])})",
         *workers.format_cases(report.get("workers", []),
                               "a client connection each, on the served file"),
     ])
@@ -266,6 +284,36 @@ def _env() -> dict[str, str]:
     return env
 
 
+SCRAPE_INTERVAL = 1.0  # seconds between case (e)'s scrapes, as a Prometheus job's
+
+
+class _Scraper:
+    """A thread that GETs ``url`` at once and then every ``interval`` seconds, as
+    Prometheus does, until the block ends; how many scrapes answered 200."""
+
+    def __init__(self, url: str, interval: float) -> None:
+        self.url, self.interval = url, interval
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError), urllib.request.urlopen(
+                    self.url, timeout=30) as answer:
+                answer.read()
+                self.scrapes += answer.status == 200
+            self._stop.wait(self.interval)
+
+
 class _Server:
     """``pybroker serve FILE`` in its own process, stopped by its pid."""
 
@@ -276,26 +324,32 @@ class _Server:
         with open(self.stderr_path, "w") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "pybroker", "serve", str(path), "--port", "0",
-                 "--max-clients", str(max_clients), "--quiet"],
+                 "--max-clients", str(max_clients), "--quiet", "--http-port", "0",
+                 "--http-no-auth"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
                 env=_env())
         self.pid = self.proc.pid
         try:
-            self._wait_for("clients on ")
+            said = self._wait_for(("clients on ", "metrics on "))
         except BaseException:
             self.stop()
             raise
+        self.metrics_url = said["metrics on "].split()[-1]  # what case (e) scrapes
 
-    def _wait_for(self, prefix: str) -> None:
+    def _wait_for(self, prefixes: tuple[str, ...]) -> dict[str, str]:
+        """The first line of stdout starting with each of ``prefixes``, by prefix."""
         assert self.proc.stdout is not None
+        said: dict[str, str] = {}
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"pybroker serve ended: {self._stderr_tail()}")
-            if line.startswith(prefix):
-                return
-        raise RuntimeError(f"pybroker serve did not say {prefix!r} in {STARTUP_TIMEOUT:.0f} s")
+            said.update({p: line.strip() for p in prefixes if line.startswith(p)})
+            if len(said) == len(prefixes):
+                return said
+        raise RuntimeError(f"pybroker serve did not say {prefixes!r} in "
+                           f"{STARTUP_TIMEOUT:.0f} s")
 
     def _status(self) -> dict[str, str]:
         with open(f"/proc/{self.pid}/status") as f:
