@@ -298,7 +298,6 @@ class ActivationRunner:
             with self._lock:  # once per cause, not at every check
                 known = self._import_failures.get(key) == str(exc)
                 self._import_failures[key] = str(exc)
-            with self._lock:
                 self.readers_failed += 1
             if not known:
                 self._event("Aborted", f"queue {self._queue_name(key)}: {exc}")
