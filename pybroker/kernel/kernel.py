@@ -24,7 +24,7 @@ from pybroker.core.routing.cache import EVERYTHING, CatalogChange
 from pybroker.core.routing.decision import RouteDecision
 from pybroker.core.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.core.routing.engine import RoutingEngine, to_utc_datetime
-from pybroker.core.wire.transport import Settings, WireCounts
+from pybroker.core.wire.transport_settings import Settings, WireCounts
 from pybroker.errors import BrokerError, InstanceClosedError, NotFoundError
 from pybroker.kernel.activation import ActivationRunner
 from pybroker.kernel.live_views import LiveRows, LiveViews

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pybroker.core.conversation.states import STATE_DESC
-from pybroker.core.wire.transport import LOGIN_REFUSALS
+from pybroker.core.wire.transport_settings import LOGIN_REFUSALS, WireCounts
 from pybroker.errors import BrokerError
 from pybroker.kernel.kernel import Kernel
 
@@ -153,12 +153,11 @@ def _histogram(name: str, help_text: str,
     return family
 
 
-def _wire_families(kernel: Kernel, listening: bool) -> list[Family]:
+def _wire_families(kernel: Kernel, running: WireCounts | None) -> list[Family]:
     """The broker endpoint's counters: of the endpoints closed since the instance opened
-    and of the one running, so they never go backwards while the process lives."""
-    endpoint = kernel.endpoint
+    and of the one running (``running``), so they never go backwards while the process
+    lives."""
     counts = kernel.closed_endpoints_counts
-    running = endpoint.wire_counts() if listening and endpoint is not None else None
     if running is not None:
         counts = running if counts is None else counts.plus(running)
     families = []
@@ -197,7 +196,10 @@ def _process_families(kernel: Kernel, memory: int,
     up.add(1 if listening else 0)
     connections = Family("pybroker_broker_connections", "gauge",
                          "Open network connections of the broker endpoint.")
-    connections.add(len(endpoint.connections()) if listening and endpoint else 0)
+    # one trip to the transport's loop for every wire figure: the open connections are
+    # the sum of the peer gauge's
+    running = endpoint.wire_counts() if listening and endpoint is not None else None
+    connections.add(sum(running.peers.values()) if running is not None else 0)
     readers = Family("pybroker_activation_readers", "gauge",
                      "Activated readers running now (C3).")
     activation = kernel.activation
@@ -208,7 +210,7 @@ def _process_families(kernel: Kernel, memory: int,
                     "Activated readers that raised, or whose procedure did not resolve.")
     started.add(0 if activation is None else activation.readers_started)
     failed.add(0 if activation is None else activation.readers_failed)
-    families = [up, connections, readers, started, failed, *_wire_families(kernel, listening)]
+    families = [up, connections, readers, started, failed, *_wire_families(kernel, running)]
     if clients is not None:
         totals = clients()
         for name, help_text, value in (

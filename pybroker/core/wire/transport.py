@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from pybroker.core.wire import certificates, frame_macs, frame_types, frames
@@ -46,7 +46,16 @@ from pybroker.core.wire.mirrored_route import NOT_PRINCIPAL_CODE, MirroredRoutes
 from pybroker.core.wire.transport_connections import Connection, Connections, report_corrupted
 from pybroker.core.wire.transport_forwarding import ForwardingIO
 from pybroker.core.wire.transport_mirroring import MirroringIO
-from pybroker.core.wire.transport_settings import Identity, Settings, Sink
+from pybroker.core.wire.transport_settings import (
+    CLOSED_BEFORE_LOGIN,
+    NOT_TRUSTED,
+    READ_ERROR,
+    TLS_HANDSHAKE,
+    Identity,
+    Settings,
+    Sink,
+    WireCounts,
+)
 from pybroker.core.wire.transport_sockets import describe, peer_text, why_not_listening
 from pybroker.core.wire.transport_trust import Trust
 from pybroker.errors import WireError
@@ -55,37 +64,7 @@ READ_SIZE = 256 * 1024
 
 
 HIGH_WATER = 4 * 2**20  # bytes buffered for a socket before the sender waits (flow control)
-# why a connection was refused before its peer logged in (the ``reason`` of
-# pybroker_broker_logins_refused_total)
-TLS_HANDSHAKE = "tls_handshake"  # the TLS handshake failed (or timed out)
-NOT_TRUSTED = "certificate_not_trusted"  # the peer's certificate is not trusted here
-CLOSED_BEFORE_LOGIN = "closed_before_login"  # the peer closed: it does not trust us
-READ_ERROR = "read_error"  # the connection failed before the peer's HELLO
-LOGIN_REFUSALS = (TLS_HANDSHAKE, NOT_TRUSTED, CLOSED_BEFORE_LOGIN, READ_ERROR)
 LIVENESS_INTERVAL = 1.0  # seconds between liveness checks while anything is in flight
-
-
-@dataclass(frozen=True)
-class WireCounts:
-    """What the endpoint did on the network since it started (counters of /metrics)."""
-
-    fragments_sent: int  # message fragments sent the first time
-    fragments_retransmitted: int  # ... sent again, unacknowledged (C5)
-    fragments_forwarded: int  # fragments passed on to their next hop (R7)
-    logins_refused: dict[str, int]  # connections refused before login, by LOGIN_REFUSALS
-    connect_failures: int  # outbound connection attempts that failed
-    peers: dict[str, int]  # open connections by the peer's address (logged in) or state
-
-    def plus(self, later: WireCounts) -> WireCounts:
-        """These counts and a later endpoint's (of the same instance) together; the open
-        connections are the later's."""
-        refused = Counter(self.logins_refused)
-        refused.update(later.logins_refused)
-        return WireCounts(
-            self.fragments_sent + later.fragments_sent,
-            self.fragments_retransmitted + later.fragments_retransmitted,
-            self.fragments_forwarded + later.fragments_forwarded, dict(refused),
-            self.connect_failures + later.connect_failures, later.peers)
 
 
 class Transport:

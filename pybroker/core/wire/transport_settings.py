@@ -3,6 +3,7 @@ identity on the wire, and the ``Sink`` it hands arrivals to. No I/O here."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -10,6 +11,14 @@ from pybroker.core.wire import frames
 from pybroker.core.wire.dialog import Acknowledged
 from pybroker.core.wire.forwarding import DEFAULT_LIMIT_MB
 from pybroker.core.wire.mirrored_route import DEFAULT_PROBE_TIMEOUT
+
+# why a connection was refused before its peer logged in (the ``reason`` of
+# pybroker_broker_logins_refused_total)
+TLS_HANDSHAKE = "tls_handshake"  # the TLS handshake failed (or timed out)
+NOT_TRUSTED = "certificate_not_trusted"  # the peer's certificate is not trusted here
+CLOSED_BEFORE_LOGIN = "closed_before_login"  # the peer closed: it does not trust us
+READ_ERROR = "read_error"  # the connection failed before the peer's HELLO
+LOGIN_REFUSALS = (TLS_HANDSHAKE, NOT_TRUSTED, CLOSED_BEFORE_LOGIN, READ_ERROR)
 
 
 class Sink(Protocol):
@@ -59,3 +68,26 @@ class Identity:
     certificate: str  # PEM
     private_key: str  # PEM
     broker_instances: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WireCounts:
+    """What the endpoint did on the network since it started (counters of /metrics)."""
+
+    fragments_sent: int  # message fragments sent the first time
+    fragments_retransmitted: int  # ... sent again, unacknowledged (C5)
+    fragments_forwarded: int  # fragments passed on to their next hop (R7)
+    logins_refused: dict[str, int]  # connections refused before login, by LOGIN_REFUSALS
+    connect_failures: int  # outbound connection attempts that failed
+    peers: dict[str, int]  # open connections by the peer's address (logged in) or state
+
+    def plus(self, later: WireCounts) -> WireCounts:
+        """These counts and a later endpoint's (of the same instance) together; the open
+        connections are the later's."""
+        refused = Counter(self.logins_refused)
+        refused.update(later.logins_refused)
+        return WireCounts(
+            self.fragments_sent + later.fragments_sent,
+            self.fragments_retransmitted + later.fragments_retransmitted,
+            self.fragments_forwarded + later.fragments_forwarded, dict(refused),
+            self.connect_failures + later.connect_failures, later.peers)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from pybroker.core.wire import certificates
 from pybroker.core.wire.dialog import DEFAULT_FRAGMENT_SIZE, Acknowledged
 from pybroker.core.wire.frames import MessageFragment, Notice, Probe
-from pybroker.core.wire.transport import Transport, WireCounts
-from pybroker.core.wire.transport_settings import Identity, Settings
+from pybroker.core.wire.transport import Transport
+from pybroker.core.wire.transport_settings import Identity, Settings, WireCounts
 from pybroker.errors import (
     AlreadyExistsError,
     BrokerError,
