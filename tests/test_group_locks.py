@@ -29,19 +29,23 @@ def model_cycle(held: dict, waits: dict, start: int) -> list[int]:
     return []
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(operations)
 def test_c7_one_holder_per_group_and_one_victim_per_cycle(ops):
     locks = GroupLocks()
     held: dict = {}  # key -> (holder, since)
     waits: dict = {}  # holder -> key
+    since: dict = {}  # holder -> when its wait began
     committing: dict = {}
     for now, (op, holder, key, commits) in enumerate(ops):
         if op == "take":
             ok = locks.try_acquire(holder, key, float(now))
-            want = key not in held or held[key][0] == holder
+            # a free WRITER goes to the holder that has waited for it longest
+            first = min(((since[h], h) for h, k in waits.items() if k == key), default=None)
+            want = (key in held and held[key][0] == holder) or (key not in held and (
+                key != WRITER or first is None or first[1] == holder))
             assert ok == want
-            if key not in held:
+            if ok and key not in held:
                 held[key] = (holder, float(now))
             if ok:
                 waits.pop(holder, None)
@@ -49,6 +53,8 @@ def test_c7_one_holder_per_group_and_one_victim_per_cycle(ops):
         elif op == "wait":
             if key not in held or held[key][0] == holder:
                 continue  # a wait is only for a key another holds
+            if waits.get(holder) != key:
+                since[holder] = float(now)
             waits[holder] = key
             committing[holder] = commits
             cycle = model_cycle(held, waits, holder)
@@ -92,3 +98,22 @@ def test_c7_a_deadlock_of_two_chooses_the_younger_unless_it_commits():
     assert locks2.is_victim(2) and not locks2.is_victim(1)
     assert locks2.release_all(2) == [WRITER]
     assert locks2.try_acquire(1, WRITER, 3.0)
+
+
+def test_c7_a_free_writer_goes_to_the_transaction_that_waited_longest():
+    locks = GroupLocks()
+    assert locks.try_acquire(1, WRITER, 0.0)
+    assert locks.wait(2, WRITER, 1.0) is None
+    assert locks.wait(3, WRITER, 2.0) is None
+    assert locks.release_all(1) == [WRITER]
+    assert not locks.try_acquire(4, WRITER, 3.0)  # a newcomer waits its turn
+    assert not locks.try_acquire(3, WRITER, 3.0)  # so does the later waiter
+    assert locks.try_acquire(2, WRITER, 3.0)
+    locks.stop_waiting(2)
+    assert locks.release_all(2) == [WRITER]
+    assert locks.try_acquire(3, WRITER, 4.0)
+    # groups are not handed out in turn: a RECEIVE takes any free group it finds
+    assert locks.try_acquire(1, (5, "g1"), 5.0)
+    assert locks.wait(2, (5, "g1"), 6.0) is None
+    locks.release_all(1)
+    assert locks.try_acquire(4, (5, "g1"), 7.0)

@@ -19,6 +19,10 @@ Besides groups the table locks one more resource, WRITER: the one DuckDB connect
 write transaction (a unit of work that writes into the file in the middle of its
 transaction holds it until it ends). It goes through the same graph, so a transaction
 that waits for it while holding a group another waits for is a deadlock found here too.
+WRITER is handed out in turn: once it is free, the transaction that has waited for it
+longest takes it, and no newcomer's ``try_acquire`` may take it first. Otherwise a
+thread that commits one short transaction after another (a paced sender, arrivals from
+the wire) could take it again before a waiter woke, for as long as it kept sending.
 """
 
 from __future__ import annotations
@@ -75,10 +79,13 @@ class GroupLocks:
         return {key for key, (h, _) in self._held.items() if h != holder}
 
     def try_acquire(self, holder: int, key: GroupKey, now: float) -> bool:
-        """Take ``key`` for ``holder`` if it is free or already its own."""
+        """Take ``key`` for ``holder`` if it is free or already its own; WRITER, free,
+        only if no other holder has waited for it longer (it is handed out in turn)."""
         found = self._held.get(key)
         if found is not None:
             return found[0] == holder
+        if key == WRITER and self._first_waiter(key) not in (None, holder):
+            return False
         self._held[key] = (holder, now)
         self._by_holder.setdefault(holder, []).append(key)
         return True
@@ -101,6 +108,11 @@ class GroupLocks:
         else:
             self._victims.add(victim)
         return victim
+
+    def _first_waiter(self, key: GroupKey) -> int | None:
+        """Who has waited for ``key`` longest (the earlier transaction on a tie)."""
+        waiting = [(since, h) for h, (k, since, _) in self._waits.items() if k == key]
+        return min(waiting)[1] if waiting else None
 
     def _cycle(self, start: int) -> list[int]:
         """The holders of the wait-for cycle through ``start`` ([] when there is none)."""
