@@ -12,21 +12,18 @@ import textwrap
 
 import activation_handlers as handlers
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind  # noqa: E402
+from opentelemetry.trace import SpanKind
 
-import pybroker  # noqa: E402
-from pybroker.kernel.tracing import message_id  # noqa: E402
-from tests.test_wire_forwarding_instances import trio  # noqa: E402
-from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for  # noqa: E402
+import pybroker
+from pybroker.kernel.tracing import message_id
+from tests.test_wire_forwarding_instances import trio
+from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
 
 
 def _provider(exporter: InMemorySpanExporter, name: str) -> TracerProvider:

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
@@ -37,12 +37,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.core.conversation.endpoint import ConversationEndpoint
     from pybroker.core.conversation.model import Message
     from pybroker.core.wire.frame_types import MessageFragment
-    from pybroker.kernel.messaging.engine import Messaging
 
 SYSTEM = "pybroker"
 MAX_CONTEXTS = 100_000  # trace contexts kept in memory at most (the oldest go first)
 
 MessageKey = tuple[str, bool, int]  # conversation id, sent by the initiator, sequence
+
+
+class Messaging(Protocol):
+    """What tracing needs of the messaging engine (engine.py's Messaging, which holds it):
+    public names."""
+
+    tracing: MessageTracing | None
+    endpoints: Any  # endpoint_cache.EndpointCache: get(handle)
+
+    def catalog(self, database_id: int) -> Any: ...
+
+    def current(self) -> Any: ...
+
+    def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint: ...
 
 
 def message_id(conversation_id: str, from_initiator: bool, sequence: int) -> str:
