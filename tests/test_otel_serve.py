@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import pybroker
 from pybroker.cli import serve_otel
 from pybroker.devtools.chaos.ports import free_port
-from pybroker.errors import BrokerError
+from pybroker.errors import BrokerError, ServerError
 from tests.process_helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +80,9 @@ def test_a_served_instance_continues_the_trace_of_a_message_sent_to_it(tmp_path)
                           address=f"tcp://127.0.0.1:{port}")
         shop.begin_dialog("ShopService", "StockService").send(b"traced")
         with pybroker.connect(target_file) as client:  # through the served file's socket
+            assert client.tracing  # the server's
+            with pytest.raises(ServerError, match="the serving process makes the spans"):
+                client.enable_tracing()
             stock = client.database("Stock")
             got = wait_until(lambda: stock.receive("StockQueue", timeout=0.2),
                              what="the message at the served instance")
