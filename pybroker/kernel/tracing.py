@@ -142,12 +142,16 @@ class MessageTracing:
                 self.keep((ep.conversation_id, bool(ep.is_initiator), seq), traceparent)
             dispatch()
 
-    def arrived(self, fragments: list[MessageFragment]) -> None:
-        """Fragments from the network for this instance: the trace context each message
-        carries is kept for its RECEIVE (as it came: RECEIVE ignores a malformed one)."""
+    def arrived(self, fragments: list[MessageFragment],
+                forwards: list[tuple[int, str, MessageFragment, str]]
+                ) -> list[tuple[int, str, MessageFragment, str]]:
+        """A batch of arrivals: the trace context each message for this instance carries
+        is kept for its RECEIVE (as it came: RECEIVE ignores a malformed one); what is
+        forwarded is returned in its forward spans (``forwarded``)."""
         for f in fragments:
             if f.traceparent is not None and f.fragment_number == 0:
                 self.keep((f.conversation_id, f.from_initiator, f.sequence), f.traceparent)
+        return self.forwarded(forwards) if forwards else forwards
 
     def received(self, database_id: int, queue: str, messages: list[Message],
                  started_ns: int) -> None:

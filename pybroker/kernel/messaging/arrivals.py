@@ -305,11 +305,8 @@ class Arrivals:
                                          destination.address))
             else:
                 here.append((arrival, destination))
-        tracing = m.tracing
-        if tracing is not None:  # the trace contexts the messages carry (tracing.py)
-            tracing.arrived([a.fragment for a, _ in here])
-            if replies.forwards:
-                replies.forwards = tracing.forwarded(replies.forwards)
+        if m.tracing is not None:  # the trace contexts the messages carry (tracing.py)
+            replies.forwards = m.tracing.arrived([a.fragment for a, _ in here], replies.forwards)
         if here:
             with m.unit_of_work() as uow:
                 uow.activate()
