@@ -113,6 +113,22 @@ def test_a_send_received_in_the_same_instance_is_one_trace(tmp_path):
         assert inst.kernel.messaging.tracing.kept() == 0  # RECEIVE took what SEND kept
 
 
+
+def test_t_sql_send_and_receive_are_traced_as_the_api_s_are(tmp_path):
+    exporter = InMemorySpanExporter()
+    with pybroker.connect(None) as inst:
+        inst.enable_tracing(_provider(exporter, "I"))
+        db = inst.create_database("D")
+        db.execute("CREATE QUEUE FromQ; CREATE QUEUE ToQ; CREATE SERVICE FromS ON QUEUE FromQ; "
+                   "CREATE SERVICE ToS ON QUEUE ToQ ([DEFAULT])")
+        conv = db.begin_dialog("FromS", "ToS")
+        db.execute(f"SEND ON CONVERSATION '{conv.handle}' (N'hello')")
+        (result,) = db.execute("RECEIVE TOP (1) message_body FROM ToQ")
+        assert result.rows == [(b"hello",)]
+    (send,) = _spans(exporter, "send ToS")
+    (receive,) = _spans(exporter, "receive ToQ")
+    assert receive.parent.span_id == send.context.span_id
+
 def test_an_activated_reader_runs_in_a_process_span_its_receives_link_to(tmp_path):
     handlers.received.clear()
     exporter = InMemorySpanExporter()
