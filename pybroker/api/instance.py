@@ -253,6 +253,28 @@ class Instance:
             check_interval=check_interval, close_timeout=close_timeout)
         kernel.activation.start()
 
+    # -- tracing (pybroker/docs/otel.md) --------------------------------------------------
+
+    def enable_tracing(self, tracer_provider: Any = None) -> None:
+        """Make OpenTelemetry spans of this instance's messages from now: ``send``,
+        ``receive``, ``process`` (activation) and ``forward``, each message carrying its
+        trace context (a W3C traceparent) to the instances it goes to. ``tracer_provider``
+        is an OpenTelemetry TracerProvider (default: the global one,
+        ``opentelemetry.trace.get_tracer_provider()``). Needs the ``pybroker[otel]`` extra
+        (opentelemetry-api and -sdk); ``connect(FILE, otel=True)`` calls this."""
+        self.kernel.check_open()
+        try:
+            from pybroker.kernel.tracing import enable_tracing
+        except ImportError as exc:
+            raise BrokerError(
+                f"tracing needs OpenTelemetry ({exc}): pip install 'pybroker[otel]'") from None
+        enable_tracing(self.kernel.messaging, tracer_provider)
+
+    @property
+    def tracing(self) -> bool:
+        """Whether this instance makes spans of its messages (``enable_tracing``)."""
+        return self.kernel.messaging.tracing is not None
+
     def stop_activation(self) -> int:
         """Stop activation (started readers get its ``close_timeout`` to return). Returns
         how many readers were still running and are abandoned; 0 when none was running."""

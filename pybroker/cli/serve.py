@@ -11,6 +11,7 @@ from typing import Any
 
 from pybroker import arguments
 from pybroker.api.served.paths import token_path_for
+from pybroker.cli import serve_otel
 from pybroker.cli.serve_log import FORMATS, ServeLog
 from pybroker.cli.support import INSTANCE_FILE_HELP, require_instance_file
 from pybroker.errors import BrokerError
@@ -67,6 +68,10 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p.add_argument("--http-no-auth", action="store_true",
                    help="open the console under /console without the client token's "
                    "sign-in (only with --http-host 127.0.0.1)")
+    p.add_argument("--otel", action="store_true",
+                   help="OpenTelemetry spans of the messages (send, receive, process, "
+                   "forward; also PYBROKER_OTEL=1), exported as OTEL_TRACES_EXPORTER says "
+                   "(otlp, console, none); needs pybroker[otel]")
     p.add_argument("--log-format", choices=FORMATS, default="text",
                    help="stderr's lines as text (default) or as one JSON object a line "
                    '({"time", "source", "message"}) for log shippers')
@@ -172,11 +177,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         require_instance_file(args.file)
     peers = _check_serve_arguments(args)
     pg_password = password_from(args)
+    provider = None
+    if serve_otel.wanted(args.otel):
+        provider = serve_otel.tracer_provider()
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     with Instance(args.file, retry_scale=args.retry_scale,
                  memory_limit=args.memory_limit, threads=args.threads) as inst:
+        if provider is not None:
+            inst.enable_tracing(provider)
+            print("tracing: OpenTelemetry spans of every message", flush=True)
         for name, pem in peers:
             inst.trust(name, pem)
         log = ServeLog(args.log_format)
@@ -211,6 +222,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 http.stop()
             if pg is not None:
                 pg.stop()
+    if provider is not None:  # the spans still batched are exported before the exit
+        provider.shutdown()
     print("stopped", flush=True)
     return 0
 

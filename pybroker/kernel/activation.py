@@ -293,7 +293,12 @@ class ActivationRunner:
             handler = _resolve(task.procedure, database)
             with self._lock:
                 self._import_failures.pop(key, None)
-            handler(database)
+            tracing = self._messaging.tracing
+            if tracing is None:
+                handler(database)
+            else:  # the reader's run is the "process" span its RECEIVEs link to
+                with tracing.process(key[0], key[1]):
+                    handler(database)
         except ProcedureImportError as exc:
             with self._lock:  # once per cause, not at every check
                 known = self._import_failures.get(key) == str(exc)

@@ -24,6 +24,7 @@ def connect(
     threads: int | None = None,
     token: str | None = None,
     serve: bool = False,
+    otel: bool = False,
 ) -> Instance:
     """Open (or create) the instance file at ``path``; ``None`` keeps the instance in memory.
 
@@ -61,10 +62,18 @@ def connect(
     ``retry_scale`` given to a client is refused). Queues WITH ACTIVATION start their
     callables only once ``Instance.start_activation()`` is called (``pybroker serve`` calls
     it).
+
+    ``otel=True`` makes OpenTelemetry spans of the instance's messages with the global
+    tracer provider (``Instance.enable_tracing``, which takes a provider of your own;
+    pybroker/docs/otel.md): it needs the ``pybroker[otel]`` extra, and an instance opened
+    here (a client's spans are the server's, ``pybroker serve --otel``).
     """
+    if not isinstance(otel, bool):
+        raise InvalidArgumentError(f"otel must be True or False, not {otel!r}")
     if not isinstance(serve, bool):
         raise InvalidArgumentError(f"serve must be True or False, not {serve!r}")
     if isinstance(path, str) and path.startswith(URL_SCHEME):
+        _client_tracing(path, otel)
         if serve:
             raise InvalidArgumentError("serve=True needs an instance file, not a server address")
         _client_options(path, clock, retry_scale)
@@ -78,6 +87,7 @@ def connect(
         if client is not None:
             try:
                 _client_options(str(path), clock, retry_scale)
+                _client_tracing(str(path), otel)
             except BaseException:
                 client.close()
                 raise
@@ -85,6 +95,12 @@ def connect(
     instance = Instance(path, clock=clock, retry_scale=retry_scale, worker=worker,
                         endpoint_cache=endpoint_cache, read_only=read_only,
                         memory_limit=memory_limit, threads=threads)
+    if otel:
+        try:
+            instance.enable_tracing()
+        except BaseException:
+            instance.close()
+            raise
     if serve:
         from pybroker.server.server import serve_clients
 
@@ -101,3 +117,10 @@ def _client_options(where: str, clock: object, retry_scale: object) -> None:
         raise InvalidArgumentError(
             f"{where} is served by another process: its clock and retry_scale are the "
             "server's; connect without them (or stop the server to open the file here)")
+
+
+def _client_tracing(where: str, otel: bool) -> None:
+    if otel:
+        raise InvalidArgumentError(
+            f"{where} is served by another process: its spans are the server's (pybroker "
+            "serve --otel, or connect(FILE, serve=True, otel=True) in the serving process)")

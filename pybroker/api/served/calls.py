@@ -48,7 +48,7 @@ CALLS: dict[tuple[str, str, str], bool] = {
         ("run_pending", _W), ("run_pending_all", _W))},
     **{(INSTANCE, GET_PROPERTY, name): w for name, w in (
         ("max_message_size", _R), ("forwarding", _R), ("forwarding_size_mb", _R),
-        ("certificate", _W))},  # made (and written) on first need
+        ("tracing", _R), ("certificate", _W))},  # made (and written) on first need
     **{(INSTANCE, SET_PROPERTY, name): _W for name in (
         "max_message_size", "forwarding", "forwarding_size_mb")},
     **{(DATABASE, CALL_METHOD, name): w for name, w in (

@@ -515,6 +515,9 @@ class ClientInstance:
         "start_activation()", "the serving process runs activation (pybroker serve does)")
     stop_activation = _not_here(
         "stop_activation()", "the serving process runs activation (pybroker serve does)")
+    enable_tracing = _not_here(
+        "enable_tracing()", "the serving process makes the spans of its messages (pybroker "
+        "serve --otel, or connect(FILE, serve=True, otel=True))")
     watch_broker_events = _not_here(
         "watch_broker_events()", "the serving process records the broker events (pybroker "
         "serve prints the connection events; query sys.broker_events)")

@@ -70,7 +70,7 @@ def _fragment(h: MessageFragment, number: int, count: int, size: int,
         h.to_service, h.from_broker_instance, h.to_broker_instance, h.contract,
         h.message_type, h.validation, h.is_end_of_dialog, h.is_error, h.priority,
         h.lifetime_ms, h.hops_remaining, h.key_id, body, h.ack, h.mac, h.time_to_live_ms,
-        h.time_consumed_ms)
+        h.time_consumed_ms, h.traceparent)
 
 
 class _Message:

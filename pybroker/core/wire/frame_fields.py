@@ -17,9 +17,11 @@ from pybroker.core.wire.frame_types import (
     FLAG_FATAL,
     FLAG_FROM_INITIATOR,
     FLAG_HAS_ACK,
+    FLAG_TRACE_CONTEXT,
     KEY_ID_SIZE,
     MAC_SIZE,
     MAX_ACK_RANGES,
+    MAX_TRACE_CONTEXT,
     NO_GUID,
     VALIDATIONS,
     AckEntry,
@@ -135,6 +137,8 @@ def message_header(f: MessageFragment, *, with_mac: bool = True,
     w.u32(f.time_to_live_ms)
     w.u32(f.time_consumed_ms)
     w.raw(f.key_id, KEY_ID_SIZE)
+    if f.traceparent is not None:
+        w.parts.append(trace_context_field(f.traceparent))
     if f.ack is not None and with_ack:
         write_ack_entry(w, f.ack)
     if with_mac:
@@ -146,7 +150,31 @@ def message_flags(f: MessageFragment) -> int:
     return ((FLAG_FROM_INITIATOR if f.from_initiator else 0)
             | (FLAG_END_OF_DIALOG if f.is_end_of_dialog else 0)
             | (FLAG_ERROR if f.is_error else 0)
-            | (FLAG_HAS_ACK if f.ack is not None else 0))
+            | (FLAG_HAS_ACK if f.ack is not None else 0)
+            | (FLAG_TRACE_CONTEXT if f.traceparent is not None else 0))
+
+
+def trace_context_field(traceparent: str) -> bytes:
+    """A MESSAGE header's trace context (flag 16): a string field of at most
+    MAX_TRACE_CONTEXT bytes, right after the key id (so under the MAC)."""
+    if not isinstance(traceparent, str):
+        raise FrameError(f"a trace context must be text, not {type(traceparent).__name__}")
+    data = traceparent.encode("utf-8")
+    if len(data) > MAX_TRACE_CONTEXT:
+        raise FrameError(f"a trace context of {len(data)} bytes is over {MAX_TRACE_CONTEXT}")
+    if "\x00" in traceparent:
+        raise FrameError("not sent, the peer would refuse it: the trace context holds a NUL "
+                         "character")
+    return struct.pack("!H", len(data)) + data
+
+
+def trace_context_at(header: memoryview, pos: int) -> tuple[str, int]:
+    """The trace context field at ``pos`` of a MESSAGE header and the offset after it."""
+    if pos + 2 <= len(header):
+        (n,) = _U16.unpack_from(header, pos)
+        if n > MAX_TRACE_CONTEXT:
+            raise FrameError(f"a trace context of {n} bytes is over {MAX_TRACE_CONTEXT}")
+    return text_at(header, pos)
 
 
 def notice_header(n: Notice, *, with_mac: bool = True) -> bytes:

@@ -21,6 +21,7 @@ from pybroker.core.wire.frame_fields import (
     notice_flags,
     notice_header,
     probe_header,
+    trace_context_field,
     write_ack_entry,
 )
 from pybroker.core.wire.frame_types import (
@@ -68,8 +69,11 @@ def _signed_header(f: MessageFragment) -> bytes:
     if len(f.key_id) != KEY_ID_SIZE:
         raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
     code = VALIDATIONS.index(f.validation) if f.validation in VALIDATIONS else 255
-    return bytes((message_flags(f) & ~FLAG_HAS_ACK,)) + _message_core(
+    signed = bytes((message_flags(f) & ~FLAG_HAS_ACK,)) + _message_core(
         f, _names_unchecked, _guid_or_zero, code)
+    if f.traceparent is not None:
+        signed += trace_context_field(f.traceparent)
+    return signed
 
 
 def _message_core(f: MessageFragment, names: Callable[..., bytes],
@@ -228,6 +232,8 @@ def encode_message(f: MessageFragment, key: bytes, ack: AckEntry | None = None) 
             raise FrameError(f"a {KEY_ID_SIZE}-byte field was given {len(f.key_id)} bytes")
         core = _message_core(f, _names_checked, _required_guid_field,
                              VALIDATIONS.index(f.validation))
+        if f.traceparent is not None:  # under the MAC, after the key id (frames.py)
+            core += trace_context_field(f.traceparent)
         flags = message_flags(f) & ~FLAG_HAS_ACK
         h = _hasher(key)
         h.update(bytes((flags,)))

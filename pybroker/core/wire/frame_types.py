@@ -30,6 +30,11 @@ TYPE_NAMES = {HELLO: "HELLO", MESSAGE: "MESSAGE", ACK: "ACK", NOTICE: "NOTICE",
 
 # MESSAGE flags
 FLAG_FROM_INITIATOR, FLAG_END_OF_DIALOG, FLAG_ERROR, FLAG_HAS_ACK = 1, 2, 4, 8
+# a W3C trace context rides in the header (pybroker/docs/otel.md): a peer that does not
+# know the flag refuses the frame by name ("unknown MESSAGE flags 0x10")
+FLAG_TRACE_CONTEXT = 16
+# bytes of a trace context field at most (a W3C traceparent is 55 characters)
+MAX_TRACE_CONTEXT = 256
 # NOTICE flags
 FLAG_ABOUT_INITIATOR, FLAG_FATAL = 1, 2
 # PROBE flags
@@ -104,6 +109,9 @@ class MessageFragment:
     # the originator sets the first, each forwarder adds to the second
     time_to_live_ms: int = DEFAULT_TIME_TO_LIVE_MS
     time_consumed_ms: int = 0
+    # the message's W3C traceparent (pybroker/docs/otel.md), None when it carries none: as
+    # it came from the network, checked only for its size (tracing ignores a malformed one)
+    traceparent: str | None = field(default=None, compare=False)
     # what the MAC covers before the body, as it arrived (the decoder sets it, the only
     # field set after construction): verified as received, not encoded again. Not a
     # constructor argument, so a copy made with dataclasses.replace (a forwarder's, whose

@@ -16,13 +16,15 @@ The types, and what their header (and body) hold:
                  broker identifiers of its databases (GUIDs) | its own address (string,
                  "" if none) | key id (8). The first frame each way on a connection.
     2 MESSAGE    one fragment of a sequenced message (P3.1, P4.1). Flags: 1 from the
-                 initiator, 2 end of dialog, 4 error, 8 an acknowledgement rides along.
+                 initiator, 2 end of dialog, 4 error, 8 an acknowledgement rides along,
+                 16 a trace context rides along (pybroker/docs/otel.md).
                  conversation id (GUID) | sequence (8) | fragment number (4) | fragment
                  count (4) | message size (8) | from service, to service (strings) | from
                  and to broker identifiers (GUIDs) | contract, message type (strings) |
                  validation (1: N, E, X) | priority (1, 0-10) | lifetime (8, epoch ms) |
                  hops remaining (1, R7.1) | time to live (4, ms) | time consumed (4, ms,
-                 R7.1) | key id (8) | [one ACK entry, flag 8] | MAC (16).
+                 R7.1) | key id (8) | [trace context (string, at most 256 bytes: a W3C
+                 traceparent), flag 16] | [one ACK entry, flag 8] | MAC (16).
                  Body: the fragment's bytes.
     3 ACK        no header; body: count (2) and up to 4,096 entries. An entry (P5.1):
                  conversation id | acknowledges the initiator's messages (1) | the
@@ -42,8 +44,9 @@ The types, and what their header (and body) hold:
                  pair of instances for the probe id (as a conversation's).
 
 Integrity (P6) is a keyed MAC (BLAKE2b, 16 bytes) under the dialog's session key: a message
-fragment's MAC covers its flags byte (without flag 8), its header up to the key id and its
-body; an acknowledgement entry and a notice (with its flags byte) carry their own.
+fragment's MAC covers its flags byte (without flag 8), its header up to the key id (and the
+trace context, flag 16) and its body; an acknowledgement entry and a notice (with its flags
+byte) carry their own.
 ``signed_bytes`` gives what a MAC covers; the keys live in the dialog layer.
 
 The keys are those of the two instances at the ends of a connection (adjacent brokers), so
@@ -80,6 +83,7 @@ from pybroker.core.wire.frame_fields import (
     probe_header,
     read_ack_entry,
     text_at,
+    trace_context_at,
     write_ack_entry,
 )
 from pybroker.core.wire.frame_types import (
@@ -93,6 +97,7 @@ from pybroker.core.wire.frame_types import (
     FLAG_FATAL,
     FLAG_FROM_INITIATOR,
     FLAG_HAS_ACK,
+    FLAG_TRACE_CONTEXT,
     HELLO,
     KEEPALIVE,
     KEY_ID_SIZE,
@@ -202,7 +207,8 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
                     copy_body: bool = True) -> MessageFragment:
     """A MESSAGE frame, its header read with a few fixed-layout unpacks (the hot path of
     arrivals): the same checks and errors as field by field."""
-    if flags & ~(FLAG_FROM_INITIATOR | FLAG_END_OF_DIALOG | FLAG_ERROR | FLAG_HAS_ACK):
+    if flags & ~(FLAG_FROM_INITIATOR | FLAG_END_OF_DIALOG | FLAG_ERROR | FLAG_HAS_ACK
+                 | FLAG_TRACE_CONTEXT):
         raise FrameError(f"unknown MESSAGE flags 0x{flags:02x}")
     size = len(header)
     if size < GUID_FIXED.size:
@@ -214,13 +220,14 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
         raise FrameError("the conversation id of a frame is missing (all-zero GUID)")
     conversation_id = guid_text(conv_raw)
     names = None
-    if not flags & FLAG_HAS_ACK and size > GUID_FIXED.size + _TAIL:
+    plain = not flags & (FLAG_HAS_ACK | FLAG_TRACE_CONTEXT)  # the tail's size is known
+    if plain and size > GUID_FIXED.size + _TAIL:
         pos = size - _TAIL
         raw_names = bytes(header[GUID_FIXED.size:pos])
         names = _NAMES.get(raw_names)
     if names is None:
         names, pos = _read_names(header)
-        if not flags & FLAG_HAS_ACK and pos == size - _TAIL:
+        if plain and pos == size - _TAIL:
             if len(_NAMES) >= _NAMES_SIZE:
                 _NAMES.clear()
             _NAMES[bytes(header[GUID_FIXED.size:pos])] = names
@@ -232,20 +239,24 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
     pos += STATIC.size
     key_end = pos + KEY_ID_SIZE
     key_id = bytes(header[pos:key_end])
+    traceparent = None
+    signed_end = key_end  # the MAC covers the header up to here (with the trace context)
+    if flags & FLAG_TRACE_CONTEXT:
+        traceparent, signed_end = trace_context_at(header, key_end)
     if flags & FLAG_HAS_ACK:
         r = Reader(header)
-        r.pos = key_end
+        r.pos = signed_end
         ack = read_ack_entry(r)
         mac = bytes(r.take(MAC_SIZE))
         r.end("MESSAGE header")
     else:
         ack = None
-        mac = bytes(header[key_end:])
+        mac = bytes(header[signed_end:])
         if len(mac) != MAC_SIZE:
             raise FrameError(f"{len(mac) - MAC_SIZE} bytes left over after the MESSAGE header"
                              if len(mac) > MAC_SIZE else
                              f"a field runs past the end of its frame part ({MAC_SIZE} bytes "
-                             f"at offset {key_end} of {size})")
+                             f"at offset {signed_end} of {size})")
     if validation >= len(VALIDATIONS):
         raise FrameError(f"unknown validation code {validation}")
     if sequence < 0:
@@ -263,10 +274,11 @@ def _decode_message(flags: int, header: memoryview, body: memoryview,
         fragment_count, message_size, from_service, to_service, from_broker, to_broker,
         contract, message_type, VALIDATIONS[validation], bool(flags & FLAG_END_OF_DIALOG),
         bool(flags & FLAG_ERROR), priority, lifetime_ms, hops, key_id,
-        bytes(body) if copy_body else body, ack, mac, ttl, consumed)
+        bytes(body) if copy_body else body, ack, mac, ttl, consumed, traceparent)
     # P6: what the MAC covers before the body, as it arrived: the flags byte without the
-    # acknowledgement's flag, and the header up to the key id (see frame_macs.py)
-    fragment.signed = bytes((flags & ~FLAG_HAS_ACK,)) + bytes(header[:key_end])
+    # acknowledgement's flag, and the header up to the key id and the trace context (see
+    # frame_macs.py)
+    fragment.signed = bytes((flags & ~FLAG_HAS_ACK,)) + bytes(header[:signed_end])
     return fragment
 
 

@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.kernel.messaging.endpoint_cache import EndpointCache
     from pybroker.kernel.messaging.route_requests import RouteRequests
     from pybroker.kernel.messaging.unit_of_work import UnitOfWork
+    from pybroker.kernel.tracing import MessageTracing
     from pybroker.storage.store import Store
 
 ALL_FRAGMENTS = 0xFFFFFFFF  # an acknowledged range's end: every fragment of the message
@@ -106,6 +107,7 @@ class _Engine(Protocol):
     route: Router
     route_requests: RouteRequests  # R2.4, R8
     delivery: _Delivery
+    tracing: MessageTracing | None  # pybroker/kernel/tracing.py
 
     def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
 
@@ -303,6 +305,8 @@ class Arrivals:
                                          destination.address))
             else:
                 here.append((arrival, destination))
+        if m.tracing is not None:  # the trace contexts the messages carry (tracing.py)
+            replies.forwards = m.tracing.arrived([a.fragment for a, _ in here], replies.forwards)
         if here:
             with m.unit_of_work() as uow:
                 uow.activate()

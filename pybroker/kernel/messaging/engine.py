@@ -91,6 +91,7 @@ from pybroker.kernel.messaging.unit_of_work import UnitOfWork
 from pybroker.timestamps import to_utc_datetime
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pybroker.kernel.tracing import MessageTracing
     from pybroker.storage.store import Store
 
 POISON_ROLLBACKS = 5  # C3
@@ -159,6 +160,9 @@ class Messaging:
         # deletes then delete pieces too (set by remote.load and by each SEND that does)
         self.transmission_pieces = False
         self.counters = MessageCounters()  # what committed transactions did (/metrics)
+        # OpenTelemetry spans of the messages (pybroker/kernel/tracing.py), None when off:
+        # the only cost of tracing to an instance that does not trace is this None check
+        self.tracing: MessageTracing | None = None
         with self.store.lock:
             row = self.store.run("conversation/select_max_queuing_order.sql")
         self._queuing_order = int(row[0][0])
@@ -518,7 +522,13 @@ class Messaging:
             ep.send_sequence = seq + 1
             ep.state = t.state
             uow.touch(ep)
-            self.delivery.dispatch(uow, ep, [(seq, message_type, validation, body, False, False)])
+            message = (seq, message_type, validation, body, False, False)
+            tracing = self.tracing
+            if tracing is None:
+                self.delivery.dispatch(uow, ep, [message])
+            else:
+                tracing.send(ep, seq, message_type, len(body),
+                             lambda: self.delivery.dispatch(uow, ep, [message]))
         return seq
 
     def next_send_sequences(self, database_id: int, handles: list[str]) -> list[int | None]:
@@ -611,11 +621,17 @@ class Messaging:
         self, database_id: int, queue: str, max_messages: int, timeout: float,
         conversation_handle: str | None = None, conversation_group_id: str | None = None,
     ) -> list[Message]:
+        tracing = self.tracing
+        started = 0 if tracing is None else time.time_ns()
         if conversation_handle is not None or conversation_group_id is not None:
             check_name("queue", queue)
-            return self.receive_where.receive(database_id, queue, max_messages, timeout,
-                                              conversation_handle, conversation_group_id)
-        return self.receiving.receive(database_id, queue, max_messages, timeout)
+            messages = self.receive_where.receive(database_id, queue, max_messages, timeout,
+                                                  conversation_handle, conversation_group_id)
+        else:
+            messages = self.receiving.receive(database_id, queue, max_messages, timeout)
+        if tracing is not None:
+            tracing.received(database_id, queue, messages, started)
+        return messages
 
     def get_conversation_group(
         self, database_id: int, queue: str, timeout: float

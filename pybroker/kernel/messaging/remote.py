@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.kernel.messaging.endpoint_cache import EndpointCache
     from pybroker.kernel.messaging.route_requests import RouteRequests
     from pybroker.kernel.messaging.unit_of_work import UnitOfWork
+    from pybroker.kernel.tracing import MessageTracing
     from pybroker.storage.store import Store
 
 HOPS = DEFAULT_HOPS  # R7.1: hops a message starts with (see core/wire/forwarding.py)
@@ -97,6 +98,7 @@ class _Engine(Protocol):
     delivery: _Delivery
     transmission_pieces: bool
     counters: MessageCounters
+    tracing: MessageTracing | None  # pybroker/kernel/tracing.py
 
     def unit_of_work(self) -> AbstractContextManager[UnitOfWork]: ...
 
@@ -232,12 +234,16 @@ class RemoteDelivery:
         wire = self.wire
         # every SEND to the network makes one: positional (a third of the keywords' cost),
         # in MessageFragment's field order, the lifetime's milliseconds computed once
-        return MessageFragment(
+        f = MessageFragment(
             ep.conversation_id, bool(ep.is_initiator), seq, 0, 1, len(body), ep.service_name,
             ep.far_service, self._m.catalog(ep.database_id).broker_instance,
             ep.far_broker_instance or ep.requested_broker_instance, ep.service_contract_name,
             mtype, validation, is_end, is_error, ep.priority, _epoch_ms(ep.lifetime), HOPS,
             wire.key_id if wire else bytes(8), body)
+        tracing = self._m.tracing
+        if tracing is not None:  # the SEND's span context goes with it (tracing.py)
+            f.traceparent = tracing.context_of(ep.conversation_id, bool(ep.is_initiator), seq)
+        return f
 
     def resubmit(self, uow: UnitOfWork, targets: list[tuple[ConversationEndpoint, Remote]]) -> None:
         """The retry loop found a next hop for endpoints whose messages waited: they go
