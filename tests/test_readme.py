@@ -5,7 +5,7 @@
   PATH. The liberties taken, all for a test that shares the machine with others: a
   ``pybroker serve`` line starts the server in the background, waits for it to say what it
   listens on, and the server is stopped by its pid when the block ends; and the fixed ports
-  README names (4023, 7000, 5433, and serve's default 4022 when a line names none) become
+  README names (4023, 7000, 5433, 9464, and serve's default 4022 when a line names none) become
   free ones;
 - ``text`` blocks are drawings; the opening block (the two commands CI runs) is the one
   block left out.
@@ -33,7 +33,7 @@ _FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 BLOCKS = [(m.group(1), m.group(2), README.read_text(encoding="utf-8")[:m.start()].count("\n") + 1)
           for m in _FENCE.finditer(README.read_text(encoding="utf-8"))]
 OPENING = 0  # the two commands of CI (.ci/run runs them)
-PORTS = ("4023", "7000", "5433")
+PORTS = ("4023", "7000", "5433", "9464")
 SERVE_WAIT = 60.0  # seconds a background serve may take to say it listens
 
 # `pybroker` as the blocks see it: serve in the background (its pid kept), all else as is
@@ -53,7 +53,8 @@ with open(log_path, "w") as log:
 with open(os.path.join(directory, "serve.pids"), "a") as pids:
     pids.write(f"{{proc.pid}}\\n")
 last = "postgresql wire" if "--pg-port" in args else (
-    "client token" if "--client-port" in args else "clients on")
+    "client token" if "--client-port" in args else (
+        "console on" if "--http-port" in args else "clients on"))
 deadline = time.monotonic() + {wait}
 while time.monotonic() < deadline:
     text = open(log_path).read()
