@@ -266,8 +266,11 @@ def test_bench_messaging_quick_smoke():
     for reader in ("python", "tsql"):  # one reply per RECEIVE: one per conversation
         assert by_tsql[reader]["messages"] == 1_000 and by_tsql[reader]["replies"] == 100
         assert by_tsql[reader]["handled_per_s"] > 0
+        assert by_tsql[reader]["cpu_us_per_message"] > 0
     assert by_tsql["ratio"] == pytest.approx(
         by_tsql["tsql"]["handled_per_s"] / by_tsql["python"]["handled_per_s"])
+    assert by_tsql["cpu_ratio"] == pytest.approx(by_tsql["python"]["cpu_us_per_message"]
+                                                 / by_tsql["tsql"]["cpu_us_per_message"])
     assert by_tsql["target_ratio"] == 0.5
     assert report["load_average_1m"]["before"] >= 0
 
