@@ -520,7 +520,7 @@ class _Run:
         procedure = calls.parsed(definition)
         called = f"{schema}.{name}"
         values, outputs = calls.bind(procedure.parameters, s, self.value, called)
-        run = self.called(procedure.body, procedure.parameters, values, called, None)
+        run = self.called(procedure.body, procedure.parameters, values, called, where)
         for key, variable in outputs:
             self.assign(variable, run.variables[key][1], where)
         if s.return_code is not None:
@@ -528,15 +528,15 @@ class _Run:
         self.counted = run.rowcount
 
     def called(self, body: Sequence[cp.ScriptStatement], parameters: Sequence[Parameter],
-               values: dict[str, Value], procedure: str | None, dynamic: str | None) -> _Run:
-        """Run a procedure's body (or dynamic SQL, run by the EXEC at ``dynamic``) in a
-        scope of its own, its parameters set to ``values``; the run, for what comes back."""
-        where = dynamic or _ACTIVATION_TOKEN.where
+               values: dict[str, Value], procedure: str | None, where: str) -> _Run:
+        """Run a procedure's body (``procedure``: its schema.name), or dynamic SQL (None),
+        for the EXEC at ``where``, in a scope of its own, its parameters set to ``values``;
+        the run, for what comes back."""
         if self.session.depth >= calls.MAX_NESTING:
             raise TsqlError(f"maximum stored procedure nesting level exceeded (limit "
                             f"{calls.MAX_NESTING}) at {procedure or 'dynamic SQL'}", 217)
         run = _Run(self.db, self, procedure)
-        run.dynamic = dynamic
+        run.dynamic = None if procedure is not None else where
         run.declare_all(body)
         for parameter in parameters:
             run.variables[variable_key(parameter.name)] = (parameter.type, None)
