@@ -153,7 +153,7 @@ _PIECES = ("PRINT", "1", "'a'", "N'b'", "+", "-", "(", ")", ",", ";", "=", "<", 
 _PLACE = re.compile(r"line [0-9]+, column [0-9]+")
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(pieces=st.lists(st.sampled_from(_PIECES), max_size=14),
        spaced=st.booleans(), by_executesql=st.booleans())
@@ -163,10 +163,8 @@ def test_generated_dynamic_text_never_crashes(db, pieces, spaced, by_executesql)
             else f"EXEC ({quoted(text)})")
     try:
         db.execute(f"BEGIN TRAN;\n{call};\nROLLBACK")
-    except TsqlSyntaxError as exc:
+    except pybroker.BrokerError as exc:  # a refusal, or an error of a statement it ran
         assert _PLACE.search(str(exc)), str(exc)
-    except pybroker.BrokerError:
-        pass
     caught = db.execute(f"BEGIN TRY {call} END TRY BEGIN CATCH PRINT ERROR_NUMBER() END "
                         "CATCH; IF @@TRANCOUNT > 0 ROLLBACK")
     assert all(isinstance(m, str) for m in caught.messages)
