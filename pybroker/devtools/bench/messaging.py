@@ -72,7 +72,7 @@ QUICK = {"messages": 2_000, "conversations": 100, "sends_per_transaction": 500,
          "max_messages": 1_000, "receives_per_transaction": 50, "single": 20,
          "drain_conversations": 10, "idle_conversations": 5_000, "workers_messages": 16,
          "workers_conversations": 8, "workers_processing": 0.02, "bystander_sends": 50,
-         "tsql_activation_messages": 1_000}
+         "tsql_activation_messages": 500}
 TARGETS = {"end_to_end_per_s": 20_000.0,
            "idle_rss_bytes_per_conversation": idle.TARGETS["rss_bytes_per_conversation_1m"]}
 
