@@ -47,7 +47,6 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -78,6 +77,7 @@ from pybroker.core.tsql.expressions import (
     evaluate_condition,
     variable_key,
 )
+from pybroker.core.tsql.failures import failed_statement
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.ordinary_sql import render
 from pybroker.core.tsql.ordinary_sql_statement import (
@@ -331,7 +331,7 @@ class _Run:
         if info is not None and info.reported:
             return  # a procedure this statement called said where it failed
         if message is not None:
-            text = _where(s, message, self.ran, undone)
+            text = failed_statement(s, message, self.ran, undone)
             if info is not None and (info.procedure is not None or self.dynamic):
                 place = "" if info.procedure is None else f"Procedure {info.procedure}, "
                 text = (f"Msg {info.number}, Level {info.severity}, State {info.state}, "
@@ -729,34 +729,6 @@ _HARMLESS = (cp.Declare, cp.Assign, cp.Select, cp.Print, cp.SetOption, cp.Throw,
 
 class _Rollback(Exception):
     """Thrown into Database.transaction() to roll it back (ROLLBACK, a failed statement)."""
-
-
-_VERBS = {
-    "Assign": "SET", "BeginDialog": "BEGIN DIALOG", "GetConversationGroup":
-    "GET CONVERSATION GROUP", "EndConversation": "END CONVERSATION", "BeginTimer":
-    "BEGIN CONVERSATION TIMER", "MoveConversation": "MOVE CONVERSATION", "SetOption": "SET",
-    "ExecuteDynamic": "EXEC",
-}  # fmt: skip
-
-
-def _where(statement: Any, message: str, ran: int, undone: bool) -> str:
-    """The error's message, saying which statement failed and what became of the batch."""
-    name = type(statement).__name__
-    verb = _VERBS.get(name) or " ".join(re.findall("[A-Z][a-z]*", name)).upper()
-    if isinstance(statement, cp.Transaction):
-        verb = statement.action
-    elif isinstance(statement, OrdinarySql):
-        verb = statement.kind
-    elif isinstance(statement, cp.Receive) and statement.waits:
-        verb = "WAITFOR (RECEIVE)"
-    elif isinstance(statement, cp.GetConversationGroup) and statement.waits:
-        verb = "WAITFOR (GET CONVERSATION GROUP)"
-    token = getattr(statement, "token", None)
-    head = f"{verb} at {token.where}" if token is not None else (
-        f"statement {ran + 1} of the batch ({verb})")
-    tail = "; the open transaction was rolled back" if undone else (
-        f"; the {ran} statement(s) before it ran" if ran else "")
-    return f"{head} failed: {message}{tail}"
 
 
 def run_script(database: BatchDatabase, statements: Sequence[cp.ScriptStatement]
