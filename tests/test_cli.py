@@ -261,6 +261,17 @@ def test_bench_messaging_quick_smoke():
     assert all(c["handled"] == 16 and c["handled_per_s"] > 0 for c in report["workers"])
     assert [(c["workers"], c["handled"]) for c in report["workers_activation"]] == [
         (1, 16), (4, 16)]
+    # activation by a T-SQL procedure against a Python callable of the same shape (C8)
+    by_tsql = report["tsql_activation"]
+    for reader in ("python", "tsql"):  # one reply per RECEIVE: one per conversation
+        assert by_tsql[reader]["messages"] == 500 and by_tsql[reader]["replies"] == 100
+        assert by_tsql[reader]["handled_per_s"] > 0
+        assert by_tsql[reader]["cpu_us_per_message"] > 0
+    assert by_tsql["ratio"] == pytest.approx(
+        by_tsql["tsql"]["handled_per_s"] / by_tsql["python"]["handled_per_s"])
+    assert by_tsql["cpu_ratio"] == pytest.approx(by_tsql["python"]["cpu_us_per_message"]
+                                                 / by_tsql["tsql"]["cpu_us_per_message"])
+    assert by_tsql["target_ratio"] == 0.5
     assert report["load_average_1m"]["before"] >= 0
 
 
@@ -278,7 +289,7 @@ def test_bench_messaging_report_reads_as_a_report():
         "messages": 60, "conversations": 6, "sends_per_transaction": 25, "max_messages": 1000,
         "receives_per_transaction": 4, "single": 3, "drain_conversations": 3,
         "idle_conversations": 0, "workers_messages": 8, "workers_conversations": 4,
-        "workers_processing": 0.002, "bystander_sends": 5})
+        "workers_processing": 0.002, "bystander_sends": 5, "tsql_activation_messages": 60})
     text = messaging.format_report(report)
     assert "(a) 1 conversation: sent " in text and "(b) 6 conversations: sent " in text
     assert "target >= 20,000/s" in text and "floor/pybroker" in text
@@ -302,6 +313,11 @@ def test_bench_messaging_report_reads_as_a_report():
     beside = report["bystander"]
     assert (beside["sends"], beside["held_received"], beside["delivered"]) == (5, 1, 5)
     assert "bystander (C7): 5 transactions of BEGIN DIALOG + SEND to another queue" in text
+    by_tsql = report["tsql_activation"]
+    assert (by_tsql["tsql"]["replies"], by_tsql["python"]["replies"]) == (6, 6)
+    assert ("activation by a T-SQL procedure (C8): WHILE of WAITFOR (RECEIVE TOP (100)), IF "
+            "on message_type_name, a reply SEND, COMMIT; 60 messages, MAX_QUEUE_READERS 1: "
+            "T-SQL ") in text and "(target >= 50%: " in text
 
 
 def test_bench_idle_report_reads_as_a_report():

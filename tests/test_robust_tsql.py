@@ -129,3 +129,24 @@ def test_the_fuzz_command_counts_crashes_and_hangs(capsys):
         assert len(err) == 1 and "crash(es)" in err[0]
     finally:
         del fuzz.TARGETS["test-numbers"]
+
+
+def test_the_fuzz_programs_parse_with_their_dynamic_texts():
+    """Each program the tsql target mutates parses, the literal texts of its dynamic SQL
+    too; a literal text that is not understood is refused with its line and column."""
+    runner = fuzz._TsqlRunner()
+    for program in fuzz.PROGRAM_CORPUS:
+        runner(program)  # raises if any piece is refused
+    assert any("sp_executesql" in p for p in fuzz.PROGRAM_CORPUS)
+    with pytest.raises(TsqlSyntaxError, match=r"Line 2 of the dynamic SQL run by EXEC at "
+                       r"line 1, column 1 .*at line 2, column 7"):
+        runner("EXEC (N'PRINT 1\nPRINT @nope')")
+
+
+def test_the_fuzz_target_counts_a_refusal_without_its_place_as_a_crash(monkeypatch):
+    def refuse(text: str, **_: object) -> None:
+        raise TsqlSyntaxError("refused somewhere")
+
+    monkeypatch.setattr("pybroker.core.tsql.conversation_parser.parse_batches", refuse)
+    with pytest.raises(AssertionError, match="a refusal without its line and column"):
+        fuzz._TsqlRunner()("PRINT 1")

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pybroker
-from pybroker import TsqlSyntaxError, UnsupportedStatementError
+from pybroker import TsqlSyntaxError
 from pybroker.core.tsql.conversation_parser import parse_batches
 from pybroker.errors import InvalidArgumentError, TransactionError
 from tests.cli_helpers import run
@@ -327,8 +327,9 @@ def test_return_inside_a_transaction_ends_the_batch_and_rolls_back(db):
         ("SET XACT_ABORT OFF", TsqlSyntaxError,
          "SET XACT_ABORT OFF at line 1, column 16 is not supported"),
         ("SET NOCOUNT MAYBE", TsqlSyntaxError, "expected ON or OFF after SET NOCOUNT"),
-        ("DECLARE @s NVARCHAR(10) = N'x'; EXEC (@s)", UnsupportedStatementError,
-         "EXEC (...) at line 1, column 33 is not supported"),
+        ("DECLARE @s NVARCHAR(10) = N'x'; EXEC (@s)", TsqlSyntaxError,
+         "EXEC at line 1, column 33 failed: Msg 102, Level 15, State 1, Line 1 of the "
+         "dynamic SQL"),
         ("WHILE 1 = 1 BEGIN PRINT 'x'\nEND TRY", TsqlSyntaxError,
          "expected END to close the BEGIN at line 1, column 13 but found 'END' at line 2, "
          "column 1 (END TRY closes no block here)"),

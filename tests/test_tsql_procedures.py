@@ -405,8 +405,8 @@ def test_procedures_are_kept_in_the_instance_file(tmp_path):
      "position after one passed by name"),
     ("EXEC P 1 + 1", TsqlSyntaxError, "the argument at line 1, column 8 is an expression"),
     ("EXEC P 1 OUTPUT", TsqlSyntaxError, "OUTPUT at line 1, column 10 follows no @variable"),
-    ("EXEC sp_executesql N'PRINT 1'", UnsupportedStatementError,
-     "EXEC sp_executesql at line 1, column 6 is not supported"),
+    ("EXEC (N'PRINT 1') AT Elsewhere", UnsupportedStatementError,
+     "EXEC (...) AT at line 1, column 19 is not supported"),
 ])  # fmt: skip
 def test_bad_input_is_refused_with_its_line_and_column(db, text, error, message):
     with pytest.raises(error, match=re.escape(message)):

@@ -8,7 +8,9 @@ ALTER DATABASE ... SET, as SQL Server's does to the database's broker:
 - ENABLE_BROKER / DISABLE_BROKER set ``is_broker_enabled`` (sys.databases). While it is
   off, messaging sends nothing from the database and delivers nothing of this instance to
   it (pybroker.kernel.messaging.delivery: STATUS_BROKER_DISABLED in the transmission
-  queue); the catalog write of ENABLE_BROKER retries what waits.
+  queue); the catalog write of ENABLE_BROKER retries what waits. What arrives for it from
+  another instance is refused with a notice that is not fatal and waits in the sender's
+  transmission queue (pybroker.kernel.messaging.arrivals), sent again until it is enabled.
 - NEW_BROKER gives the database a new ``service_broker_guid`` (its broker instance, R1.3)
   and removes its conversations without telling their far sides (as END CONVERSATION WITH
   CLEANUP), as SQL Server's does; the broker is enabled.

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.api.instance import Instance
+from pybroker.api.served.client import URL_SCHEME
 from pybroker.cli.support import (
     INSTANCE_FILE_HELP,
     JSON_HELP,
@@ -172,7 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "CONTRACT), and conversations (DECLARE, BEGIN DIALOG, SEND, RECEIVE, WAITFOR, END "
                 "CONVERSATION, BEGIN/COMMIT TRANSACTION, ...), printing what RECEIVE and "
                 "SELECT return", cmd_sql)
-    p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
+    p.add_argument("file", type=_file_or_address, help=INSTANCE_FILE_HELP + ", or a "
+                   "server's pybroker://HOST:PORT (with --token)")
+    p.add_argument("--token", help="the token of a pybroker://HOST:PORT server (it prints "
+                   "it and keeps it in FILE.token)")
     p.add_argument("-d", "--database", default="master",
                    help="the database the script begins in (default master, as a login's "
                    "session does); USE switches it")
@@ -332,7 +336,13 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise run_in_master(exc) from None
     except CatalogInTsqlError as exc:
         raise exc.with_hint(_query_instead(args.file, text)) from None
-    with open_existing(args.file) as inst:
+    if isinstance(args.file, str):  # a server's TCP address
+        opened = connect(args.file, token=args.token)
+    elif args.token is not None:
+        raise UsageError("--token is for a pybroker://HOST:PORT server, not a file")
+    else:
+        opened = open_existing(args.file)
+    with opened as inst:
         # Internal activation runs while the script does (C8), as in the SQL Server it was
         # written for: a queue's procedure starts when messages arrive for it. A served
         # file's server runs its activation already.
@@ -355,7 +365,13 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
-def _query_instead(file: Path, tsql: str) -> str:
+def _file_or_address(text: str) -> Path | str:
+    """An instance file, or a server's pybroker://HOST:PORT (as text: a Path would fold
+    its //)."""
+    return text if text.startswith(URL_SCHEME) else Path(text)
+
+
+def _query_instead(file: Path | str, tsql: str) -> str:
     """How to read the catalog from the command line: the batch itself, when it is one
     short line, as a ``pybroker query`` of it."""
     single = tsql.strip().rstrip(";").strip()

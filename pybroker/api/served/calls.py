@@ -29,7 +29,7 @@ from pybroker.api.served.protocol import CALL_METHOD, GET_PROPERTY, SET_PROPERTY
 from pybroker.core.conversation.model import Message
 from pybroker.core.routing.decision import RouteDecision, TraceStep
 from pybroker.core.routing.engine import ExplainStep
-from pybroker.core.tsql.batch_interface import ResultSet
+from pybroker.core.tsql.batch_interface import BatchResults, ResultSet
 from pybroker.errors import BrokerError, InvalidArgumentError, ServerError
 from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
 
@@ -100,6 +100,8 @@ RECORDS: dict[str, type] = {cls.__name__: cls for cls in (
     Message, Route, Service, Queue, MessageType, Contract, RouteDecision, TraceStep,
     ExplainStep, ResultSet)}
 DATABASE_RECORD, CONVERSATION_RECORD, ROWS_RECORD = "Database", "Conversation", "Rows"
+# execute()'s BatchResults: its result sets and the lines PRINT wrote (a list would lose them)
+BATCH_RECORD = "BatchResults"
 
 
 # values that travel as they are, by exact type: most of what a call gives, and every
@@ -115,6 +117,9 @@ def to_wire(value: Any, handle: Callable[[Any], Record | None]) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
+    if kind is BatchResults:
+        return Record(BATCH_RECORD, ([to_wire(r, handle) for r in value],
+                                     [str(m) for m in value.messages]))
     if kind is list or kind is tuple or isinstance(value, (list, tuple)):
         items = [v if type(v) in _PLAIN else to_wire(v, handle) for v in value]
         return items if isinstance(value, list) else tuple(items)
@@ -143,6 +148,9 @@ def from_wire(value: Any, handle: Callable[[Record], Any]) -> Any:
     if kind is dict:
         return {k: from_wire(v, handle) for k, v in value.items()}
     if kind is Record:
+        if value.name == BATCH_RECORD and len(value.fields) == 2:
+            results, messages = value.fields
+            return BatchResults(from_wire(results, handle), messages)
         cls = RECORDS.get(value.name)
         if cls is None:
             return handle(value)
@@ -189,6 +197,9 @@ def error_fields(exc: BrokerError) -> tuple[str, str, dict[str, Any]]:
     attributes = {k: v for k, v in vars(exc).items()
                   if not k.startswith("_")
                   and (v is None or isinstance(v, (str, int, float, bool)))}
+    results = getattr(exc, "results", None)
+    if isinstance(results, BatchResults):  # what a failed batch returned before it failed
+        attributes["results"] = to_wire(results, lambda _: None)
     return name, str(exc), attributes
 
 
@@ -200,6 +211,8 @@ def rebuild_error(name: str, message: str, attributes: dict[str, Any]) -> Broker
     Exception.__init__(exc, message)  # the message alone, whatever the class's __init__
     for key, value in attributes.items():
         if isinstance(key, str) and key.isidentifier() and not key.startswith("_"):
+            if key == "results" and isinstance(value, Record):
+                value = from_wire(value, lambda _: None)
             setattr(exc, key, value)
     return exc
 

@@ -12,6 +12,7 @@ pybroker.core.tsql.script runs them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,7 +20,8 @@ from typing import Any, Protocol
 from pybroker.core.tsql.expressions import Condition, Expression, parse_condition
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.parser import Parser
-from pybroker.errors import TsqlSyntaxError
+from pybroker.core.tsql.values import Value
+from pybroker.errors import InvalidArgumentError, TsqlSyntaxError
 
 # SQL Server's bounds: a user error number of THROW (error 35100 below it), a state, and the
 # severities RAISERROR takes without WITH LOG (19 to 25 are for sysadmins and end the
@@ -288,3 +290,27 @@ def read_raiserror(r: StatementReader, t: Token) -> Raiserror:
             if not p.accept(","):
                 break
     return Raiserror(message, severity, state, tuple(found), t)
+
+
+def raiserror_text(message: str, values: list[Value], where: str) -> str:
+    """RAISERROR's message with its arguments in place of %d, %i, %u, %s and %x (flags,
+    width and precision are read and left out); %% is one %."""
+    found = iter(values)
+
+    def one(match: re.Match[str]) -> str:
+        kind = match.group(1)
+        if kind == "%":
+            return "%"
+        try:
+            value = next(found)
+        except StopIteration:
+            return "(null)"  # what SQL Server prints for an argument left out
+        if value is None:
+            return "(null)"
+        if kind in "diux" and not isinstance(value, int):
+            raise InvalidArgumentError(f"RAISERROR at {where}: %{kind} takes a number, not "
+                                       f"{value!r}")
+        return format(value, "x") if kind == "x" else str(value)
+
+    return re.sub(r"%(?:[-+ 0#]*[0-9*]*(?:\.[0-9*]+)?(?:h|l|I64)?)?([diusxX%])",
+                  lambda m: one(m) if m.group(1) != "X" else one(m).upper(), message)

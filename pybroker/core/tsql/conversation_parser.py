@@ -61,6 +61,7 @@ from pybroker.core.tsql.procedure_parser import (
     CreateProcedure,
     DropProcedure,
     Execute,
+    ExecuteDynamic,
     read_execute,
     read_procedure_statement,
     starts_procedure_statement,
@@ -192,7 +193,7 @@ ConversationStatement = Union[  # noqa: UP007 (a runtime alias)
     Declare, Assign, Select, BeginDialog, Send, Receive, GetConversationGroup,
     EndConversation, BeginTimer, MoveConversation, Transaction, Print, SetOption, Block, If,
     While, Break, Continue, Return, TryCatch, Throw, Raiserror, CreateProcedure,
-    DropProcedure, Execute, OrdinarySql, Use,
+    DropProcedure, Execute, ExecuteDynamic, OrdinarySql, Use,
 ]
 ScriptStatement = Union[Statement, ConversationStatement]  # noqa: UP007
 
@@ -280,14 +281,17 @@ def parse_batches(text: str, *, master: bool = False) -> list[Batch]:
     return batches
 
 
-def parse_script(text: str, *, master: bool = False) -> list[ScriptStatement]:
+def parse_script(text: str, *, master: bool = False, declared: Sequence[str] = ()
+                 ) -> list[ScriptStatement]:
     """Parse a batch of DDL (pybroker.core.tsql.batch) and conversation statements, in order,
     without running anything. Raises TsqlSyntaxError (UnsupportedStatementError for a
     statement kind pybroker does not run) with the line and column and what was expected.
-    GO is refused here: ``parse_batches`` splits a script into batches at it."""
+    GO is refused here: ``parse_batches`` splits a script into batches at it. ``declared``:
+    the variables (by key) the batch finds declared, as sp_executesql's parameters are."""
     if not isinstance(text, str):
         raise TsqlSyntaxError(f"T-SQL must be text, not {type(text).__name__}")
-    return _parse_tokens(tokenize(text), master, text.removeprefix("\ufeff").split("\n"))
+    return _parse_tokens(tokenize(text), master, text.removeprefix("\ufeff").split("\n"),
+                         declared=declared)
 
 
 def _in_master(statements: Sequence[object], master: bool) -> bool:
@@ -299,10 +303,12 @@ def _in_master(statements: Sequence[object], master: bool) -> bool:
 
 
 def _parse_tokens(tokens: list[Token], master: bool, lines: list[str], *,
-                  batches: bool = False) -> list[ScriptStatement]:
+                  batches: bool = False, declared: Sequence[str] = ()
+                  ) -> list[ScriptStatement]:
     p = ddl_parser(tokens, master=master)
     p.lines = lines  # for the text of ordinary SQL in a condition (EXISTS)
     reader = _Reader(p, batches, lines)
+    reader.declared.update(declared)
     statements: list[ScriptStatement] = []
     while True:
         while p.accept(";"):

@@ -9,7 +9,7 @@ parameter passed twice (8143), procedures nested more than 32 deep (217).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from pybroker.core.tsql.conversation_parser import parse_script
@@ -17,7 +17,12 @@ from pybroker.core.tsql.error_numbers import TsqlError
 from pybroker.core.tsql.expressions import Variable, variable_key
 from pybroker.core.tsql.lexer import tokenize
 from pybroker.core.tsql.parser import Parser
-from pybroker.core.tsql.procedure_parser import CreateProcedure, Execute, qualified_name
+from pybroker.core.tsql.procedure_parser import (
+    CreateProcedure,
+    Execute,
+    Parameter,
+    qualified_name,
+)
 from pybroker.core.tsql.values import Value
 
 MAX_NESTING = 32  # SQL Server's @@NESTLEVEL limit
@@ -44,11 +49,11 @@ def split_name(name: str) -> tuple[str | None, str | None, str]:
     return database, schema, parts[-1]
 
 
-def bind(procedure: CreateProcedure, call: Execute, value: Callable[[object], Value],
+def bind(parameters: Sequence[Parameter], call: Execute, value: Callable[[object], Value],
          name: str) -> tuple[dict[str, Value], list[tuple[str, str]]]:
-    """The parameters' values (by variable key) for ``call``, and the (parameter key,
-    caller's variable) pairs that take OUTPUT values back."""
-    parameters = procedure.parameters
+    """The values (by variable key) of a procedure's (or sp_executesql's) parameters for
+    ``call``, and the (parameter key, caller's variable) pairs that take OUTPUT values
+    back."""
     by_key = {variable_key(p.name): p for p in parameters}
     given: dict[str, object] = {}
     outputs: list[tuple[str, str]] = []

@@ -1,7 +1,8 @@
 """Stored procedures in a T-SQL batch, as SQL Server writes them: CREATE [OR ALTER] | ALTER
 PROCEDURE [schema.]name [@param type [= default] [OUTPUT], ...] [WITH EXECUTE AS ...] AS
 <body>, DROP PROCEDURE [IF EXISTS] name, ... and EXEC[UTE] [@rc =] [db.][schema.]name
-[[@param =] value [OUTPUT], ...].
+[[@param =] value [OUTPUT], ...]; dynamic SQL: EXEC[UTE] (string [+ string ...]) and EXEC
+sp_executesql (pybroker.core.tsql.dynamic_sql reads and runs its text).
 
 As in SQL Server, CREATE/ALTER PROCEDURE is the first statement of its batch and its body
 runs to the end of the batch (the next GO). The body is parsed at CREATE, so a body that is
@@ -83,7 +84,15 @@ class Execute:
     token: Token
 
 
-PROCEDURE_STATEMENTS = (CreateProcedure, DropProcedure, Execute)
+@dataclass(frozen=True, slots=True)
+class ExecuteDynamic:
+    """EXEC[UTE] (text): the text, a batch of its own, is parsed when the statement runs."""
+
+    text: Expression
+    token: Token
+
+
+PROCEDURE_STATEMENTS = (CreateProcedure, DropProcedure, Execute, ExecuteDynamic)
 
 
 class ProcedureReader(Protocol):
@@ -144,7 +153,7 @@ def read_procedure_statement(r: ProcedureReader, first: bool) -> CreateProcedure
     if name.startswith("#"):
         raise TsqlSyntaxError(f"the temporary procedure {name} at {name_token.where} is not "
                               "supported: expected a procedure of the database")
-    parameters = _parameters(r)
+    parameters = read_parameters(p)
     execute_as = None
     if p.token.is_word("WITH"):
         p.advance()
@@ -167,8 +176,9 @@ def read_procedure_statement(r: ProcedureReader, first: bool) -> CreateProcedure
     return CreateProcedure(verb, schema, name, parameters, execute_as, body, definition, t)
 
 
-def _parameters(r: ProcedureReader) -> tuple[Parameter, ...]:
-    p = r.p
+def read_parameters(p: Parser[Any]) -> tuple[Parameter, ...]:
+    """A procedure's parameters (or sp_executesql's definition of them): @name type [=
+    constant] [OUTPUT], ..., in parentheses or not."""
     parenthesized = p.accept("(")
     found: list[Parameter] = []
     seen: set[str] = set()
@@ -231,13 +241,19 @@ def _drop(p: Parser[Any], t: Token) -> DropProcedure:
     return DropProcedure(tuple(names), if_exists, t)
 
 
-def read_execute(r: ProcedureReader, t: Token) -> Execute:
-    """EXEC[UTE] (read already) [@rc =] [db.][schema.]name [arguments]."""
+def read_execute(r: ProcedureReader, t: Token) -> Execute | ExecuteDynamic:
+    """EXEC[UTE] (read already) [@rc =] [db.][schema.]name [arguments], or EXEC (text)."""
     p = r.p
     if p.token.is_symbol("("):
-        raise UnsupportedStatementError(
-            f"EXEC (...) at {t.where} is not supported: dynamic SQL is not run yet; expected "
-            "EXEC procedure [arguments]")
+        p.advance()
+        text = parse_expression(p, r.declared)
+        p.require(")", "')' after the dynamic SQL of EXEC (text)")
+        if p.token.is_word("AS", "AT"):
+            raise UnsupportedStatementError(
+                f"EXEC (...) {p.token.text.upper()} at {p.token.where} is not supported: "
+                "dynamic SQL runs here as the batch's own user, on this instance; expected "
+                "EXEC (text) alone")
+        return ExecuteDynamic(text, t)
     return_code = None
     if is_variable(p.token) and p.tokens[p.pos + 1].is_symbol("="):
         v = p.advance()
@@ -248,10 +264,10 @@ def read_execute(r: ProcedureReader, t: Token) -> Execute:
         return_code = v.text
     name_token = p.token
     parts = qualified_name(p, "a procedure name after EXEC", 3)
-    if parts[-1].lower() in ("sp_executesql", "sp_executesql_internal"):
-        raise UnsupportedStatementError(
-            f"EXEC {parts[-1]} at {name_token.where} is not supported: dynamic SQL is not run "
-            "yet")
+    if parts[-1].lower() == "sp_executesql" and len(parts) > 1 and (
+            parts[-2].lower() not in ("sys", DEFAULT_SCHEMA)):
+        raise TsqlSyntaxError(f"EXEC {'.'.join(parts)} at {name_token.where}: expected "
+                              "sp_executesql or sys.sp_executesql")
     database = parts[0] if len(parts) == 3 else None
     schema = parts[-2] if len(parts) >= 2 else None
     arguments: list[Argument] = []

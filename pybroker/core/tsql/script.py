@@ -47,7 +47,6 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ from pybroker import arguments
 from pybroker.core.tsql import control_flow as cf
 from pybroker.core.tsql import conversation_parser as cp
 from pybroker.core.tsql import database_statements as dbs
+from pybroker.core.tsql import dynamic_sql as dyn
 from pybroker.core.tsql import procedure_calls as calls
 from pybroker.core.tsql.batch_interface import (
     BatchDatabase,
@@ -77,6 +77,7 @@ from pybroker.core.tsql.expressions import (
     evaluate_condition,
     variable_key,
 )
+from pybroker.core.tsql.failures import failed_statement
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.ordinary_sql import render
 from pybroker.core.tsql.ordinary_sql_statement import (
@@ -85,7 +86,13 @@ from pybroker.core.tsql.ordinary_sql_statement import (
     bound,
     value_of,
 )
-from pybroker.core.tsql.procedure_parser import CreateProcedure, DropProcedure, Execute
+from pybroker.core.tsql.procedure_parser import (
+    CreateProcedure,
+    DropProcedure,
+    Execute,
+    ExecuteDynamic,
+    Parameter,
+)
 from pybroker.core.tsql.values import (
     SqlType,
     Value,
@@ -141,6 +148,7 @@ class _Run:
             [] if caller is None else caller.transactions)
         self.session = _Session() if caller is None else caller.session
         self.procedure = procedure
+        self.dynamic: str | None = None  # dynamic SQL: where the EXEC that runs it is
         self._validations: dict[str, str] | None = None
         self.ran = 0  # statements run so far
         self.rowcount = 0  # @@ROWCOUNT: the rows the last statement returned or assigned
@@ -323,10 +331,13 @@ class _Run:
         if info is not None and info.reported:
             return  # a procedure this statement called said where it failed
         if message is not None:
-            text = _where(s, message, self.ran, undone)
-            if info is not None and info.procedure is not None:
+            text = failed_statement(s, message, self.ran, undone)
+            if info is not None and (info.procedure is not None or self.dynamic):
+                place = "" if info.procedure is None else f"Procedure {info.procedure}, "
                 text = (f"Msg {info.number}, Level {info.severity}, State {info.state}, "
-                        f"Procedure {info.procedure}, Line {info.line}: {text}")
+                        f"{place}Line {info.line}: {text}")
+            if self.dynamic:
+                text = f"{text} (in the dynamic SQL run by EXEC at {self.dynamic})"
             exc.args = (text, *exc.args[1:])  # type: ignore[union-attr]
         if info is not None:
             info.reported = True
@@ -471,7 +482,7 @@ class _Run:
                                    minimum=0, maximum=cf.MAX_RAISERROR_SEVERITY)
         state = as_whole_number(self.value(s.state), "RAISERROR's state", where, minimum=0,
                                 maximum=cf.MAX_STATE)
-        message = _formatted(message, [self.value(a) for a in s.arguments], where)
+        message = cf.raiserror_text(message, [self.value(a) for a in s.arguments], where)
         if severity <= 10:
             self.results.messages.append(message)
             return
@@ -493,6 +504,9 @@ class _Run:
     def execute(self, s: Execute) -> None:
         """EXEC: the procedure's body runs with its parameters, sharing this batch's
         transaction, results and messages; OUTPUT parameters and RETURN's value come back."""
+        if dyn.is_executesql(s):
+            self.execute_sql(s)
+            return
         where = s.token.where
         shown = ".".join(part for part in (s.database, s.schema, s.name) if part)
         if s.database is not None and s.database.lower() != self.db.name.lower():
@@ -505,25 +519,60 @@ class _Run:
         schema, name, definition = found
         procedure = calls.parsed(definition)
         called = f"{schema}.{name}"
-        values, outputs = calls.bind(procedure, s, self.value, called)
-        if self.session.depth >= calls.MAX_NESTING:
-            raise TsqlError(f"maximum stored procedure nesting level exceeded (limit "
-                            f"{calls.MAX_NESTING}) at {called}", 217)
-        run = _Run(self.db, self, called)
-        run.declare_all(procedure.body)
-        for parameter in procedure.parameters:
-            run.variables[variable_key(parameter.name)] = (parameter.type, None)
-            run.assign(parameter.name, values[variable_key(parameter.name)], where)
-        self.session.depth += 1
-        try:
-            run.block(procedure.body)
-        finally:
-            self.session.depth -= 1
+        values, outputs = calls.bind(procedure.parameters, s, self.value, called)
+        run = self.called(procedure.body, procedure.parameters, values, called, where)
         for key, variable in outputs:
             self.assign(variable, run.variables[key][1], where)
         if s.return_code is not None:
             self.assign(s.return_code, run.return_code, where)
         self.counted = run.rowcount
+
+    def called(self, body: Sequence[cp.ScriptStatement], parameters: Sequence[Parameter],
+               values: dict[str, Value], procedure: str | None, where: str) -> _Run:
+        """Run a procedure's body (``procedure``: its schema.name), or dynamic SQL (None),
+        for the EXEC at ``where``, in a scope of its own, its parameters set to ``values``;
+        the run, for what comes back."""
+        if self.session.depth >= calls.MAX_NESTING:
+            raise TsqlError(f"maximum stored procedure nesting level exceeded (limit "
+                            f"{calls.MAX_NESTING}) at {procedure or 'dynamic SQL'}", 217)
+        run = _Run(self.db, self, procedure)
+        run.dynamic = None if procedure is not None else where
+        run.declare_all(body)
+        for parameter in parameters:
+            run.variables[variable_key(parameter.name)] = (parameter.type, None)
+            run.assign(parameter.name, values[variable_key(parameter.name)], where)
+        self.session.depth += 1
+        try:
+            run.block(body)
+        finally:
+            self.session.depth -= 1
+        return run
+
+    def execute_dynamic(self, s: ExecuteDynamic) -> None:
+        """EXEC (text): the text runs as a batch of its own (pybroker.core.tsql.dynamic_sql)."""
+        where = s.token.where
+        body = dyn.parse(self.value(s.text), where, (), self._in_master())
+        self.counted = self.called(body, (), {}, None, where).rowcount if body else 0
+
+    def execute_sql(self, s: Execute) -> None:
+        """EXEC sp_executesql @stmt, @params, @p = value [OUTPUT], ...: the text runs as a
+        batch of its own with the parameters declared, the OUTPUT ones coming back."""
+        where = s.token.where
+        text, parameters, call = dyn.executesql(s, self.value)
+        values, outputs = calls.bind(parameters, call, self.value, dyn.EXECUTESQL)
+        body = dyn.parse(text, where, dyn.declared_keys(parameters), self._in_master())
+        if not body:
+            self.counted = 0
+            return
+        run = self.called(body, parameters, values, None, where)
+        for key, variable in outputs:
+            self.assign(variable, run.variables[key][1], where)
+        if s.return_code is not None:
+            self.assign(s.return_code, 0, where)
+        self.counted = run.rowcount
+
+    def _in_master(self) -> bool:
+        return self.db.name.lower() == dbs.SYSTEM_DATABASES[0]
 
     # -- the verbs ----------------------------------------------------------------------
 
@@ -669,6 +718,7 @@ _HANDLERS: dict[type, str] = {
     cp.Print: "print_statement", cp.SetOption: "set_option", cp.Throw: "throw",
     cp.Raiserror: "raiserror", cp.Return: "return_statement",
     CreateProcedure: "create_procedure", DropProcedure: "drop_procedure", Execute: "execute",
+    ExecuteDynamic: "execute_dynamic",
     OrdinarySql: "ordinary_sql",
     **dict.fromkeys(dbs.DATABASE_SCRIPT_STATEMENTS, "database_statement"),
 }
@@ -677,59 +727,8 @@ _HARMLESS = (cp.Declare, cp.Assign, cp.Select, cp.Print, cp.SetOption, cp.Throw,
              cp.Raiserror, cp.Return)
 
 
-def _formatted(message: str, values: list[Value], where: str) -> str:
-    """RAISERROR's message with its arguments in place of %d, %i, %u, %s and %x (flags,
-    width and precision are read and left out); %% is one %."""
-    found = iter(values)
-
-    def one(match: re.Match[str]) -> str:
-        kind = match.group(1)
-        if kind == "%":
-            return "%"
-        try:
-            value = next(found)
-        except StopIteration:
-            return "(null)"  # what SQL Server prints for an argument left out
-        if value is None:
-            return "(null)"
-        if kind in "diux" and not isinstance(value, int):
-            raise InvalidArgumentError(f"RAISERROR at {where}: %{kind} takes a number, not "
-                                       f"{value!r}")
-        return format(value, "x") if kind == "x" else str(value)
-
-    return re.sub(r"%(?:[-+ 0#]*[0-9*]*(?:\.[0-9*]+)?(?:h|l|I64)?)?([diusxX%])",
-                  lambda m: one(m) if m.group(1) != "X" else one(m).upper(), message)
-
-
 class _Rollback(Exception):
     """Thrown into Database.transaction() to roll it back (ROLLBACK, a failed statement)."""
-
-
-_VERBS = {
-    "Assign": "SET", "BeginDialog": "BEGIN DIALOG", "GetConversationGroup":
-    "GET CONVERSATION GROUP", "EndConversation": "END CONVERSATION", "BeginTimer":
-    "BEGIN CONVERSATION TIMER", "MoveConversation": "MOVE CONVERSATION", "SetOption": "SET",
-}  # fmt: skip
-
-
-def _where(statement: Any, message: str, ran: int, undone: bool) -> str:
-    """The error's message, saying which statement failed and what became of the batch."""
-    name = type(statement).__name__
-    verb = _VERBS.get(name) or " ".join(re.findall("[A-Z][a-z]*", name)).upper()
-    if isinstance(statement, cp.Transaction):
-        verb = statement.action
-    elif isinstance(statement, OrdinarySql):
-        verb = statement.kind
-    elif isinstance(statement, cp.Receive) and statement.waits:
-        verb = "WAITFOR (RECEIVE)"
-    elif isinstance(statement, cp.GetConversationGroup) and statement.waits:
-        verb = "WAITFOR (GET CONVERSATION GROUP)"
-    token = getattr(statement, "token", None)
-    head = f"{verb} at {token.where}" if token is not None else (
-        f"statement {ran + 1} of the batch ({verb})")
-    tail = "; the open transaction was rolled back" if undone else (
-        f"; the {ran} statement(s) before it ran" if ran else "")
-    return f"{head} failed: {message}{tail}"
 
 
 def run_script(database: BatchDatabase, statements: Sequence[cp.ScriptStatement]

@@ -32,6 +32,10 @@ bodies, the initiator service in one database and the target service in another:
 - bystander (C7, pybroker/devtools/bench/bystander.py): while one transaction holds its
   group after RECEIVE, BEGIN DIALOG + SEND to another queue, a transaction each: p50 and
   p99 (target p99 <= 50 ms);
+- activation by a T-SQL procedure (C8, pybroker/devtools/bench/tsql_activation.py): a
+  WHILE loop of WAITFOR (RECEIVE TOP (100) ...), IF on message_type_name, a reply SEND,
+  against a Python callable of the same shape, one reader each: both rates and the ratio
+  (target >= 50 %);
 - comparison, measured in the same run: the storage floor, the same rows put into a bare
   table of queue_messages' columns with one INSERT ... SELECT per send transaction and
   taken out with one DELETE ... RETURNING per receive transaction (no endpoints, no
@@ -54,7 +58,7 @@ from typing import Any
 
 from pybroker.api.database import Database
 from pybroker.api.instance import Instance
-from pybroker.devtools.bench import activation, bystander, idle, workers
+from pybroker.devtools.bench import activation, bystander, idle, tsql_activation, workers
 from pybroker.devtools.bench.figures import machine, median_of, percentiles_ms
 from pybroker.devtools.bench.objects import initiator_and_target
 
@@ -62,11 +66,13 @@ BODY_BYTES = 256
 FULL = {"messages": 20_000, "conversations": 1_000, "sends_per_transaction": 1_000,
         "max_messages": 1_000, "receives_per_transaction": 50, "single": 200,
         "drain_conversations": 100, "idle_conversations": 100_000, "workers_messages": 160,
-        "workers_conversations": 40, "workers_processing": 0.05, "bystander_sends": 500}
+        "workers_conversations": 40, "workers_processing": 0.05, "bystander_sends": 500,
+        "tsql_activation_messages": 10_000}
 QUICK = {"messages": 2_000, "conversations": 100, "sends_per_transaction": 500,
          "max_messages": 1_000, "receives_per_transaction": 50, "single": 20,
          "drain_conversations": 10, "idle_conversations": 5_000, "workers_messages": 16,
-         "workers_conversations": 8, "workers_processing": 0.02, "bystander_sends": 50}
+         "workers_conversations": 8, "workers_processing": 0.02, "bystander_sends": 50,
+         "tsql_activation_messages": 500}
 TARGETS = {"end_to_end_per_s": 20_000.0,
            "idle_rss_bytes_per_conversation": idle.TARGETS["rss_bytes_per_conversation_1m"]}
 
@@ -102,6 +108,8 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
     side_by_side = workers.run(sizes)
     side_by_side_activated = workers.run_activation(sizes)
     beside = bystander.run(int(sizes["bystander_sends"])) if sizes["bystander_sends"] else None
+    by_tsql = (tsql_activation.run(sizes, body) if sizes["tsql_activation_messages"]
+               else None)
     report = {
         "machine": machine(),
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
@@ -120,6 +128,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
         "workers": side_by_side,
         "workers_activation": side_by_side_activated,
         "bystander": beside,
+        "tsql_activation": by_tsql,
         "targets": TARGETS,
     }
     for name in ("one_conversation", "many_conversations", "receive_own_transaction"):
@@ -183,6 +192,7 @@ def format_report(report: dict[str, Any]) -> str:
     lines += workers.format_cases(report.get("workers", []))
     lines += workers.format_activation_cases(report.get("workers_activation", []))
     lines += bystander.format_case(report.get("bystander"))
+    lines += tsql_activation.format_case(report.get("tsql_activation"))
     load = report["load_average_1m"]
     lines.append(f"load average (1 min): {load['before']:.2f} before, {load['after']:.2f} "
                  "after")

@@ -9,24 +9,28 @@ register themselves with :func:`register` (for example the wire's frame decoder 
 
 The ``tsql`` target mutates valid Service Broker DDL (route, message type, contract, queue
 and service statements) and T-SQL programs (control flow, TRY ... CATCH, THROW, RAISERROR,
-procedures and EXEC, which are parsed only): it deletes, duplicates, swaps and truncates
+procedures, EXEC, dynamic SQL whose literal texts are parsed as their EXEC parses them,
+the SQL sqlglot translates, USE and the DATABASE statements; programs are parsed only): it
+deletes, duplicates, swaps and truncates
 pieces, and inserts characters T-SQL treats specially (quotes, brackets, comment markers,
 braces) as well as text that is not text at all (NUL, lone surrogates, a byte order mark).
-Every input is parsed; one in ``execute_every`` of the inputs that parse is also run in an in-memory
-instance, and a rejected batch must leave its catalog exactly as it was.
+Every input is parsed, and a refusal (``TsqlSyntaxError``) that does not say the line and
+column is counted a crash; one in ``execute_every`` of the inputs that parse is also run in
+an in-memory instance, and a rejected batch must leave its catalog exactly as it was.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pybroker.errors import BrokerError
+from pybroker.errors import BrokerError, TsqlSyntaxError
 
 
 class Hang(Exception):
@@ -219,6 +223,15 @@ PROGRAM_CORPUS = (
     "USE master;\nGO\nIF DB_ID(N'x') IS NOT NULL DROP DATABASE x;\nCREATE DATABASE x;\nGO\n"
     "ALTER DATABASE x SET TRUSTWORTHY ON; ALTER DATABASE CURRENT SET NEW_BROKER WITH "
     "ROLLBACK IMMEDIATE;\nUSE [x]; DROP DATABASE IF EXISTS y, z",
+    # dynamic SQL: the literal texts are parsed too, as their EXEC would parse them
+    "DECLARE @s NVARCHAR(MAX) = N'PRINT 1'; EXEC (@s); EXEC (N'SELECT ' + N'1');\n"
+    "EXECUTE (N'BEGIN TRY\n  THROW 50001, N''x'', 1\nEND TRY\nBEGIN CATCH\n  PRINT "
+    "ERROR_LINE()\nEND CATCH'); EXEC (N'IF @@TRANCOUNT = 0 PRINT ''none'' ELSE ROLLBACK')",
+    "DECLARE @o INT, @t NVARCHAR(10);\nEXEC sp_executesql N'SET @q = @p * 2; RETURN', "
+    "N'@p INT, @q INT OUTPUT', @p = 21, @q = @o OUTPUT;\nEXEC sys.sp_executesql @stmt = "
+    "N'SELECT @r = name FROM sys.services WHERE name = @a', @params = N'@a SYSNAME, "
+    "@r NVARCHAR(10) OUT', @a = N'S', @r = @t OUTPUT;\nEXEC sp_executesql N'EXEC (N''CREATE "
+    "PROCEDURE P @v INT = 1 AS PRINT @v'')'",
 )
 
 _SPECIAL = (
@@ -231,6 +244,7 @@ _SPECIAL = (
     "'tcp://x:1'", "'tcp://x'", "'tcp://x:0'", "SENT BY", "ANY", "ON", "OFF", "STATUS",
     "AUTHORIZATION", "dbo.", "SELECT", "EXEC", "@v", "#t", "$", "\u0130", "\u212a",
     "BEGIN TRY", "END TRY", "BEGIN CATCH", "END CATCH", "THROW", "PROC", "OUTPUT", "RETURN",
+    "EXEC (", "sp_executesql", "N'@p INT OUTPUT'", "''", "N''PRINT 1''", "WHILE", "IF", "ELSE",
 )
 
 
@@ -300,7 +314,14 @@ class _TsqlRunner:
             parse_batches,
         )
 
-        batches = parse_batches(text)  # the whole grammar, programs and procedures too
+        try:
+            batches = parse_batches(text)  # the whole grammar, programs and procedures too
+            for batch in batches:
+                _parse_dynamic_texts(batch.statements)
+        except TsqlSyntaxError as exc:
+            if not _PLACE.search(str(exc)):
+                raise AssertionError(f"a refusal without its line and column: {exc}") from None
+            raise
         if any(is_conversation_statement(s) for b in batches for s in b.statements):
             self.parsed += 1
             return  # a program: parsed only
@@ -316,6 +337,38 @@ class _TsqlRunner:
             if after != before:
                 raise AssertionError(f"a refused batch changed the catalog: {text!r}") from None
             raise
+
+
+_PLACE = re.compile(r"line [0-9]+, column [0-9]+")
+
+
+def _parse_dynamic_texts(statements: Sequence[Any]) -> None:
+    """Parse the literal texts of dynamic SQL (EXEC (N'...'), sp_executesql N'...', N'@p
+    ...'), as the EXEC parses them when it runs, nested ones too."""
+    from pybroker.core.tsql import control_flow, dynamic_sql
+    from pybroker.core.tsql.expressions import Literal
+    from pybroker.core.tsql.procedure_parser import CreateProcedure, Execute, ExecuteDynamic
+
+    found: list[Any] = []
+    for kind in (ExecuteDynamic, Execute, CreateProcedure):
+        found.extend(control_flow.declarations(statements, kind))
+    for s in found:
+        if isinstance(s, CreateProcedure):
+            _parse_dynamic_texts(s.body)
+            continue
+        declared: tuple[str, ...] = ()
+        if isinstance(s, ExecuteDynamic):
+            text = s.text
+        elif dynamic_sql.is_executesql(s) and s.arguments:
+            text = s.arguments[0].value
+            params = s.arguments[1].value if len(s.arguments) > 1 else None
+            if isinstance(params, Literal) and isinstance(params.value, str):
+                declared = dynamic_sql.declared_keys(
+                    dynamic_sql.parameter_list(params.value, s.token.where))
+        else:
+            continue
+        if isinstance(text, Literal) and isinstance(text.value, str):
+            _parse_dynamic_texts(dynamic_sql.parse(text.value, s.token.where, declared, False))
 
 
 def catalog_snapshot(database: Any) -> tuple[Any, ...]:

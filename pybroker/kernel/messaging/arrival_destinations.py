@@ -28,6 +28,10 @@ STATUS_ROUTE_TO_ITSELF = (
 STATUS_ROUTE_REQUESTED = (  # R2.4 in msdb's table: the sender's retry finds the route
     "The target instance has no route to the service yet: it asked its dynamic routing "
     "service for one (a route request); the message is sent again later.")
+STATUS_TARGET_BROKER_DISABLED = (  # ALTER DATABASE ... SET DISABLE_BROKER there
+    "The target database '{}' could not take the message: Service Broker is disabled in "
+    "it (ALTER DATABASE ... SET DISABLE_BROKER); the message is sent again until the "
+    "broker is enabled.")
 STATUS_NOT_PRINCIPAL = (  # R9.3: the sender asks the partner whether it is principal now
     "The target database is the mirror of a mirrored pair, not its principal: it takes no "
     "message; send to its partner.")

@@ -9,7 +9,10 @@ database that holds the broker identifier (R6); a duplicate is acknowledged agai
 queued (P3.2, P5.4); a fragment of a larger message is kept in message_fragments until the
 message is whole (P4.4); a whole message ahead of a missing one waits in the queue with
 status 2; an arrival for a queue that is OFF waits in the receiving database's transmission
-queue (P8). Only after the commit are the acknowledgements handed back to the wire (P5.2).
+queue (P8); an arrival for a database whose broker is disabled (DISABLE_BROKER) is refused
+with a notice that is not fatal, so it stays in the sender's transmission queue with the
+notice's text as its transmission_status and is sent again until ENABLE_BROKER. Only after
+the commit are the acknowledgements handed back to the wire (P5.2).
 A target that cannot take a message says why with a notice (never a silent drop) and
 records a broker event.
 
@@ -52,6 +55,7 @@ from pybroker.kernel.messaging.arrival_destinations import (
     STATUS_FORWARDING_OFF,
     STATUS_NOT_PRINCIPAL,
     STATUS_ROUTE_REQUESTED,
+    STATUS_TARGET_BROKER_DISABLED,
     AskRoute,
     Forward,
     Picked,
@@ -436,6 +440,10 @@ class Arrivals:
                              code=NOT_PRINCIPAL_CODE)
                 return
         catalog = m.catalog(database_id)
+        if not catalog.broker_enabled:  # it stays in the sender's transmission queue
+            self._refuse(arrival, replies, STATUS_TARGET_BROKER_DISABLED.format(catalog.name),
+                         fatal=False)
+            return
         if ep is None:
             ep = self.find(uow, f.conversation_id, not f.from_initiator, database_id)
         if ep is None:
