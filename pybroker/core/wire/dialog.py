@@ -43,6 +43,13 @@ DEFAULT_WINDOW = 32 * 2**20
 # little; a lost fragment holds back at most this many messages (status 2).
 WINDOW = 2048
 BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
+# the priority of a message whose database does not honour broker priorities (and SQL
+# Server's default level): conversations of this priority only take turns
+NEUTRAL_PRIORITY = 5
+
+
+def _by_priority(dialog: _Dialog) -> int:
+    return -dialog.priority
 
 
 def backoff(retry_count: int, retry_scale: float) -> float:
@@ -129,12 +136,15 @@ class _Message:
 class _Dialog:
     """The transmission object of one conversation direction (P7)."""
 
-    __slots__ = ("address", "handle", "head", "key", "last", "messages", "resend", "unsent")
+    __slots__ = ("address", "handle", "head", "key", "last", "messages", "priority", "resend",
+                 "unsent")
 
-    def __init__(self, key: tuple[str, bool], handle: str, address: str) -> None:
+    def __init__(self, key: tuple[str, bool], handle: str, address: str,
+                 priority: int = NEUTRAL_PRIORITY) -> None:
         self.key = key
         self.handle = handle
         self.address = address
+        self.priority = priority  # its messages' header priority (a conversation has one)
         self.messages: dict[int, _Message] = {}  # in sequence order
         self.last = -1  # the highest sequence submitted
         # sequences whose messages have fragments never sent, in order, from ``head``: the
@@ -160,6 +170,8 @@ class Transmitter:
         self._flight: dict[str, int] = {}  # next hop -> bytes sent, not acknowledged
         self._dialogs: dict[tuple[str, bool], _Dialog] = {}
         self._by_address: dict[str, deque[_Dialog]] = {}
+        # next hop -> how many of its dialogs have a priority other than NEUTRAL_PRIORITY
+        self._ranked: dict[str, int] = {}
         self._timers: list[tuple[float, int, tuple[str, bool], int, int]] = []
         self._tick = 0
         self.fragments_sent = 0
@@ -174,8 +186,8 @@ class Transmitter:
         key = (message.conversation_id, message.from_initiator)
         dialog = self._dialogs.get(key)
         if dialog is None:
-            dialog = self._dialogs[key] = _Dialog(key, handle, address)
-            self._by_address.setdefault(address, deque()).append(dialog)
+            dialog = self._dialogs[key] = _Dialog(key, handle, address, message.priority)
+            self._link(dialog)
         elif dialog.address != address:  # routed elsewhere since: later fragments go there
             self._readdress(dialog, address)
         seq = message.sequence
@@ -216,7 +228,7 @@ class Transmitter:
         dialog.address = address
         if moved:  # their acknowledgements now release them from the new next hop
             self._flight[address] = self._flight.get(address, 0) + moved
-        self._by_address.setdefault(address, deque()).append(dialog)
+        self._link(dialog)
 
     def on_ack(self, entry: AckEntry) -> list[Acknowledged]:
         """An acknowledgement arrived: forget what it covers; the messages now wholly
@@ -269,12 +281,23 @@ class Transmitter:
         del self._dialogs[dialog.key]
         self._unlink(dialog)
 
+    def _link(self, dialog: _Dialog) -> None:
+        self._by_address.setdefault(dialog.address, deque()).append(dialog)
+        if dialog.priority != NEUTRAL_PRIORITY:
+            self._ranked[dialog.address] = self._ranked.get(dialog.address, 0) + 1
+
     def _unlink(self, dialog: _Dialog) -> None:
         peers = self._by_address.get(dialog.address)
         if peers is not None:
             peers.remove(dialog)
             if not peers:  # a next hop is kept only while something goes to it (P7)
                 del self._by_address[dialog.address]
+            if dialog.priority != NEUTRAL_PRIORITY:
+                left = self._ranked[dialog.address] - 1
+                if left:
+                    self._ranked[dialog.address] = left
+                else:
+                    del self._ranked[dialog.address]
 
     # -- output --------------------------------------------------------------------------
 
@@ -301,17 +324,26 @@ class Transmitter:
 
     def next_fragment(self, address: str, now: float) -> MessageFragment | None:
         """The next fragment to send to ``address`` (unsigned; the connection signs it), or
-        None. Conversations take turns, one fragment each (P4.3); within one, fragments due
+        None. Conversations take turns, one fragment each (P4.3), except that where
+        conversations of a higher priority than others have a fragment to send, they go
+        first (HONOR_BROKER_PRIORITY: their header's priority); within one, fragments due
         again come first, then new ones in sequence order."""
         peers = self._by_address.get(address)
         if not peers:
             return None
         allow_new = self._flight.get(address, 0) < self.window
-        for _ in range(len(peers)):
-            dialog = peers[0]
-            peers.rotate(-1)
+        ranked = sorted(peers, key=_by_priority) if address in self._ranked else None
+        for turn in range(len(peers)):
+            if ranked is None:
+                dialog = peers[0]
+                peers.rotate(-1)
+            else:  # HONOR_BROKER_PRIORITY: the highest first, in turns among equals
+                dialog = ranked[turn]
             picked = self._pick(dialog, allow_new)
             if picked is not None:
+                if ranked is not None:
+                    peers.remove(dialog)
+                    peers.append(dialog)
                 msg, seq, frag, again = picked
                 h = msg.header
                 if again:
