@@ -86,7 +86,10 @@ class InstanceDatabases:
             if db.mirroring_role is not None:
                 db.set_mirroring(None)
             with db.kernel.write():  # every routing answer may change
-                for template in ("delete_database_priorities",
+                for template in ("delete_database_priorities", "delete_database_principals",
+                                 "delete_database_broker_permissions",
+                                 "delete_database_master_keys",
+                                 "delete_database_remote_service_bindings",
                                  "delete_database_contract_message_usages",
                                  "delete_database_contracts", "delete_database_message_types",
                                  "delete_database_routes", "delete_database"):
