@@ -559,12 +559,11 @@ class Arrivals:
                     catalog: Any) -> ConversationEndpoint:
         now = self._m.now()
         lifetime = datetime(1970, 1, 1) + timedelta(milliseconds=f.lifetime_ms)
+        level = endpoint_priority(catalog.priorities, f.contract, f.to_service, f.from_service)
         ep = ConversationEndpoint((
             new_handle(), catalog.database_id, f.conversation_id, str(uuid.uuid4()),
             False, f.to_service, f.contract, f.from_service, f.from_broker_instance, None,
-            None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None,
-            endpoint_priority(catalog.priorities, f.contract, f.to_service, f.from_service),
-            now, "",
+            None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None, level, now, "",
         ), persisted=False)
         self._m.endpoints[ep.conversation_handle] = ep
         self.remember(f.conversation_id, False, ep.conversation_handle)
