@@ -48,10 +48,6 @@ BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
 NEUTRAL_PRIORITY = 5
 
 
-def _by_priority(dialog: _Dialog) -> int:
-    return -dialog.priority
-
-
 def backoff(retry_count: int, retry_scale: float) -> float:
     return BACKOFF[min(retry_count, len(BACKOFF) - 1)] * retry_scale
 
@@ -170,8 +166,8 @@ class Transmitter:
         self._flight: dict[str, int] = {}  # next hop -> bytes sent, not acknowledged
         self._dialogs: dict[tuple[str, bool], _Dialog] = {}
         self._by_address: dict[str, deque[_Dialog]] = {}
-        # next hop -> how many of its dialogs have a priority other than NEUTRAL_PRIORITY
-        self._ranked: dict[str, int] = {}
+        # next hop -> priority -> its dialogs of that priority, in the order they take turns
+        self._levels: dict[str, dict[int, deque[_Dialog]]] = {}
         self._timers: list[tuple[float, int, tuple[str, bool], int, int]] = []
         self._tick = 0
         self.fragments_sent = 0
@@ -283,21 +279,21 @@ class Transmitter:
 
     def _link(self, dialog: _Dialog) -> None:
         self._by_address.setdefault(dialog.address, deque()).append(dialog)
-        if dialog.priority != NEUTRAL_PRIORITY:
-            self._ranked[dialog.address] = self._ranked.get(dialog.address, 0) + 1
+        self._levels.setdefault(dialog.address, {}).setdefault(
+            dialog.priority, deque()).append(dialog)
 
     def _unlink(self, dialog: _Dialog) -> None:
         peers = self._by_address.get(dialog.address)
         if peers is not None:
             peers.remove(dialog)
+            levels = self._levels[dialog.address]
+            level = levels[dialog.priority]
+            level.remove(dialog)
+            if not level:
+                del levels[dialog.priority]
             if not peers:  # a next hop is kept only while something goes to it (P7)
                 del self._by_address[dialog.address]
-            if dialog.priority != NEUTRAL_PRIORITY:
-                left = self._ranked[dialog.address] - 1
-                if left:
-                    self._ranked[dialog.address] = left
-                else:
-                    del self._ranked[dialog.address]
+                del self._levels[dialog.address]
 
     # -- output --------------------------------------------------------------------------
 
@@ -332,44 +328,49 @@ class Transmitter:
         if not peers:
             return None
         allow_new = self._flight.get(address, 0) < self.window
-        ranked = sorted(peers, key=_by_priority) if address in self._ranked else None
-        for turn in range(len(peers)):
-            if ranked is None:
-                dialog = peers[0]
-                peers.rotate(-1)
-            else:  # HONOR_BROKER_PRIORITY: the highest first, in turns among equals
-                dialog = ranked[turn]
-            picked = self._pick(dialog, allow_new)
-            if picked is not None:
-                if ranked is not None:
-                    peers.remove(dialog)
-                    peers.append(dialog)
-                msg, seq, frag, again = picked
-                h = msg.header
-                if again:
-                    if msg.retries is None:
-                        msg.retries = {}
-                    count = msg.retries[frag] = msg.retries.get(frag, 0) + 1
-                    self.fragments_resent += 1
-                    due = now + backoff(count, self.retry_scale)
-                else:
-                    due = now + BACKOFF[0] * self.retry_scale
-                    self._flight[address] = self._flight.get(address, 0) + max(
-                        1, -(-h.message_size // msg.count))
-                self.fragments_sent += 1
-                if msg.count == 1:  # set_due's own first case, inline: most messages
-                    msg.sent = due
-                else:
-                    msg.set_due(frag, due)
-                self._tick += 1
-                heapq.heappush(self._timers, (due, self._tick, dialog.key, seq, frag))
-                if msg.whole:
-                    return h
-                start = frag * self.fragment_size
-                body = msg.body if msg.count == 1 else memoryview(msg.body)[
-                    start:start + self.fragment_size]
-                return _fragment(h, frag, h.fragment_count, h.message_size, body)
+        levels = self._levels[address]
+        if len(levels) == 1:  # all alike (nothing honours priorities): plain turns
+            turns: Iterable[deque[_Dialog]] = (peers,)
+        else:  # HONOR_BROKER_PRIORITY: the highest first, in turns among equals
+            turns = [levels[p] for p in sorted(levels, reverse=True)]
+        for dialogs in turns:
+            for _ in range(len(dialogs)):
+                dialog = dialogs[0]
+                dialogs.rotate(-1)
+                picked = self._pick(dialog, allow_new)
+                if picked is not None:
+                    return self._sent(address, dialog, picked, now)
         return None
+
+    def _sent(self, address: str, dialog: _Dialog, picked: tuple[_Message, int, int, bool],
+              now: float) -> MessageFragment:
+        """The fragment ``picked`` of ``dialog`` goes now: its retry time armed, counted in
+        flight if new."""
+        msg, seq, frag, again = picked
+        h = msg.header
+        if again:
+            if msg.retries is None:
+                msg.retries = {}
+            count = msg.retries[frag] = msg.retries.get(frag, 0) + 1
+            self.fragments_resent += 1
+            due = now + backoff(count, self.retry_scale)
+        else:
+            due = now + BACKOFF[0] * self.retry_scale
+            self._flight[address] = self._flight.get(address, 0) + max(
+                1, -(-h.message_size // msg.count))
+        self.fragments_sent += 1
+        if msg.count == 1:  # set_due's own first case, inline: most messages
+            msg.sent = due
+        else:
+            msg.set_due(frag, due)
+        self._tick += 1
+        heapq.heappush(self._timers, (due, self._tick, dialog.key, seq, frag))
+        if msg.whole:
+            return h
+        start = frag * self.fragment_size
+        body = msg.body if msg.count == 1 else memoryview(msg.body)[
+            start:start + self.fragment_size]
+        return _fragment(h, frag, h.fragment_count, h.message_size, body)
 
     def _pick(self, dialog: _Dialog, allow_new: bool) -> tuple[_Message, int, int, bool] | None:
         resend = dialog.resend
