@@ -4,6 +4,7 @@ the highest-priority group first, and the transport sending the highest first.""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -282,3 +283,17 @@ def test_a_stopped_peer_gets_the_higher_priority_first_when_it_starts(tmp_path, 
     finally:
         shop_inst.close()
         stock_inst.close()
+
+
+def test_a_level_with_nothing_to_send_goes_first_again_once_it_has_something():
+    t = Transmitter()
+    hop = "tcp://peer:4022"
+    ids = [str(uuid.UUID(int=i + 1)) for i in range(3)]
+    for i, priority in enumerate([10, 1, 1]):
+        t.submit(f"h{i}", hop, fragment(ids[i], priority, str(i).encode()))
+    assert t.next_fragment(hop, 0.0).body == b"0"
+    assert t.next_fragment(hop, 0.0).body == b"1"  # priority 10 has nothing more: 1's turn
+    t.submit("h0", hop, dataclasses.replace(fragment(ids[0], 10, b"0+"), sequence=1))
+    assert t.next_fragment(hop, 0.0).body == b"0+"  # a new message at 10: first again
+    assert t.next_fragment(hop, 0.0).body == b"2"
+    assert t.next_fragment(hop, 0.0) is None

@@ -168,6 +168,13 @@ class Transmitter:
         self._by_address: dict[str, deque[_Dialog]] = {}
         # next hop -> priority -> its dialogs of that priority, in the order they take turns
         self._levels: dict[str, dict[int, deque[_Dialog]]] = {}
+        # Where priorities differ, the levels found with nothing to send, and when: (next
+        # hop, priority) -> (changes, allow_new) as of that scan. ``changes`` counts what
+        # may give a dialog something to send (a message, a resend due, an
+        # acknowledgement that opens the window, a dialog coming or going), so a level
+        # found idle is not scanned again until one happens.
+        self._idle: dict[tuple[str, int], tuple[int, bool]] = {}
+        self._changes = 0
         self._timers: list[tuple[float, int, tuple[str, bool], int, int]] = []
         self._tick = 0
         self.fragments_sent = 0
@@ -180,6 +187,7 @@ class Transmitter:
         hop ``address``. False if that message is already in flight (a restart loaded it
         again, say)."""
         key = (message.conversation_id, message.from_initiator)
+        self._changes += 1
         dialog = self._dialogs.get(key)
         if dialog is None:
             dialog = self._dialogs[key] = _Dialog(key, handle, address, message.priority)
@@ -260,6 +268,7 @@ class Transmitter:
         return done
 
     def _release(self, address: str, size: int) -> None:
+        self._changes += 1
         left = self._flight.get(address, 0) - size
         if left > 0:
             self._flight[address] = left
@@ -278,11 +287,13 @@ class Transmitter:
         self._unlink(dialog)
 
     def _link(self, dialog: _Dialog) -> None:
+        self._changes += 1
         self._by_address.setdefault(dialog.address, deque()).append(dialog)
         self._levels.setdefault(dialog.address, {}).setdefault(
             dialog.priority, deque()).append(dialog)
 
     def _unlink(self, dialog: _Dialog) -> None:
+        self._changes += 1
         peers = self._by_address.get(dialog.address)
         if peers is not None:
             peers.remove(dialog)
@@ -294,6 +305,9 @@ class Transmitter:
             if not peers:  # a next hop is kept only while something goes to it (P7)
                 del self._by_address[dialog.address]
                 del self._levels[dialog.address]
+                if self._idle:
+                    self._idle = {k: v for k, v in self._idle.items()
+                                  if k[0] != dialog.address}
 
     # -- output --------------------------------------------------------------------------
 
@@ -332,7 +346,7 @@ class Transmitter:
         if len(levels) == 1:  # all alike (nothing honours priorities): plain turns
             turns: Iterable[deque[_Dialog]] = (peers,)
         else:  # HONOR_BROKER_PRIORITY: the highest first, in turns among equals
-            turns = [levels[p] for p in sorted(levels, reverse=True)]
+            return self._next_by_priority(address, levels, allow_new, now)
         for dialogs in turns:
             for _ in range(len(dialogs)):
                 dialog = dialogs[0]
@@ -340,6 +354,22 @@ class Transmitter:
                 picked = self._pick(dialog, allow_new)
                 if picked is not None:
                     return self._sent(address, dialog, picked, now)
+        return None
+
+    def _next_by_priority(self, address: str, levels: dict[int, deque[_Dialog]],
+                          allow_new: bool, now: float) -> MessageFragment | None:
+        idle = self._idle
+        for level in sorted(levels, reverse=True):
+            if idle.get((address, level)) == (self._changes, allow_new):
+                continue  # found with nothing to send, and nothing changed since
+            dialogs = levels[level]
+            for _ in range(len(dialogs)):
+                dialog = dialogs[0]
+                dialogs.rotate(-1)
+                picked = self._pick(dialog, allow_new)
+                if picked is not None:
+                    return self._sent(address, dialog, picked, now)
+            idle[(address, level)] = (self._changes, allow_new)
         return None
 
     def _sent(self, address: str, dialog: _Dialog, picked: tuple[_Message, int, int, bool],
@@ -431,6 +461,7 @@ class Transmitter:
                 if dialog.resend is None:
                     dialog.resend = []
                 dialog.resend.append((seq, frag))
+                self._changes += 1
                 ready.add(dialog.address)
         return ready
 
@@ -507,6 +538,7 @@ class Transmitter:
         to ``address`` from its messages (L1) and queue again every fragment sent, not
         acknowledged, with no timer (L2). What was wrong, in words (empty: nothing)."""
         found: list[str] = []
+        self._changes += 1
         peers = self._by_address.get(address, ())
         actual = sum(m.in_flight() for d in peers for m in d.messages.values())
         counted = self._flight.get(address, 0)
