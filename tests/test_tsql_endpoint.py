@@ -79,7 +79,7 @@ def master_parse(text: str) -> list:
                              ("message_forward_size", 5)))),
         ("DROP ENDPOINT e", DropEndpoint("e")),
         ("CREATE CERTIFICATE Peer AUTHORIZATION PeerUser FROM FILE = N'c:\\certs\\peer.cer'",
-         CreateCertificateFromFile("Peer", "c:\\certs\\peer.cer")),
+         CreateCertificateFromFile("Peer", "c:\\certs\\peer.cer", "PeerUser")),
         ("CREATE CERTIFICATE Me WITH SUBJECT = 'Shop''s endpoint'",
          CreateCertificateWithSubject("Me", "Shop's endpoint")),
         ("DROP CERTIFICATE Peer", DropCertificate("Peer")),
@@ -155,7 +155,6 @@ TCP = "AS TCP (LISTENER_PORT = 4022)"
         ("CREATE CERTIFICATE c FROM BINARY = 0x30", "FROM BINARY"),
         ("CREATE CERTIFICATE c ENCRYPTION BY PASSWORD = 'p' WITH SUBJECT = 's'",
          "ENCRYPTION BY PASSWORD"),
-        ("CREATE CERTIFICATE c WITH SUBJECT = 's', EXPIRY_DATE = '20300101'", "EXPIRY_DATE"),
         ("CREATE CERTIFICATE c WITH SUBJECT = 's' ACTIVE FOR BEGIN_DIALOG = ON",
          "ACTIVE FOR BEGIN_DIALOG"),
     ],
@@ -309,8 +308,11 @@ def test_P2_two_instances_admit_each_other_in_tsql_and_talk(tmp_path):
             a.certificate).subject  # made with the subject given
         b_pem = write_pem(b, tmp_path / "b.pem")
         a_der = write_der(a, tmp_path / "a.cer")
-        a_master.execute(f"CREATE CERTIFICATE StockCert AUTHORIZATION StockUser FROM FILE = "
-                         f"'{b_pem}';\n" + BROKER_ENDPOINT.format(cert="ShopCert"))
+        a_master.execute(  # owned by a user whose login may connect, as in SQL Server
+            "CREATE LOGIN StockLogin WITH PASSWORD = 'p'; CREATE USER StockUser FOR LOGIN "
+            f"StockLogin; CREATE CERTIFICATE StockCert AUTHORIZATION StockUser FROM FILE = "
+            f"'{b_pem}';\n" + BROKER_ENDPOINT.format(cert="ShopCert")
+            + "; GRANT CONNECT ON ENDPOINT::BrokerEndpoint TO StockLogin")
         b_master.execute(f"CREATE CERTIFICATE ShopCert FROM FILE = '{a_der}'\n"
                          "CREATE ENDPOINT StockEndpoint STATE = STARTED AS TCP "
                          "(LISTENER_PORT = 0) FOR SERVICE_BROKER (ENCRYPTION = REQUIRED)")

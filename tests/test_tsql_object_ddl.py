@@ -255,8 +255,6 @@ def test_a_service_named_like_a_keyword_phrase_is_still_a_service():
          "CONTRACT"),
         ("CREATE EVENT NOTIFICATION n ON QUEUE q FOR QUEUE_ACTIVATION TO SERVICE 's', 'x'",
          "CREATE EVENT NOTIFICATION at line 1, column 1 is not supported"),
-        ("CREATE REMOTE SERVICE BINDING b TO SERVICE 's' WITH USER = u",
-         "CREATE REMOTE SERVICE BINDING at line 1, column 1 is not supported"),
         ("DROP QUEUE q;\n CREATE SYMMETRIC KEY k",
          "CREATE SYMMETRIC at line 2, column 2 is not supported"),
         ("ALTER SERVICE MASTER KEY REGENERATE",

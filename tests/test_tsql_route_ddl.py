@@ -119,7 +119,8 @@ def test_a_missing_lifetime_value_is_a_syntax_error():
     ("text", "message"),
     [
         ("", "no statement: expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, "
-         "QUEUE, SERVICE, BROKER PRIORITY or DATABASE but found the end of the batch at line 1, "
+         "QUEUE, SERVICE, BROKER PRIORITY, DATABASE, MASTER KEY, USER or REMOTE SERVICE BINDING "
+         "but found the end of the batch at line 1, "
          "column 1"),
         ("  -- only a comment\n /* and this */", "no statement"),
         (" ;\n;", "no statement"),
@@ -202,11 +203,14 @@ def test_R10_AUTHORIZATION_is_refused_because_routes_have_no_owners():
          "column 14"),
         ("DROP ROUTE dbo.r", "but found '.' at line 1, column 15"),
         ("CREATE", "expected the kind of object to CREATE (ROUTE, MESSAGE TYPE, CONTRACT, QUEUE, "
-         "SERVICE, BROKER PRIORITY, DATABASE) but found the end of the batch"),
+         "SERVICE, BROKER PRIORITY, DATABASE, MASTER KEY, USER, REMOTE SERVICE BINDING) but "
+         "found the end of the batch"),
         ("foo bar", "expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, QUEUE, "
-         "SERVICE, BROKER PRIORITY or DATABASE but found 'foo' at line 1"),
+         "SERVICE, BROKER PRIORITY, DATABASE, MASTER KEY, USER or REMOTE SERVICE BINDING but "
+         "found 'foo' at line 1"),
         ("'x'", "expected CREATE, ALTER or DROP of a ROUTE, MESSAGE TYPE, CONTRACT, QUEUE, "
-         "SERVICE, BROKER PRIORITY or DATABASE but found the string 'x'"),
+         "SERVICE, BROKER PRIORITY, DATABASE, MASTER KEY, USER or REMOTE SERVICE BINDING but "
+         "found the string 'x'"),
         ("CREATE ROUTE r WITH\n  ADDRESS = 'tcp://a:1",
          "unterminated string starting at line 2, column 13: expected a closing '"),
         ("DROP ROUTE [r", "unterminated quoted identifier starting at line 1, column 12: "

@@ -17,10 +17,13 @@ ALTER DATABASE ... SET, as SQL Server's does to the database's broker:
 - ERROR_BROKER_CONVERSATIONS ends every conversation of the database not yet ended with an
   error (SQL Server's: "the database was attached or restored"), which the far side
   receives as an Error message.
-- TRUSTWORTHY and HONOR_BROKER_PRIORITY are kept and shown in sys.databases
-  (``is_trustworthy_on``, ``is_honor_broker_priority_on``); there are no principals, and
-  broker priorities are kept (sys.conversation_priorities) but order nothing yet, so
-  neither changes more.
+- TRUSTWORTHY is kept and shown in sys.databases (``is_trustworthy_on``); principals are
+  kept but no statement runs as one, so it changes nothing more.
+- HONOR_BROKER_PRIORITY is kept (``is_honor_broker_priority_on``) and read by messaging
+  with the catalog: ON, RECEIVE takes the group of the highest priority first and the
+  transport sends the higher priorities first (pybroker.kernel.messaging.receive,
+  pybroker.core.wire.dialog.Transmitter); the priorities themselves are matched whether it
+  is ON or not, when each endpoint is made (pybroker.core.conversation.priorities).
 """
 
 from __future__ import annotations
@@ -88,7 +91,10 @@ class InstanceDatabases:
             if db.mirroring_role is not None:
                 db.set_mirroring(None)
             with db.kernel.write():  # every routing answer may change
-                for template in ("delete_database_priorities",
+                for template in ("delete_database_priorities", "delete_database_principals",
+                                 "delete_database_broker_permissions",
+                                 "delete_database_master_keys",
+                                 "delete_database_remote_service_bindings",
                                  "delete_database_contract_message_usages",
                                  "delete_database_contracts", "delete_database_message_types",
                                  "delete_database_routes", "delete_database"):

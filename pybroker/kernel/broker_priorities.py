@@ -1,7 +1,9 @@
 """Broker priorities, a service composed on the kernel: what CREATE/ALTER/DROP BROKER
 PRIORITY of a T-SQL batch keep per database (migration 022, sys.conversation_priorities).
-Names compare without regard to case, as under SQL Server's default collation. They are kept
-and shown; pybroker's RECEIVE and transmission order does not read them (docs/tsql.md)."""
+Names compare without regard to case, as under SQL Server's default collation. A new
+conversation endpoint takes the level of the most specific one that matches it (messaging's
+catalog holds them: pybroker.core.conversation.priorities); with HONOR_BROKER_PRIORITY ON
+its database receives and sends by that level (docs/tsql.md)."""
 
 from __future__ import annotations
 

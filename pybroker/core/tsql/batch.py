@@ -22,12 +22,18 @@ from pybroker.core.tsql.lexer import Token, tokenize
 from pybroker.core.tsql.object_ddl import ObjectStatement
 from pybroker.core.tsql.object_parser import OBJECT_REFUSALS, OBJECT_STATEMENTS
 from pybroker.core.tsql.parser import Parser
+from pybroker.core.tsql.principal_ddl import (
+    MASTER_PRINCIPAL_READERS,
+    MASTER_PRINCIPAL_REFUSALS,
+    PRINCIPAL_STATEMENTS,
+    PrincipalStatement,
+)
 from pybroker.core.tsql.priority_ddl import PRIORITY_STATEMENTS, PriorityStatement
 from pybroker.core.tsql.route_ddl import ROUTE_STATEMENTS, RouteStatement
 from pybroker.errors import TsqlSyntaxError
 
 Statement = (RouteStatement | ObjectStatement | EndpointStatement | DatabaseStatement
-             | PriorityStatement)
+             | PriorityStatement | PrincipalStatement)
 
 # Route statements first: their order is the order messages list what execute() runs.
 _STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
@@ -38,11 +44,14 @@ _STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = 
 _OTHER_STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
     **_STATEMENTS,
     **OTHER_DATABASE_STATEMENTS,
+    **PRINCIPAL_STATEMENTS,
 }
 _MASTER_STATEMENTS: dict[tuple[str, str], Callable[[Parser[Any], Token], Statement]] = {
     **_STATEMENTS,
     **ENDPOINT_STATEMENTS,
     **DATABASE_STATEMENTS,
+    **PRINCIPAL_STATEMENTS,
+    **MASTER_PRINCIPAL_READERS,
 }
 
 
@@ -79,4 +88,5 @@ def ddl_grammar(master: bool) -> tuple[
     switches between them, Parser.use_grammar)."""
     if master:
         return _MASTER_STATEMENTS, OBJECT_REFUSALS
-    return _OTHER_STATEMENTS, {**OBJECT_REFUSALS, **MASTER_ONLY_REFUSALS}
+    return _OTHER_STATEMENTS, {**OBJECT_REFUSALS, **MASTER_ONLY_REFUSALS,
+                               **MASTER_PRINCIPAL_REFUSALS}

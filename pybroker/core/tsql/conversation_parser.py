@@ -391,7 +391,7 @@ class _Reader:
         if starts_ordinary_sql(p):  # translated by sqlglot (pybroker.core.tsql.ordinary_sql)
             return read_statement(p, self.declared, self.source)
         if not t.is_word(*_VERBS):
-            if t.is_word("GO", *p.verbs):
+            if t.is_word("GO", *p.statement_verbs):
                 return p.statement()  # DDL, or GO refused with its own reason
             if t.kind == "word" and p.starts_statement():
                 raise UnsupportedStatementError(

@@ -11,6 +11,7 @@ It understands exactly
     DROP ENDPOINT name
     CREATE CERTIFICATE name [AUTHORIZATION user] FROM FILE = 'path'
     CREATE CERTIFICATE name [AUTHORIZATION user] WITH SUBJECT = 'subject'
+        [, START_DATE = 'date'] [, EXPIRY_DATE = 'date']
     DROP CERTIFICATE name
 
 where a Service Broker option is AUTHENTICATION = CERTIFICATE name, ENCRYPTION = REQUIRED
@@ -31,8 +32,11 @@ naming the option):
 - MESSAGE_FORWARDING and MESSAGE_FORWARD_SIZE set the instance's forwarding (R7.3,
   ``Instance.forwarding`` and ``forwarding_size_mb``); left out, the setting stays as it is.
 - CREATE CERTIFICATE refuses a private key (WITH PRIVATE KEY), a password (ENCRYPTION BY
-  PASSWORD), START_DATE / EXPIRY_DATE, ACTIVE FOR BEGIN_DIALOG and FROM BINARY, ASSEMBLY
-  or EXECUTABLE FILE. AUTHORIZATION is read and ignored, as in the object DDL.
+  PASSWORD), ACTIVE FOR BEGIN_DIALOG and FROM BINARY, ASSEMBLY or EXECUTABLE FILE. With
+  FROM FILE, AUTHORIZATION names the user of master who owns the peer's certificate (it
+  then admits the peer only through that user's login: pybroker/docs/tsql.md); with
+  SUBJECT it is read and ignored. START_DATE and EXPIRY_DATE (UTC) are the validity of
+  this instance's endpoint certificate when this statement makes it.
 
 What the statements mean when they run (pybroker.kernel.broker_endpoint.ddl):
 - The endpoint is the instance's one Service Broker endpoint (a second CREATE ENDPOINT is
@@ -45,8 +49,9 @@ What the statements mean when they run (pybroker.kernel.broker_endpoint.ddl):
   CERTIFICATE writes it) admits a peer, as ``Instance.trust()``; DROP CERTIFICATE stops
   admitting it. WITH SUBJECT names this instance's own certificate: made now if it does not
   exist yet, otherwise kept as it is, since peers may trust it.
-- CREATE LOGIN, CREATE USER, GRANT CONNECT ON ENDPOINT and the like are unsupported
-  statements: trusting a certificate is what admits a peer.
+- CREATE LOGIN, CREATE USER, GRANT CONNECT ON ENDPOINT and BACKUP CERTIFICATE are
+  pybroker.core.tsql.principal_ddl's: a peer's certificate bound to a login admits the peer
+  while that login holds CONNECT on the endpoint.
 - A batch that holds these statements is all or nothing like any other (a port that cannot
   be bound rolls the whole batch back), and is refused inside ``Database.transaction()``,
   whose rollback could not undo a listener.
@@ -69,6 +74,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import Any, Literal, cast
 
@@ -126,11 +132,13 @@ class DropEndpoint:
 
 @dataclass(frozen=True, slots=True)
 class CreateCertificateFromFile:
-    """CREATE CERTIFICATE name FROM FILE = 'path': admit the peer whose endpoint certificate
-    is in the file (PEM or DER), as ``Instance.trust(name, pem)``."""
+    """CREATE CERTIFICATE name [AUTHORIZATION user] FROM FILE = 'path': the peer's endpoint
+    certificate (PEM or DER). Without an owner it admits the peer, as ``Instance.trust(name,
+    pem)``; owned by ``owner`` (a user of master), through that user's login only."""
 
     name: str
     path: str
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +148,8 @@ class CreateCertificateWithSubject:
 
     name: str
     subject: str
+    start_date: datetime | None = None  # None: the day before it is made
+    expiry_date: datetime | None = None  # None: ten years after it is made
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,7 +384,10 @@ def _create_certificate(
     p: Parser[Any], verb: Token
 ) -> CreateCertificateFromFile | CreateCertificateWithSubject:
     name = p.name("a certificate name")
-    _authorization(p)
+    owner = None
+    if p.token.is_word("AUTHORIZATION"):
+        p.advance()
+        owner = p.name("a user name after AUTHORIZATION")
     t = p.token
     if t.is_word("FROM"):
         p.advance()
@@ -389,7 +402,7 @@ def _create_certificate(
             raise _refuse("WITH PRIVATE KEY", p.token, "a certificate created FROM FILE "
                           "admits a peer, whose private key stays with the peer")
         _refuse_active_for(p)
-        return CreateCertificateFromFile(name, path)
+        return CreateCertificateFromFile(name, path, owner)
     if t.is_word("ENCRYPTION"):
         raise _refuse("ENCRYPTION BY PASSWORD", t, "pybroker keeps the endpoint "
                       "certificate's private key in the instance file; remove the clause")
@@ -397,14 +410,44 @@ def _create_certificate(
     p.keyword("SUBJECT", "SUBJECT after WITH")
     p.require("=", "'=' after SUBJECT")
     subject = _string(p, "the certificate's subject as a string, such as 'Shop endpoint',")
-    if p.accept(","):
+    dates: dict[str, datetime] = {}
+    seen: dict[str, Token] = {}
+    while p.accept(","):
         option = p.token
-        if option.is_word("START_DATE", "EXPIRY_DATE"):
-            raise _refuse(option.text.upper(), option, "pybroker's endpoint certificate is "
-                          "valid from the day before it is made for ten years")
-        raise p.expected("';' or the next statement")
+        if not option.is_word("START_DATE", "EXPIRY_DATE"):
+            raise p.expected("START_DATE or EXPIRY_DATE after ','")
+        key = option.text.upper()
+        p.once(key, option, seen, "certificate date")
+        p.advance()
+        p.require("=", f"'=' after {key}")
+        dates[key.lower()] = _date(p, key)
+    start, expiry = dates.get("start_date"), dates.get("expiry_date")
+    if start is not None and expiry is not None and expiry <= start:
+        raise TsqlSyntaxError(f"EXPIRY_DATE at {seen['EXPIRY_DATE'].where} is not after "
+                              f"START_DATE ({start:%Y-%m-%d %H:%M:%S})")
     _refuse_active_for(p)
-    return CreateCertificateWithSubject(name, subject)
+    return CreateCertificateWithSubject(name, subject, start, expiry)
+
+
+# the forms of a date SQL Server's CREATE CERTIFICATE takes that scripts write
+_DATE_FORMATS = ("%Y-%m-%d", "%Y%m%d", "%m/%d/%Y", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S",
+                 "%Y%m%d %H:%M:%S", "%m/%d/%Y %H:%M:%S")
+
+
+def _date(p: Parser[Any], key: str) -> datetime:
+    """A date as a string: 'yyyy-mm-dd', 'yyyymmdd' or 'mm/dd/yyyy', with a time
+    'hh:mm:ss' or without (midnight), in UTC."""
+    t = p.token
+    if t.kind == "string":
+        for form in _DATE_FORMATS:
+            try:
+                when = datetime.strptime(t.text.strip(), form)
+            except ValueError:
+                continue
+            p.advance()
+            return when
+    raise p.expected(f"a date such as '2035-12-31' (or '20351231', '12/31/2035') after "
+                     f"{key} =")
 
 
 def _refuse_active_for(p: Parser[Any]) -> None:

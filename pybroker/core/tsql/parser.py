@@ -209,8 +209,18 @@ class Parser(Generic[S]):
             f"{verbs} {_listed(kinds, 'and')}" for verbs, kinds in groups.items()
         )
 
+    @property
+    def statement_verbs(self) -> tuple[str, ...]:
+        """The verbs of the statements read here, or refused here with a reason of their
+        own (BACKUP CERTIFICATE outside master)."""
+        return (*self.verbs, *(v for v, _ in self.refusals))
+
     def statement_kinds(self) -> str:
-        return f"{_listed(self.verbs, 'or')} of a {_listed(self.kinds, 'or')}"
+        """CREATE, ALTER or DROP of the kinds they take (GRANT and BACKUP, which take a
+        few, are named by ``supported``)."""
+        verbs = [v for v in self.verbs if v in _VERBS]
+        kinds = [k for k in self.kinds if any((v, k) in self.statements for v in verbs)]
+        return f"{_listed(verbs, 'or')} of a {_listed(kinds, 'or')}"
 
     def batch(self) -> list[S]:
         statements: list[S] = []
@@ -239,11 +249,12 @@ class Parser(Generic[S]):
                 "(sqlcmd, SSMS), not T-SQL; expected ';' or the next statement. Pass each batch "
                 "on its own"
             )
-        if verb.is_word(*_OTHER_STATEMENT_WORDS):
+        if verb.is_word(*_OTHER_STATEMENT_WORDS) and not verb.is_word(
+                *self.statement_verbs):  # GRANT and BACKUP: of some kinds
             raise UnsupportedStatementError(
                 f"{verb.text.upper()} at {verb.where} is not supported: {self.supported()}"
             )
-        if not verb.is_word(*self.verbs):
+        if not verb.is_word(*self.statement_verbs):
             raise self.expected(self.statement_kinds())
         self.advance()
         key = (verb.text.upper(), self.kind(verb.text.upper()))

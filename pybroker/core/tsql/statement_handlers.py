@@ -17,6 +17,7 @@ from typing import Any, Protocol, get_args
 from pybroker.core.tsql import object_ddl as ddl
 from pybroker.core.tsql.database_ddl import AlterDatabasePartner
 from pybroker.core.tsql.endpoint_ddl import EndpointStatement
+from pybroker.core.tsql.principal_ddl import PrincipalStatement
 from pybroker.core.tsql.priority_ddl import PriorityStatement
 from pybroker.core.tsql.route_ddl import AlterRoute, CreateRoute, DropRoute
 from pybroker.errors import BrokerError
@@ -181,8 +182,10 @@ HANDLERS: dict[type, Handler] = {
     **dict.fromkeys(get_args(PriorityStatement), lambda db, s: db.run_broker_priority(s)),
 }  # fmt: skip
 
-# The statements of the whole instance (P2): the broker endpoint and its certificates.
-SERVER_STATEMENTS: tuple[type, ...] = get_args(EndpointStatement)
+# The statements of the whole instance (P2): the broker endpoint and its certificates, and
+# the principals and permissions around them (run by the same ServerBatch).
+SERVER_STATEMENTS: tuple[type, ...] = (*get_args(EndpointStatement),
+                                       *get_args(PrincipalStatement))
 
 
 class StatementRunner:

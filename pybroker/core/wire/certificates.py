@@ -42,8 +42,11 @@ class CertificateInfo:
     not_after: datetime
 
 
-def make_certificate(common_name: str, now: datetime) -> tuple[str, str]:
-    """A new self-signed endpoint certificate and its private key, both PEM."""
+def make_certificate(common_name: str, now: datetime, *, not_before: datetime | None = None,
+                     not_after: datetime | None = None) -> tuple[str, str]:
+    """A new self-signed endpoint certificate and its private key, both PEM: valid from
+    ``not_before`` (default: a day before ``now``) to ``not_after`` (default: ten years
+    after ``now``), naive UTC."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -57,8 +60,9 @@ def make_certificate(common_name: str, now: datetime) -> tuple[str, str]:
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=CERTIFICATE_DAYS))
+        .not_valid_before(now - timedelta(days=1) if not_before is None else not_before)
+        .not_valid_after(now + timedelta(days=CERTIFICATE_DAYS) if not_after is None
+                         else not_after)
         # a self-signed certificate that peers load as their trust anchor
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(x509.KeyUsage(
@@ -111,6 +115,13 @@ def pem_of_file(data: bytes) -> str:
         raise WireError("not a certificate: expected PEM text (-----BEGIN CERTIFICATE-----) "
                         "or DER bytes") from None
     return cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+
+
+def der_of_pem(pem: str) -> bytes:
+    """A PEM certificate as DER bytes (what BACKUP CERTIFICATE writes)."""
+    from cryptography.hazmat.primitives import serialization
+
+    return _load(pem).public_bytes(serialization.Encoding.DER)
 
 
 def certificate_info(pem: str | bytes) -> CertificateInfo:

@@ -43,6 +43,9 @@ DEFAULT_WINDOW = 32 * 2**20
 # little; a lost fragment holds back at most this many messages (status 2).
 WINDOW = 2048
 BACKOFF = (4.0, 8.0, 16.0, 32.0, 64.0)  # C5, seconds before scaling
+# the priority of a message whose database does not honour broker priorities (and SQL
+# Server's default level): conversations of this priority only take turns
+NEUTRAL_PRIORITY = 5
 
 
 def backoff(retry_count: int, retry_scale: float) -> float:
@@ -129,12 +132,15 @@ class _Message:
 class _Dialog:
     """The transmission object of one conversation direction (P7)."""
 
-    __slots__ = ("address", "handle", "head", "key", "last", "messages", "resend", "unsent")
+    __slots__ = ("address", "handle", "head", "key", "last", "messages", "priority", "resend",
+                 "unsent")
 
-    def __init__(self, key: tuple[str, bool], handle: str, address: str) -> None:
+    def __init__(self, key: tuple[str, bool], handle: str, address: str,
+                 priority: int = NEUTRAL_PRIORITY) -> None:
         self.key = key
         self.handle = handle
         self.address = address
+        self.priority = priority  # its messages' header priority (a conversation has one)
         self.messages: dict[int, _Message] = {}  # in sequence order
         self.last = -1  # the highest sequence submitted
         # sequences whose messages have fragments never sent, in order, from ``head``: the
@@ -160,6 +166,15 @@ class Transmitter:
         self._flight: dict[str, int] = {}  # next hop -> bytes sent, not acknowledged
         self._dialogs: dict[tuple[str, bool], _Dialog] = {}
         self._by_address: dict[str, deque[_Dialog]] = {}
+        # next hop -> priority -> its dialogs of that priority, in the order they take turns
+        self._levels: dict[str, dict[int, deque[_Dialog]]] = {}
+        # Where priorities differ, the levels found with nothing to send, and when: (next
+        # hop, priority) -> (changes, allow_new) as of that scan. ``changes`` counts what
+        # may give a dialog something to send (a message, a resend due, an
+        # acknowledgement that opens the window, a dialog coming or going), so a level
+        # found idle is not scanned again until one happens.
+        self._idle: dict[tuple[str, int], tuple[int, bool]] = {}
+        self._changes = 0
         self._timers: list[tuple[float, int, tuple[str, bool], int, int]] = []
         self._tick = 0
         self.fragments_sent = 0
@@ -172,10 +187,11 @@ class Transmitter:
         hop ``address``. False if that message is already in flight (a restart loaded it
         again, say)."""
         key = (message.conversation_id, message.from_initiator)
+        self._changes += 1
         dialog = self._dialogs.get(key)
         if dialog is None:
-            dialog = self._dialogs[key] = _Dialog(key, handle, address)
-            self._by_address.setdefault(address, deque()).append(dialog)
+            dialog = self._dialogs[key] = _Dialog(key, handle, address, message.priority)
+            self._link(dialog)
         elif dialog.address != address:  # routed elsewhere since: later fragments go there
             self._readdress(dialog, address)
         seq = message.sequence
@@ -216,7 +232,7 @@ class Transmitter:
         dialog.address = address
         if moved:  # their acknowledgements now release them from the new next hop
             self._flight[address] = self._flight.get(address, 0) + moved
-        self._by_address.setdefault(address, deque()).append(dialog)
+        self._link(dialog)
 
     def on_ack(self, entry: AckEntry) -> list[Acknowledged]:
         """An acknowledgement arrived: forget what it covers; the messages now wholly
@@ -252,6 +268,7 @@ class Transmitter:
         return done
 
     def _release(self, address: str, size: int) -> None:
+        self._changes += 1
         left = self._flight.get(address, 0) - size
         if left > 0:
             self._flight[address] = left
@@ -269,12 +286,28 @@ class Transmitter:
         del self._dialogs[dialog.key]
         self._unlink(dialog)
 
+    def _link(self, dialog: _Dialog) -> None:
+        self._changes += 1
+        self._by_address.setdefault(dialog.address, deque()).append(dialog)
+        self._levels.setdefault(dialog.address, {}).setdefault(
+            dialog.priority, deque()).append(dialog)
+
     def _unlink(self, dialog: _Dialog) -> None:
+        self._changes += 1
         peers = self._by_address.get(dialog.address)
         if peers is not None:
             peers.remove(dialog)
+            levels = self._levels[dialog.address]
+            level = levels[dialog.priority]
+            level.remove(dialog)
+            if not level:
+                del levels[dialog.priority]
             if not peers:  # a next hop is kept only while something goes to it (P7)
                 del self._by_address[dialog.address]
+                del self._levels[dialog.address]
+                if self._idle:
+                    self._idle = {k: v for k, v in self._idle.items()
+                                  if k[0] != dialog.address}
 
     # -- output --------------------------------------------------------------------------
 
@@ -301,43 +334,73 @@ class Transmitter:
 
     def next_fragment(self, address: str, now: float) -> MessageFragment | None:
         """The next fragment to send to ``address`` (unsigned; the connection signs it), or
-        None. Conversations take turns, one fragment each (P4.3); within one, fragments due
+        None. Conversations take turns, one fragment each (P4.3), except that where
+        conversations of a higher priority than others have a fragment to send, they go
+        first (HONOR_BROKER_PRIORITY: their header's priority); within one, fragments due
         again come first, then new ones in sequence order."""
         peers = self._by_address.get(address)
         if not peers:
             return None
         allow_new = self._flight.get(address, 0) < self.window
-        for _ in range(len(peers)):
-            dialog = peers[0]
-            peers.rotate(-1)
-            picked = self._pick(dialog, allow_new)
-            if picked is not None:
-                msg, seq, frag, again = picked
-                h = msg.header
-                if again:
-                    if msg.retries is None:
-                        msg.retries = {}
-                    count = msg.retries[frag] = msg.retries.get(frag, 0) + 1
-                    self.fragments_resent += 1
-                    due = now + backoff(count, self.retry_scale)
-                else:
-                    due = now + BACKOFF[0] * self.retry_scale
-                    self._flight[address] = self._flight.get(address, 0) + max(
-                        1, -(-h.message_size // msg.count))
-                self.fragments_sent += 1
-                if msg.count == 1:  # set_due's own first case, inline: most messages
-                    msg.sent = due
-                else:
-                    msg.set_due(frag, due)
-                self._tick += 1
-                heapq.heappush(self._timers, (due, self._tick, dialog.key, seq, frag))
-                if msg.whole:
-                    return h
-                start = frag * self.fragment_size
-                body = msg.body if msg.count == 1 else memoryview(msg.body)[
-                    start:start + self.fragment_size]
-                return _fragment(h, frag, h.fragment_count, h.message_size, body)
+        levels = self._levels[address]
+        if len(levels) == 1:  # all alike (nothing honours priorities): plain turns
+            turns: Iterable[deque[_Dialog]] = (peers,)
+        else:  # HONOR_BROKER_PRIORITY: the highest first, in turns among equals
+            return self._next_by_priority(address, levels, allow_new, now)
+        for dialogs in turns:
+            for _ in range(len(dialogs)):
+                dialog = dialogs[0]
+                dialogs.rotate(-1)
+                picked = self._pick(dialog, allow_new)
+                if picked is not None:
+                    return self._sent(address, dialog, picked, now)
         return None
+
+    def _next_by_priority(self, address: str, levels: dict[int, deque[_Dialog]],
+                          allow_new: bool, now: float) -> MessageFragment | None:
+        idle = self._idle
+        for level in sorted(levels, reverse=True):
+            if idle.get((address, level)) == (self._changes, allow_new):
+                continue  # found with nothing to send, and nothing changed since
+            dialogs = levels[level]
+            for _ in range(len(dialogs)):
+                dialog = dialogs[0]
+                dialogs.rotate(-1)
+                picked = self._pick(dialog, allow_new)
+                if picked is not None:
+                    return self._sent(address, dialog, picked, now)
+            idle[(address, level)] = (self._changes, allow_new)
+        return None
+
+    def _sent(self, address: str, dialog: _Dialog, picked: tuple[_Message, int, int, bool],
+              now: float) -> MessageFragment:
+        """The fragment ``picked`` of ``dialog`` goes now: its retry time armed, counted in
+        flight if new."""
+        msg, seq, frag, again = picked
+        h = msg.header
+        if again:
+            if msg.retries is None:
+                msg.retries = {}
+            count = msg.retries[frag] = msg.retries.get(frag, 0) + 1
+            self.fragments_resent += 1
+            due = now + backoff(count, self.retry_scale)
+        else:
+            due = now + BACKOFF[0] * self.retry_scale
+            self._flight[address] = self._flight.get(address, 0) + max(
+                1, -(-h.message_size // msg.count))
+        self.fragments_sent += 1
+        if msg.count == 1:  # set_due's own first case, inline: most messages
+            msg.sent = due
+        else:
+            msg.set_due(frag, due)
+        self._tick += 1
+        heapq.heappush(self._timers, (due, self._tick, dialog.key, seq, frag))
+        if msg.whole:
+            return h
+        start = frag * self.fragment_size
+        body = msg.body if msg.count == 1 else memoryview(msg.body)[
+            start:start + self.fragment_size]
+        return _fragment(h, frag, h.fragment_count, h.message_size, body)
 
     def _pick(self, dialog: _Dialog, allow_new: bool) -> tuple[_Message, int, int, bool] | None:
         resend = dialog.resend
@@ -398,6 +461,7 @@ class Transmitter:
                 if dialog.resend is None:
                     dialog.resend = []
                 dialog.resend.append((seq, frag))
+                self._changes += 1
                 ready.add(dialog.address)
         return ready
 
@@ -474,6 +538,7 @@ class Transmitter:
         to ``address`` from its messages (L1) and queue again every fragment sent, not
         acknowledged, with no timer (L2). What was wrong, in words (empty: nothing)."""
         found: list[str] = []
+        self._changes += 1
         peers = self._by_address.get(address, ())
         actual = sum(m.in_flight() for d in peers for m in d.messages.values())
         counted = self._flight.get(address, 0)

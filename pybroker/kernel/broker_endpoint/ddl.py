@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from pybroker.core.tsql.endpoint_ddl import (
     AlterEndpoint,
@@ -40,6 +40,7 @@ from pybroker.core.tsql.endpoint_ddl import (
     DropEndpoint,
     EndpointStatement,
 )
+from pybroker.core.tsql.principal_ddl import PrincipalStatement
 from pybroker.core.wire import certificates
 from pybroker.errors import (
     AlreadyExistsError,
@@ -49,6 +50,12 @@ from pybroker.errors import (
     MasterOnlyError,
     NotFoundError,
     WireError,
+)
+from pybroker.kernel.broker_endpoint.principals import (
+    Principals,
+    changes_trust,
+    check_owner,
+    master_only,
 )
 from pybroker.kernel.broker_endpoint.runtime import (
     admit,
@@ -62,10 +69,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MASTER_DATABASE_ID = 1  # migrations/001_catalog.sql
 MAX_CERTIFICATE_FILE = 1 * 2**20
-SERVER_STATEMENTS = (
+ENDPOINT_STATEMENTS = (
     CreateEndpoint, AlterEndpoint, DropEndpoint,
     CreateCertificateFromFile, CreateCertificateWithSubject, DropCertificate,
 )  # fmt: skip
+PRINCIPAL_STATEMENTS: tuple[type, ...] = get_args(PrincipalStatement)
+SERVER_STATEMENTS = (*ENDPOINT_STATEMENTS, *PRINCIPAL_STATEMENTS)
 
 
 class _Instance(Protocol):
@@ -113,15 +122,23 @@ class ServerBatch:
     def __init__(self, database: _Database, statements: list[object]) -> None:
         self._instance = database.instance
         self._kernel = self._instance.kernel
-        self._statements: list[EndpointStatement] = [
+        self._statements: list[EndpointStatement | PrincipalStatement] = [
             s for s in statements if isinstance(s, SERVER_STATEMENTS)]
         self._defines = any(isinstance(s, (CreateEndpoint, AlterEndpoint, DropEndpoint))
                             for s in self._statements)
-        if self._statements and database.database_id != MASTER_DATABASE_ID:
-            kind = type(self._statements[0]).__name__
-            raise MasterOnlyError(
-                f"{kind} (in database {database.name!r})",
-                reason="the broker endpoint and its certificates belong to the whole instance")
+        database_id = database.database_id
+        for s in self._statements:
+            if database_id != MASTER_DATABASE_ID and (
+                    isinstance(s, ENDPOINT_STATEMENTS) or master_only(s)):
+                raise MasterOnlyError(
+                    f"{type(s).__name__} (in database {database.name!r})",
+                    reason="the broker endpoint, its certificates and permissions and the "
+                           "logins belong to the whole instance")
+        # what may change whom the endpoint admits: never inside Database.transaction()
+        self._server_wide = any(isinstance(s, ENDPOINT_STATEMENTS) or changes_trust(
+            s, database_id) for s in self._statements)
+        self._principals = Principals(self._kernel, database_id, database.name,
+                                      None)  # the own certificate's name: read in __enter__
         self._final: CreateEndpoint | None = None
         self._start: CreateEndpoint | None = None
         self._kept: RunningEndpoint | None = None
@@ -136,7 +153,8 @@ class ServerBatch:
         if not self._statements:
             return self
         kernel = self._kernel
-        if kernel.store.in_transaction or kernel.messaging.current() is not None:
+        if self._server_wide and (
+                kernel.store.in_transaction or kernel.messaging.current() is not None):
             raise WireError(
                 "ENDPOINT and CERTIFICATE statements cannot run inside Database.transaction(): "
                 "they start and stop the broker endpoint, which a rollback cannot undo; run "
@@ -189,7 +207,11 @@ class ServerBatch:
 
     def run(self, statement: object) -> None:
         kernel = self._kernel
-        if isinstance(statement, CreateEndpoint):
+        if isinstance(statement, PRINCIPAL_STATEMENTS):
+            self._principals.own_certificate_named(self._own_certificate_name())
+            self._principals.run(statement)  # type: ignore[arg-type]
+            self._certificates_changed = self._certificates_changed or self._server_wide
+        elif isinstance(statement, CreateEndpoint):
             self._endpoint_options(statement.certificate, statement.message_forward_size,
                                    statement.message_forwarding)
             kernel.store.run("wire/insert_broker_endpoint.sql",
@@ -207,12 +229,15 @@ class ServerBatch:
                                 _row(dataclasses.replace(current, **changes)))
         elif isinstance(statement, DropEndpoint):
             kernel.store.run("wire/delete_broker_endpoint.sql")  # closed in step 1
+            kernel.store.run("principals/delete_endpoint_permissions.sql")
+            self._certificates_changed = True  # GRANT CONNECT ON it went with it
         elif isinstance(statement, CreateCertificateFromFile):
             self._check_new_certificate_name(statement.name)
-            admit(kernel, statement.name, _read_certificate_file(statement.path))
+            owner = None if statement.owner is None else check_owner(kernel, statement.owner)
+            admit(kernel, statement.name, _read_certificate_file(statement.path), owner)
             self._certificates_changed = True
         elif isinstance(statement, CreateCertificateWithSubject):
-            self._name_own_certificate(statement.name, statement.subject)
+            self._name_own_certificate(statement)
         elif isinstance(statement, DropCertificate):
             own = self._own_certificate_name()
             if own is not None and own == statement.name:
@@ -258,6 +283,7 @@ class ServerBatch:
                 if self._defines:
                     self._kernel.defined_endpoint = self._started or self._kept
                 return
+            self._principals.remove_written()  # BACKUP CERTIFICATE's files: nothing stays
             if self._started is not None:
                 self._started.close()
             if self._closed is not None:
@@ -278,8 +304,8 @@ class ServerBatch:
         return rows[0][0] if rows else None
 
     def _peer_names(self) -> set[str]:
-        return {name for name, _ in self._kernel.store.run(
-            "wire/select_trusted_certificates.sql")}
+        return {name for (name,) in self._kernel.store.run(
+            "wire/select_peer_certificate_names.sql")}
 
     def _check_new_certificate_name(self, name: str) -> None:
         own = self._own_certificate_name()
@@ -292,10 +318,17 @@ class ServerBatch:
                 f"certificate {name!r} already exists (a trusted peer): DROP CERTIFICATE "
                 f"{name} first to replace it")
 
-    def _name_own_certificate(self, name: str, subject: str) -> None:
+    def _name_own_certificate(self, statement: CreateCertificateWithSubject) -> None:
         """WITH SUBJECT: this instance's own endpoint certificate, made now with the subject
-        as its common name if it is not made yet; if it is, it is kept as it is (peers may
-        trust it already) and only gets the name."""
+        as its common name (and START_DATE and EXPIRY_DATE, if given) if it is not made yet;
+        if it is, it is kept as it is (peers may trust it already) and only gets the
+        name."""
+        name, subject = statement.name, statement.subject
+        expiry = statement.expiry_date
+        if expiry is not None and expiry <= self._kernel.now():
+            raise InvalidArgumentError(
+                f"certificate {name!r} would have expired (EXPIRY_DATE = {expiry:%Y-%m-%d}): "
+                "peers refuse an expired endpoint certificate; give a date to come")
         own = self._own_certificate_name()
         if own is not None:
             raise AlreadyExistsError(
@@ -306,7 +339,8 @@ class ServerBatch:
         if not name.strip() or len(name) > 128:
             raise InvalidArgumentError(
                 f"a certificate name is a non-empty string of at most 128 characters: {name!r}")
-        endpoint_identity(self._kernel, subject)
+        endpoint_identity(self._kernel, subject, not_before=statement.start_date,
+                          not_after=expiry)
         self._kernel.store.run("wire/update_endpoint_certificate_name.sql", {"name": name})
 
     def _endpoint_options(self, certificate: str | None, forward_size: int | None,

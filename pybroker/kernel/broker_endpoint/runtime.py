@@ -19,6 +19,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pybroker.core.wire import certificates
@@ -294,9 +295,11 @@ class _Bridge:
 # -- identity and trust, kept in the instance file -----------------------------------------
 
 
-def endpoint_identity(kernel: Kernel, subject: str | None = None) -> Identity:
+def endpoint_identity(kernel: Kernel, subject: str | None = None, *,
+                      not_before: datetime | None = None,
+                      not_after: datetime | None = None) -> Identity:
     """This instance's identity on the wire; its certificate is made on first need (with
-    ``subject`` as its common name when given)."""
+    ``subject`` as its common name and the validity dates when given)."""
     store = kernel.store
     with kernel.write():
         row = store.run("wire/select_identity.sql")[0]
@@ -305,7 +308,8 @@ def endpoint_identity(kernel: Kernel, subject: str | None = None) -> Identity:
             instance_id = instance_id or str(uuid.uuid4())
             name = kernel.store.path.stem if kernel.store.path is not None else "pybroker"
             cert, key = certificates.make_certificate(
-                subject or f"pybroker {name} {instance_id[:8]}", kernel.now())
+                subject or f"pybroker {name} {instance_id[:8]}", kernel.now(),
+                not_before=not_before, not_after=not_after)
             store.run("wire/update_identity.sql", {
                 "instance_id": instance_id, "certificate": cert, "private_key": key})
     brokers = tuple(db.broker_instance for db in kernel.databases())
@@ -322,9 +326,10 @@ def trust(kernel: Kernel, name: str, pem: str | bytes) -> None:
     retrust(kernel)
 
 
-def admit(kernel: Kernel, name: str, pem: str | bytes) -> None:
-    """Keep the peer's certificate in the file (replacing one of that name); the running
-    transport learns of it from ``retrust`` (once the change is committed)."""
+def admit(kernel: Kernel, name: str, pem: str | bytes, owner: str | None = None) -> None:
+    """Keep the peer's certificate in the file (replacing one of that name), owned by the
+    user ``owner`` of master if given; the running transport learns whether it admits the
+    peer from ``retrust`` (once the change is committed)."""
     if not isinstance(name, str) or not name.strip() or len(name) > 128:
         raise InvalidArgumentError(
             f"a trusted peer's name is a non-empty string of at most 128 characters: {name!r}")
@@ -345,7 +350,8 @@ def admit(kernel: Kernel, name: str, pem: str | bytes) -> None:
         kernel.store.run("wire/insert_trusted_certificate.sql", {
             "name": name, "certificate": info.pem, "thumbprint": info.fingerprint,
             "subject": info.subject, "start_date": info.not_before,
-            "expiry_date": info.not_after, "create_date": kernel.now()})
+            "expiry_date": info.not_after, "create_date": kernel.now(),
+            "principal_name": owner})
 
 
 def untrust(kernel: Kernel, name: str) -> None:

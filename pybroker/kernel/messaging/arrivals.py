@@ -39,6 +39,7 @@ from pybroker.core.conversation import columns
 from pybroker.core.conversation.endpoint import ConversationEndpoint
 from pybroker.core.conversation.handles import new_handle
 from pybroker.core.conversation.model import STATUS_QUEUE_DISABLED, Router
+from pybroker.core.conversation.priorities import endpoint_priority
 from pybroker.core.conversation.states import TRANSITIONS, transition
 from pybroker.core.conversation.system_messages import (
     CONTRACT_NOT_SUPPORTED,
@@ -570,10 +571,11 @@ class Arrivals:
                     catalog: Any) -> ConversationEndpoint:
         now = self._m.now()
         lifetime = datetime(1970, 1, 1) + timedelta(milliseconds=f.lifetime_ms)
+        level = endpoint_priority(catalog.priorities, f.contract, f.to_service, f.from_service)
         ep = ConversationEndpoint((
             new_handle(), catalog.database_id, f.conversation_id, str(uuid.uuid4()),
             False, f.to_service, f.contract, f.from_service, f.from_broker_instance, None,
-            None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None, f.priority, now, "",
+            None, lifetime, None, 0, 0, None, 0, 0, 0, None, None, None, level, now, "",
         ), persisted=False)
         self._m.endpoints[ep.conversation_handle] = ep
         self.remember(f.conversation_id, False, ep.conversation_handle)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pybroker.core.conversation.priorities import PriorityRule
+
 # -- the catalog, cached per database -----------------------------------------------------
 
 
@@ -30,3 +32,7 @@ class DatabaseCatalog:
     service_contracts: dict[str, frozenset[str]]
     queues: dict[str, QueueSettings]
     broker_enabled: bool = True  # sys.databases.is_broker_enabled (ALTER DATABASE SET)
+    # CREATE BROKER PRIORITY (sys.conversation_priorities): what a new endpoint matches
+    priorities: tuple[PriorityRule, ...] = ()
+    # HONOR_BROKER_PRIORITY ON: RECEIVE and transmission go by priority
+    honor_broker_priority: bool = False

@@ -69,6 +69,8 @@ class CatalogCache:
             service_contracts = run("instance/select_service_contract_usages.sql", p)
             queues = run("instance/select_queue_settings.sql", p)
             (enabled,) = run("instance/select_broker_enabled.sql", p)[0]
+            priorities = run("priorities/select_priorities.sql", p)
+            (honor,) = run("priorities/select_honor_broker_priority.sql", p)[0]
         contract_map: dict[str, dict[str, tuple[bool, bool]]] = {c[0]: {} for c in contracts}
         for contract, mtype, by_initiator, by_target in usages:
             contract_map.setdefault(contract, {})[mtype] = (by_initiator, by_target)
@@ -90,6 +92,9 @@ class CatalogCache:
                 for q in queues
             },
             broker_enabled=bool(enabled),
+            priorities=tuple((contract, local, remote, int(level))
+                             for _, contract, local, remote, level in priorities),
+            honor_broker_priority=bool(honor),
         )
 
     @property

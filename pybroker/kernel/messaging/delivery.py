@@ -25,6 +25,7 @@ from pybroker.core.conversation.model import (
     Outgoing,
     Router,
 )
+from pybroker.core.conversation.priorities import endpoint_priority
 from pybroker.core.conversation.states import TRANSITIONS, transition
 from pybroker.core.conversation.system_messages import (
     CONTRACT_NOT_SUPPORTED,
@@ -228,7 +229,8 @@ class Delivery:
                 sender.service_name,
                 self._catalogs.catalog(sender.database_id).broker_instance, None,
                 None, sender.lifetime, None, 0, 0, None, 0, 0, 0, None, None, None,
-                sender.priority, now, "",
+                endpoint_priority(catalog.priorities, sender.service_contract_name,
+                                  sender.far_service, sender.service_name), now, "",
             ), persisted=False)
         retained_queue = self.retained_queue(sender)
         for seq, mtype, validation, body, is_end, is_error in messages:

@@ -60,6 +60,7 @@ from pybroker.arguments import uuid_text
 from pybroker.core.conversation.endpoint import ConversationEndpoint
 from pybroker.core.conversation.handles import new_handle
 from pybroker.core.conversation.model import DEFAULT_LIFETIME, Message, Router
+from pybroker.core.conversation.priorities import endpoint_priority
 from pybroker.core.conversation.states import INITIATOR, TRANSITIONS, transition
 from pybroker.core.conversation.system_messages import DIALOG_TIMER, END_DIALOG, ERROR
 from pybroker.core.routing.cache import CatalogChange
@@ -438,7 +439,8 @@ class Messaging:
                 handle, database_id, str(uuid.uuid4()), group or str(uuid.uuid4()),
                 True, from_service, contract, to_service, None, broker_instance, state,
                 now + timedelta(seconds=lifetime), None, 0, 0, None, 0, 0, 0, None, None, None,
-                5, now, "",
+                endpoint_priority(catalog.priorities, contract, from_service, to_service),
+                now, "",
             ), persisted=False)
             uow.lock_group(database_id, ep.conversation_group_id)
             self.endpoints[handle] = ep

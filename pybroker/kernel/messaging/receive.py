@@ -11,7 +11,9 @@ QUEUE and any rollback drop it (UnitOfWork.forget_read_ahead).
 
 Conversation group locks (C7): RECEIVE takes the first group with ready messages that no
 other transaction holds, and holds it (ReceiveBuffer.take's ``may_take``; the table's
-select_first_ready_group.sql with the held groups left out). Inside a transaction that has
+select_first_ready_group.sql with the held groups left out). With HONOR_BROKER_PRIORITY ON
+the table always answers, by priority first (select_priority_ready_group.sql): what is read
+ahead knows no priorities. Otherwise, inside a transaction that has
 changed nothing yet, RECEIVE takes no store: it reads the queue on a connection of its own
 (Store.read_apart, what was last committed, less what other open transactions received:
 Messaging.in_flight) under the read-ahead lock, and takes its messages in memory; a
@@ -126,6 +128,17 @@ class Receiving:
 
         def take(uow: UnitOfWork) -> list[tuple[Any, ...]]:
             settings = self._catalogs.enabled_queue_settings(database_id, queue)
+            if self._catalogs.catalog(database_id).honor_broker_priority:
+                # the table orders groups by priority; what is read ahead does not
+                rows = None
+                if outer is not None and not uow.has_changes:
+                    rows = self._take_priority_apart(uow, key, max_messages,
+                                                     settings.retention)
+                if rows is None:
+                    uow.activate()
+                    rows = self._take_group(uow, key, max_messages, settings.retention)
+                uow.received_from(key, len(rows))
+                return rows
             if outer is not None and not uow.has_changes:
                 # a transaction that has only received: in memory, beside the others
                 found = self._take_apart(uow, key, max_messages, settings.retention)
@@ -188,6 +201,13 @@ class Receiving:
             return self._m.endpoint(handle, database_id).conversation_group_id
         except BrokerError:
             return None
+
+    def first_group_template(self, database_id: int) -> str:
+        """The query of the group the next RECEIVE takes: the first ready one, or with
+        HONOR_BROKER_PRIORITY ON the one of the highest priority, then the first."""
+        if self._catalogs.catalog(database_id).honor_broker_priority:
+            return "conversation/select_priority_ready_group.sql"
+        return "conversation/select_first_ready_group.sql"
 
     def may_take(self, uow: UnitOfWork, database_id: int) -> Callable[[str], bool]:
         """Whether ``uow`` may take a group of the database, locking it if so (C7)."""
@@ -311,6 +331,27 @@ class Receiving:
             self._taken(uow, buffer, rows, retention)
             return rows
 
+    def _take_priority_apart(self, uow: UnitOfWork, key: tuple[int, str], max_messages: int,
+                             retention: bool) -> list[tuple[Any, ...]] | None:
+        """RECEIVE with HONOR_BROKER_PRIORITY ON in a transaction that has changed nothing:
+        the group of the highest priority no other transaction holds, read on the store's
+        reading connection and locked (C7), then its messages as RECEIVE ... WHERE takes
+        them apart. None: the writer's way must answer (a body kept as fragments)."""
+        params = {"database_id": key[0], "queue_name": key[1]}
+        may_take = self.may_take(uow, key[0])
+        with self._m.read_ahead_lock:
+            while True:
+                found = self._store.read_apart("conversation/select_priority_ready_group.sql",
+                                               {**params, **self.lock_filters(uow, key[0])})
+                if not found:
+                    return []
+                group = str(found[0][0])
+                if may_take(group):
+                    break
+            return self.take_where_apart(uow, key, {
+                **params, "conversation_handle": None, "conversation_group_id": group,
+                "max_messages": max_messages}, retention)
+
     def take_where_apart(self, uow: UnitOfWork, key: tuple[int, str],
                          params: dict[str, Any], retention: bool
                          ) -> list[tuple[Any, ...]] | None:
@@ -339,7 +380,7 @@ class Receiving:
         params = {"database_id": key[0], "queue_name": key[1]}
         may_take = self.may_take(uow, key[0])
         while True:
-            found = uow.sql("conversation/select_first_ready_group.sql", {
+            found = uow.sql(self.first_group_template(key[0]), {
                 **params, **self.lock_filters(uow, key[0])})
             if not found:
                 return []

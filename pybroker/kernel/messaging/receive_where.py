@@ -145,11 +145,11 @@ class ReceiveWhere:
                                 **self._receiving.lock_filters(uow, database_id)}
                 if apart:
                     found = self._store.read_apart(
-                        "conversation/select_first_ready_group.sql", found_params)
+                        self._receiving.first_group_template(database_id), found_params)
                 else:
                     uow.activate()
                     # the flush in uow.sql writes out what this transaction already received
-                    found = uow.sql("conversation/select_first_ready_group.sql",
+                    found = uow.sql(self._receiving.first_group_template(database_id),
                                     found_params)
                 if not found or may_take(str(found[0][0])):
                     return found

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pybroker.core.conversation import columns
 from pybroker.core.conversation.endpoint import ConversationEndpoint
 from pybroker.core.conversation.model import Outgoing
+from pybroker.core.conversation.priorities import DEFAULT_PRIORITY
 from pybroker.core.conversation.states import transition
 from pybroker.core.conversation.system_messages import REMOTE_ENDPOINT_CLOSED
 from pybroker.core.wire import dialog
@@ -232,13 +233,17 @@ class RemoteDelivery:
     def fragment(self, ep: ConversationEndpoint, seq: int, mtype: str, validation: str, body: bytes,
                  is_end: bool, is_error: bool) -> MessageFragment:
         wire = self.wire
+        catalog = self._m.catalog(ep.database_id)
+        # the transport sends the higher priorities first (Transmitter.next_fragment): the
+        # conversation's own where its database honours them, else all alike
+        priority = ep.priority if catalog.honor_broker_priority else DEFAULT_PRIORITY
         # every SEND to the network makes one: positional (a third of the keywords' cost),
         # in MessageFragment's field order, the lifetime's milliseconds computed once
         f = MessageFragment(
             ep.conversation_id, bool(ep.is_initiator), seq, 0, 1, len(body), ep.service_name,
-            ep.far_service, self._m.catalog(ep.database_id).broker_instance,
+            ep.far_service, catalog.broker_instance,
             ep.far_broker_instance or ep.requested_broker_instance, ep.service_contract_name,
-            mtype, validation, is_end, is_error, ep.priority, _epoch_ms(ep.lifetime), HOPS,
+            mtype, validation, is_end, is_error, priority, _epoch_ms(ep.lifetime), HOPS,
             wire.key_id if wire else bytes(8), body)
         tracing = self._m.tracing
         if tracing is not None:  # the SEND's span context goes with it (tracing.py)

@@ -1,0 +1,350 @@
+"""The security statements Service Broker scripts wrap around certificates, in SQL Server's
+syntax: master keys, logins, users, the permissions Service Broker reads, the backup of a
+certificate and remote service bindings. pybroker.kernel.broker_endpoint.principals runs
+them; what they mean there is in pybroker/docs/tsql.md.
+
+It understands exactly
+
+    CREATE MASTER KEY ENCRYPTION BY PASSWORD = 'password'
+    CREATE LOGIN name FROM CERTIFICATE certificate                          (master)
+    CREATE LOGIN name WITH PASSWORD = 'password' [MUST_CHANGE]
+        [, CHECK_POLICY = ON | OFF | CHECK_EXPIRATION = ON | OFF
+         | DEFAULT_DATABASE = db | DEFAULT_LANGUAGE = language ...]               (master)
+    DROP LOGIN name                                                          (master)
+    CREATE USER name [{FOR | FROM} LOGIN login | WITHOUT LOGIN
+        | {FOR | FROM} CERTIFICATE certificate] [WITH DEFAULT_SCHEMA = schema]
+    DROP USER [IF EXISTS] name
+    GRANT CONNECT ON ENDPOINT::endpoint TO principal [, principal ...]      (master)
+    GRANT SEND ON SERVICE::[service] TO principal [, principal ...]
+    BACKUP CERTIFICATE name TO FILE = 'path'                                 (master)
+    CREATE REMOTE SERVICE BINDING name [AUTHORIZATION owner]
+        TO SERVICE 'service' WITH USER = user [, ANONYMOUS = ON | OFF]
+    DROP REMOTE SERVICE BINDING name
+
+A principal is a name, or PUBLIC (everyone). Refused, each with its line and column:
+CREATE LOGIN FROM WINDOWS or ASYMMETRIC KEY and a HASHED password (an UnsupportedOption
+Error naming the option), CREATE USER FOR ASYMMETRIC KEY or WITH PASSWORD (contained
+users), GRANT ... WITH GRANT OPTION or AS, other permissions and classes, BACKUP
+CERTIFICATE ... WITH PRIVATE KEY (the private key of the endpoint certificate stays in the
+instance file), ALTER of any of these. Only the syntax is checked here; whether names
+exist is checked when the statement runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from pybroker.core.tsql.lexer import Token
+from pybroker.core.tsql.parser import Parser, Refusal
+from pybroker.errors import MasterOnlyError, TsqlSyntaxError, UnsupportedOptionError
+
+MAX_TEXT = 4000  # a path, password or service name longer than this is not one
+PUBLIC = "public"  # the principal every login and user belongs to
+_LOGIN_OPTIONS = ("CHECK_POLICY", "CHECK_EXPIRATION", "DEFAULT_DATABASE", "DEFAULT_LANGUAGE")
+
+
+@dataclass(frozen=True, slots=True)
+class CreateMasterKey:
+    """CREATE MASTER KEY ENCRYPTION BY PASSWORD: the database has one (the password is
+    checked to be given, never kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateLogin:
+    """CREATE LOGIN: ``certificate`` names the certificate it is mapped to (FROM
+    CERTIFICATE); None is a login WITH PASSWORD."""
+
+    name: str
+    certificate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DropLogin:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateUser:
+    """CREATE USER: of ``login`` (FOR LOGIN, or the user's own name when nothing is said),
+    of ``certificate`` (FOR CERTIFICATE), or of neither (WITHOUT LOGIN)."""
+
+    name: str
+    login: str | None = None
+    certificate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DropUser:
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """GRANT CONNECT ON ENDPOINT::e or GRANT SEND ON SERVICE::s TO grantees (``public``
+    for PUBLIC)."""
+
+    permission: str  # CONNECT | SEND
+    class_desc: str  # ENDPOINT | SERVICE
+    object_name: str
+    grantees: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BackupCertificate:
+    """BACKUP CERTIFICATE name TO FILE: its public part, written as DER (docs/tsql.md)."""
+
+    name: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRemoteServiceBinding:
+    name: str
+    service: str
+    user: str
+    anonymous: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropRemoteServiceBinding:
+    name: str
+
+
+PrincipalStatement = (
+    CreateMasterKey | CreateLogin | DropLogin | CreateUser | DropUser | Grant
+    | BackupCertificate | CreateRemoteServiceBinding | DropRemoteServiceBinding
+)
+# The statements that change whom the endpoint admits, or write a file: master's only.
+MASTER_PRINCIPAL_STATEMENTS: tuple[type, ...] = (CreateLogin, DropLogin, BackupCertificate)
+
+
+def _refuse(option: str, token: Token, why: str) -> UnsupportedOptionError:
+    return UnsupportedOptionError(f"{option} at {token.where} is not supported: {why}",
+                                  option=option)
+
+
+def _text(p: Parser[Any], what: str) -> str:
+    t = p.token
+    if t.kind != "string":
+        hint = " (strings take single quotes)" if t.kind == "identifier" else ""
+        raise p.expected(f"{what}{hint}")
+    if not t.text or len(t.text) > MAX_TEXT:
+        raise TsqlSyntaxError(f"{what} at {t.where} must hold 1 to {MAX_TEXT} characters")
+    p.advance()
+    return t.text
+
+
+def _password(p: Parser[Any]) -> None:
+    p.keyword("PASSWORD", "PASSWORD after BY" if p.tokens[p.pos - 1].is_word("BY")
+              else "PASSWORD after WITH")
+    p.require("=", "'=' after PASSWORD")
+    if p.token.is_word("HASHED") or (p.token.kind == "number" and p.token.text.startswith("0x")):
+        raise _refuse("a HASHED password", p.token, "give the password as a string")
+    _text(p, "the password as a string")
+    if p.token.is_word("HASHED"):
+        raise _refuse("HASHED", p.token, "give the password as a string, without HASHED")
+
+
+def _principal(p: Parser[Any], what: str) -> str:
+    """A principal's name, or PUBLIC (a reserved word: everyone)."""
+    if p.token.is_word("PUBLIC"):
+        p.advance()
+        return PUBLIC
+    return p.name(what)
+
+
+# -- MASTER KEY ----------------------------------------------------------------------------
+
+
+def _create_master_key(p: Parser[Any], verb: Token) -> CreateMasterKey:
+    p.keyword("ENCRYPTION", "ENCRYPTION BY PASSWORD = 'password' after CREATE MASTER KEY")
+    p.keyword("BY", "BY after ENCRYPTION")
+    _password(p)
+    return CreateMasterKey()
+
+
+# -- LOGIN ---------------------------------------------------------------------------------
+
+
+def _create_login(p: Parser[Any], verb: Token) -> CreateLogin:
+    name = p.name("a login name")
+    if p.token.is_word("FROM"):
+        p.advance()
+        source = p.token
+        if source.is_word("WINDOWS", "EXTERNAL", "ASYMMETRIC"):
+            raise _refuse(f"FROM {source.text.upper()}", source, "a Service Broker endpoint "
+                          "admits peers by certificate; expected FROM CERTIFICATE name or "
+                          "WITH PASSWORD = '...'")
+        p.keyword("CERTIFICATE", "CERTIFICATE after FROM")
+        return CreateLogin(name, p.name("a certificate name after FROM CERTIFICATE"))
+    p.keyword("WITH", "FROM CERTIFICATE name or WITH PASSWORD = 'password'")
+    _password(p)
+    if p.token.is_word("MUST_CHANGE"):
+        p.advance()
+    seen: dict[str, Token] = {}
+    while p.accept(","):
+        option = p.token
+        if option.is_word("SID", "CREDENTIAL"):
+            raise _refuse(option.text.upper(), option, "pybroker keeps no security "
+                          "identifiers or credentials; remove the option")
+        if not option.is_word(*_LOGIN_OPTIONS):
+            raise p.expected(f"a login option ({', '.join(_LOGIN_OPTIONS)})")
+        key = option.text.upper()
+        p.once(key, option, seen, "login option")
+        p.advance()
+        p.require("=", f"'=' after {key}")
+        if key in ("CHECK_POLICY", "CHECK_EXPIRATION"):
+            p.choice(f"ON or OFF after {key} =", "ON", "OFF")
+        else:
+            p.name(f"a name after {key} =")
+    return CreateLogin(name)
+
+
+def _drop_login(p: Parser[Any], verb: Token) -> DropLogin:
+    return DropLogin(p.name("a login name"))
+
+
+# -- USER ----------------------------------------------------------------------------------
+
+
+def _create_user(p: Parser[Any], verb: Token) -> CreateUser:
+    name = p.name("a user name")
+    user = CreateUser(name, login=name)  # nothing said: the login of the same name
+    t = p.token
+    if t.is_word("WITHOUT"):
+        p.advance()
+        p.keyword("LOGIN", "LOGIN after WITHOUT")
+        user = CreateUser(name)
+    elif t.is_word("FOR", "FROM"):
+        p.advance()
+        kind = p.token
+        if kind.is_word("ASYMMETRIC", "EXTERNAL"):
+            raise _refuse(f"{t.text.upper()} {kind.text.upper()}", kind, "expected FOR LOGIN "
+                          "name, FOR CERTIFICATE name or WITHOUT LOGIN")
+        which = p.choice("LOGIN or CERTIFICATE", "LOGIN", "CERTIFICATE")
+        if which == "LOGIN":
+            user = CreateUser(name, login=p.name("a login name after LOGIN"))
+        else:
+            user = CreateUser(name, certificate=p.name("a certificate name after CERTIFICATE"))
+    if p.token.is_word("WITH"):
+        p.advance()
+        option = p.token
+        if option.is_word("PASSWORD"):
+            raise _refuse("CREATE USER ... WITH PASSWORD", option, "a contained database "
+                          "user; create a login and a user FOR LOGIN it")
+        p.keyword("DEFAULT_SCHEMA", "DEFAULT_SCHEMA after WITH")
+        p.require("=", "'=' after DEFAULT_SCHEMA")
+        p.name("a schema name after DEFAULT_SCHEMA =")
+    return user
+
+
+def _drop_user(p: Parser[Any], verb: Token) -> DropUser:
+    if_exists = False
+    if p.token.is_word("IF"):
+        p.advance()
+        p.keyword("EXISTS", "EXISTS after IF")
+        if_exists = True
+    return DropUser(p.name("a user name"), if_exists)
+
+
+# -- GRANT ---------------------------------------------------------------------------------
+
+
+def _grant(p: Parser[Any], verb: Token, permission: str, class_desc: str) -> Grant:
+    p.keyword("ON", f"ON {class_desc}::name after GRANT {permission}")
+    t = p.token
+    if not t.is_word(class_desc):
+        raise p.expected(f"{class_desc}:: and a name after GRANT {permission} ON (pybroker "
+                         f"grants only CONNECT ON ENDPOINT and SEND ON SERVICE)")
+    p.advance()
+    p.require(":", f"'::' after {class_desc}")
+    p.require(":", f"'::' after {class_desc}")
+    name = p.name(f"the {class_desc.lower()}'s name after {class_desc}::")
+    p.keyword("TO", f"TO and a principal after GRANT {permission} ON {class_desc}::{name}")
+    grantees = [_principal(p, "a login or user name (or PUBLIC) after TO")]
+    while p.accept(","):
+        grantees.append(_principal(p, "a login or user name (or PUBLIC) after ','"))
+    if p.token.is_word("WITH", "AS"):
+        raise _refuse(f"GRANT ... {p.token.text.upper()}", p.token, "pybroker keeps the "
+                      "permission only; remove the clause")
+    return Grant(permission, class_desc, name, tuple(dict.fromkeys(grantees)))
+
+
+# -- BACKUP CERTIFICATE --------------------------------------------------------------------
+
+
+def _backup_certificate(p: Parser[Any], verb: Token) -> BackupCertificate:
+    name = p.name("a certificate name")
+    p.keyword("TO", "TO FILE = 'path' after the certificate's name")
+    p.keyword("FILE", "FILE = 'path' after TO")
+    p.require("=", "'=' after FILE")
+    path = _text(p, "the file's path as a string, such as 'shop.cer',")
+    if p.token.is_word("WITH"):
+        raise _refuse("WITH PRIVATE KEY", p.token, "the private key of the endpoint "
+                      "certificate stays in the instance file; BACKUP CERTIFICATE writes "
+                      "the certificate a peer needs")
+    return BackupCertificate(name, path)
+
+
+# -- REMOTE SERVICE BINDING ----------------------------------------------------------------
+
+
+def _create_binding(p: Parser[Any], verb: Token) -> CreateRemoteServiceBinding:
+    name = p.name("a remote service binding name")
+    if p.token.is_word("AUTHORIZATION"):
+        p.advance()
+        p.name("an owner's name after AUTHORIZATION")
+    p.keyword("TO", "TO SERVICE 'service' after the binding's name")
+    p.keyword("SERVICE", "SERVICE after TO")
+    service = _text(p, "the far service's name as a string")
+    p.keyword("WITH", "WITH USER = user after the service's name")
+    seen: dict[str, Token] = {}
+    user: str | None = None
+    anonymous = False
+    while True:
+        option = p.token
+        key = p.choice("USER or ANONYMOUS", "USER", "ANONYMOUS")
+        p.once(key, option, seen, "remote service binding option")
+        p.require("=", f"'=' after {key}")
+        if key == "USER":
+            user = p.name("a user name after USER =")
+        else:
+            anonymous = p.choice("ON or OFF after ANONYMOUS =", "ON", "OFF") == "ON"
+        if not p.accept(","):
+            break
+    if user is None:
+        raise TsqlSyntaxError(f"CREATE REMOTE SERVICE BINDING at {verb.where} has no "
+                              "USER: expected WITH USER = user")
+    return CreateRemoteServiceBinding(name, service, user, anonymous)
+
+
+def _drop_binding(p: Parser[Any], verb: Token) -> DropRemoteServiceBinding:
+    return DropRemoteServiceBinding(p.name("a remote service binding name"))
+
+
+Reader = Callable[[Parser[Any], Token], PrincipalStatement]
+
+# (verb, object) -> reader of the rest of the statement, in every database ...
+PRINCIPAL_STATEMENTS: dict[tuple[str, str], Reader] = {
+    ("CREATE", "MASTER KEY"): _create_master_key,
+    ("CREATE", "USER"): _create_user,
+    ("DROP", "USER"): _drop_user,
+    ("CREATE", "REMOTE SERVICE BINDING"): _create_binding,
+    ("DROP", "REMOTE SERVICE BINDING"): _drop_binding,
+    ("GRANT", "SEND"): partial(_grant, permission="SEND", class_desc="SERVICE"),
+}
+# ... and in master only.
+MASTER_PRINCIPAL_READERS: dict[tuple[str, str], Reader] = {
+    ("CREATE", "LOGIN"): _create_login,
+    ("DROP", "LOGIN"): _drop_login,
+    ("GRANT", "CONNECT"): partial(_grant, permission="CONNECT", class_desc="ENDPOINT"),
+    ("BACKUP", "CERTIFICATE"): _backup_certificate,
+}
+_ON_MASTER = partial(MasterOnlyError, reason="logins, endpoint permissions and the endpoint's "
+                     "certificates belong to the whole instance")
+MASTER_PRINCIPAL_REFUSALS: dict[tuple[str, str], Refusal] = dict.fromkeys(
+    MASTER_PRINCIPAL_READERS, _ON_MASTER)

@@ -1,0 +1,2 @@
+-- DROP LOGIN.
+DELETE FROM server_principals WHERE name_key = $name_key
