@@ -21,9 +21,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from opentelemetry.trace import SpanKind
 
 import pybroker
+from pybroker.core.wire.trace_context import format_traceparent
 from pybroker.kernel.tracing import message_id
 from tests.test_wire_forwarding_instances import trio
-from tests.wire_helpers import CONTRACT, ORDER, drain, instance_pair, wait_for
+from tests.wire_helpers import CONTRACT, ORDER, define_objects, drain, instance_pair, wait_for
 
 
 def _provider(exporter: InMemorySpanExporter, name: str) -> TracerProvider:
@@ -208,3 +209,41 @@ def test_otel_must_be_true_or_false_and_tracer_provider_a_provider(tmp_path):
         assert not inst.tracing
     with pybroker.connect(None, otel=True) as inst:
         assert inst.tracing
+
+
+def test_a_message_sent_again_after_a_restart_carries_the_trace_it_was_sent_in(tmp_path):
+    exporter = InMemorySpanExporter()
+    a = pybroker.connect(tmp_path / "a.duckdb", retry_scale=0.01)
+    b = pybroker.connect(tmp_path / "b.duckdb", retry_scale=0.01)
+    try:
+        a.trust("B", b.certificate)
+        b.trust("A", a.certificate)
+        b.enable_tracing(_provider(exporter, "B"))
+        eb = b.start_endpoint(0)
+        shop, stock = a.create_database("Shop"), b.create_database("Stock")
+        for db in (shop, stock):
+            define_objects(db)
+        shop.create_queue("ShopQueue")
+        shop.create_service("ShopService", queue="ShopQueue")
+        stock.create_queue("StockQueue")
+        stock.create_service("StockService", queue="StockQueue", contracts=[CONTRACT])
+        shop.create_route("ToStock", service_name="StockService", address=eb.address)
+        a.enable_tracing(_provider(exporter, "A"))
+        # A has no endpoint running: the message waits in its transmission queue
+        shop.begin_dialog("ShopService", "StockService", contract=CONTRACT).send(
+            b"<waited/>", message_type=ORDER)
+        (send,) = _spans(exporter, "send StockService", "A")
+        assert a.sql("SELECT traceparent FROM transmission_queue").fetchall() == [(
+            format_traceparent(send.context.trace_id, send.context.span_id,
+                               int(send.context.trace_flags)),)]
+        a.close()
+        a = pybroker.connect(tmp_path / "a.duckdb", retry_scale=0.01, otel=False)
+        a.enable_tracing(_provider(exporter, "A again"))  # nothing kept in memory
+        a.start_endpoint(0)  # what waited leaves now
+        assert [m.message_body for m in drain(stock, "StockQueue", 1)] == [b"<waited/>"]
+        (receive,) = _spans(exporter, "receive StockQueue", "B")
+        assert receive.context.trace_id == send.context.trace_id
+        assert receive.parent.span_id == send.context.span_id
+    finally:
+        a.close()
+        b.close()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.core.conversation.endpoint import ConversationEndpoint
     from pybroker.core.conversation.model import Message
     from pybroker.core.wire.frame_types import MessageFragment
+    from pybroker.kernel.messaging.unit_of_work import UnitOfWork
 
 SYSTEM = "pybroker"
 MAX_CONTEXTS = 100_000  # trace contexts kept in memory at most (the oldest go first)
@@ -119,10 +120,11 @@ class MessageTracing:
 
     # -- the spans -------------------------------------------------------------------------
 
-    def send(self, ep: ConversationEndpoint, seq: int, message_type: str, size: int,
-             dispatch: Callable[[], None]) -> None:
-        """``dispatch()`` (the SEND's delivery) inside its ``send {service}`` span; the
-        message carries the span's context."""
+    def send(self, uow: UnitOfWork, ep: ConversationEndpoint, seq: int, message_type: str,
+             size: int, dispatch: Callable[[], None]) -> None:
+        """``dispatch()`` (the SEND's delivery, in ``uow``) inside its ``send {service}``
+        span; the message carries the span's context, which its row of the transmission
+        queue keeps (written when ``uow`` flushes) for a sending after a restart."""
         attributes = {
             "messaging.system": SYSTEM,
             "messaging.operation.name": "send",
@@ -140,7 +142,20 @@ class MessageTracing:
             traceparent = _traceparent_of(span)
             if traceparent is not None:
                 self.keep((ep.conversation_id, bool(ep.is_initiator), seq), traceparent)
+                if uow.traced is None:
+                    uow.traced = []
+                uow.traced.append((ep.conversation_handle, seq, traceparent))
             dispatch()
+
+    def restore(self, uow: UnitOfWork, handles: str) -> None:
+        """The trace contexts the transmission queue keeps for what the endpoints in
+        ``handles`` (comma-joined) still have to send: kept again, so that what is sent
+        again after a restart carries the trace it began in."""
+        for conversation_id, is_initiator, seq, traceparent in uow.sql(
+                "tracing/select_trace_contexts_of.sql", {"conversation_handle": handles}):
+            key = (conversation_id, bool(is_initiator), int(seq))
+            if self.context_of(*key) is None:
+                self.keep(key, traceparent)
 
     def arrived(self, fragments: list[MessageFragment],
                 forwards: list[tuple[int, str, MessageFragment, str]]

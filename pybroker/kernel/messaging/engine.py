@@ -529,7 +529,7 @@ class Messaging:
             if tracing is None:
                 self.delivery.dispatch(uow, ep, [message])
             else:
-                tracing.send(ep, seq, message_type, len(body),
+                tracing.send(uow, ep, seq, message_type, len(body),
                              lambda: self.delivery.dispatch(uow, ep, [message]))
         return seq
 

@@ -256,6 +256,8 @@ class RemoteDelivery:
         handles = columns.guids(ep.conversation_handle for ep, _ in targets)
         rows = transmission_pieces.with_bodies(uow, uow.sql(
             "conversation/select_transmission_queue_of.sql", {"conversation_handle": handles}))
+        if self._m.tracing is not None:  # what waited carries the trace it was sent in
+            self._m.tracing.restore(uow, handles)
         uow.sql("conversation/update_transmission_status.sql",
                 {"conversation_handle": handles, "transmission_status": ""})
         by_handle = {ep.conversation_handle: (ep, target) for ep, target in targets}

@@ -98,6 +98,9 @@ class UnitOfWork:
         # transmission_pieces.py: the (handle, sequence) of messages whose pieces this unit
         # of work wrote apart from its transaction (a rollback deletes them)
         self.staged_pieces: list[tuple[str, int]] = []
+        # tracing.py: (handle, sequence, traceparent) of traced SENDs, None while there are
+        # none (an instance that does not trace never makes the list)
+        self.traced: list[tuple[str, int, str]] | None = None
         self.locked = False
         self.enqueued = False
         self.ready_queues: set[tuple[int, str]] = set()  # got ready messages (activation)
@@ -310,6 +313,10 @@ class UnitOfWork:
             elif rows:
                 run("conversation/insert_transmission_queue.sql",
                     {**_tx_columns(rows), "is_inbound": inbound})
+        if self.traced:  # their trace contexts, kept for a sending after a restart
+            run("tracing/update_trace_contexts.sql", {"rows": ";".join(
+                f"{h},{seq},{tp}" for h, seq, tp in self.traced)})
+            self.traced.clear()
         self.inbound_rows.clear()
         self.new.clear()
         self.dirty.clear()
