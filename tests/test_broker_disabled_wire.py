@@ -27,9 +27,13 @@ def test_a_disabled_broker_leaves_arrivals_with_the_sender_until_enabled(tmp_pat
         assert wait_for(lambda: _waiting(a) == [(status,)] and True,
                         what="the sender's transmission queue to say why") is True
         assert stock.receive("StockQueue", timeout=0) == []
-        assert b.sql("SELECT count(*) FROM sys.broker_events WHERE event_class = "
-                     "'Broker:Message Undeliverable' AND description = ?",
-                     [status]).fetchone()[0] >= 1
+        # the receiver records each refusal as a broker event, written apart from the notice
+        # that reached the sender: wait for it too
+        assert wait_for(lambda: b.sql(
+            "SELECT count(*) FROM sys.broker_events WHERE event_class = "
+            "'Broker:Message Undeliverable' AND description = ?",
+            [status]).fetchone()[0] >= 1 and True,
+            what="the refusal's broker event at the receiver") is True
         b.execute("ALTER DATABASE Stock SET ENABLE_BROKER")
         [arrived] = drain(stock, "StockQueue", 1)
         assert arrived.message_body == b"<order n='1'/>"
