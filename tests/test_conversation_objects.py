@@ -7,6 +7,7 @@ import pytest
 
 import pybroker
 import pybroker.core.tsql
+import pybroker.core.tsql.batches
 import pybroker.core.tsql.conversation_parser
 from pybroker.core.tsql import CreateRoute
 from pybroker.core.tsql.object_ddl import (
@@ -182,10 +183,10 @@ def test_execute_runs_what_the_parser_returns(inst, monkeypatch):
 
     def fake_parse(text, *, master=False):
         seen.append((text, master))
-        return [pybroker.core.tsql.conversation_parser.Batch(
+        return [pybroker.core.tsql.batches.Batch(
             [CreateQueue("Q"), CreateService("S", "Q", ("DEFAULT",))])]
 
-    monkeypatch.setattr(pybroker.core.tsql.conversation_parser, "parse_batches", fake_parse)
+    monkeypatch.setattr(pybroker.core.tsql.batches, "parse_batches", fake_parse)
     db.execute("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);")
     assert seen == [("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q ([DEFAULT]);", False)]
     assert db.services() == [Service("S", "Q", ("DEFAULT",))]

@@ -100,7 +100,7 @@ def file_bytes(path: Path) -> tuple[str, int, bool]:
 
 
 def unparsable(text: str) -> bool:
-    from pybroker.core.tsql.conversation_parser import parse_batches
+    from pybroker.core.tsql.batches import parse_batches
     from pybroker.errors import BrokerError
 
     try:

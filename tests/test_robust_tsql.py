@@ -147,6 +147,6 @@ def test_the_fuzz_target_counts_a_refusal_without_its_place_as_a_crash(monkeypat
     def refuse(text: str, **_: object) -> None:
         raise TsqlSyntaxError("refused somewhere")
 
-    monkeypatch.setattr("pybroker.core.tsql.conversation_parser.parse_batches", refuse)
+    monkeypatch.setattr("pybroker.core.tsql.batches.parse_batches", refuse)
     with pytest.raises(AssertionError, match="a refusal without its line and column"):
         fuzz._TsqlRunner()("PRINT 1")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import pybroker
 from pybroker import TsqlSyntaxError
-from pybroker.core.tsql.conversation_parser import parse_batches
+from pybroker.core.tsql.batches import parse_batches
 from pybroker.errors import InvalidArgumentError, TransactionError
 from tests.cli_helpers import run
 

@@ -10,7 +10,7 @@ import pytest
 from cli_helpers import call
 
 import pybroker
-from pybroker.core.tsql.conversation_parser import parse_batches
+from pybroker.core.tsql.batches import parse_batches
 from pybroker.core.tsql.database_statements import AlterDatabaseSet, Use
 from pybroker.core.tsql.error_numbers import TsqlError
 from pybroker.errors import (

@@ -13,7 +13,7 @@ from pybroker.api.conversation import Conversation
 from pybroker.api.database_script import InstanceDatabases
 from pybroker.core.conversation.model import Message
 from pybroker.core.routing.cache import NOTHING
-from pybroker.core.tsql import conversation_parser
+from pybroker.core.tsql import batches as script_batches
 from pybroker.core.tsql.batch_interface import BatchResults
 from pybroker.core.tsql.priority_ddl import PriorityStatement
 from pybroker.core.tsql.script import run_batches
@@ -354,7 +354,7 @@ class Database:
         """
         if not isinstance(tsql, str):
             raise BrokerError(f"execute() takes T-SQL text, not {type(tsql).__name__}")
-        batches = conversation_parser.parse_batches(
+        batches = script_batches.parse_batches(
             tsql, master=self.database_id == MASTER_DATABASE_ID)
         return run_batches(self, batches, self.script_databases())  # USE switches
 

@@ -323,7 +323,7 @@ def cmd_create_service(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     text = read_tsql(args.tsql)
     from pybroker.cli.messaging import print_messages, print_result_sets
-    from pybroker.core.tsql.conversation_parser import parse_batches
+    from pybroker.core.tsql.batches import parse_batches
 
     def run_in_master(exc: MasterOnlyError) -> MasterOnlyError:
         return exc.with_hint(f"run it with -d master: {PROG} sql {args.file} -d master ...")

@@ -10,14 +10,13 @@ stored procedures (pybroker.core.tsql.procedure_parser: CREATE/ALTER/DROP PROCED
 understood changes nothing (pybroker.core.tsql.script runs what it returns). Variables must be
 declared before they are used, and a variable is declared once per batch, as in SQL Server.
 
-``parse_batches`` first splits a script into batches where a line holds only GO (with an
+``batches.parse_batches`` first splits a script into batches where a line holds only GO (with an
 optional count, GO 3, and an optional -- comment), as sqlcmd and SSMS split it, and parses
 every batch before any runs; each batch has its own variables.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
@@ -230,71 +229,20 @@ def declarations(statements: Sequence[object]) -> Iterator[Declare]:
     return control_flow.declarations(statements, Declare)
 
 
-# A line that separates batches: GO, an optional count, an optional comment (sqlcmd's rule).
-_SEPARATOR = re.compile(r"\s*GO(?:\s+([0-9]+))?\s*(?:--.*)?", re.IGNORECASE)
-_MAX_REPEAT = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """One batch of a script: its statements, and how many times it runs (GO n)."""
-
-    statements: list[ScriptStatement]
-    count: int = 1
-
-
-def parse_batches(text: str, *, master: bool = False) -> list[Batch]:
-    """Split a script into batches at each line that holds only GO [count] (never inside
-    a string or a comment) and parse every batch (``parse_script``) before anything runs.
-    Batches without a statement (GO GO) are left out; a script without any statement is
-    refused as an empty batch is."""
-    if not isinstance(text, str):
-        raise TsqlSyntaxError(f"T-SQL must be text, not {type(text).__name__}")
-    tokens = tokenize(text)
-    lines = text.removeprefix("\ufeff").split("\n")  # as the lexer counts lines
-    pieces: list[tuple[list[Token], int]] = []
-    start = i = 0
-    while i < len(tokens):
-        t = tokens[i]
-        found = t.is_word("GO") and _SEPARATOR.fullmatch(lines[t.line - 1])
-        if not found:
-            i += 1
-            continue
-        count = 1
-        if found.group(1) is not None:
-            count = int(found.group(1))
-            if not 1 <= count <= _MAX_REPEAT:
-                raise TsqlSyntaxError(
-                    f"GO {found.group(1)} at {t.where}: expected a count from 1 to "
-                    f"{_MAX_REPEAT} (how many times the batch before it runs)")
-        pieces.append(([*tokens[start:i], Token("end", "", t.line, t.column)], count))
-        i += 2 if found.group(1) is not None else 1
-        start = i
-    pieces.append((tokens[start:], 1))
-    batches = []
-    for piece, count in pieces:
-        if len(piece) > 1:
-            batches.append(Batch(_parse_tokens(piece, master, lines, batches=True), count))
-            master = _in_master(batches[-1].statements, master)  # USE lasts past GO
-    if not batches:
-        _parse_tokens(pieces[-1][0], master, lines)  # raises: the batch holds no statement
-    return batches
-
-
 def parse_script(text: str, *, master: bool = False, declared: Sequence[str] = ()
                  ) -> list[ScriptStatement]:
     """Parse a batch of DDL (pybroker.core.tsql.batch) and conversation statements, in order,
     without running anything. Raises TsqlSyntaxError (UnsupportedStatementError for a
     statement kind pybroker does not run) with the line and column and what was expected.
-    GO is refused here: ``parse_batches`` splits a script into batches at it. ``declared``:
+    GO is refused here: ``batches.parse_batches`` splits a script into batches at it. ``declared``:
     the variables (by key) the batch finds declared, as sp_executesql's parameters are."""
     if not isinstance(text, str):
         raise TsqlSyntaxError(f"T-SQL must be text, not {type(text).__name__}")
-    return _parse_tokens(tokenize(text), master, text.removeprefix("\ufeff").split("\n"),
+    return parse_tokens(tokenize(text), master, text.removeprefix("\ufeff").split("\n"),
                          declared=declared)
 
 
-def _in_master(statements: Sequence[object], master: bool) -> bool:
+def runs_in_master(statements: Sequence[object], master: bool) -> bool:
     """Whether what follows the statements runs in master (after their last USE)."""
     for s in statements:
         if isinstance(s, Use):
@@ -302,7 +250,7 @@ def _in_master(statements: Sequence[object], master: bool) -> bool:
     return master
 
 
-def _parse_tokens(tokens: list[Token], master: bool, lines: list[str], *,
+def parse_tokens(tokens: list[Token], master: bool, lines: list[str], *,
                   batches: bool = False, declared: Sequence[str] = ()
                   ) -> list[ScriptStatement]:
     p = ddl_parser(tokens, master=master)
@@ -319,7 +267,7 @@ def _parse_tokens(tokens: list[Token], master: bool, lines: list[str], *,
             statements.append(read_procedure_statement(reader, first=not statements))
         elif p.token.is_word("USE"):
             statements.append(read_use(p))
-            p.use_grammar(*ddl_grammar(_in_master(statements[-1:], master)))
+            p.use_grammar(*ddl_grammar(runs_in_master(statements[-1:], master)))
         else:
             statements.append(reader.statement())
         if p.token.kind == "end" or p.accept(";") or p.starts_statement():

@@ -18,7 +18,7 @@ through the public API (``Database.begin_dialog``, ``Conversation.send``/``end``
 - A batch that ends inside BEGIN TRANSACTION is rolled back, with a TransactionError.
 - A batch of DDL only (no conversation statement) stays all or nothing.
 - A script is split into batches at each line holding only GO [count], as sqlcmd and SSMS
-  split it (pybroker.core.tsql.conversation_parser.parse_batches). Every batch is parsed before
+  split it (pybroker.core.tsql.batches.parse_batches). Every batch is parsed before
   the first runs, then they run in order, each on its own: variables do not cross GO, and
   neither does a transaction (a batch that ends inside one is rolled back, as above).
   GO count runs the batch before it that many times. A failed batch stops the script

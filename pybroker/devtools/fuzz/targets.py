@@ -309,10 +309,8 @@ class _TsqlRunner:
 
     def __call__(self, text: str) -> None:
         from pybroker.core.tsql import parse_batch
-        from pybroker.core.tsql.conversation_parser import (
-            is_conversation_statement,
-            parse_batches,
-        )
+        from pybroker.core.tsql.batches import parse_batches
+        from pybroker.core.tsql.conversation_parser import is_conversation_statement
 
         try:
             batches = parse_batches(text)  # the whole grammar, programs and procedures too
