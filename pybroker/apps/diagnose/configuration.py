@@ -8,8 +8,8 @@ import importlib.machinery
 import importlib.util
 from typing import Any
 
+from pybroker.apps.diagnose.explained import matching_step
 from pybroker.apps.diagnose.network import Network, Node, normal_address
-from pybroker.apps.diagnose.routing import matching_step
 from pybroker.core.wire.certificates import certificate_info
 from pybroker.errors import BrokerError
 
