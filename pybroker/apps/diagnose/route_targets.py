@@ -10,10 +10,16 @@ import datetime as dt
 import math
 from typing import Any
 
-from pybroker.apps.diagnose.explained import chosen_step, explain_keys, key, matching_step
+from pybroker.apps.diagnose.explained import (
+    Step,
+    chosen_step,
+    explain_endpoint_groups,
+    explain_keys,
+    key,
+    matching_step,
+)
 from pybroker.apps.diagnose.network import Network, Node, normal_address
 from pybroker.core.routing.cache import DYNAMIC_ROUTING_SERVICE
-from pybroker.core.routing.engine import ExplainStep
 
 # How far past a route's expiry the decision without it is asked for.
 _JUST_AFTER = dt.timedelta(milliseconds=1)
@@ -43,7 +49,7 @@ def _expiring_routes(net: Network, node: Node) -> None:
         return key(group["database_name"], group["far_service"], group["far_broker_instance"],
                    at)
 
-    explained = explain_keys(node.target, [group_key(g) for g in groups])
+    explained = explain_endpoint_groups(node.target, at)
     # each route a group's conversations take that expires before the latest of them lives
     outlived = []
     for group in groups:
@@ -57,12 +63,13 @@ def _expiring_routes(net: Network, node: Node) -> None:
             outlived.append((group, route))
     # what routing does for them once the route expired, every one in one query
     afterwards = explain_keys(node.target, [_after_key(g, r) for g, r in outlived])
+    others = {(r["database_name"], r["name"]): r for r in node.routes}
     reported: set[tuple[str, str]] = set()
     for group, route in outlived:
         database, name = group["database_name"], route["name"]
         if (database, name) in reported:
             continue
-        after = _after_expiry(node, database, route, afterwards[_after_key(group, route)])
+        after = _after_expiry(others, database, route, afterwards[_after_key(group, route)])
         if after is None:
             continue
         reported.add((database, name))
@@ -96,19 +103,19 @@ def _remedy(route: dict[str, Any], latest: dt.datetime, now: dt.datetime) -> str
     return f"DROP ROUTE [{name}]; CREATE ROUTE [{name}] WITH {', '.join(clauses)}"
 
 
-def _after_expiry(node: Node, database: str, route: dict[str, Any],
-                  steps: list[ExplainStep]) -> str | None:
+def _after_expiry(others: dict[tuple[str, str], dict[str, Any]], database: str,
+                  route: dict[str, Any], steps: list[Step]) -> str | None:
     """What routing does for the conversation once ``route`` expired (``steps``: the
     routing process traced just after), in words; None when that is harmless: another
     route to the same address, or the dynamic routing service asked again (R2.4: a route it
-    made with a LIFETIME is asked for again, by design)."""
+    made with a LIFETIME is asked for again, by design). ``others``: the instance's routes by
+    (database, name)."""
     matched = matching_step(steps)
     if matched is not None and matched.step == "R2.4":
         return None
     chosen = chosen_step(steps)
     if chosen is None:
         return "DELAYED: no route is chosen (R2.7, R3.5) and they wait in the transmission queue"
-    others = {(r["database_name"], r["name"]): r for r in node.routes}
     for name in chosen.candidates:
         other = others.get((database, name))
         if other is not None and _same_address(other["address"], route["address"]):

@@ -8,19 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 from pybroker.apps.diagnose.explained import (
-    Key,
+    PROBE_SERVICE,
+    Step,
     chosen_step,
     explain_keys,
+    explain_routes,
     key,
     matching_step,
+    route_key,
 )
 from pybroker.apps.diagnose.network import Network, Node
 from pybroker.core.routing.cache import DYNAMIC_ROUTING_SERVICE
-from pybroker.core.routing.engine import ExplainStep
-
-# The service name a wildcard route is asked about: one no route or service names (it holds
-# a character a service name may, and "any" in words).
-PROBE_SERVICE = "pybroker/diagnose/any-other-service"
 
 # The R3 step that would choose a route of each kind (docs/codes.md, R3).
 _CHOOSING_STEP = {"mirror": "R3.1", "LOCAL": "R3.2", "tcp": "R3.3", "TRANSPORT": "R3.4"}
@@ -30,8 +28,7 @@ def check(net: Network) -> None:
     _loops(net)
     for node in net.nodes:
         at = node.target.routing_now()
-        explained = explain_keys(node.target, [route_key(r, at) for r in node.routes
-                                               if not r["is_expired"]])
+        explained = explain_routes(node.target, at)
         for database in node.databases:
             for route in node.live_routes(database):
                 shadowed(net, node, route, explained[route_key(route, at)])
@@ -126,14 +123,7 @@ def _cycle_from(start: Node, service: str, hops: dict[tuple[str, str], list[tupl
 # -- D-RTE-002: routes never chosen -------------------------------------------------------
 
 
-def route_key(route: dict[str, Any], at: Any) -> Key:
-    """The key a route is asked about: its service (a wildcard's, one no route names) and
-    broker identifier, from its own database."""
-    return key(route["database_name"], route["remote_service_name"] or PROBE_SERVICE,
-               route["broker_instance"], at)
-
-
-def shadowed(net: Network, node: Node, route: dict[str, Any], steps: list[ExplainStep]) -> None:
+def shadowed(net: Network, node: Node, route: dict[str, Any], steps: list[Step]) -> None:
     """D-RTE-002 for ``route`` of ``node``, given the routing process traced for its key."""
     database = route["database_name"]
     matched = matching_step(steps)

@@ -42,11 +42,19 @@ class Target:
         return self._rows[key]
 
     def query(self, template: str, **params: Any) -> list[dict[str, Any]]:
-        """The rows of ``sql/diagnose/<template>.sql`` read now, not kept (a query whose
-        parameters are asked once, such as a batch of routing keys)."""
+        """The rows of ``sql/diagnose/<template>.sql`` read now, as dicts."""
         relation = self.instance.sql(render(f"diagnose/{template}.sql"), params or None)
         columns = list(relation.columns)
         return [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
+
+    def tuples(self, template: str, switches: Mapping[str, str] | None = None,
+               **params: Any) -> list[tuple[Any, ...]]:
+        """The rows of ``sql/diagnose/<template>.sql`` rendered with ``switches`` (the
+        template's variables: names of its own, never values) read now, not kept, as
+        tuples in the template's column order: for the many rows of a batch of routing
+        keys."""
+        sql = render(f"diagnose/{template}.sql", **(switches or {}))
+        return self.instance.sql(sql, params or None).fetchall()
 
     def routing_now(self) -> dt.datetime:
         """The instant the instance's routing judges expiry at (R1.4), as
