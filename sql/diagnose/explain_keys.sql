@@ -1,8 +1,10 @@
 {#-
   The routing process of sql/routing/explain_route.sql traced for many conversation keys in
   one query: the key (origin, service_name, broker_instance, routed_at), and per step its
-  code, candidates and result, in the order of the keys and steps. The switch `keys` says
-  which keys (default 'bound'):
+  code, candidates and result, in the order of the keys and steps. Only the steps that saw
+  candidates or decided without any (R2.7, R3.5, R3.6: delayed, dropped) are given: the
+  others, tried and empty, say nothing the rules read, and leaving them out of a batch of
+  10,000 keys is most of its rows. The switch `keys` says which keys (default 'bound'):
     bound            four lists of equal length, $origin, $service_name, $broker_instance
                      (NULL: none) and $routed_at, one key per position;
     routes           at $routed_at, every route of the instance that has not expired, asked
@@ -39,8 +41,9 @@
 SELECT x.origin, x.service_name, x.broker_instance, x.routed_at, x.step, x.candidates,
     x.result
 FROM (
-{% with conversations = relation -%}
+{% with conversations = relation, without_weights = true -%}
 {% include 'routing/explain_route.sql' %}
 {%- endwith %}
 ) AS x
+WHERE len(x.candidates) > 0 OR x.result IN ('delayed', 'dropped')
 ORDER BY x.origin, x.service_name, x.broker_instance NULLS FIRST, x.routed_at, x.step_order

@@ -30,7 +30,8 @@ PROBE_SERVICE = "pybroker/diagnose/any-other-service"
 
 class Step(NamedTuple):
     """One step of the routing process traced for a key (explain_route.sql's row): its code
-    (R2.1 ... R3.6), the candidate routes it saw and what it did."""
+    (R2.1 ... R3.6), the candidate routes it saw and what it did. A key's steps are those
+    that saw candidates or decided without any (explain_keys.sql)."""
 
     step: str
     candidates: tuple[str, ...]
@@ -67,7 +68,8 @@ def _grouped(target: Target, keys: str, **params: Any) -> dict[Key, list[Step]]:
 
 def explain_keys(target: Target, keys: Iterable[Key]) -> dict[Key, list[Step]]:
     """The routing process traced for each of ``keys`` on ``target``, in one query: key ->
-    its steps in order, as ``Instance.explain`` gives them (every key is in the answer)."""
+    its steps in order, as ``Instance.explain`` gives them less the steps that saw no
+    candidate and decided nothing (every key is in the answer)."""
     wanted = list(dict.fromkeys(keys))
     if not wanted:
         return {}

@@ -69,7 +69,7 @@ def _expiring_routes(net: Network, node: Node) -> None:
         database, name = group["database_name"], route["name"]
         if (database, name) in reported:
             continue
-        after = _after_expiry(others, database, route, afterwards[_after_key(group, route)])
+        after = after_expiry(others, database, route, afterwards[_after_key(group, route)])
         if after is None:
             continue
         reported.add((database, name))
@@ -103,7 +103,7 @@ def _remedy(route: dict[str, Any], latest: dt.datetime, now: dt.datetime) -> str
     return f"DROP ROUTE [{name}]; CREATE ROUTE [{name}] WITH {', '.join(clauses)}"
 
 
-def _after_expiry(others: dict[tuple[str, str], dict[str, Any]], database: str,
+def after_expiry(others: dict[tuple[str, str], dict[str, Any]], database: str,
                   route: dict[str, Any], steps: list[Step]) -> str | None:
     """What routing does for the conversation once ``route`` expired (``steps``: the
     routing process traced just after), in words; None when that is harmless: another

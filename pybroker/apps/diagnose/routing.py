@@ -35,8 +35,8 @@ def check(net: Network) -> None:
             _dynamic_before_wildcards(net, node, database)
 
 
-def _step(steps: list[Any], code: str) -> Any:
-    return next(s for s in steps if s.step == code)
+def _step(steps: list[Any], code: str) -> Any | None:
+    return next((s for s in steps if s.step == code), None)
 
 
 def _kind(route: dict[str, Any]) -> str:
@@ -138,7 +138,8 @@ def shadowed(net: Network, node: Node, route: dict[str, Any], steps: list[Step])
         return
     own = _step(steps, _CHOOSING_STEP[_kind(route)])
     chosen = chosen_step(steps)
-    if chosen is not None and own.result == "not reached" and route["name"] in own.candidates:
+    if chosen is not None and own is not None and own.result == "not reached" \
+            and route["name"] in own.candidates:
         net.add("D-RTE-002", node, database, [f"route {route['name']}"],
                 route=route["name"], service=shown, step=chosen.step,
                 winner=", ".join(chosen.candidates),
