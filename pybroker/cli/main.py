@@ -134,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--example", type=int, choices=range(1, 8), metavar="N",
                    help="run only example N (1-7), without the conversation; for 6 and 3 "
                    "also its run across instance processes")
+    p.add_argument("--network", type=Path, metavar="DIR",
+                   help="instead, write the network of the forwarding part (A -> forwarder "
+                   "F -> B, example 6) as instance files A.duckdb, F.duckdb and B.duckdb in "
+                   "DIR, to read with pybroker diagnose and draw with pybroker topology")
+    p.add_argument("--first-port", type=int, default=4022, metavar="PORT",
+                   help="with --network: the port A's endpoint is defined on; F and B take "
+                   "the next two (default 4022; free while the files are written)")
 
     p = command("create-database", "create a database (its own broker identifier and "
                 "AutoCreatedLocal route); creates the file if needed", cmd_create_database)
@@ -447,6 +454,25 @@ def cmd_forwarding(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_network(args: argparse.Namespace) -> int:
+    from pybroker.devtools.demos.network import build_network
+
+    if args.file is not None or args.example is not None:
+        raise UsageError("--network writes the network's files only: give it without FILE "
+                         "and --example")
+    if not 1 <= args.first_port <= 65533:
+        raise UsageError(f"--first-port must be a port from 1 to 65533, not {args.first_port}")
+    try:
+        paths = build_network(args.network, [args.first_port + i for i in range(3)])
+    except FileExistsError as exc:
+        raise UsageError(str(exc)) from None
+    names = " ".join(str(p) for p in paths)
+    print(f"wrote {names}")
+    print(f"  pybroker diagnose {names}")
+    print(f"  pybroker topology {names} --out network.svg")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pybroker.devtools.demos.routing import (
         build_example,
@@ -458,6 +484,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     from pybroker.devtools.demos.wire import EXAMPLE_PARTS, PARTS, run_across_processes
 
+    if args.network is not None:
+        return _demo_network(args)
     if args.file is not None and args.file.exists():
         raise UsageError(f"{args.file} already exists; the demo writes only to a new file")
     examples = [e for e in load_examples() if args.example in (None, e.number)]

@@ -8,8 +8,9 @@ import importlib.machinery
 import importlib.util
 from typing import Any
 
+from pybroker.apps.diagnose.explained import matching_step
 from pybroker.apps.diagnose.network import Network, Node, normal_address
-from pybroker.apps.diagnose.routing import matching_step
+from pybroker.core.routing.engine import OUTSIDE
 from pybroker.core.wire.certificates import certificate_info
 from pybroker.errors import BrokerError
 
@@ -62,7 +63,8 @@ def _routes_back(net: Network, node: Node) -> None:
     for database, route, address in _network_routes(node):
         service = route["remote_service_name"]
         there = net.at(address)
-        if service is None or there is None or there is node or database == "msdb":
+        if service is None or there is None or there is node or database == "msdb" \
+                or _passed_on(there, service):
             continue
         for far_service in _initiator_services(node, database, service):
             for target_database in there.hosts(service):
@@ -80,6 +82,18 @@ def _routes_back(net: Network, node: Node) -> None:
                             service=service, far_service=far_service,
                             broker_instance=broker,
                             address=own[0] if own else "tcp://HOST:PORT")
+
+
+def _passed_on(node: Node, service: str) -> bool:
+    """Whether a message for ``service`` that arrives at ``node`` is sent on by a network
+    route of its msdb (R1.2, R7) rather than delivered to a database of its own: then the
+    target, and its route back, are further on (a forwarder that also hosts the service,
+    as example 6's does)."""
+    if not node.forwarding:
+        return False
+    chosen = next((s for s in node.target.instance.explain(service, origin=OUTSIDE)
+                   if s.step.startswith("R3.") and s.result == "chosen"), None)
+    return chosen is not None and chosen.step in ("R3.1", "R3.3")
 
 
 def _routed(steps: list[Any]) -> bool:

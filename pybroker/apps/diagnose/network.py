@@ -5,6 +5,7 @@ read once from each (sql/diagnose/), with the addresses routes name mapped to in
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ _ALL_ADDRESSES = "127.0.0.1"
 _SAME_HOST = {"localhost": "127.0.0.1", "[::1]": "::1"}
 
 
+@functools.lru_cache(maxsize=4096)  # asked of every route's address, often the same few
 def normal_address(address: str | None) -> str | None:
     """A ``tcp://host:port`` address in one spelling (scheme in lower case, no trailing
     ``/``, localhost as 127.0.0.1), or None for LOCAL, TRANSPORT and None."""

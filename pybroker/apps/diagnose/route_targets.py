@@ -1,8 +1,8 @@
 """The routing checks of diagnose about what a route leads to (D-RTE-004 to D-RTE-007):
 when it stops leading anywhere (its LIFETIME against the conversations it routes), the
 partners of a mirrored pair, the addresses TRANSPORT takes from service names. Routing
-questions go to each instance's own engine (``Instance.explain``) or its routing SQL
-(sql/routing/ through sql/diagnose/explain_route_at.sql), never decided a second time."""
+questions go to each instance's own routing SQL (sql/routing/, every key of an instance in
+one query through explained.py), never decided a second time."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ import datetime as dt
 import math
 from typing import Any
 
+from pybroker.apps.diagnose.explained import (
+    Step,
+    chosen_step,
+    explain_endpoint_groups,
+    explain_keys,
+    key,
+    matching_step,
+)
 from pybroker.apps.diagnose.network import Network, Node, normal_address
-from pybroker.apps.diagnose.routing import matching_step
 from pybroker.core.routing.cache import DYNAMIC_ROUTING_SERVICE
-from pybroker.core.routing.engine import OUTSIDE
 
 # How far past a route's expiry the decision without it is asked for.
 _JUST_AFTER = dt.timedelta(milliseconds=1)
@@ -29,14 +35,6 @@ def check(net: Network) -> None:
         _transport_names(net, node)
 
 
-def _origin(database: str) -> str:
-    return OUTSIDE if database == "msdb" else database
-
-
-def _chosen(steps: list[Any]) -> Any | None:
-    return next((s for s in steps if s.step.startswith("R3.") and s.result == "chosen"), None)
-
-
 # -- D-RTE-004: routes that expire before their conversations ----------------------------
 
 
@@ -44,26 +42,48 @@ def _expiring_routes(net: Network, node: Node) -> None:
     routes = {(r["database_name"], r["name"]): r for r in node.routes if not r["is_expired"]}
     if not any(r["lifetime"] is not None for r in routes.values()):
         return
-    reported: set[tuple[str, str]] = set()
-    for group in node.target.rows("select_endpoint_lifetimes"):
-        database, service = group["database_name"], group["far_service"]
-        broker, latest = group["far_broker_instance"], group["latest"]
-        steps = node.target.instance.explain(service, broker_instance=broker,
-                                             origin=_origin(database))
-        chosen = _chosen(steps)
+    groups = node.target.rows("select_endpoint_lifetimes")
+    at = node.target.routing_now()
+
+    def group_key(group: dict[str, Any]) -> Any:
+        return key(group["database_name"], group["far_service"], group["far_broker_instance"],
+                   at)
+
+    explained = explain_endpoint_groups(node.target, at)
+    # each route a group's conversations take that expires before the latest of them lives
+    outlived = []
+    for group in groups:
+        chosen = chosen_step(explained[group_key(group)])
+        latest = group["latest"]
         for name in chosen.candidates if chosen is not None else ():
-            route = routes.get((database, name))
+            route = routes.get((group["database_name"], name))
             if route is None or route["lifetime"] is None or latest is None \
-                    or route["lifetime"] >= latest or (database, name) in reported:
+                    or route["lifetime"] >= latest:
                 continue
-            after = _after_expiry(node, database, service, broker, route)
-            if after is None:
-                continue
-            reported.add((database, name))
-            net.add("D-RTE-004", node, database, [f"route {name}", f"service {service}"],
-                    route=name, service=service, expiry=f"{route['lifetime']:%Y-%m-%d %H:%M:%S}",
-                    latest=f"{latest:%Y-%m-%d %H:%M:%S}", endpoints=f"{group['endpoints']:,}",
-                    after=after, remedy=_remedy(route, latest, net.now))
+            outlived.append((group, route))
+    # what routing does for them once the route expired, every one in one query
+    afterwards = explain_keys(node.target, [_after_key(g, r) for g, r in outlived])
+    others = {(r["database_name"], r["name"]): r for r in node.routes}
+    reported: set[tuple[str, str]] = set()
+    for group, route in outlived:
+        database, name = group["database_name"], route["name"]
+        if (database, name) in reported:
+            continue
+        after = after_expiry(others, database, route, afterwards[_after_key(group, route)])
+        if after is None:
+            continue
+        reported.add((database, name))
+        service, latest = group["far_service"], group["latest"]
+        net.add("D-RTE-004", node, database, [f"route {name}", f"service {service}"],
+                route=name, service=service, expiry=f"{route['lifetime']:%Y-%m-%d %H:%M:%S}",
+                latest=f"{latest:%Y-%m-%d %H:%M:%S}", endpoints=f"{group['endpoints']:,}",
+                after=after, remedy=_remedy(route, latest, net.now))
+
+
+def _after_key(group: dict[str, Any], route: dict[str, Any]) -> Any:
+    """The key of ``group``'s conversations routed just after ``route`` expired."""
+    return key(group["database_name"], group["far_service"], group["far_broker_instance"],
+               route["lifetime"] + _JUST_AFTER)
 
 
 def _remedy(route: dict[str, Any], latest: dt.datetime, now: dt.datetime) -> str:
@@ -83,27 +103,24 @@ def _remedy(route: dict[str, Any], latest: dt.datetime, now: dt.datetime) -> str
     return f"DROP ROUTE [{name}]; CREATE ROUTE [{name}] WITH {', '.join(clauses)}"
 
 
-def _after_expiry(node: Node, database: str, service: str, broker: str | None,
-                  route: dict[str, Any]) -> str | None:
-    """What routing does for the conversation once ``route`` expired, in words; None when
-    that is harmless: another route to the same address, or the dynamic routing service
-    asked again (R2.4: a route it made with a LIFETIME is asked for again, by design)."""
-    rows = node.target.rows("explain_route_at", origin=_origin(database), service_name=service,
-                            broker_instance=broker, routed_at=route["lifetime"] + _JUST_AFTER)
-    matched = next((r for r in rows if r["step"].startswith("R2.")
-                    and r["result"] not in ("no route", "not applicable", "not reached")), None)
-    if matched is not None and matched["step"] == "R2.4":
+def after_expiry(others: dict[tuple[str, str], dict[str, Any]], database: str,
+                  route: dict[str, Any], steps: list[Step]) -> str | None:
+    """What routing does for the conversation once ``route`` expired (``steps``: the
+    routing process traced just after), in words; None when that is harmless: another
+    route to the same address, or the dynamic routing service asked again (R2.4: a route it
+    made with a LIFETIME is asked for again, by design). ``others``: the instance's routes by
+    (database, name)."""
+    matched = matching_step(steps)
+    if matched is not None and matched.step == "R2.4":
         return None
-    chosen = next((r for r in rows if r["step"].startswith("R3.") and r["result"] == "chosen"),
-                  None)
+    chosen = chosen_step(steps)
     if chosen is None:
         return "DELAYED: no route is chosen (R2.7, R3.5) and they wait in the transmission queue"
-    others = {(r["database_name"], r["name"]): r for r in node.routes}
-    for name in chosen["candidates"]:
+    for name in chosen.candidates:
         other = others.get((database, name))
         if other is not None and _same_address(other["address"], route["address"]):
             return None
-    return f"sent by route {', '.join(chosen['candidates'])} instead ({chosen['step']})"
+    return f"sent by route {', '.join(chosen.candidates)} instead ({chosen.step})"
 
 
 def _same_address(one: str, other: str) -> bool:
@@ -155,13 +172,16 @@ def _transport_names(net: Network, node: Node) -> None:
                     if r["database_name"] == database}
         services |= {s["name"] for n in net.nodes for s in n.services
                      if s["name"].lower().startswith("tcp://")}
-        for service in sorted(services - {DYNAMIC_ROUTING_SERVICE}):
-            steps = node.target.instance.explain(service, origin=_origin(database))
+        wanted = sorted(services - {DYNAMIC_ROUTING_SERVICE})
+        at = node.target.routing_now()
+        explained = explain_keys(node.target, [key(database, s, None, at) for s in wanted])
+        for service in wanted:
+            steps = explained[key(database, service, None, at)]
             matched = matching_step(steps)
             ours = sorted(transport & set(matched.candidates)) if matched is not None else []
             if not ours:
                 continue
-            chosen = _chosen(steps)
+            chosen = chosen_step(steps)
             reason = None
             if chosen is None:
                 reason = ("the name does not begin with an address tcp://HOST:PORT, so "

@@ -55,7 +55,7 @@ RULES: tuple[Rule, ...] = (
          "with importlib's finders, without importing the module; the function itself is "
          "not looked up)",
          "install the module where the instance is served, or in {database}: ALTER QUEUE "
-         "[{queue}] WITH ACTIVATION (PROCEDURE_NAME = 'module.path:function')"),
+         "[{queue}] WITH ACTIVATION (PROCEDURE_NAME = [module.path:function])"),
     Rule("D-CFG-005", "warning", "the broker endpoint is not started",
          "{instance} neither sends nor receives messages between instances while its "
          "endpoint {endpoint} is {state}",

@@ -7,6 +7,7 @@ Every read is a template of sql/diagnose/ run with bound parameters by ``Instanc
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +38,32 @@ class Target:
         """The rows of ``sql/diagnose/<template>.sql`` (read once per target), as dicts."""
         key = (template, tuple(sorted((k, repr(v)) for k, v in params.items())))
         if key not in self._rows:
-            relation = self.instance.sql(render(f"diagnose/{template}.sql"), params or None)
-            columns = list(relation.columns)
-            self._rows[key] = [dict(zip(columns, row, strict=True))
-                               for row in relation.fetchall()]
+            self._rows[key] = self.query(template, **params)
         return self._rows[key]
+
+    def query(self, template: str, **params: Any) -> list[dict[str, Any]]:
+        """The rows of ``sql/diagnose/<template>.sql`` read now, as dicts."""
+        relation = self.instance.sql(render(f"diagnose/{template}.sql"), params or None)
+        columns = list(relation.columns)
+        return [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
+
+    def tuples(self, template: str, switches: Mapping[str, str] | None = None,
+               **params: Any) -> list[tuple[Any, ...]]:
+        """The rows of ``sql/diagnose/<template>.sql`` rendered with ``switches`` (the
+        template's variables: names of its own, never values) read now, not kept, as
+        tuples in the template's column order: for the many rows of a batch of routing
+        keys."""
+        sql = render(f"diagnose/{template}.sql", **(switches or {}))
+        return self.instance.sql(sql, params or None).fetchall()
+
+    def routing_now(self) -> dt.datetime:
+        """The instant the instance's routing judges expiry at (R1.4), as
+        ``Instance.explain`` does: an open Instance's own clock (naive UTC, the catalog's
+        timestamps), else the clock of this process, which a served instance's server
+        shares."""
+        if isinstance(self.instance, Instance):
+            return self.instance.kernel.now()
+        return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
     def close(self) -> None:
         if self.owned:
