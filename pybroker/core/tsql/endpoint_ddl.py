@@ -185,7 +185,8 @@ def _whole(p: Parser[Any], what: str, digits: int) -> int:
     raise p.expected(what)
 
 
-def _string(p: Parser[Any], what: str) -> str:
+def option_text(p: Parser[Any], what: str) -> str:
+    """A string option's text (1 to MAX_TEXT characters), or the refusal naming ``what``."""
     t = p.token
     if t.kind != "string":
         hint = " (strings take single quotes)" if t.kind == "identifier" else ""
@@ -397,7 +398,7 @@ def _create_certificate(
                           "'path' naming the peer's certificate file (PEM or DER)")
         p.keyword("FILE", "FILE = 'path' after FROM")
         p.require("=", "'=' after FILE")
-        path = _string(p, "the certificate file's path as a string, such as 'peer.pem',")
+        path = option_text(p, "the certificate file's path as a string, such as 'peer.pem',")
         if p.token.is_word("WITH"):
             raise _refuse("WITH PRIVATE KEY", p.token, "a certificate created FROM FILE "
                           "admits a peer, whose private key stays with the peer")
@@ -409,7 +410,7 @@ def _create_certificate(
     p.keyword("WITH", "FROM FILE = 'path' or WITH SUBJECT = 'subject'")
     p.keyword("SUBJECT", "SUBJECT after WITH")
     p.require("=", "'=' after SUBJECT")
-    subject = _string(p, "the certificate's subject as a string, such as 'Shop endpoint',")
+    subject = option_text(p, "the certificate's subject as a string, such as 'Shop endpoint',")
     dates: dict[str, datetime] = {}
     seen: dict[str, Token] = {}
     while p.accept(","):

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from pybroker.core.tsql.endpoint_ddl import option_text
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.parser import Parser, Refusal
 from pybroker.errors import MasterOnlyError, TsqlSyntaxError, UnsupportedOptionError
 
-MAX_TEXT = 4000  # a path, password or service name longer than this is not one
 PUBLIC = "public"  # the principal every login and user belongs to
 _LOGIN_OPTIONS = ("CHECK_POLICY", "CHECK_EXPIRATION", "DEFAULT_DATABASE", "DEFAULT_LANGUAGE")
 
@@ -127,24 +127,13 @@ def _refuse(option: str, token: Token, why: str) -> UnsupportedOptionError:
                                   option=option)
 
 
-def _text(p: Parser[Any], what: str) -> str:
-    t = p.token
-    if t.kind != "string":
-        hint = " (strings take single quotes)" if t.kind == "identifier" else ""
-        raise p.expected(f"{what}{hint}")
-    if not t.text or len(t.text) > MAX_TEXT:
-        raise TsqlSyntaxError(f"{what} at {t.where} must hold 1 to {MAX_TEXT} characters")
-    p.advance()
-    return t.text
-
-
 def _password(p: Parser[Any]) -> None:
     p.keyword("PASSWORD", "PASSWORD after BY" if p.tokens[p.pos - 1].is_word("BY")
               else "PASSWORD after WITH")
     p.require("=", "'=' after PASSWORD")
     if p.token.is_word("HASHED") or (p.token.kind == "number" and p.token.text.startswith("0x")):
         raise _refuse("a HASHED password", p.token, "give the password as a string")
-    _text(p, "the password as a string")
+    option_text(p, "the password as a string")
     if p.token.is_word("HASHED"):
         raise _refuse("HASHED", p.token, "give the password as a string, without HASHED")
 
@@ -282,7 +271,7 @@ def _backup_certificate(p: Parser[Any], verb: Token) -> BackupCertificate:
     p.keyword("TO", "TO FILE = 'path' after the certificate's name")
     p.keyword("FILE", "FILE = 'path' after TO")
     p.require("=", "'=' after FILE")
-    path = _text(p, "the file's path as a string, such as 'shop.cer',")
+    path = option_text(p, "the file's path as a string, such as 'shop.cer',")
     if p.token.is_word("WITH"):
         raise _refuse("WITH PRIVATE KEY", p.token, "the private key of the endpoint "
                       "certificate stays in the instance file; BACKUP CERTIFICATE writes "
@@ -300,7 +289,7 @@ def _create_binding(p: Parser[Any], verb: Token) -> CreateRemoteServiceBinding:
         p.name("an owner's name after AUTHORIZATION")
     p.keyword("TO", "TO SERVICE 'service' after the binding's name")
     p.keyword("SERVICE", "SERVICE after TO")
-    service = _text(p, "the far service's name as a string")
+    service = option_text(p, "the far service's name as a string")
     p.keyword("WITH", "WITH USER = user after the service's name")
     seen: dict[str, Token] = {}
     user: str | None = None
