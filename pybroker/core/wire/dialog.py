@@ -344,16 +344,19 @@ class Transmitter:
         allow_new = self._flight.get(address, 0) < self.window
         levels = self._levels[address]
         if len(levels) == 1:  # all alike (nothing honours priorities): plain turns
-            turns: Iterable[deque[_Dialog]] = (peers,)
-        else:  # HONOR_BROKER_PRIORITY: the highest first, in turns among equals
-            return self._next_by_priority(address, levels, allow_new, now)
-        for dialogs in turns:
-            for _ in range(len(dialogs)):
-                dialog = dialogs[0]
-                dialogs.rotate(-1)
-                picked = self._pick(dialog, allow_new)
-                if picked is not None:
-                    return self._sent(address, dialog, picked, now)
+            return self._in_turn(address, peers, allow_new, now)
+        # HONOR_BROKER_PRIORITY: the highest first, in turns among equals
+        return self._next_by_priority(address, levels, allow_new, now)
+
+    def _in_turn(self, address: str, dialogs: deque[_Dialog], allow_new: bool,
+                 now: float) -> MessageFragment | None:
+        """The next fragment of ``dialogs``, each asked in turn (the one asked goes last)."""
+        for _ in range(len(dialogs)):
+            dialog = dialogs[0]
+            dialogs.rotate(-1)
+            picked = self._pick(dialog, allow_new)
+            if picked is not None:
+                return self._sent(address, dialog, picked, now)
         return None
 
     def _next_by_priority(self, address: str, levels: dict[int, deque[_Dialog]],
@@ -362,13 +365,9 @@ class Transmitter:
         for level in sorted(levels, reverse=True):
             if idle.get((address, level)) == (self._changes, allow_new):
                 continue  # found with nothing to send, and nothing changed since
-            dialogs = levels[level]
-            for _ in range(len(dialogs)):
-                dialog = dialogs[0]
-                dialogs.rotate(-1)
-                picked = self._pick(dialog, allow_new)
-                if picked is not None:
-                    return self._sent(address, dialog, picked, now)
+            fragment = self._in_turn(address, levels[level], allow_new, now)
+            if fragment is not None:
+                return fragment
             idle[(address, level)] = (self._changes, allow_new)
         return None
 
