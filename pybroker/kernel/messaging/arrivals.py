@@ -25,11 +25,10 @@ acknowledges (R7.3).
 from __future__ import annotations
 
 import contextlib
-import io
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -507,7 +506,7 @@ class Arrivals:
                 if f.message_size >= message_parts.STREAM_FROM:
                     uow.m.store.checkpoint_after_commit()
             else:  # held, or an end or error message (its body is read): made whole
-                body = _reassemble(uow, handle, f, held_frags)
+                body = message_parts.reassemble(uow, handle, f, held_frags)
             frags = self.fragments.get(handle)
             if frags is not None:
                 frags.pop(f.sequence, None)
@@ -764,54 +763,3 @@ class Arrivals:
             "message_sequence_number": columns.ints(cols[6]),
             "description": columns.texts(cols[7])})
         uow.sql("wire/prune_broker_events.sql", {"keep": MAX_EVENTS})
-
-
-def _reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
-                held: Iterable[int]) -> bytes:
-    """P4.4: the message whose last missing fragment is ``f``, its other fragments read from
-    message_fragments in one scan, row by row, each written at its place in one buffer of
-    the message's size; then they are deleted. A large message costs one body's worth of
-    memory in Python, not the three of taking every fragment out as a list and joining it.
-    (A message that goes straight into its queue is not made whole: message_parts.py.)"""
-    step = message_parts.fragment_step(f, held)
-    out = message_parts.body_buffer(f.message_size)
-    key = {"conversation_handle": handle, "message_sequence_number": f.sequence}
-    uow.flush()
-    uow.ensure_tx()
-    # where each piece goes: after the pieces before it in its fragment (cut to the
-    # PIECE_SIZE of the version that stored them)
-    lengths: dict[int, dict[int, int]] = {}
-    for number, at, length in uow.sql("wire/select_fragment_pieces.sql", key):
-        lengths.setdefault(number, {})[at] = length or 0
-    offsets: dict[tuple[int, int], int] = {}
-    sizes: dict[int, int] = {}
-    for number, pieces in lengths.items():
-        if not 0 <= number < f.fragment_count or sorted(pieces) != list(range(len(pieces))):
-            raise message_parts.not_whole(f)
-        start = number * step
-        for at in range(len(pieces)):
-            offsets[number, at] = start
-            start += pieces[at]
-        sizes[number] = start - number * step
-        if sizes[number] > step and number != f.fragment_count - 1:
-            raise message_parts.not_whole(f)
-
-    def place(number: int, at: int, body: bytes | memoryview | None) -> None:
-        body = body or b""
-        if offsets.get((number, at)) is None:
-            raise message_parts.not_whole(f)
-        out.seek(offsets.pop((number, at)))
-        out.write(body)
-
-    uow.m.store.each_row("wire/select_message_fragments.sql", key,
-                          lambda row: place(row[0], row[1], row[2]))
-    if f.fragment_number in sizes:
-        raise message_parts.not_whole(f)
-    sizes[f.fragment_number] = len(f.body)
-    out.seek(f.fragment_number * step)
-    out.write(f.body)
-    if out.seek(0, io.SEEK_END) != f.message_size:
-        raise message_parts.not_whole(f)
-    message_parts.check_whole(f, step, sizes)
-    message_parts.delete(uow, handle, f.sequence)
-    return out.getvalue()

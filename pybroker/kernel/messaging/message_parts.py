@@ -10,7 +10,7 @@ when RECEIVE takes it (the transaction's commit makes that final), when its conv
 ends, when its queue is dropped.
 
 A message held out of order, one for a queue that is OFF (P8) and an error message are
-still made whole on arrival (arrivals.py, ``_reassemble``): they wait elsewhere first.
+still made whole on arrival (``reassemble``): they wait elsewhere first.
 """
 
 from __future__ import annotations
@@ -211,3 +211,54 @@ def delete(uow: UnitOfWork, handle: str, sequence: int) -> None:
     """The fragments of a message taken out of its queue leave with it."""
     uow.delete_pieces("wire/delete_message_fragments.sql", {
         "conversation_handle": handle, "message_sequence_number": sequence})
+
+
+def reassemble(uow: UnitOfWork, handle: str, f: MessageFragment,
+                held: Iterable[int]) -> bytes:
+    """P4.4: the message whose last missing fragment is ``f``, its other fragments read from
+    message_fragments in one scan, row by row, each written at its place in one buffer of
+    the message's size; then they are deleted. A large message costs one body's worth of
+    memory in Python, not the three of taking every fragment out as a list and joining it.
+    (A message that goes straight into its queue is not made whole: py.)"""
+    step = fragment_step(f, held)
+    out = body_buffer(f.message_size)
+    key = {"conversation_handle": handle, "message_sequence_number": f.sequence}
+    uow.flush()
+    uow.ensure_tx()
+    # where each piece goes: after the pieces before it in its fragment (cut to the
+    # PIECE_SIZE of the version that stored them)
+    lengths: dict[int, dict[int, int]] = {}
+    for number, at, length in uow.sql("wire/select_fragment_pieces.sql", key):
+        lengths.setdefault(number, {})[at] = length or 0
+    offsets: dict[tuple[int, int], int] = {}
+    sizes: dict[int, int] = {}
+    for number, pieces in lengths.items():
+        if not 0 <= number < f.fragment_count or sorted(pieces) != list(range(len(pieces))):
+            raise not_whole(f)
+        start = number * step
+        for at in range(len(pieces)):
+            offsets[number, at] = start
+            start += pieces[at]
+        sizes[number] = start - number * step
+        if sizes[number] > step and number != f.fragment_count - 1:
+            raise not_whole(f)
+
+    def place(number: int, at: int, body: bytes | memoryview | None) -> None:
+        body = body or b""
+        if offsets.get((number, at)) is None:
+            raise not_whole(f)
+        out.seek(offsets.pop((number, at)))
+        out.write(body)
+
+    uow.m.store.each_row("wire/select_message_fragments.sql", key,
+                          lambda row: place(row[0], row[1], row[2]))
+    if f.fragment_number in sizes:
+        raise not_whole(f)
+    sizes[f.fragment_number] = len(f.body)
+    out.seek(f.fragment_number * step)
+    out.write(f.body)
+    if out.seek(0, io.SEEK_END) != f.message_size:
+        raise not_whole(f)
+    check_whole(f, step, sizes)
+    delete(uow, handle, f.sequence)
+    return out.getvalue()
