@@ -100,6 +100,18 @@ def test_c7_a_deadlock_of_two_chooses_the_younger_unless_it_commits():
     assert locks2.try_acquire(1, WRITER, 3.0)
 
 
+def test_c7_a_holder_lets_one_key_go_and_keeps_the_rest():
+    locks = GroupLocks()
+    assert locks.try_acquire(1, (5, "g1"), 0.0) and locks.try_acquire(1, WRITER, 1.0)
+    assert not locks.release(2, WRITER)  # not its own
+    assert locks.release(1, WRITER)
+    assert not locks.release(1, WRITER)  # gone already
+    assert locks.holds(1, (5, "g1")) and locks.holder_of(WRITER) is None
+    assert locks.release_all(1) == [(5, "g1")]
+    assert locks.try_acquire(1, WRITER, 2.0) and locks.release(1, WRITER)
+    assert locks.held_by(1) == [] and locks.release_all(1) == []
+
+
 def test_c7_a_free_writer_goes_to_the_transaction_that_waited_longest():
     locks = GroupLocks()
     assert locks.try_acquire(1, WRITER, 0.0)

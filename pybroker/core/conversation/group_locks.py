@@ -140,6 +140,18 @@ class GroupLocks:
     def is_victim(self, holder: int) -> bool:
         return holder in self._victims
 
+    def release(self, holder: int, key: GroupKey) -> bool:
+        """``holder`` lets ``key`` go before it ends (whether it held it); the rest it keeps."""
+        found = self._held.get(key)
+        if found is None or found[0] != holder:
+            return False
+        del self._held[key]
+        keys = self._by_holder[holder]
+        keys.remove(key)
+        if not keys:
+            del self._by_holder[holder]
+        return True
+
     def release_all(self, holder: int) -> list[GroupKey]:
         """``holder`` ended: every key it held is free (returned), and it waits no more."""
         keys = self._by_holder.pop(holder, [])

@@ -105,6 +105,12 @@ class GroupLocking:
         with self._changed:
             return {g for db, g in self._table.locked_by_others(holder) if db == database_id}
 
+    def release(self, holder: int, key: GroupKey) -> None:
+        """``holder`` lets ``key`` go and keeps the rest; its waiters look again."""
+        with self._changed:
+            if self._table.release(holder, key):
+                self._changed.notify_all()
+
     def release_all(self, holder: int) -> bool:
         """``holder`` ended: its locks go, its waiters look again. Whether it held any."""
         with self._changed:

@@ -137,7 +137,7 @@ class UnitOfWork:
         if not self.m.group_locks.try_acquire(self.transaction_id, WRITER):
             return False
         if not self.m.store.lock.acquire(True, 0.05):
-            self.m.group_locks.release_all(self.transaction_id)
+            self.m.group_locks.release(self.transaction_id, WRITER)  # its groups stay held
             return False
         self.locked = True
         return True
