@@ -44,13 +44,31 @@ def _local_names() -> set[str]:
     return names
 
 
+# A package module that only an extra's users load, and that every other module imports
+# inside a function (or under TYPE_CHECKING): its own imports at module level run only for
+# them. test_an_extra_s_own_module_is_never_imported_at_the_top holds the other half.
+EXTRA_MODULES = {"pybroker/kernel/tracing.py": "otel"}
+
+
+def _top_level_imports(tree: ast.Module) -> set[int]:
+    """The ids of the import nodes that run when the module is imported."""
+    type_checking = {
+        id(inner)
+        for node in tree.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    return {id(node) for node in tree.body if id(node) not in type_checking}
+
+
 def _imports(folder: Path) -> dict[str, tuple[str, bool]]:
     """Top-level module name -> (first file importing it, whether any import is at module level)."""
     found: dict[str, tuple[str, bool]] = {}
     local = _local_names()
     for path in sorted(folder.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        top_level = {id(node) for node in tree.body}
+        extra_only = str(path.relative_to(folder.parent)) in EXTRA_MODULES
+        top_level = set() if extra_only else {id(node) for node in tree.body}
         # imports guarded by `if TYPE_CHECKING:` never run
         type_checking = {
             id(inner)
@@ -99,6 +117,23 @@ def _package_problems(folder: Path, core: set[str], extras: dict[str, set[str]])
 def test_the_package_imports_only_what_it_declares():
     core, extras = _declared()
     assert _package_problems(ROOT / "pybroker", core, extras) == []
+
+
+def test_an_extra_s_own_module_is_never_imported_at_the_top():
+    _core, extras = _declared()
+    for file, extra in EXTRA_MODULES.items():
+        assert extra in extras, f"{file}: no extra {extra!r} in pyproject.toml"
+        module = file.removesuffix(".py").replace("/", ".")
+        for path in sorted((ROOT / "pybroker").rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in tree.body:
+                if id(node) not in _top_level_imports(tree):
+                    continue
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                assert module not in names, (
+                    f"{path.relative_to(ROOT)} imports {module} at its top: every user would "
+                    f"load what only pybroker[{extra}]'s users have")
 
 
 def test_the_tests_import_only_what_the_test_extra_declares():
