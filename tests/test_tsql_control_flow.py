@@ -20,6 +20,7 @@ from pybroker import TsqlSyntaxError
 from pybroker.core.tsql.batches import parse_batches
 from pybroker.errors import InvalidArgumentError, TransactionError
 from tests.cli_helpers import run
+from tests.tsql_helpers import printed, program_database
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
 
@@ -156,16 +157,7 @@ def test_the_tutorial_conversation_completes_through_pybroker_sql(tmp_path):
 
 @pytest.fixture(scope="module")
 def db():
-    inst = pybroker.connect(None, worker=False)
-    database = inst.create_database("Flow")
-    database.execute("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q; "
-                     "CREATE SERVICE T ON QUEUE Q ([DEFAULT])")
-    yield database
-    inst.close()
-
-
-def printed(db: pybroker.Database, text: str) -> list[str]:
-    return db.execute(text).messages
+    yield from program_database("Flow")
 
 
 @pytest.mark.parametrize(

@@ -15,20 +15,12 @@ from hypothesis import strategies as st
 import pybroker
 from pybroker import TsqlSyntaxError
 from pybroker.core.tsql.error_numbers import TsqlError
+from tests.tsql_helpers import printed, program_database
 
 
 @pytest.fixture(scope="module")
 def db():
-    inst = pybroker.connect(None, worker=False)
-    database = inst.create_database("Dyn")
-    database.execute("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q; "
-                     "CREATE SERVICE T ON QUEUE Q ([DEFAULT])")
-    yield database
-    inst.close()
-
-
-def printed(db: pybroker.Database, text: str) -> list[str]:
-    return db.execute(text).messages
+    yield from program_database("Dyn")
 
 
 def quoted(text: str) -> str:

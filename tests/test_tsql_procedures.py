@@ -20,6 +20,7 @@ from pybroker import TsqlSyntaxError, UnsupportedStatementError
 from pybroker.core.tsql.error_numbers import TsqlError
 from pybroker.errors import ConversationError
 from tests.cli_helpers import call
+from tests.tsql_helpers import printed, program_database
 from tests.wire_helpers import wait_for
 
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
@@ -215,16 +216,7 @@ def test_a_procedure_that_rolls_back_five_times_turns_its_queue_off():
 
 @pytest.fixture(scope="module")
 def db():
-    inst = pybroker.connect(None, worker=False)
-    database = inst.create_database("Prog")
-    database.execute("CREATE QUEUE Q; CREATE SERVICE S ON QUEUE Q; "
-                     "CREATE SERVICE T ON QUEUE Q ([DEFAULT])")
-    yield database
-    inst.close()
-
-
-def printed(db: pybroker.Database, text: str) -> list[str]:
-    return db.execute(text).messages
+    yield from program_database("Prog")
 
 
 ERRORS = "PRINT CONCAT_ERRORS"  # replaced below by the PRINT of every ERROR_ function
