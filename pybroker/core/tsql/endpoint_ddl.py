@@ -163,7 +163,8 @@ EndpointStatement = (
 )
 
 
-def _refuse(option: str, token: Token, why: str) -> UnsupportedOptionError:
+def refuse(option: str, token: Token, why: str) -> UnsupportedOptionError:
+    """The refusal of an option pybroker does not run, at ``token``, saying why."""
     return UnsupportedOptionError(f"{option} at {token.where} is not supported: {why}",
                                   option=option)
 
@@ -212,7 +213,7 @@ def _tcp(p: Parser[Any], *, port_required: bool) -> dict[str, Any]:
     p.keyword("AS", "AS TCP")
     if not p.token.is_word("TCP"):
         if p.token.is_word("HTTP"):
-            raise _refuse("AS HTTP", p.token, "a Service Broker endpoint listens on TCP; "
+            raise refuse("AS HTTP", p.token, "a Service Broker endpoint listens on TCP; "
                           "expected AS TCP")
         raise p.expected("TCP after AS")
     p.advance()
@@ -252,7 +253,7 @@ def _listener_ip(p: Parser[Any]) -> str | None:
     p.require("(", "ALL or '(' and an IPv4 address for LISTENER_IP")
     t = p.token
     if t.kind in ("identifier", "string") or t.is_symbol(":"):
-        raise _refuse("an IPv6 LISTENER_IP", t, "pybroker's endpoint listens on IPv4; "
+        raise refuse("an IPv6 LISTENER_IP", t, "pybroker's endpoint listens on IPv4; "
                       "expected ALL or an IPv4 address such as (127.0.0.1)")
     address = None
     if t.kind == "number":
@@ -276,7 +277,7 @@ def _service_broker(p: Parser[Any]) -> dict[str, Any]:
     payload = p.token
     if not payload.is_word("SERVICE_BROKER"):
         if payload.kind == "word" and payload.text[0].isalpha():
-            raise _refuse(f"FOR {payload.text.upper()}", payload, "pybroker runs only Service "
+            raise refuse(f"FOR {payload.text.upper()}", payload, "pybroker runs only Service "
                           "Broker endpoints; expected FOR SERVICE_BROKER")
         raise p.expected("SERVICE_BROKER after FOR")
     p.advance()
@@ -312,13 +313,13 @@ def _authentication(p: Parser[Any]) -> str:
     """CERTIFICATE name; any WINDOWS form is refused."""
     t = p.token
     if t.is_word("WINDOWS"):
-        raise _refuse("AUTHENTICATION = WINDOWS", t, "pybroker authenticates endpoints by "
+        raise refuse("AUTHENTICATION = WINDOWS", t, "pybroker authenticates endpoints by "
                       "certificate only; expected AUTHENTICATION = CERTIFICATE name")
     p.keyword("CERTIFICATE", "CERTIFICATE and a certificate name after AUTHENTICATION =")
     name = p.name("a certificate name after AUTHENTICATION = CERTIFICATE")
     after = p.token
     if after.is_word("WINDOWS", *_WINDOWS_KINDS):
-        raise _refuse("AUTHENTICATION = CERTIFICATE ... WINDOWS", after, "pybroker "
+        raise refuse("AUTHENTICATION = CERTIFICATE ... WINDOWS", after, "pybroker "
                       "authenticates endpoints by certificate only; remove WINDOWS")
     return name
 
@@ -327,7 +328,7 @@ def _encryption(p: Parser[Any]) -> bool:
     """REQUIRED [ALGORITHM AES] (True) or DISABLED (False)."""
     t = p.token
     if t.is_word("SUPPORTED"):
-        raise _refuse("ENCRYPTION = SUPPORTED", t, "pybroker's endpoint cannot negotiate "
+        raise refuse("ENCRYPTION = SUPPORTED", t, "pybroker's endpoint cannot negotiate "
                       "encryption with a peer (it speaks TLS 1.3 or does not); expected "
                       "REQUIRED or DISABLED")
     value = p.choice("REQUIRED or DISABLED after ENCRYPTION =", "REQUIRED", "DISABLED")
@@ -337,11 +338,11 @@ def _encryption(p: Parser[Any]) -> bool:
         p.advance()
         algorithm = p.token
         if algorithm.is_word("RC4"):
-            raise _refuse("ALGORITHM RC4", algorithm, "pybroker encrypts with TLS 1.3 (AES); "
+            raise refuse("ALGORITHM RC4", algorithm, "pybroker encrypts with TLS 1.3 (AES); "
                           "expected ALGORITHM AES")
         p.keyword("AES", "AES after ALGORITHM")
         if p.token.is_word("RC4"):
-            raise _refuse("ALGORITHM AES RC4", p.token, "pybroker encrypts with TLS 1.3 "
+            raise refuse("ALGORITHM AES RC4", p.token, "pybroker encrypts with TLS 1.3 "
                           "(AES) only; expected ALGORITHM AES")
     return True
 
@@ -394,18 +395,18 @@ def _create_certificate(
         p.advance()
         source = p.token
         if source.is_word("BINARY", "ASSEMBLY", "EXECUTABLE"):
-            raise _refuse(f"FROM {source.text.upper()}", source, "expected FROM FILE = "
+            raise refuse(f"FROM {source.text.upper()}", source, "expected FROM FILE = "
                           "'path' naming the peer's certificate file (PEM or DER)")
         p.keyword("FILE", "FILE = 'path' after FROM")
         p.require("=", "'=' after FILE")
         path = option_text(p, "the certificate file's path as a string, such as 'peer.pem',")
         if p.token.is_word("WITH"):
-            raise _refuse("WITH PRIVATE KEY", p.token, "a certificate created FROM FILE "
+            raise refuse("WITH PRIVATE KEY", p.token, "a certificate created FROM FILE "
                           "admits a peer, whose private key stays with the peer")
         _refuse_active_for(p)
         return CreateCertificateFromFile(name, path, owner)
     if t.is_word("ENCRYPTION"):
-        raise _refuse("ENCRYPTION BY PASSWORD", t, "pybroker keeps the endpoint "
+        raise refuse("ENCRYPTION BY PASSWORD", t, "pybroker keeps the endpoint "
                       "certificate's private key in the instance file; remove the clause")
     p.keyword("WITH", "FROM FILE = 'path' or WITH SUBJECT = 'subject'")
     p.keyword("SUBJECT", "SUBJECT after WITH")
@@ -453,7 +454,7 @@ def _date(p: Parser[Any], key: str) -> datetime:
 
 def _refuse_active_for(p: Parser[Any]) -> None:
     if p.token.is_word("ACTIVE"):
-        raise _refuse("ACTIVE FOR BEGIN_DIALOG", p.token, "pybroker has no dialog security "
+        raise refuse("ACTIVE FOR BEGIN_DIALOG", p.token, "pybroker has no dialog security "
                       "certificates; remove the clause")
 
 

@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from pybroker.core.tsql.endpoint_ddl import option_text
+from pybroker.core.tsql.endpoint_ddl import option_text, refuse
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.parser import Parser, Refusal
-from pybroker.errors import MasterOnlyError, TsqlSyntaxError, UnsupportedOptionError
+from pybroker.errors import MasterOnlyError, TsqlSyntaxError
 
 PUBLIC = "public"  # the principal every login and user belongs to
 _LOGIN_OPTIONS = ("CHECK_POLICY", "CHECK_EXPIRATION", "DEFAULT_DATABASE", "DEFAULT_LANGUAGE")
@@ -122,20 +122,15 @@ PrincipalStatement = (
 MASTER_PRINCIPAL_STATEMENTS: tuple[type, ...] = (CreateLogin, DropLogin, BackupCertificate)
 
 
-def _refuse(option: str, token: Token, why: str) -> UnsupportedOptionError:
-    return UnsupportedOptionError(f"{option} at {token.where} is not supported: {why}",
-                                  option=option)
-
-
 def _password(p: Parser[Any]) -> None:
     p.keyword("PASSWORD", "PASSWORD after BY" if p.tokens[p.pos - 1].is_word("BY")
               else "PASSWORD after WITH")
     p.require("=", "'=' after PASSWORD")
     if p.token.is_word("HASHED") or (p.token.kind == "number" and p.token.text.startswith("0x")):
-        raise _refuse("a HASHED password", p.token, "give the password as a string")
+        raise refuse("a HASHED password", p.token, "give the password as a string")
     option_text(p, "the password as a string")
     if p.token.is_word("HASHED"):
-        raise _refuse("HASHED", p.token, "give the password as a string, without HASHED")
+        raise refuse("HASHED", p.token, "give the password as a string, without HASHED")
 
 
 def _principal(p: Parser[Any], what: str) -> str:
@@ -165,7 +160,7 @@ def _create_login(p: Parser[Any], verb: Token) -> CreateLogin:
         p.advance()
         source = p.token
         if source.is_word("WINDOWS", "EXTERNAL", "ASYMMETRIC"):
-            raise _refuse(f"FROM {source.text.upper()}", source, "a Service Broker endpoint "
+            raise refuse(f"FROM {source.text.upper()}", source, "a Service Broker endpoint "
                           "admits peers by certificate; expected FROM CERTIFICATE name or "
                           "WITH PASSWORD = '...'")
         p.keyword("CERTIFICATE", "CERTIFICATE after FROM")
@@ -178,7 +173,7 @@ def _create_login(p: Parser[Any], verb: Token) -> CreateLogin:
     while p.accept(","):
         option = p.token
         if option.is_word("SID", "CREDENTIAL"):
-            raise _refuse(option.text.upper(), option, "pybroker keeps no security "
+            raise refuse(option.text.upper(), option, "pybroker keeps no security "
                           "identifiers or credentials; remove the option")
         if not option.is_word(*_LOGIN_OPTIONS):
             raise p.expected(f"a login option ({', '.join(_LOGIN_OPTIONS)})")
@@ -212,7 +207,7 @@ def _create_user(p: Parser[Any], verb: Token) -> CreateUser:
         p.advance()
         kind = p.token
         if kind.is_word("ASYMMETRIC", "EXTERNAL"):
-            raise _refuse(f"{t.text.upper()} {kind.text.upper()}", kind, "expected FOR LOGIN "
+            raise refuse(f"{t.text.upper()} {kind.text.upper()}", kind, "expected FOR LOGIN "
                           "name, FOR CERTIFICATE name or WITHOUT LOGIN")
         which = p.choice("LOGIN or CERTIFICATE", "LOGIN", "CERTIFICATE")
         if which == "LOGIN":
@@ -223,7 +218,7 @@ def _create_user(p: Parser[Any], verb: Token) -> CreateUser:
         p.advance()
         option = p.token
         if option.is_word("PASSWORD"):
-            raise _refuse("CREATE USER ... WITH PASSWORD", option, "a contained database "
+            raise refuse("CREATE USER ... WITH PASSWORD", option, "a contained database "
                           "user; create a login and a user FOR LOGIN it")
         p.keyword("DEFAULT_SCHEMA", "DEFAULT_SCHEMA after WITH")
         p.require("=", "'=' after DEFAULT_SCHEMA")
@@ -258,7 +253,7 @@ def _grant(p: Parser[Any], verb: Token, permission: str, class_desc: str) -> Gra
     while p.accept(","):
         grantees.append(_principal(p, "a login or user name (or PUBLIC) after ','"))
     if p.token.is_word("WITH", "AS"):
-        raise _refuse(f"GRANT ... {p.token.text.upper()}", p.token, "pybroker keeps the "
+        raise refuse(f"GRANT ... {p.token.text.upper()}", p.token, "pybroker keeps the "
                       "permission only; remove the clause")
     return Grant(permission, class_desc, name, tuple(dict.fromkeys(grantees)))
 
@@ -273,7 +268,7 @@ def _backup_certificate(p: Parser[Any], verb: Token) -> BackupCertificate:
     p.require("=", "'=' after FILE")
     path = option_text(p, "the file's path as a string, such as 'shop.cer',")
     if p.token.is_word("WITH"):
-        raise _refuse("WITH PRIVATE KEY", p.token, "the private key of the endpoint "
+        raise refuse("WITH PRIVATE KEY", p.token, "the private key of the endpoint "
                       "certificate stays in the instance file; BACKUP CERTIFICATE writes "
                       "the certificate a peer needs")
     return BackupCertificate(name, path)
