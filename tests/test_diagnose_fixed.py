@@ -5,9 +5,13 @@ real instance files, the finding, its fix run as written, and diagnose asked aga
 from __future__ import annotations
 
 import datetime as dt
+import re
+
+import pytest
 
 import pybroker
 from tests import test_diagnose
+from tests.cli_helpers import call
 from tests.test_diagnose import (
     STOCK_PORT,
     _conversations,
@@ -104,3 +108,84 @@ def test_old_conversing_endpoints_are_fixed_by_ending_the_dialogs(tmp_path):
         for handle in handles:
             db.conversation(handle).end()
     assert "D-CNV-002" not in codes(diagnosed())
+
+
+# -- D-CFG-007, D-CFG-008: the fix is a renewal of the certificate -------------------------
+
+
+def _expiring_pair(tmp_path, days: int) -> tuple:
+    """Shop and Stock as ``pair`` gives them, but Shop's endpoint certificate (which Stock
+    trusts) made to expire ``days`` days from now."""
+    shop_file, stock_file = tmp_path / "shop.duckdb", tmp_path / "stock.duckdb"
+    expiry = dt.datetime.now(dt.UTC) + dt.timedelta(days=days)
+    with pybroker.connect(shop_file, worker=False) as shop_inst, \
+            pybroker.connect(stock_file, worker=False) as stock_inst:
+        shop_inst.database("master").execute(
+            f"CREATE CERTIFICATE Own WITH SUBJECT = 'shop', EXPIRY_DATE = '{expiry:%Y-%m-%d}';"
+            f"CREATE ENDPOINT BrokerEndpoint STATE = STARTED AS TCP (LISTENER_PORT = "
+            f"{test_diagnose.SHOP_PORT}, LISTENER_IP = (127.0.0.1)) FOR SERVICE_BROKER "
+            "(AUTHENTICATION = CERTIFICATE Own)")
+        endpoint(stock_inst, STOCK_PORT)
+        test_diagnose.trust_each_other(shop_inst, stock_inst)
+        shop = shop_inst.create_database("Shop")
+        shop.create_service("ShopService", queue=shop.create_queue("ShopQueue").name)
+        stock = stock_inst.create_database("Stock")
+        stock.create_service("StockService", queue=stock.create_queue("StockQueue").name,
+                             contracts=["DEFAULT"])
+        shop.create_route("ToStock", service_name="StockService", address=address(STOCK_PORT))
+        stock.create_route("ToShop", service_name="ShopService",
+                           address=address(test_diagnose.SHOP_PORT))
+    return shop_file, stock_file
+
+
+def _renew_and_trust(fix: str, tmp_path, capsys) -> None:
+    """Run a certificate finding's fix as written: `pybroker cert OWNER --renew > NAME.pem`
+    where the certificate is the endpoint's own, then `pybroker trust ...` of that file."""
+    renew = re.search(r"pybroker (cert \S+ --renew) > (\S+)", fix)
+    trust = re.search(r"pybroker (trust \S+ \S+ \S+)$", fix)
+    assert renew is not None and trust is not None, fix
+    code, pem, err = call(renew.group(1).split(), capsys)
+    assert code == 0 and pem.startswith("-----BEGIN CERTIFICATE-----"), err
+    pem_file = tmp_path / renew.group(2)
+    pem_file.write_text(pem)
+    argv = trust.group(1).split()
+    code, _, err = call([*argv[:-1], pem_file], capsys)
+    assert code == 0, err
+
+
+def test_a_certificate_expiring_within_30_days_is_fixed_by_renewing_it(tmp_path, capsys):
+    shop_file, stock_file = pair = _expiring_pair(tmp_path, 10)
+    found = only(pybroker.diagnose(pair), "D-CFG-008")
+    assert (found.instance, found.objects) == (str(stock_file), ("certificate peer0",))
+    assert f"pybroker cert {shop_file} --renew > peer0.pem" in found.fix
+    assert found.fix.endswith(f"pybroker trust {stock_file} peer0 peer0.pem")
+    _renew_and_trust(found.fix, tmp_path, capsys)
+    assert pybroker.diagnose(pair) == []  # renewed for ten years, and trusted as the new one
+
+
+def test_an_expired_certificate_is_fixed_by_renewing_it(tmp_path, capsys):
+    pair = _expiring_pair(tmp_path, 10)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=11)  # Shop's certificate expired
+    found = only(pybroker.diagnose(pair, now=later), "D-CFG-007")
+    assert (found.severity, found.instance) == ("error", str(pair[1]))
+    _renew_and_trust(found.fix, tmp_path, capsys)
+    assert pybroker.diagnose(pair, now=later) == []
+    code, _, err = call(["cert", pair[0], "--days", "5"], capsys)  # --days needs --renew
+    assert code == 2 and "--days goes with --renew" in err
+
+
+def test_renewing_keeps_the_subject_and_key_and_is_refused_while_the_endpoint_runs(tmp_path):
+    from pybroker.core.wire.certificates import certificate_info
+
+    with pybroker.connect(tmp_path / "one.duckdb", worker=False) as inst:
+        old = certificate_info(inst.certificate)
+        new = certificate_info(inst.renew_certificate(
+            dt.datetime.now(dt.UTC) + dt.timedelta(days=20)))
+        assert new.subject == old.subject and new.fingerprint != old.fingerprint
+        assert (new.not_after - dt.datetime.now(dt.UTC).replace(tzinfo=None)).days == 19
+        assert certificate_info(inst.certificate).fingerprint == new.fingerprint
+        with pytest.raises(pybroker.BrokerError, match="must expire after now"):
+            inst.renew_certificate(dt.datetime(2000, 1, 1))
+        inst.start_endpoint(0)
+        with pytest.raises(pybroker.BrokerError, match=r"close it .*before renewing"):
+            inst.renew_certificate()

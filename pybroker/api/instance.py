@@ -6,6 +6,7 @@ are in kernel/catalog_objects.py.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import time
 import uuid
@@ -209,6 +210,14 @@ class Instance:
         """This instance's endpoint certificate (PEM), made on first need; its private
         key stays in the instance file."""
         return self.broker_endpoints.certificate()
+
+    def renew_certificate(self, not_after: dt.datetime | None = None) -> str:
+        """Renew this instance's endpoint certificate before it expires: the same subject
+        and key, valid from now to ``not_after`` (naive UTC; default ten years on). Returns
+        the new PEM, which each peer then trusts in place of the old one
+        (``peer.trust(name, pem)``, or ``pybroker trust``). Refused while the endpoint
+        runs: close it (stop ``pybroker serve``), renew, start it again."""
+        return self.broker_endpoints.renew_certificate(not_after)
 
     def trust(self, name: str, pem: str) -> None:
         """Admit the peer instance whose endpoint certificate is ``pem`` as ``name``

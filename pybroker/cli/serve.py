@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import signal
 import sys
 import threading
@@ -13,7 +14,7 @@ from pybroker import arguments
 from pybroker.api.served.paths import token_path_for
 from pybroker.cli import serve_otel
 from pybroker.cli.serve_log import FORMATS, ServeLog
-from pybroker.cli.support import INSTANCE_FILE_HELP, require_instance_file
+from pybroker.cli.support import INSTANCE_FILE_HELP, UsageError, require_instance_file
 from pybroker.errors import BrokerError
 from pybroker.server.http import HttpServer, check_open_console
 from pybroker.server.metrics import ClientTotals
@@ -80,6 +81,11 @@ def add_commands(sub: Any, command: Any, usage_error: type[Exception]) -> None:
     p = command("cert", "print this instance's endpoint certificate (PEM), making it on "
                 "first need", cmd_cert)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
+    p.add_argument("--renew", action="store_true",
+                   help="renew it first (the same subject and key, valid from now; not while "
+                   "the endpoint runs) and print the new one, for each peer to trust")
+    p.add_argument("--days", type=int, default=None, metavar="N",
+                   help="with --renew: valid for N days (default 3650)")
 
     p = command("trust", "admit a peer instance by its endpoint certificate", cmd_trust)
     p.add_argument("file", type=Path, help=INSTANCE_FILE_HELP)
@@ -269,8 +275,17 @@ def _start_endpoint(inst: Any, args: argparse.Namespace) -> str:
 def cmd_cert(args: argparse.Namespace) -> int:
     from pybroker.server.connecting import connect  # a served file: through its server
 
+    if args.days is not None and not args.renew:
+        raise UsageError("--days goes with --renew")
+    if args.days is not None and args.days < 1:
+        raise UsageError(f"--days is a whole number of at least 1, not {args.days}")
     with connect(require_instance_file(args.file), worker=False) as inst:
-        sys.stdout.write(inst.certificate)
+        if args.renew:
+            not_after = None if args.days is None else (
+                dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=args.days))
+            sys.stdout.write(inst.renew_certificate(not_after))
+        else:
+            sys.stdout.write(inst.certificate)
     return 0
 
 

@@ -4,11 +4,14 @@ pybroker/kernel/broker_endpoint/runtime.py; the kernel holds it in its endpoint 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pybroker.errors import WireError
 from pybroker.kernel.broker_endpoint.ddl import stored_endpoint
 from pybroker.kernel.broker_endpoint.runtime import (
     BrokerEndpoint,
     endpoint_identity,
+    renew_identity,
     settings_for,
     trust,
     untrust,
@@ -62,6 +65,11 @@ class BrokerEndpoints:
     def certificate(self) -> str:
         """This instance's endpoint certificate (PEM), made on first need."""
         return endpoint_identity(self.kernel).certificate
+
+    def renew_certificate(self, not_after: datetime | None = None) -> str:
+        """Instance.renew_certificate() says what it does."""
+        self.kernel.check_open()
+        return renew_identity(self.kernel, not_after)
 
     def trust(self, name: str, pem: str) -> None:
         trust(self.kernel, name, pem)

@@ -44,7 +44,7 @@ CALLS: dict[tuple[str, str, str], bool] = {
         ("create_database", _W), ("drop_database", _W), ("execute", _W), ("database", _R),
         ("databases", _R), ("route", _R),
         ("route_many", _R), ("explain", _R), ("sql", _R), ("snapshot", _R), ("trust", _W),
-        ("untrust", _W),
+        ("untrust", _W), ("renew_certificate", _W),
         ("run_pending", _W), ("run_pending_all", _W))},
     **{(INSTANCE, GET_PROPERTY, name): w for name, w in (
         ("max_message_size", _R), ("forwarding", _R), ("forwarding_size_mb", _R),

@@ -157,10 +157,13 @@ def _unknown_addresses(net: Network, node: Node) -> None:
 
 
 def _certificates(net: Network, node: Node) -> None:
+    owners = {_thumbprint(n): n.name for n in net.nodes}
     for cert in node.trusted:
         expiry = cert["expiry_date"]
+        # the instance named whose own endpoint certificate it is renews it (its fix)
         fields = {"peer": cert["subject"], "certificate": cert["name"],
-                  "expiry": f"{expiry:%Y-%m-%d %H:%M}"}
+                  "expiry": f"{expiry:%Y-%m-%d %H:%M}",
+                  "owner": owners.get(cert["thumbprint"], "PEER_FILE")}
         if expiry <= net.now:
             net.add("D-CFG-007", node, None, [f"certificate {cert['name']}"], **fields)
         elif expiry <= net.now + EXPIRY_WARNING:

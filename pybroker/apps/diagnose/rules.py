@@ -69,12 +69,17 @@ RULES: tuple[Rule, ...] = (
     Rule("D-CFG-007", "error", "a peer certificate has expired",
          "{instance} refuses connections from {peer} (certificate {certificate}, expired "
          "{expiry}): messages between them wait in the transmission queues",
-         "on {instance}: trust the peer's new certificate (Instance.trust('{certificate}', "
-         "PEM), or CREATE CERTIFICATE [{certificate}] FROM FILE = '...' on master)"),
+         "renew it where it is the endpoint's own (its endpoint stopped; "
+         "Instance.renew_certificate() in Python): pybroker cert {owner} --renew > "
+         "{certificate}.pem; then trust the new one on {instance}: pybroker trust {instance} "
+         "{certificate} {certificate}.pem"),
     Rule("D-CFG-008", "warning", "a peer certificate expires within 30 days",
          "{instance} will refuse connections from {peer} after {expiry} (certificate "
          "{certificate})",
-         "renew the peer's certificate and trust the new one on {instance} before {expiry}"),
+         "before {expiry}, renew it where it is the endpoint's own (its endpoint stopped; "
+         "Instance.renew_certificate() in Python): pybroker cert {owner} --renew > "
+         "{certificate}.pem; then trust the new one on {instance}: pybroker trust {instance} "
+         "{certificate} {certificate}.pem"),
     Rule("D-CFG-009", "error", "a peer is not trusted by the other side",
          "{untrusting} does not trust {untrusted}'s endpoint certificate, and one of them "
          "routes to the other: the connection is refused at the handshake and messages "

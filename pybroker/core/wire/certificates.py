@@ -78,6 +78,31 @@ def make_certificate(common_name: str, now: datetime, *, not_before: datetime | 
     return cert_pem, key_pem
 
 
+def renewed_certificate(cert_pem: str, key_pem: str, now: datetime, *,
+                        not_after: datetime | None = None) -> str:
+    """The endpoint certificate ``cert_pem`` renewed: the same subject and key (so the
+    secrets peers share with it, and the dialogs' keys, stay as they are), valid from a
+    day before ``now`` to ``not_after`` (default: ten years after ``now``), naive UTC."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    old = _load(cert_pem)
+    key = serialization.load_pem_private_key(key_pem.encode("ascii"), password=None)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(old.subject)
+        .issuer_name(old.subject)
+        .public_key(old.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=CERTIFICATE_DAYS) if not_after is None
+                         else not_after))
+    for extension in old.extensions:  # a trust anchor with the same key usage as before
+        builder = builder.add_extension(extension.value, critical=extension.critical)
+    cert = builder.sign(key, hashes.SHA256())  # type: ignore[arg-type]
+    return cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+
+
 def _load(pem: str | bytes) -> x509.Certificate:
     from cryptography import x509
 

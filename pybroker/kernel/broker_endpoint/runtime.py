@@ -19,7 +19,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pybroker.core.wire import certificates
@@ -314,6 +314,36 @@ def endpoint_identity(kernel: Kernel, subject: str | None = None, *,
                 "instance_id": instance_id, "certificate": cert, "private_key": key})
     brokers = tuple(db.broker_instance for db in kernel.databases())
     return Identity(instance_id, cert, key, brokers)
+
+
+def renew_identity(kernel: Kernel, not_after: datetime | None = None) -> str:
+    """Renew this instance's endpoint certificate (made first if it is not yet): the same
+    subject and key, valid from now to ``not_after`` (default ten years on); the new PEM,
+    which peers trust in place of the old one. Refused while the endpoint runs, since its
+    connections present the certificate it started with."""
+    running = kernel.endpoint
+    if isinstance(running, BrokerEndpoint) and not running.is_closed:
+        raise WireError(
+            f"the broker endpoint of this instance runs on {running.address}: close it (stop "
+            "`pybroker serve`) before renewing its certificate, then start it again")
+    now = kernel.now()
+    if not_after is not None and not isinstance(not_after, datetime):
+        raise InvalidArgumentError(
+            f"not_after is a datetime (naive UTC) or None, not {type(not_after).__name__}")
+    if not_after is not None and not_after.tzinfo is not None:
+        not_after = not_after.astimezone(UTC).replace(tzinfo=None)
+    if not_after is not None and not_after <= now:
+        raise InvalidArgumentError(
+            f"a renewed certificate must expire after now, not on {not_after:%Y-%m-%d %H:%M} "
+            "(UTC): peers refuse an expired endpoint certificate")
+    identity = endpoint_identity(kernel)
+    pem = certificates.renewed_certificate(identity.certificate, identity.private_key, now,
+                                           not_after=not_after)
+    with kernel.write():
+        kernel.store.run("wire/update_identity.sql", {
+            "instance_id": identity.instance_id, "certificate": pem,
+            "private_key": identity.private_key})
+    return pem
 
 
 def trusted_certificates(kernel: Kernel) -> dict[str, str]:
