@@ -273,3 +273,30 @@ def test_a_contract_is_checked_where_a_forwarder_delivers(network, tmp_path):  #
         _order_contract(stock)
         stock.alter_service("StockService", add_contracts=["OrderContract"])
     assert "D-CFG-011" not in codes(pybroker.diagnose(files))
+
+
+# -- D-RTE-008 ------------------------------------------------------------------------------
+
+
+def test_a_forwarder_without_a_route_on_for_a_service_sent_to_it(network, tmp_path):  # noqa: F811
+    files = []
+    for made_file in network:  # the fixture's files are read by other tests: a copy
+        files.append(tmp_path / made_file.name)
+        files[-1].write_bytes(made_file.read_bytes())
+    a_file, f_file, b_file = files
+    with pybroker.connect(f_file, worker=False) as inst:  # F forwards, but no longer on to B
+        inst.database("msdb").drop_route("OnToStock")
+    found = only(pybroker.diagnose(files), "D-RTE-008")
+    assert (found.severity, found.instance, found.database, found.objects) == (
+        "error", str(f_file), "msdb", ("service StockService",))
+    assert f"{a_file} (route ToStock of Shop)" in found.happens and "R3.5" in found.happens
+    assert "D-CFG-001" not in codes(pybroker.diagnose(files))  # F forwards: it is this rule's
+    statement = found.fix.partition(": ")[2].partition(" (the instance")[0]
+    with pybroker.connect(b_file, read_only=True, worker=False) as inst:
+        b_address = inst.sql("SELECT 'tcp://127.0.0.1:' || port FROM "
+                             "sys.tcp_endpoints WHERE type_desc = 'SERVICE_BROKER'").fetchone()[0]
+    assert statement == ("CREATE ROUTE [StockService_onwards] WITH SERVICE_NAME = "
+                         f"'StockService', ADDRESS = '{b_address}'")
+    with pybroker.connect(f_file, worker=False) as inst:  # the fix, as it is given
+        inst.database("msdb").execute(statement)
+    assert "D-RTE-008" not in codes(pybroker.diagnose(files))

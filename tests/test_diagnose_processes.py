@@ -28,8 +28,9 @@ def test_a_loop_between_two_served_forwarders_is_found_through_their_servers(tmp
         assert result.returncode == 1 and "D-RTE-001" in result.stdout, result.stderr
         with served[1].client() as inst:  # the servers still hold their files, unharmed
             inst.database("msdb").drop_route("Onwards")
-        result = run("diagnose", *files)
-        assert result.returncode == 0 and "D-RTE-001" not in result.stdout, result.stdout
+        result = run("diagnose", *files)  # no loop; f2 now drops what f1 passes it on
+        assert result.returncode == 1 and "D-RTE-001" not in result.stdout, result.stdout
+        assert "D-RTE-008" in result.stdout
     finally:
         for child in served:
             child.close()
@@ -57,3 +58,38 @@ def test_a_server_reached_by_its_tcp_address_with_its_token(tmp_path):
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     finally:
         child.close()
+
+
+def test_a_served_forwarder_without_a_route_on_is_found_and_fixed_through_its_server(tmp_path):
+    a_file, f_file, b_file = (tmp_path / f"{n}.duckdb" for n in ("a", "f", "b"))
+    f_port, b_port = free_ports(2)
+    with pybroker.connect(a_file, worker=False) as a, \
+            pybroker.connect(f_file, worker=False) as f, \
+            pybroker.connect(b_file, worker=False) as b:
+        b.database("master").execute(  # defined, not listening: diagnose reads the file
+            "CREATE CERTIFICATE Own WITH SUBJECT = 'b'; CREATE ENDPOINT BrokerEndpoint STATE "
+            f"= STOPPED AS TCP (LISTENER_PORT = {b_port}, LISTENER_IP = (127.0.0.1)) FOR "
+            "SERVICE_BROKER (AUTHENTICATION = CERTIFICATE Own)")
+        stock = b.create_database("Stock")
+        stock.create_service("StockService", queue=stock.create_queue("StockQueue").name,
+                             contracts=["DEFAULT"])
+        shop = a.create_database("Shop")
+        shop.create_service("ShopService", queue=shop.create_queue("ShopQueue").name)
+        shop.create_route("ToStock", service_name="StockService",
+                          address=f"tcp://127.0.0.1:{f_port}")
+        f.forwarding = True  # and its msdb routes nothing on
+    trust_each_other(a_file, f_file, b_file)
+    served = Served(f_file, f_port)
+    try:
+        served.start()
+        served.ready()
+        findings = pybroker.diagnose([a_file, f_file, b_file])
+        found = [x for x in findings if x.code == "D-RTE-008"]
+        assert [(x.instance, x.objects) for x in found] == [
+            (str(f_file), ("service StockService",))]
+        assert f"ADDRESS = 'tcp://127.0.0.1:{b_port}'" in found[0].fix
+        with served.client() as inst:  # the fix, run by the server that holds the file
+            inst.database("msdb").execute(found[0].fix.partition(": ")[2].partition(" (")[0])
+        assert "D-RTE-008" not in {x.code for x in pybroker.diagnose([a_file, f_file, b_file])}
+    finally:
+        served.close()

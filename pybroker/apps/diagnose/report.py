@@ -11,6 +11,7 @@ from typing import Any
 from pybroker.apps.diagnose import (
     configuration,
     contracts,
+    forwarders,
     growth,
     hygiene,
     route_targets,
@@ -101,6 +102,7 @@ def checked_network(opened: list[Target], now: dt.datetime, leak_age: dt.timedel
     contracts.check(net)
     routing.check(net)
     route_targets.check(net)
+    forwarders.check(net)
     hygiene.check(net)
     growth.check(net)
     net.findings = list(dict.fromkeys(net.findings))

@@ -151,6 +151,15 @@ RULES: tuple[Rule, ...] = (
          "name the service tcp://HOST:PORT/name with the address of the instance that hosts "
          "it (R10.6), or in {database}: CREATE ROUTE ... WITH SERVICE_NAME = '{service}', "
          "ADDRESS = 'tcp://HOST:PORT'"),
+    Rule("D-RTE-008", "error", "a forwarder has no route on for a service sent to it (R7, "
+         "R3.5)",
+         "{senders} send(s) {service} to {instance}, which forwards, but its msdb chooses no "
+         "route for {service} and it hosts no such service: each message that arrives there "
+         "is dropped (R3.5, remote origin) and its sender retries forever, the messages "
+         "waiting in the senders' transmission queues",
+         "in msdb of {instance}: CREATE ROUTE [{service}_onwards] WITH SERVICE_NAME = "
+         "'{service}', ADDRESS = '{address}' (the instance that hosts it); or point the "
+         "senders' routes at that instance"),
     # -- conversation hygiene --------------------------------------------------------------
     Rule("D-CNV-001", "warning", "DISCONNECTED_INBOUND endpoints pile up",
          "{older} of {endpoints} conversation endpoints in {database} are "
