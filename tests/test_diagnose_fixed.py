@@ -5,7 +5,9 @@ real instance files, the finding, its fix run as written, and diagnose asked aga
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import time
 
 import pytest
 
@@ -189,3 +191,59 @@ def test_renewing_keeps_the_subject_and_key_and_is_refused_while_the_endpoint_ru
         inst.start_endpoint(0)
         with pytest.raises(pybroker.BrokerError, match=r"close it .*before renewing"):
             inst.renew_certificate()
+
+
+# -- conversation hygiene: the fixes of D-CNV-001, D-CNV-003, D-CNV-004, D-CNV-005 ---------
+
+
+def test_disconnected_inbound_endpoints_are_fixed_by_ending_them(tmp_path):
+    file = tmp_path / "leak.duckdb"
+    _conversations(file, 5, end=True)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
+    found = only(pybroker.diagnose([file], now=later, leak_count=5), "D-CNV-001")
+    assert "END CONVERSATION @handle" in found.fix
+    with pybroker.connect(file, worker=False) as inst:  # the target ends what it received
+        db = inst.database("App")
+        for (handle,) in inst.sql("SELECT conversation_handle FROM sys.conversation_endpoints"
+                                  " WHERE state_desc = 'DISCONNECTED_INBOUND'").fetchall():
+            db.execute(f"END CONVERSATION '{handle}'")
+    assert "D-CNV-001" not in codes(pybroker.diagnose([file], now=later, leak_count=5))
+
+
+def test_growth_and_waiting_messages_are_fixed_by_a_route_and_ending_the_dialogs(tmp_path):
+    file = tmp_path / "grows.duckdb"
+    _conversations(file, 3, end=True)
+    with pybroker.connect(file, worker=False) as inst:
+        earlier = inst.snapshot(tmp_path / "earlier.duckdb")
+        db = inst.database("App")
+        db.drop_route("AutoCreatedLocal")
+        for _ in range(5):
+            db.begin_dialog("Init", "Target").send(b"x")  # nothing routes: each one waits
+    hour_ago = time.time() - 3600
+    os.utime(earlier, (hour_ago, hour_ago))
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
+
+    def diagnosed():
+        return {f.code: f for f in pybroker.diagnose([file], since=[earlier], now=later,
+                                                     leak_count=5)}
+
+    found = diagnosed()
+    assert {"D-CNV-003", "D-CNV-004", "D-CNV-005"} <= set(found)
+    assert "a route (CREATE ROUTE)" in found["D-CNV-005"].fix
+    with pybroker.connect(file, worker=False) as inst:  # D-CNV-005's fix: the route back
+        inst.database("App").execute("CREATE ROUTE AutoCreatedLocal WITH ADDRESS = 'LOCAL'")
+        inst.run_pending(time.time() + 3600)  # the senders' next retry (C5)
+        assert inst.sql("SELECT count(*) FROM sys.transmission_queue").fetchone() == (0,)
+    found = diagnosed()
+    assert not {"D-CNV-004", "D-CNV-005"} & set(found) and "D-CNV-003" in found
+    assert "WITH CLEANUP" in found["D-CNV-003"].fix
+    with pybroker.connect(file, worker=False) as inst:  # D-CNV-003's: end both sides, clean up
+        db = inst.database("App")
+        for queue in ("TargetQueue", "InitQueue"):  # one conversation group a RECEIVE (C7)
+            while batch := db.receive(queue, max_messages=100):
+                for message in batch:
+                    db.conversation(message.conversation_handle).end()
+        for (handle,) in inst.sql("SELECT conversation_handle FROM sys.conversation_endpoints"
+                                  " WHERE state_desc = 'CLOSED'").fetchall():
+            db.execute(f"END CONVERSATION '{handle}' WITH CLEANUP")
+    assert not {"D-CNV-003", "D-CNV-004", "D-CNV-005"} & set(diagnosed())

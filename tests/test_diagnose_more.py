@@ -143,6 +143,10 @@ def test_mirror_partners_that_do_not_claim_the_database(pair, tmp_path):
         p_inst.database("Stock").set_mirroring("MIRROR", address(M_PORT))
     found = only(pybroker.diagnose(files), "D-RTE-006")
     assert found.severity == "error" and "MIRROR" in found.happens
+    assert "Database.set_mirroring('PRINCIPAL', partner)" in found.fix
+    with pybroker.connect(files[1], worker=False) as p_inst:  # the fix: P serves again
+        p_inst.database("Stock").set_mirroring("PRINCIPAL", address(M_PORT))
+    assert not {"D-RTE-005", "D-RTE-006"} & set(codes(pybroker.diagnose(files)))
 
 
 # -- D-RTE-007 ------------------------------------------------------------------------------
@@ -164,8 +168,18 @@ def test_transport_names_that_do_not_resolve(pair):
     assert str(stock_file) in found[("route ByName", f"service {named}")].happens
     with pybroker.connect(stock_file, worker=False) as inst:  # the named service exists
         inst.database("Stock").create_service(named, queue="StockQueue", contracts=["DEFAULT"])
-    left = [f.objects for f in pybroker.diagnose(pair) if f.code == "D-RTE-007"]
-    assert left == [("route ByName", "service Archive")]
+    left = [f for f in pybroker.diagnose(pair) if f.code == "D-RTE-007"]
+    assert [f.objects for f in left] == [("route ByName", "service Archive")]
+    statement = left[0].fix.partition("in Shop: ")[2]  # its own route, to where it is hosted
+    assert statement == ("CREATE ROUTE ... WITH SERVICE_NAME = 'Archive', ADDRESS = "
+                         "'tcp://HOST:PORT'")
+    with pybroker.connect(stock_file, worker=False) as inst:
+        inst.database("Stock").create_service("Archive", queue="StockQueue",
+                                              contracts=["DEFAULT"])
+    with pybroker.connect(shop_file, worker=False) as inst:
+        inst.database("Shop").execute(statement.replace("...", "ToArchive").replace(
+            "tcp://HOST:PORT", address(STOCK_PORT)))
+    assert "D-RTE-007" not in codes(pybroker.diagnose(pair))
 
 
 # -- D-CNV-005 --------------------------------------------------------------------------------

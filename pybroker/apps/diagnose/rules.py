@@ -181,7 +181,8 @@ RULES: tuple[Rule, ...] = (
          "out",
          "find the state that grows (SELECT state_desc, count(*) FROM "
          "sys.conversation_endpoints GROUP BY ALL) and END CONVERSATION on both sides once "
-         "a dialog's work is done"),
+         "a dialog's work is done; then remove the CLOSED ones, which pybroker keeps (END "
+         "CONVERSATION @handle WITH CLEANUP, D-CNV-009)"),
     Rule("D-CNV-004", "warning", "the transmission queue grows between two readings",
          "sys.transmission_queue of {database} grew from {before} to {after} (+{growth}) "
          "messages in {interval} since the reading {since}: they are sent faster than they "
