@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import pybroker
-from pybroker.apps.diagnose.drawing import dot
+from pybroker.apps.diagnose.drawing import dot, mermaid
 from pybroker.apps.diagnose.topology import topology
 from pybroker.cli.topology import render
 from pybroker.devtools.demos.network import NAMES, PORTS, build_network
@@ -157,3 +157,67 @@ def test_the_shipped_demo_picture_is_what_the_command_draws_today(demo_network):
     shipped = texts(SHIPPED.read_text())
     assert "ForwardingRoute [ElsewhereService]" in shipped
     assert shipped == today
+
+
+@pytest.fixture(scope="module")
+def every_kind(tmp_path_factory) -> tuple[list[Path], dict[int, int]]:
+    """Shop (instance S) routes StockService to a mirrored pair P (PRINCIPAL) / M (MIRROR)
+    and names a service of P by its address through a TRANSPORT route; S's Orders database
+    has only a route to the dynamic routing service on C. Healthy: no finding."""
+    folder = tmp_path_factory.mktemp("kinds")
+    files = [folder / f"{name}.duckdb" for name in ("s", "p", "m", "c")]
+    ports = free_ports(4)
+    insts = [pybroker.connect(file, worker=False) for file in files]
+    try:
+        s, p, m, c = insts
+        for inst, port in zip(insts, ports, strict=True):
+            endpoint(inst, port)
+        trust_each_other(*insts)
+        shop = s.create_database("Shop", broker_instance="5b000000-0000-4000-8000-000000000001")
+        shop.create_service("ShopService", queue=shop.create_queue("ShopQueue").name)
+        pair = "57000000-0000-4000-8000-000000000002"
+        named = f"tcp://127.0.0.1:{ports[1]}/Archive"
+        for inst, partner in ((p, ports[2]), (m, ports[1])):
+            stock = inst.create_database("Stock", broker_instance=pair)
+            stock.create_service("StockService", queue=stock.create_queue("StockQueue").name,
+                                 contracts=["DEFAULT"])
+            stock.create_route("ToShop", service_name="ShopService", address=address(ports[0]))
+            stock.set_mirroring("PRINCIPAL" if inst is p else "MIRROR", address(partner))
+        p.database("Stock").create_service(named, queue="StockQueue", contracts=["DEFAULT"])
+        shop.create_route("ToStockPair", service_name="StockService", address=address(ports[1]),
+                          mirror_address=address(ports[2]))
+        shop.create_route("ByName", address="TRANSPORT")
+        shop.begin_dialog("ShopService", named).send(b"<archive/>")  # routed by ByName
+        orders = s.create_database("Orders", broker_instance="0d000000-0000-4000-8000-000000000003")
+        orders.drop_route("AutoCreatedLocal")  # no wildcard for R2.4 to come before (R8.3)
+        orders.create_route("Config", service_name="SQL/ServiceBroker/BrokerConfiguration",
+                            address=address(ports[3]))
+        config = c.create_database("Config", broker_instance="cf000000-0000-4000-8000-000000000004")
+        config.create_service("SQL/ServiceBroker/BrokerConfiguration",
+                              queue=config.create_queue("ConfigQueue").name, contracts=["DEFAULT"])
+    finally:
+        for inst in insts:
+            inst.close()
+    return files, dict(zip(ports, (4131, 4132, 4133, 4134), strict=True))
+
+
+def test_a_mirrored_pair_transport_and_dynamic_routing_are_drawn_as_their_golden_file(
+        every_kind):
+    files, ports = every_kind
+    picture = topology(files)
+    assert picture.findings == []  # diagnose's own: nothing is marked
+    text = _stable(dot(picture), files, ["s.duckdb", "p.duckdb", "m.duckdb", "c.duckdb"], ports)
+    assert text == _golden("topology_kinds.dot", text)
+    kinds = {(e.route, e.kind) for e in picture.edges}
+    assert {("ToStockPair", "mirror"), ("ByName", "transport"), ("Config", "dynamic"),
+            (None, "partner")} <= kinds
+    # the pair between the partners' databases, each labelled with its role
+    assert 'i1_d0 -> i2_d0 [label="mirrored pair (R9)", dir=none' in text
+    assert 'label="Stock\\n57000000\\nPRINCIPAL (R9)"' in text
+    assert 'label="Stock\\n57000000\\nMIRROR (R9)"' in text
+    # TRANSPORT to the instance its service name's address is, named on the arrow
+    assert ('-> i1_ep [label="ByName [TRANSPORT: tcp://127.0.0.1:4132/Archive]", '
+            'color="#8c564b"];') in text
+    assert "TRANSPORT\\n(the address in the service name)" not in text  # nothing unresolved
+    chart = mermaid(picture)
+    assert 'i1_d0 ===|"mirrored pair (R9)"| i2_d0' in chart

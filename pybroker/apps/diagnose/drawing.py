@@ -15,7 +15,7 @@ _COLOURS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 _SHAPES = {"endpoint": "box", "database": "folder", "service": "ellipse",
            "address": "box", "transport": "box"}
 _EDGE_COLOURS = {"forwarded": "#1f77b4", "mirror": "#9467bd", "dynamic": "#2ca02c",
-                 "transport": "#8c564b"}
+                 "transport": "#8c564b", "partner": "#9467bd"}
 
 
 def _label(item: Element | Edge) -> str:
@@ -61,6 +61,8 @@ def dot(picture: Topology) -> str:
             attrs += ["arrowhead=none", "style=dotted"]
         elif edge.kind == "arrivals":
             attrs += ["style=dotted"]
+        elif edge.kind == "partner":  # the pair itself, no direction (R9)
+            attrs += ["dir=none", "style=bold"]
         elif edge.dashed:
             attrs.append("style=dashed")
         if edge.kind == "mirror" or edge.kind == "forwarded":
@@ -102,7 +104,8 @@ def mermaid(picture: Topology) -> str:
             node(e, "  ")
     styles = []
     for index, edge in enumerate(picture.edges):
-        arrow = ("---" if edge.kind == "hosts" else "-.->" if edge.dashed
+        arrow = ("---" if edge.kind == "hosts" else "===" if edge.kind == "partner"
+                 else "-.->" if edge.dashed
                  or edge.kind == "arrivals" else "==>" if edge.kind in ("mirror", "forwarded")
                  else "-->")
         label = _label(edge)

@@ -47,7 +47,8 @@ class Element:
 class Edge:
     """An arrow: ``kind`` hosts (a database's service), arrivals (the endpoint hands what
     arrives to msdb, R1.2), local, network, forwarded (an msdb route, R7), mirror (R9),
-    transport (R10.6) or dynamic (R8); ``route`` the route's name; ``dashed`` for an
+    transport (R10.6), dynamic (R8) or partner (a line between the two databases of a
+    mirrored pair, R9); ``route`` the route's name; ``dashed`` for an
     expired route or a link the other side does not trust."""
 
     source: str
@@ -108,12 +109,15 @@ class _Drawing:
         self.elements: list[Element] = []
         self.edges: list[Edge] = []
         self.ids: dict[tuple[str, ...], str] = {}
+        # (instance, database, its sys.database_mirroring row): the mirrored pairs (R9)
+        self.partners: list[tuple[Node, str, dict[str, Any]]] = []
         named = {(f.instance, f.database, o) for f in net.findings for o in f.objects}
         self.named_routes = {(i, d, o[6:]) for i, d, o in named if o.startswith("route ")}
 
     def build(self) -> Topology:
         for index, node in enumerate(self.net.nodes):
             self._instance(index, node)
+        self._pairs()
         for node in self.net.nodes:
             self._routes(node)
         for finding in self.net.findings:
@@ -138,15 +142,20 @@ class _Drawing:
         else:
             self._add(("endpoint", node.name), Element(
                 f"{inst}_ep", "endpoint", "no broker endpoint", inst))
+        roles = {r["database_name"]: r for r in node.target.rows("select_mirroring")}
         for d, database in enumerate(sorted(node.databases)):
             services = [s for s in node.services if s["database_name"] == database]
             routes = [r for r in node.routes if r["database_name"] == database
                       and not _is_default_route(r)]
             if database in _SYSTEM_DATABASES and not services and not routes:
                 continue
+            role = roles.get(database)
             db_id = self._add(("database", node.name, database), Element(
                 f"{inst}_d{d}", "database",
-                f"{database}\n{str(node.databases[database])[:8]}", inst))
+                f"{database}\n{str(node.databases[database])[:8]}"
+                + (f"\n{role['role']} (R9)" if role else ""), inst))
+            if role:
+                self.partners.append((node, database, role))
             if database == "msdb":
                 self.edges.append(Edge(f"{inst}_ep", db_id, "arrivals", "arrivals (R1.2)",
                                        node.name, database))
@@ -182,13 +191,11 @@ class _Drawing:
                            and k[1] == node.name and k[3] == service] or [source]
                 kinds = ["local"] * len(targets)
             elif address.upper() == "TRANSPORT":
-                if ("transport",) not in self.ids:
-                    self._add(("transport",), Element(
-                        "transport", "transport", "TRANSPORT\n(the address in the service name)"))
-                targets, kinds = ["transport"], ["transport"]
+                self._transport(node, route, label, source)
+                continue
             else:
-                kind = ("forwarded" if database == "msdb" else
-                        "dynamic" if service == DYNAMIC_ROUTING_SERVICE else
+                kind = ("dynamic" if service == DYNAMIC_ROUTING_SERVICE else
+                        "forwarded" if database == "msdb" else
                         "mirror" if route["mirror_address"] else "network")
                 targets, kinds = [self._target_of(address)], [kind]
                 if route["mirror_address"]:
@@ -199,6 +206,54 @@ class _Drawing:
                                  and target == targets[-1] else "")
                 self.edges.append(Edge(source, target, kind, shown, node.name, database,
                                        route["name"], dashed=bool(route["is_expired"])))
+
+    def _pairs(self) -> None:
+        """Each mirrored pair (R9) once, from the principal's side when it is named: a line
+        between the databases of the two partners, where the partner's address is an
+        instance named that has a database with the same broker identifier."""
+        drawn: set[frozenset[str]] = set()
+        for node, database, role in sorted(self.partners,
+                                           key=lambda p: p[2]["role"] != "PRINCIPAL"):
+            there = self.net.at(role["partner"])
+            broker = node.databases[database]
+            partner = next((d for d, b in (there.databases.items() if there else ())
+                            if b == broker), None)
+            other = None if there is None or partner is None else self.ids.get(
+                ("database", there.name, partner))
+            own = self.ids[("database", node.name, database)]
+            if other is None or frozenset((own, other)) in drawn:
+                continue
+            drawn.add(frozenset((own, other)))
+            self.edges.append(Edge(own, other, "partner", "mirrored pair (R9)", node.name,
+                                   database))
+
+    def _transport(self, node: Node, route: dict[str, Any], label: str, source: str) -> None:
+        """A TRANSPORT route (R10.6): an arrow to each address that the service names it
+        routes (the far services of the database's dialogs that its routing sends by this
+        route, asked of the instance's engine) begin with, labelled with those names; to
+        the TRANSPORT box when it routes none."""
+        database = route["database_name"]
+        names = sorted({r["far_service"] for r in node.target.rows("select_dialog_services")
+                        if r["database_name"] == database
+                        and str(r["far_service"]).lower().startswith("tcp://")})
+        by_address: dict[str, list[str]] = {}
+        for name in names:
+            decision = node.target.instance.route(name, origin=database)
+            if decision.route == route["name"] and decision.address:
+                by_address.setdefault(decision.address, []).append(name)
+        dashed = bool(route["is_expired"])
+        for address, shown in sorted(by_address.items()):
+            more = f" and {len(shown) - 2} more" if len(shown) > 2 else ""
+            self.edges.append(Edge(
+                source, self._target_of(address), "transport",
+                f"{route['name']} [TRANSPORT: {', '.join(shown[:2])}{more}]", node.name,
+                database, route["name"], dashed=dashed))
+        if not by_address:
+            if ("transport",) not in self.ids:
+                self._add(("transport",), Element(
+                    "transport", "transport", "TRANSPORT\n(the address in the service name)"))
+            self.edges.append(Edge(source, "transport", "transport", label, node.name,
+                                   database, route["name"], dashed=dashed))
 
     def _mark(self, finding: Finding) -> None:
         marked: list[Element | Edge] = []
