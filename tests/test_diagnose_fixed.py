@@ -5,7 +5,6 @@ real instance files, the finding, its fix run as written, and diagnose asked aga
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 import time
 
@@ -22,6 +21,7 @@ from tests.test_diagnose import (
     endpoint,
     only,
 )
+from tests.test_diagnose_more import grown_since
 
 pair = test_diagnose.pair  # the fixture: Shop and Stock, healthy
 
@@ -211,16 +211,8 @@ def test_disconnected_inbound_endpoints_are_fixed_by_ending_them(tmp_path):
 
 
 def test_growth_and_waiting_messages_are_fixed_by_a_route_and_ending_the_dialogs(tmp_path):
-    file = tmp_path / "grows.duckdb"
-    _conversations(file, 3, end=True)
-    with pybroker.connect(file, worker=False) as inst:
-        earlier = inst.snapshot(tmp_path / "earlier.duckdb")
-        db = inst.database("App")
-        db.drop_route("AutoCreatedLocal")
-        for _ in range(5):
-            db.begin_dialog("Init", "Target").send(b"x")  # nothing routes: each one waits
-    hour_ago = time.time() - 3600
-    os.utime(earlier, (hour_ago, hour_ago))
+    file, earlier = tmp_path / "grows.duckdb", tmp_path / "earlier.duckdb"
+    grown_since(file, earlier)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
 
     def diagnosed():

@@ -205,11 +205,12 @@ def test_messages_waiting_long_grouped_by_status(tmp_path):
 # -- D-CNV-003, D-CNV-004 ---------------------------------------------------------------------
 
 
-def test_growth_since_an_earlier_reading(tmp_path, capsys):
-    file = tmp_path / "leak.duckdb"
+def grown_since(file: Path, earlier: Path) -> None:
+    """Three fire-and-forget dialogs in ``file``, a reading of it as ``earlier`` an hour
+    ago, then five dialogs more whose messages wait (AutoCreatedLocal dropped)."""
     _conversations(file, 3, end=True)
     with pybroker.connect(file, worker=False) as inst:
-        earlier = inst.snapshot(tmp_path / "earlier.duckdb")
+        inst.snapshot(earlier)
         db = inst.database("App")
         db.drop_route("AutoCreatedLocal")
         for _ in range(5):
@@ -217,6 +218,11 @@ def test_growth_since_an_earlier_reading(tmp_path, capsys):
             conv.send(b"x")
     hour_ago = time.time() - 3600
     os.utime(earlier, (hour_ago, hour_ago))
+
+
+def test_growth_since_an_earlier_reading(tmp_path, capsys):
+    file, earlier = tmp_path / "leak.duckdb", tmp_path / "earlier.duckdb"
+    grown_since(file, earlier)
     findings = pybroker.diagnose([file], since=[earlier], leak_count=5)
     grown = only(findings, "D-CNV-003")
     assert "grew from 6 to 11 (+5)" in grown.happens and "1.0 hour(s)" in grown.happens
@@ -268,11 +274,17 @@ def test_a_contract_the_target_service_does_not_accept(pair):
     assert "D-CFG-011" not in codes(pybroker.diagnose(pair))
 
 
-def test_a_contract_is_checked_where_a_forwarder_delivers(network, tmp_path):  # noqa: F811
+def _copied(made_files: list[Path], tmp_path: Path) -> list[Path]:
+    """A copy of the fixture's files, which other tests read."""
     files = []
-    for made_file in network:  # the fixture's files are read by other tests: a copy
+    for made_file in made_files:
         files.append(tmp_path / made_file.name)
         files[-1].write_bytes(made_file.read_bytes())
+    return files
+
+
+def test_a_contract_is_checked_where_a_forwarder_delivers(network, tmp_path):  # noqa: F811
+    files = _copied(network, tmp_path)
     a_file, _, b_file = files
     with pybroker.connect(a_file, worker=False) as inst:
         shop = inst.database("Shop")
@@ -293,10 +305,7 @@ def test_a_contract_is_checked_where_a_forwarder_delivers(network, tmp_path):  #
 
 
 def test_a_forwarder_without_a_route_on_for_a_service_sent_to_it(network, tmp_path):  # noqa: F811
-    files = []
-    for made_file in network:  # the fixture's files are read by other tests: a copy
-        files.append(tmp_path / made_file.name)
-        files[-1].write_bytes(made_file.read_bytes())
+    files = _copied(network, tmp_path)
     a_file, f_file, b_file = files
     with pybroker.connect(f_file, worker=False) as inst:  # F forwards, but no longer on to B
         inst.database("msdb").drop_route("OnToStock")
