@@ -243,8 +243,8 @@ class ServerBatch:
             if own is not None and own == statement.name:
                 raise InUseError(
                     f"certificate {own!r} is this instance's own endpoint certificate: pybroker "
-                    "keeps it for the life of the instance file (peers trust it); DROP "
-                    "CERTIFICATE drops a peer's certificate")
+                    "keeps one for the instance (peers trust it; `pybroker cert FILE --renew` "
+                    "renews it); DROP CERTIFICATE drops a peer's certificate")
             forget(kernel, statement.name)
             self._certificates_changed = True
         else:
