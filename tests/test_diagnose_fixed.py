@@ -239,3 +239,26 @@ def test_growth_and_waiting_messages_are_fixed_by_a_route_and_ending_the_dialogs
                                   " WHERE state_desc = 'CLOSED'").fetchall():
             db.execute(f"END CONVERSATION '{handle}' WITH CLEANUP")
     assert not {"D-CNV-003", "D-CNV-004", "D-CNV-005"} & set(diagnosed())
+
+
+def test_a_renewed_certificate_carries_messages_once_the_peer_trusts_it(tmp_path):
+    shop_inst = pybroker.connect(tmp_path / "shop.duckdb", retry_scale=0.01)
+    stock_inst = pybroker.connect(tmp_path / "stock.duckdb", retry_scale=0.01)
+    try:
+        stock_inst.trust("Shop", shop_inst.certificate)
+        shop_inst.trust("Stock", stock_inst.certificate)
+        # in place of the old one: Stock admits only the renewed certificate from here on
+        stock_inst.trust("Shop", shop_inst.renew_certificate())
+        shop_ep, stock_ep = shop_inst.start_endpoint(0), stock_inst.start_endpoint(0)
+        shop, stock = shop_inst.create_database("Shop"), stock_inst.create_database("Stock")
+        shop.create_service("ShopService", queue=shop.create_queue("ShopQueue").name)
+        stock.create_service("StockService", queue=stock.create_queue("StockQueue").name,
+                             contracts=["DEFAULT"])
+        shop.create_route("ToStock", service_name="StockService", address=stock_ep.address)
+        stock.create_route("ToShop", service_name="ShopService", address=shop_ep.address)
+        shop.begin_dialog("ShopService", "StockService").send(b"<order/>")
+        got = stock.receive("StockQueue", max_messages=10, timeout=30)
+        assert [m.message_body for m in got] == [b"<order/>"]  # signed with the same key
+    finally:
+        shop_inst.close()
+        stock_inst.close()
