@@ -140,6 +140,18 @@ def _expiring_pair(tmp_path, days: int) -> tuple:
     return shop_file, stock_file
 
 
+@pytest.fixture(scope="module")
+def expiring(tmp_path_factory):
+    """The pair of _expiring_pair with 10 days left, made once; each test takes a copy."""
+    return _expiring_pair(tmp_path_factory.mktemp("expiring"), 10)
+
+
+def _copy(files, tmp_path) -> tuple:
+    for made in files:
+        (tmp_path / made.name).write_bytes(made.read_bytes())
+    return tuple(tmp_path / made.name for made in files)
+
+
 def _renew_and_trust(fix: str, tmp_path, capsys) -> None:
     """Run a certificate finding's fix as written: `pybroker cert OWNER --renew > NAME.pem`
     where the certificate is the endpoint's own, then `pybroker trust ...` of that file."""
@@ -155,8 +167,9 @@ def _renew_and_trust(fix: str, tmp_path, capsys) -> None:
     assert code == 0, err
 
 
-def test_a_certificate_expiring_within_30_days_is_fixed_by_renewing_it(tmp_path, capsys):
-    shop_file, stock_file = pair = _expiring_pair(tmp_path, 10)
+def test_a_certificate_expiring_within_30_days_is_fixed_by_renewing_it(expiring, tmp_path,
+                                                                       capsys):
+    shop_file, stock_file = pair = _copy(expiring, tmp_path)
     found = only(pybroker.diagnose(pair), "D-CFG-008")
     assert (found.instance, found.objects) == (str(stock_file), ("certificate peer0",))
     assert f"pybroker cert {shop_file} --renew > peer0.pem" in found.fix
@@ -165,8 +178,8 @@ def test_a_certificate_expiring_within_30_days_is_fixed_by_renewing_it(tmp_path,
     assert pybroker.diagnose(pair) == []  # renewed for ten years, and trusted as the new one
 
 
-def test_an_expired_certificate_is_fixed_by_renewing_it(tmp_path, capsys):
-    pair = _expiring_pair(tmp_path, 10)
+def test_an_expired_certificate_is_fixed_by_renewing_it(expiring, tmp_path, capsys):
+    pair = _copy(expiring, tmp_path)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=11)  # Shop's certificate expired
     found = only(pybroker.diagnose(pair, now=later), "D-CFG-007")
     assert (found.severity, found.instance) == ("error", str(pair[1]))

@@ -5,7 +5,6 @@ through its server): the same answers from each. One served process for the modu
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -76,8 +75,3 @@ def test_a_served_file_gives_what_the_file_gave_through_its_server(readings):
     result = run("trace", handle, file, "--format", "json")  # the command, too
     assert result.returncode == 0 and '"place": "queue"' in result.stdout, result.stderr
 
-
-def test_the_served_file_is_still_its_servers(readings):
-    with readings["served"].client() as inst:
-        assert inst.sql("SELECT count(*) FROM sys.conversation_endpoints").fetchone() == (2,)
-    assert Path(str(readings["file"]) + ".sock").exists()
