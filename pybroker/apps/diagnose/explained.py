@@ -59,10 +59,12 @@ def route_key(route: dict[str, Any], at: dt.datetime) -> Key:
                route["broker_instance"], at)
 
 
-def _grouped(target: Target, keys: str, **params: Any) -> dict[Key, list[Step]]:
+def _grouped(target: Target, keys: str, wildcards: str = "every key",
+             **params: Any) -> dict[Key, list[Step]]:
     steps: dict[Key, list[Step]] = {}
     for origin, service, broker, at, step, candidates, result in target.tuples(
-            "explain_keys", {"keys": keys}, **params):  # ordered by key and step
+            "explain_keys", {"keys": keys, "wildcards": wildcards},
+            **params):  # ordered by key and step
         steps.setdefault((origin, service, broker, at), []).append(
             Step(step, tuple(candidates), result))
     return steps
@@ -125,10 +127,15 @@ def explain_keys(target: Target, keys: Iterable[Key]) -> dict[Key, list[Step]]:
     return {k: found.get(k, []) for k in wanted}
 
 
-def explain_routes(target: Target, at: dt.datetime) -> dict[Key, list[Step]]:
+def explain_routes(target: Target, at: dt.datetime, *, reached_wildcards_only: bool = False
+                   ) -> dict[Key, list[Step]]:
     """The routing process traced at ``at`` for every route of ``target`` that has not
-    expired (keyed by ``route_key``), in one query."""
-    return _grouped(target, "routes", probe_service=PROBE_SERVICE, routed_at=at)
+    expired (keyed by ``route_key``), in one query. ``reached_wildcards_only``: the wildcard
+    routes are candidates only of the keys that reach R2.5 (a step 'not reached' lists
+    none), for a rule that reads no candidates of a step not reached (D-RTE-002): a row
+    fewer per route and wildcard."""
+    return _grouped(target, "routes", "reached" if reached_wildcards_only else "every key",
+                    probe_service=PROBE_SERVICE, routed_at=at)
 
 
 def explain_endpoint_groups(target: Target, at: dt.datetime) -> dict[Key, list[Step]]:
