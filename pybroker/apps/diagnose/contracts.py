@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from pybroker.apps.diagnose.explained import Key, Option, decide_dialogs, decide_keys
+from pybroker.apps.diagnose.explained import Key, Option, decide_keys
 from pybroker.apps.diagnose.network import Network, Node
 
 _OUTSIDE = "outside"  # msdb's table routes what arrives from outside (R1.2)
@@ -65,11 +65,10 @@ def targets(net: Network, dialogs: list[tuple[Node, dict[str, Any]]]
     """For each dialog (its instance and its row of select_dialog_contracts.sql), the
     instances named and databases where its far service is delivered, routed from its
     database and on through the forwarders named (R1-R4, R7): one hop of every dialog at a
-    time, each instance asked all the keys of a hop in one query."""
+    time, each instance asked all the keys of a hop in one query (the first: every dialog
+    group of the instance)."""
     at = {node.name: node.target.routing_now() for node in net.nodes}
     decided: dict[str, dict[Key, list[Option]]] = {}
-    for node in {n.name: n for n, _ in dialogs}.values():
-        decided[node.name] = decide_dialogs(node.target, at[node.name])
     found: list[list[tuple[Node, str]]] = [[] for _ in dialogs]
     ways = [_Way(i, node, d["database_name"], frozenset()) for i, (node, d) in enumerate(dialogs)]
     while ways:

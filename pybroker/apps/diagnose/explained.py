@@ -80,9 +80,9 @@ class Option(NamedTuple):
     database: str | None
 
 
-def _options(target: Target, keys: str, **params: Any) -> dict[Key, list[Option]]:
+def _options(target: Target, **params: Any) -> dict[Key, list[Option]]:
     options: dict[Key, list[Option]] = {}
-    for row in target.tuples("decide_keys", {"keys": keys}, **params):
+    for row in target.tuples("decide_keys", **params):
         # columns of resolve_route_options.sql: origin, service_name, broker_instance,
         # routed_at, pick_group, outcome, route_name, address, mirror_address,
         # database_name, ... (ordered by key)
@@ -99,18 +99,10 @@ def decide_keys(target: Target, keys: Iterable[tuple[str, str, str | None]],
     wanted = list(dict.fromkeys(keys))
     if not wanted:
         return {}
-    found = _options(target, "bound", origin=[k[0] for k in wanted],
+    found = _options(target, origin=[k[0] for k in wanted],
                      service_name=[k[1] for k in wanted],
                      broker_instance=[k[2] for k in wanted], routed_at=at)
     return {(*k, at): found.get((*k, at), []) for k in wanted}
-
-
-def decide_dialogs(target: Target, at: dt.datetime) -> dict[Key, list[Option]]:
-    """Every possible decision at ``at`` of the far service and far broker identifier of
-    the dialogs each database of ``target`` began and has not seen end, routed from that
-    database (keyed by (database, far service, far broker identifier, ``at``), as
-    ``Instance.route`` is asked), in one query."""
-    return _options(target, "dialogs", routed_at=at)
 
 
 def explain_keys(target: Target, keys: Iterable[Key]) -> dict[Key, list[Step]]:
