@@ -28,6 +28,7 @@ from pybroker.apps.diagnose.explained import (
 from pybroker.apps.diagnose.network import Network, Node, read_node
 from pybroker.apps.diagnose.targets import Target
 from tests.process_helpers import free_ports
+from tests.routing_helpers import drop_routes
 
 A_PORT, B_PORT = free_ports(2)
 GUID = "0b9bcbb0-0f1a-4c4e-9d4a-31c2a3b8e001"
@@ -83,11 +84,7 @@ def files(tmp_path_factory) -> Iterator[tuple[tuple[Path, Path], dict[str, pybro
 
 def _build(insts: dict[str, pybroker.Instance], routes: list[dict], forwarding: bool) -> None:
     for inst in insts.values():
-        for name in ("Db", "msdb"):
-            db = inst.database(name)
-            for old in db.routes():
-                if old.name != "AutoCreatedLocal":
-                    db.drop_route(old.name)
+        drop_routes(inst)
     for n, r in enumerate(routes):
         with contextlib.suppress(pybroker.BrokerError):  # a route the DDL refuses
             insts[r["place"][0]].database(r["place"][1]).create_route(
@@ -124,7 +121,7 @@ def _one_at_a_time(net: Network, node: Node, d: dict) -> tuple[str, str] | None:
     return None
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[
+@settings(max_examples=12, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(routes=st.lists(route, max_size=10), forwarding=st.booleans() | st.just(True),
        dialogs=st.lists(dialog, min_size=1, max_size=6))
@@ -160,7 +157,7 @@ def test_dialog_groups_routed_at_once_go_where_routing_sends_them_one_by_one(
     event(f"S3 reached (only A hosts it; B may forward it): {forwarded}")
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[
+@settings(max_examples=8, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(routes=st.lists(route, min_size=1, max_size=10),
        lifetimes=st.lists(st.sampled_from((1800, 5400, 10_000)), min_size=1, max_size=4),
