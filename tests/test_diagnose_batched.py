@@ -28,6 +28,7 @@ from pybroker.apps.diagnose.explained import (
 from pybroker.apps.diagnose.network import Network, read_node
 from pybroker.apps.diagnose.targets import Target
 from pybroker.core.routing.cache import DYNAMIC_ROUTING_SERVICE
+from tests.routing_helpers import drop_routes
 
 T0 = float(int(time.time()))  # the instance's clock stands still here
 GUIDS = ("0b9bcbb0-0f1a-4c4e-9d4a-31c2a3b8e001", "7f3e2c10-5a6b-4d7e-8f90-a1b2c3d4e002")
@@ -63,11 +64,7 @@ def file(tmp_path_factory) -> Path:
 def _build(inst: pybroker.Instance, routes: list[dict], dialogs: list[dict]) -> None:
     """The generated routes, made anew (a route the DDL refuses is left out), and dialogs
     begun from S1 (endpoints routed at their first send, which never comes here)."""
-    for name in ("Db", "msdb"):
-        db = inst.database(name)
-        for old in db.routes():
-            if old.name != "AutoCreatedLocal":
-                db.drop_route(old.name)
+    drop_routes(inst)
     for n, r in enumerate(routes):
         mirror = "tcp://mirror:4022" if r["mirror"] and r["address"].startswith("tcp") \
             else None

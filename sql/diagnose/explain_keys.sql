@@ -14,6 +14,9 @@
     endpoint_groups  at $routed_at, the far service and broker identifier of the
                      conversation endpoints of each database, neither CLOSED nor in ERROR
                      (select_endpoint_lifetimes.sql's groups; D-RTE-004's question).
+  The switch `wildcards` (default 'every key'): 'reached' lists R2.5's wildcard routes only
+  for the keys that reach R2.5 (explain_route.sql's reached_wildcards_only), for a rule that
+  reads no candidates of a step not reached.
 -#}
 {%- set keys = keys if keys is defined else 'bound' -%}
 {%- if keys == 'bound' -%}
@@ -41,7 +44,8 @@
 SELECT x.origin, x.service_name, x.broker_instance, x.routed_at, x.step, x.candidates,
     x.result
 FROM (
-{% with conversations = relation, without_weights = true -%}
+{% with conversations = relation, without_weights = true,
+    reached_wildcards_only = (wildcards is defined and wildcards == 'reached') -%}
 {% include 'routing/explain_route.sql' %}
 {%- endwith %}
 ) AS x

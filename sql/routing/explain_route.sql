@@ -4,9 +4,15 @@
   did. result: 'matched' / 'chosen' (this step decided), 'no route' / 'no candidate fits'
   (tried, nothing), 'not applicable' (the step does not apply to this conversation),
   'not reached' (an earlier step decided), 'delayed', 'dropped'.
+
+  reached_wildcards_only (optional): R2.5's wildcard routes are listed only for the keys
+  that reach R2.5, not as the candidates of a step 'not reached' for every key; the steps
+  and results are the same (a reader that never looks at an unreached step's candidates
+  asks for this: it is a row fewer per key and wildcard).
 -#}
 WITH
-{% with wildcards_for_every_key = true -%}
+{% with wildcards_for_every_key = not (reached_wildcards_only is defined
+    and reached_wildcards_only) -%}
 {% include 'routing/_route_steps.sql' %}
 {%- endwith %},
 

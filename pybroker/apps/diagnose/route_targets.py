@@ -13,7 +13,6 @@ from typing import Any
 from pybroker.apps.diagnose.explained import (
     Step,
     chosen_step,
-    explain_endpoint_groups,
     explain_keys,
     key,
     matching_step,
@@ -49,7 +48,8 @@ def _expiring_routes(net: Network, node: Node) -> None:
         return key(group["database_name"], group["far_service"], group["far_broker_instance"],
                    at)
 
-    explained = explain_endpoint_groups(node.target, at)
+    groups = outlivable(routes, groups)
+    explained = explain_keys(node.target, [group_key(g) for g in groups])
     # each route a group's conversations take that expires before the latest of them lives
     outlived = []
     for group in groups:
@@ -78,6 +78,24 @@ def _expiring_routes(net: Network, node: Node) -> None:
                 route=name, service=service, expiry=f"{route['lifetime']:%Y-%m-%d %H:%M:%S}",
                 latest=f"{latest:%Y-%m-%d %H:%M:%S}", endpoints=f"{group['endpoints']:,}",
                 after=after, remedy=_remedy(route, latest, net.now))
+
+
+def outlivable(routes: dict[tuple[str, str], dict[str, Any]],
+               groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The groups of conversations (rows of select_endpoint_lifetimes.sql) that a route of
+    ``routes`` (by database and name, not expired) with a LIFETIME could be outlived by:
+    one that names the group's far service, or no service (a wildcard), and expires
+    before the latest of them lives. Only such a route can be one a group takes (R2: the
+    candidates are the routes naming the service, then the wildcards), so routing is asked
+    about these groups alone, not one group more than the rule reads."""
+    earliest: dict[tuple[str, str | None], dt.datetime] = {}
+    for r in routes.values():
+        if r["lifetime"] is not None:
+            at = (r["database_name"], r["remote_service_name"])
+            earliest[at] = min(earliest.get(at, r["lifetime"]), r["lifetime"])
+    return [g for g in groups if g["latest"] is not None and any(
+        (first := earliest.get((g["database_name"], service))) is not None
+        and first < g["latest"] for service in (g["far_service"], None))]
 
 
 def _after_key(group: dict[str, Any], route: dict[str, Any]) -> Any:

@@ -28,7 +28,7 @@ def check(net: Network) -> None:
     _loops(net)
     for node in net.nodes:
         at = node.target.routing_now()
-        explained = explain_routes(node.target, at)
+        explained = explain_routes(node.target, at, reached_wildcards_only=True)
         for database in node.databases:
             for route in node.live_routes(database):
                 shadowed(net, node, route, explained[route_key(route, at)])

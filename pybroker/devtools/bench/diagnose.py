@@ -23,7 +23,7 @@ from typing import Any
 
 from pybroker.api.instance import Instance
 from pybroker.apps.diagnose.report import diagnose
-from pybroker.devtools.bench.figures import machine
+from pybroker.devtools.bench.figures import machine, machine_load
 
 ROUTES, ENDPOINTS = 10_000, 1_000_000
 QUICK_ROUTES, QUICK_ENDPOINTS = 1_000, 100_000
@@ -73,16 +73,20 @@ def run(repeat: int = 3, quick: bool = False) -> dict[str, Any]:
         paths = _build_all(Path(where), routes, endpoints)
         build_seconds = time.perf_counter() - started
         seconds, findings = [], []
+        load_before = machine_load()
         for _ in range(repeat):
             started = time.perf_counter()
             findings = diagnose(paths)
             seconds.append(time.perf_counter() - started)
     by_code = Counter(f.code for f in findings)
+    median = statistics.median(seconds)
     return {"machine": machine(), "instances": INSTANCES, "routes_per_instance": routes,
             "endpoints_per_instance": endpoints, "repeat": repeat,
-            "build_seconds": build_seconds, "seconds": statistics.median(seconds),
+            "build_seconds": build_seconds, "seconds": median,
             "runs_seconds": seconds, "findings": len(findings),
-            "findings_by_code": dict(sorted(by_code.items())), "targets": TARGETS}
+            "findings_by_code": dict(sorted(by_code.items())), "targets": TARGETS,
+            "target_met": median <= TARGETS["seconds"],
+            "load": {"before": load_before, "after": machine_load()}}
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -92,7 +96,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"diagnose over {report['instances']} instance files of "
         f"{report['routes_per_instance']:,} routes and {report['endpoints_per_instance']:,} "
         f"conversation endpoints each: {report['seconds']:.2f} s, the median of "
-        f"{report['repeat']} (target <= {report['targets']['seconds']:.0f} s); files built in "
-        f"{report['build_seconds']:.1f} s (not counted)",
+        f"{report['repeat']} (target <= {report['targets']['seconds']:.0f} s: "
+        f"{'met' if report['target_met'] else 'not met'}); files built in "
+        f"{report['build_seconds']:.1f} s (not counted); runs "
+        + ", ".join(f"{s:.2f}" for s in report["runs_seconds"])
+        + f" s; load averages {report['load']['before']} before, "
+        f"{report['load']['after']} after",
         f"findings: {report['findings']:,} ({by_code})",
     ])
