@@ -74,6 +74,7 @@ from pybroker.errors import (
     InvalidArgumentError,
     MessageValidationError,
     NotFoundError,
+    WriteConflictError,
 )
 from pybroker.kernel.messaging import transmission_pieces
 from pybroker.kernel.messaging.catalog import DatabaseCatalog
@@ -148,6 +149,7 @@ class Messaging:
         self.group_locks = GroupLocking(clock, lambda: self.closing)
         self.in_flight: set[int] = set()
         self.read_ahead_lock = threading.RLock()
+        self.writer: UnitOfWork | None = None  # the unit of work that holds WRITER now
         self._local = threading.local()
         self._poison = _PoisonCount()
         # notified by each commit that delivers: a waiting RECEIVE looks again
@@ -341,6 +343,9 @@ class Messaging:
             self.run_pending(retry_all=True)
 
     def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint:
+        uow = self.current()
+        if uow is not None and not uow.locked and handle in uow.next_sequences:
+            uow.activate()  # this transaction kept SENDs on it: what it reads has them
         ep = self.endpoints.get(handle)
         if ep is None:
             if not isinstance(handle, str):
@@ -512,34 +517,103 @@ class Messaging:
     def send(self, database_id: int, handle: str, body: Any, message_type: str) -> int:
         body = _as_bytes(body)
         with self.unit_of_work() as uow:
+            if not uow.locked and self.tracing is None:
+                seq = self._keep_send(uow, database_id, handle, body, message_type)
+                if seq is not None:
+                    return seq
             uow.activate()
-            ep = self.endpoint(handle, database_id)
-            uow.lock_group(database_id, ep.conversation_group_id)  # C7
-            t = TRANSITIONS.get((ep.role, ep.state, "send"))
-            if t is None:
-                transition(ep.role, ep.state, "send")  # raises, naming the state
-            validation = self._permission(ep, message_type)
+            return self._send_now(uow, database_id, handle, body, message_type, None)
+
+    def _keep_send(self, uow: UnitOfWork, database_id: int, handle: str, body: bytes,
+                   message_type: str) -> int | None:
+        """A SEND of a unit of work that holds no store, kept until it does (its commit,
+        or a verb that needs the store: UnitOfWork.activate applies it): its group locked,
+        checked against the conversation as last committed, its sequence number given.
+        None when it cannot be kept so: the caller sends it as the writer does (so any
+        error is said of the conversation as committed, never of another transaction's
+        change in progress)."""
+        ep = self.endpoints.get(handle)
+        if (ep is None or ep.database_id != database_id or ep.permissions is None
+                or ep.epoch != self.catalogs.version):
+            return None  # to be read from the file, or its catalog again: as the writer
+        group = ep.conversation_group_id
+        uow.lock_group(database_id, group)  # C7
+        writer = self.writer
+        if ep.conversation_group_id != group or (
+                writer is not None and handle in writer.touched):
+            return None  # the writer is changing it: its change is not to be read here
+        kept = uow.next_sequences.get(handle)
+        seq, state = (ep.send_sequence, ep.state) if kept is None else kept
+        t = TRANSITIONS.get((ep.role, state, "send"))
+        validation = ep.permissions.get(message_type)
+        if t is None or validation is None:
+            return None  # the writer's way says why
+        self._validate(body, validation, message_type)
+        uow.next_sequences[handle] = (seq + 1, t.state)
+        uow.sends.append((database_id, handle, body, message_type, seq, validation))
+        if uow.first_send is None:
+            uow.first_send = time.monotonic()
+        return seq
+
+    def apply_sends(self, uow: UnitOfWork) -> None:
+        """``uow`` holds the store now: the SENDs it kept are sent, in order, each with the
+        sequence number it was given (WriteConflictError when another transaction changed
+        the conversation meanwhile so that it is not)."""
+        sends, uow.sends = uow.sends, []
+        uow.next_sequences.clear()
+        for database_id, handle, body, message_type, seq, validation in sends:
+            try:
+                sent = self._send_now(uow, database_id, handle, body, message_type,
+                                      validation)
+            except ConversationError as exc:
+                raise WriteConflictError(
+                    f"the transaction was rolled back: its SEND of message {seq} on "
+                    f"conversation {handle} no longer holds at commit, because another "
+                    f"transaction changed the conversation meanwhile ({exc}); run the "
+                    "transaction again") from exc
+            if sent != seq:
+                raise WriteConflictError(
+                    f"the transaction was rolled back: its SEND on conversation {handle} "
+                    f"was given sequence number {seq}, but another transaction changed "
+                    f"the conversation meanwhile (it is {sent} at commit); run the "
+                    "transaction again")
+
+    def _send_now(self, uow: UnitOfWork, database_id: int, handle: str, body: bytes,
+                  message_type: str, validated: str | None) -> int:
+        """SEND as the writer (``uow`` holds the store); ``validated``: the validation the
+        body already passed (when it is still the message type's, not checked again)."""
+        ep = self.endpoint(handle, database_id)
+        uow.lock_group(database_id, ep.conversation_group_id)  # C7
+        t = TRANSITIONS.get((ep.role, ep.state, "send"))
+        if t is None:
+            transition(ep.role, ep.state, "send")  # raises, naming the state
+        validation = self._permission(ep, message_type)
+        if validation != validated:
             self._validate(body, validation, message_type)
-            seq = ep.send_sequence
-            ep.send_sequence = seq + 1
-            ep.state = t.state
-            uow.touch(ep)
-            message = (seq, message_type, validation, body, False, False)
-            tracing = self.tracing
-            if tracing is None:
-                self.delivery.dispatch(uow, ep, [message])
-            else:
-                tracing.send(uow, ep, seq, message_type, len(body),
-                             lambda: self.delivery.dispatch(uow, ep, [message]))
+        seq = ep.send_sequence
+        ep.send_sequence = seq + 1
+        ep.state = t.state
+        uow.touch(ep)
+        message = (seq, message_type, validation, body, False, False)
+        tracing = self.tracing
+        if tracing is None:
+            self.delivery.dispatch(uow, ep, [message])
+        else:
+            tracing.send(uow, ep, seq, message_type, len(body),
+                         lambda: self.delivery.dispatch(uow, ep, [message]))
         return seq
 
     def next_send_sequences(self, database_id: int, handles: list[str]) -> list[int | None]:
         """The sequence number the next SEND on each conversation gets (P3.1), or None
         where a SEND would fail for the conversation itself (unknown, another database's,
-        or in a state that may not send). Inside a transaction, after this takes the lock
-        as a SEND does, the numbers hold until it ends for every SEND that succeeds; a
-        client of a served instance pipelines its SENDs with them."""
+        or in a state that may not send). Inside a transaction, after this locks each
+        conversation's group as a SEND does, the numbers hold until it ends for every SEND
+        that succeeds; a client of a served instance pipelines its SENDs with them."""
         with self.unit_of_work() as uow:
+            if not uow.locked:
+                kept = self._kept_sequences(uow, database_id, handles)
+                if kept is not None:
+                    return kept
             uow.activate()
             found: list[int | None] = []
             for handle in handles:
@@ -551,6 +625,26 @@ class Messaging:
                 sends = (ep.role, ep.state, "send") in TRANSITIONS
                 found.append(ep.send_sequence if sends else None)
             return found
+
+    def _kept_sequences(self, uow: UnitOfWork, database_id: int,
+                        handles: list[str]) -> list[int | None] | None:
+        """next_send_sequences of a unit of work that holds no store (its SENDs are kept,
+        see _keep_send), their groups locked; None when one must be read as the writer."""
+        found: list[int | None] = []
+        writer = self.writer
+        for handle in handles:
+            ep = self.endpoints.get(handle)
+            if ep is None or ep.database_id != database_id:
+                return None
+            group = ep.conversation_group_id
+            uow.lock_group(database_id, group)  # C7: the numbers hold while it is held
+            if ep.conversation_group_id != group or (
+                    writer is not None and handle in writer.touched):
+                return None
+            kept = uow.next_sequences.get(handle)
+            seq, state = (ep.send_sequence, ep.state) if kept is None else kept
+            found.append(seq if (ep.role, state, "send") in TRANSITIONS else None)
+        return found
 
     def _permission(self, ep: ConversationEndpoint, message_type: str) -> str:
         """The validation of ``message_type`` if this side may send it (else raise)."""
