@@ -533,15 +533,16 @@ class Messaging:
         error is said of the conversation as committed, never of another transaction's
         change in progress)."""
         ep = self.endpoints.get(handle)
-        if (ep is None or ep.database_id != database_id or ep.permissions is None
-                or ep.epoch != self.catalogs.version):
-            return None  # to be read from the file, or its catalog again: as the writer
+        if ep is None or ep.database_id != database_id:
+            return None  # to be read from the file: as the writer
         group = ep.conversation_group_id
         uow.lock_group(database_id, group)  # C7
         writer = self.writer
         if ep.conversation_group_id != group or (
                 writer is not None and handle in writer.touched):
             return None  # the writer is changing it: its change is not to be read here
+        if ep.permissions is None or ep.epoch != self.catalogs.version:
+            self.delivery.refresh_cached(ep)  # what it caches of the catalog, no state
         kept = uow.next_sequences.get(handle)
         seq, state = (ep.send_sequence, ep.state) if kept is None else kept
         t = TRANSITIONS.get((ep.role, state, "send"))
