@@ -12,7 +12,17 @@ import threading
 import pytest
 
 from pybroker.errors import DeadlockVictimError, WriteConflictError
-from tests.test_group_lock_threads import BOUND, broker, in_thread, wait_until  # noqa: F401
+from tests.conftest_conversations import make_broker
+from tests.test_group_lock_threads import BOUND, in_thread, wait_until
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """One instance for the module: each test begins conversations of its own and leaves
+    the queues as it found them."""
+    b = make_broker(tmp_path_factory.mktemp("writers") / "broker.duckdb")
+    yield b
+    b.inst.close()
 
 
 def queued(broker, queue: str) -> int:
