@@ -16,22 +16,33 @@ CONVERSATION TIMER and MOVE CONVERSATION the conversation's, BEGIN DIALOG its ne
 related group, RECEIVE and GET CONVERSATION GROUP the group they take) until its
 transaction ends; a RECEIVE skips groups other transactions hold, a RECEIVE ... WHERE on
 one waits for it. One DuckDB connection serves the instance, and a unit of work that
-writes into it holds it (the WRITER of the lock table, then the store's lock) from its
-first change to its end: those units of work run one at a time. A transaction that has
-only received (RECEIVE, GET CONVERSATION GROUP: the worker's RECEIVE, processing, COMMIT)
-holds no store at all until its commit, which takes it for the short flush: such
-transactions run side by side, with each other and with the one that writes. Its RECEIVE
-reads the queue on a connection of its own (Store.read_apart: what was last committed),
-leaves out what other open transactions received (``in_flight``), and takes its
-messages in memory; what a transaction delivers joins the read-ahead only when it
-commits (UnitOfWork.deliveries). A transaction that must write into the file mid-way
-(a catalog write joining it, large bodies staged as pieces, a RECEIVE after its own SEND
-into the queue) becomes the writer from then until it ends. Arrivals from the wire and the
-worker's retries and timers lock no group: their changes are the writer's, serialized
-with every other change, and what they deliver is seen when they commit. The writer
-waiting for a group whose holder then commits (which needs the writer's place for its
-flush) is a deadlock the lock table finds: the writer is its victim (1205), never the
-commit. Only one process can open the file.
+writes into it holds it (the WRITER of the lock table, then the store's lock, as the
+unit of work's ``activate``); WRITER is all that is serialized. A transaction that has
+only received and sent (the worker's RECEIVE, reply, processing, COMMIT) holds no store
+until its commit, which takes it for the short flush: such transactions run side by side,
+with each other and with the one that holds WRITER. Its RECEIVE reads the queue on a
+connection of its own (Store.read_apart: what was last committed), leaves out what other
+open transactions received (``in_flight``), and takes its messages in memory; what a
+transaction delivers joins the read-ahead only when it commits (UnitOfWork.deliveries).
+Its SEND is kept (``_keep_send``): the conversation's group locked, checked against the
+endpoint as last committed (the cached one, which only the WRITER's holder changes, in
+place: an endpoint that holder touched is not read, the SEND then waits for WRITER as
+before), its sequence number given, nothing shared changed, so no other transaction
+reads it; the commit applies the kept SENDs in order as the writer sends
+(``apply_sends``) and writes them with the rest. A conflict is optimistic: when the
+endpoint changed meanwhile so that the SEND no longer holds (the far side ended the
+conversation, a lifetime expired), the commit rolls the whole transaction back with
+WriteConflictError (3960). Transactions on different conversations never conflict: a
+SEND's own group, held, keeps every other verb of the lock table off its endpoint, and
+only the far side's messages and the worker's timers reach it otherwise. A transaction that makes another change
+(BEGIN DIALOG, END, a timer, MOVE, a catalog write joining it, large bodies staged as
+pieces, a RECEIVE after its own SEND, a read of a conversation it sent on, a SEND on an
+endpoint not in memory) becomes the writer from then until it ends, its kept SENDs
+applied first. Arrivals from the wire and the worker's retries and timers lock no group:
+their changes are the writer's, serialized with every other change, and what they deliver
+is seen when they commit. The writer waiting for a group whose holder then commits (which
+needs the writer's place for its flush) is a deadlock the lock table finds: the writer is
+its victim (1205), never the commit. Only one process can open the file.
 
 ``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG, SEND and
 MOVE CONVERSATION, and composes the services that do the rest, each given what it needs:
