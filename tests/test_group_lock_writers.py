@@ -187,3 +187,23 @@ def test_c7_a_send_whose_conversation_changed_before_commit_is_a_write_conflict(
     assert [m.message_type_name for m in broker.b.receive("QB", max_messages=10)] == [
         "DEFAULT", "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"]
     assert queued(broker, "QA") == 0  # no reply
+
+
+def test_c7_the_next_sequence_numbers_lock_only_the_conversation_asked_for(broker):
+    """A served client asks the numbers of the conversation it sends on and of others it
+    sent on lately (to pipeline its SENDs): only the first's group is taken; the others'
+    numbers come only where this transaction holds their groups already."""
+    x, y = broker.a.begin_dialog("SA", "SB"), broker.a.begin_dialog("SA", "SB")
+    messaging = broker.inst.kernel.messaging
+    with broker.a.transaction():
+        assert messaging.next_send_sequences(broker.a.database_id, [x.handle, y.handle]
+                                             ) == [0, None]
+        assert [str(r[0]) for r in broker.rows(
+            "SELECT conversation_group_id FROM sys.dm_broker_conversation_group_locks")
+        ] == [x.conversation_group_id]
+        assert x.send("x") == 0
+        assert messaging.next_send_sequences(broker.a.database_id, [y.handle, x.handle]
+                                             ) == [0, 1]
+    assert broker.rows("SELECT COUNT(*) FROM sys.dm_broker_conversation_group_locks") == [
+        (0,)]
+    assert [m.text for m in broker.b.receive("QB", max_messages=10)] == ["x"]

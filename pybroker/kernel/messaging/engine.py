@@ -16,33 +16,33 @@ CONVERSATION TIMER and MOVE CONVERSATION the conversation's, BEGIN DIALOG its ne
 related group, RECEIVE and GET CONVERSATION GROUP the group they take) until its
 transaction ends; a RECEIVE skips groups other transactions hold, a RECEIVE ... WHERE on
 one waits for it. One DuckDB connection serves the instance, and a unit of work that
-writes into it holds it (the WRITER of the lock table, then the store's lock, as the
-unit of work's ``activate``); WRITER is all that is serialized. A transaction that has
-only received and sent (the worker's RECEIVE, reply, processing, COMMIT) holds no store
-until its commit, which takes it for the short flush: such transactions run side by side,
-with each other and with the one that holds WRITER. Its RECEIVE reads the queue on a
-connection of its own (Store.read_apart: what was last committed), leaves out what other
-open transactions received (``in_flight``), and takes its messages in memory; what a
+writes into it holds it (the WRITER of the lock table, then the store's lock, as the unit
+of work's ``activate``); WRITER is all that is serialized. A transaction that has only
+received and sent (the worker's RECEIVE, reply, processing, COMMIT) holds no store until
+its commit, which takes it for the short flush: such transactions run side by side, with
+each other and with the one that holds WRITER. Its RECEIVE reads the queue on a connection
+of its own (Store.read_apart: what was last committed), leaves out what other open
+transactions received (``in_flight``), and takes its messages in memory; what a
 transaction delivers joins the read-ahead only when it commits (UnitOfWork.deliveries).
 Its SEND is kept (``_keep_send``): the conversation's group locked, checked against the
 endpoint as last committed (the cached one, which only the WRITER's holder changes, in
 place: an endpoint that holder touched is not read, the SEND then waits for WRITER as
-before), its sequence number given, nothing shared changed, so no other transaction
-reads it; the commit applies the kept SENDs in order as the writer sends
-(``apply_sends``) and writes them with the rest. A conflict is optimistic: when the
-endpoint changed meanwhile so that the SEND no longer holds (the far side ended the
-conversation, a lifetime expired), the commit rolls the whole transaction back with
-WriteConflictError (3960). Transactions on different conversations never conflict: a
-SEND's own group, held, keeps every other verb of the lock table off its endpoint, and
-only the far side's messages and the worker's timers reach it otherwise. A transaction that makes another change
-(BEGIN DIALOG, END, a timer, MOVE, a catalog write joining it, large bodies staged as
-pieces, a RECEIVE after its own SEND, a read of a conversation it sent on, a SEND on an
-endpoint not in memory) becomes the writer from then until it ends, its kept SENDs
-applied first. Arrivals from the wire and the worker's retries and timers lock no group:
-their changes are the writer's, serialized with every other change, and what they deliver
-is seen when they commit. The writer waiting for a group whose holder then commits (which
-needs the writer's place for its flush) is a deadlock the lock table finds: the writer is
-its victim (1205), never the commit. Only one process can open the file.
+before), its sequence number given, nothing shared changed, so no other transaction reads
+it; the commit applies the kept SENDs in order as the writer sends (``apply_sends``) and
+writes them with the rest. A conflict is optimistic: when the endpoint changed meanwhile
+so that the SEND no longer holds (the far side ended the conversation, a lifetime
+expired), the commit rolls the whole transaction back with WriteConflictError (3960).
+Transactions on different conversations never conflict: a SEND's own group, held, keeps
+every other verb of the lock table off its endpoint, and only the far side's messages and
+the worker's timers reach it otherwise. A transaction that makes another change (BEGIN
+DIALOG, END, a timer, MOVE, a catalog write joining it, large bodies staged as pieces, a
+RECEIVE after its own SEND, a read of a conversation it sent on, a SEND on an endpoint not
+in memory) becomes the writer from then until it ends, its kept SENDs applied first.
+Arrivals from the wire and the worker's retries and timers lock no group: their changes
+are the writer's, serialized with every other change, and what they deliver is seen when
+they commit. The writer waiting for a group whose holder then commits (which needs the
+writer's place for its flush) is a deadlock the lock table finds: the writer is its victim
+(1205), never the commit. Only one process can open the file.
 
 ``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG, SEND and
 MOVE CONVERSATION, and composes the services that do the rest, each given what it needs:
@@ -618,41 +618,61 @@ class Messaging:
     def next_send_sequences(self, database_id: int, handles: list[str]) -> list[int | None]:
         """The sequence number the next SEND on each conversation gets (P3.1), or None
         where a SEND would fail for the conversation itself (unknown, another database's,
-        or in a state that may not send). Inside a transaction, after this locks each
-        conversation's group as a SEND does, the numbers hold until it ends for every SEND
-        that succeeds; a client of a served instance pipelines its SENDs with them."""
+        or in a state that may not send), or where the number would not hold: inside a
+        transaction, this locks the first conversation's group as its SEND would, and
+        gives the others' numbers only where this transaction holds their groups already
+        (it takes no group it was not asked to act on), so the numbers hold until it ends
+        for every SEND that succeeds; a client of a served instance pipelines its SENDs
+        with them."""
         with self.unit_of_work() as uow:
+            found = None
             if not uow.locked:
-                kept = self._kept_sequences(uow, database_id, handles)
-                if kept is not None:
-                    return kept
-            uow.activate()
-            found: list[int | None] = []
-            for handle in handles:
-                try:
-                    ep = self.endpoint(handle, database_id)
-                except BrokerError:
-                    found.append(None)
-                    continue
-                sends = (ep.role, ep.state, "send") in TRANSITIONS
-                found.append(ep.send_sequence if sends else None)
+                found = self._kept_sequences(uow, database_id, handles)
+            if found is None:
+                uow.activate()
+                found = [self._writer_sequence(uow, database_id, handle, i == 0)
+                         for i, handle in enumerate(handles)]
             return found
+
+    def _writer_sequence(self, uow: UnitOfWork, database_id: int, handle: str,
+                         first: bool) -> int | None:
+        try:
+            ep = self.endpoint(handle, database_id)
+        except BrokerError:
+            return None
+        key = (database_id, ep.conversation_group_id)
+        if first:
+            uow.lock_group(*key)
+        elif not self.group_locks.holds(uow.transaction_id, key):
+            return None
+        return ep.send_sequence if (ep.role, ep.state, "send") in TRANSITIONS else None
 
     def _kept_sequences(self, uow: UnitOfWork, database_id: int,
                         handles: list[str]) -> list[int | None] | None:
         """next_send_sequences of a unit of work that holds no store (its SENDs are kept,
-        see _keep_send), their groups locked; None when one must be read as the writer."""
+        see _keep_send); None when the first must be read as the writer."""
         found: list[int | None] = []
         writer = self.writer
-        for handle in handles:
+        locks = self.group_locks
+        for i, handle in enumerate(handles):
             ep = self.endpoints.get(handle)
             if ep is None or ep.database_id != database_id:
-                return None
+                if i == 0:
+                    return None
+                found.append(None)
+                continue
             group = ep.conversation_group_id
-            uow.lock_group(database_id, group)  # C7: the numbers hold while it is held
+            if i == 0:
+                uow.lock_group(database_id, group)  # C7: as its SEND would
+            elif not locks.holds(uow.transaction_id, (database_id, group)):
+                found.append(None)  # another may SEND on it before this one does
+                continue
             if ep.conversation_group_id != group or (
                     writer is not None and handle in writer.touched):
-                return None
+                if i == 0:
+                    return None
+                found.append(None)
+                continue
             kept = uow.next_sequences.get(handle)
             seq, state = (ep.send_sequence, ep.state) if kept is None else kept
             found.append(seq if (ep.role, state, "send") in TRANSITIONS else None)
