@@ -37,8 +37,8 @@ users), GRANT ... WITH GRANT OPTION or AS, other permissions and classes, BACKUP
 CERTIFICATE ... WITH PRIVATE KEY (the private key of the endpoint certificate stays in the
 instance file), REVOKE GRANT OPTION FOR, ALTER LOGIN ... CREDENTIAL, ALTER USER ... WITH
 LOGIN and ALTER CERTIFICATE ... WITH PRIVATE KEY. CASCADE is read and changes nothing:
-pybroker keeps no grant options, so no permission was granted on from another's. Only the syntax is checked here; whether names
-exist is checked when the statement runs.
+pybroker keeps no grant options, so no permission was granted on from another's. Only the
+syntax is checked here; whether names exist is checked when the statement runs.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.core.conversation import columns
 from pybroker.core.conversation.model import Message
+from pybroker.core.conversation.priorities import DEFAULT_PRIORITY
 from pybroker.core.routing.definition import check_name
 from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError
 from pybroker.kernel.messaging import message_parts
@@ -80,12 +81,19 @@ def check_timeout(timeout: float) -> None:
         raise InvalidArgumentError(f"timeout must be seconds >= 0: {timeout!r}")
 
 
-def messages_of(rows: list[tuple[Any, ...]]) -> list[Message]:
-    """Rows of the receive_messages*.sql templates (with their bodies) as messages."""
-    return [
-        Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"", r[6], r[7], r[0])
-        for r in rows
-    ]
+def messages_of(rows: list[tuple[Any, ...]],
+                priority_of: Callable[[str], int]) -> list[Message]:
+    """Rows of the receive_messages*.sql templates (with their bodies) as messages, each
+    with the priority level of its conversation endpoint (``priority_of(handle)``)."""
+    levels: dict[str, int] = {}
+    messages = []
+    for r in rows:
+        level = levels.get(r[1])
+        if level is None:
+            level = levels[r[1]] = priority_of(r[1])
+        messages.append(Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"",
+                                r[6], r[7], r[0], level))
+    return messages
 
 
 class Receiving:
@@ -165,7 +173,18 @@ class Receiving:
         watcher = self._m.queue_watcher
         if watcher is not None:
             watcher.received(key, len(rows))
-        return messages_of(rows)
+        return messages_of(rows, self.priority_of(database_id))
+
+    def priority_of(self, database_id: int) -> Callable[[str], int]:
+        """The priority level of a conversation endpoint of the database by its handle,
+        as it took it when it was made (sys.conversation_endpoints.priority)."""
+        def level(handle: str) -> int:
+            try:
+                return self._m.endpoint(handle, database_id).priority
+            except BrokerError:  # ended meanwhile by another thread (END ... WITH CLEANUP)
+                return DEFAULT_PRIORITY
+
+        return level
 
     def take_when_ready(
         self, timeout: float, wait: Callable[[float], None],

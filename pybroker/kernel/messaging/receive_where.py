@@ -98,7 +98,7 @@ class ReceiveWhere:
         watcher = self._queue_watcher()
         if watcher is not None:
             watcher.received((database_id, queue), len(rows))
-        return messages_of(rows)
+        return messages_of(rows, self._receiving.priority_of(database_id))
 
     def _wait_where(self, params: dict[str, Any], deadline: float) -> None:
         """Wait until the queue holds a ready message the condition of a RECEIVE ... WHERE
