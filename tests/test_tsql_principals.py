@@ -22,10 +22,8 @@ from pybroker.core.tsql.principal_ddl import (
     CreateMasterKey,
     CreateRemoteServiceBinding,
     CreateUser,
-    Deny,
     DropUser,
-    Grant,
-    Revoke,
+    Permission,
 )
 from pybroker.core.wire import certificates
 from pybroker.errors import (
@@ -89,19 +87,21 @@ def state(inst) -> list:
     ("CREATE USER u FOR CERTIFICATE c", CreateUser("u", certificate="c")),
     ("DROP USER IF EXISTS u", DropUser("u", True)),
     ("GRANT CONNECT ON ENDPOINT::[Broker] TO l, [public], l",
-     Grant("CONNECT", "ENDPOINT", "Broker", ("l", "public"))),
+     Permission("CONNECT", "ENDPOINT", "Broker", ("l", "public"))),
     ("GRANT SEND ON SERVICE::[//Shop/Service] TO PUBLIC",
-     Grant("SEND", "SERVICE", "//Shop/Service", ("public",))),
+     Permission("SEND", "SERVICE", "//Shop/Service", ("public",))),
     ("BACKUP CERTIFICATE c TO FILE = N'C:\\certs\\c.cer'",
      BackupCertificate("c", "C:\\certs\\c.cer")),
     ("CREATE REMOTE SERVICE BINDING b AUTHORIZATION dbo TO SERVICE N'//Far' WITH USER = u, "
      "ANONYMOUS = ON", CreateRemoteServiceBinding("b", "//Far", "u", True)),
     ("REVOKE CONNECT ON ENDPOINT::Broker FROM l, PUBLIC CASCADE",
-     Revoke("CONNECT", "ENDPOINT", "Broker", ("l", "public"))),
-    ("REVOKE SEND ON SERVICE::[//s] TO u", Revoke("SEND", "SERVICE", "//s", ("u",))),
-    ("DENY CONNECT ON ENDPOINT::Broker TO l, l", Deny("CONNECT", "ENDPOINT", "Broker", ("l",))),
-    ("DENY SEND ON SERVICE::[//s] TO public CASCADE", Deny("SEND", "SERVICE", "//s",
-                                                          ("public",))),
+     Permission("CONNECT", "ENDPOINT", "Broker", ("l", "public"), "REVOKE")),
+    ("REVOKE SEND ON SERVICE::[//s] TO u",
+     Permission("SEND", "SERVICE", "//s", ("u",), "REVOKE")),
+    ("DENY CONNECT ON ENDPOINT::Broker TO l, l",
+     Permission("CONNECT", "ENDPOINT", "Broker", ("l",), "DENY")),
+    ("DENY SEND ON SERVICE::[//s] TO public CASCADE", Permission("SEND", "SERVICE", "//s",
+                                                          ("public",), "DENY")),
     ("ALTER LOGIN l DISABLE", AlterLogin("l", enabled=False)),
     ("alter login [l] enable", AlterLogin("l", enabled=True)),
     ("ALTER LOGIN l WITH NAME = m, PASSWORD = 'n' OLD_PASSWORD = 'o' UNLOCK, "
@@ -306,6 +306,19 @@ def test_a_certificate_owned_by_a_user_without_login_admits_nobody(inst, peer_fi
         ("Nobody", "SQL_USER", None, None)]
 
 
+def _secured_master(inst, path, *, master_key: bool = False) -> pybroker.Database:
+    """master with its endpoint, a login and its user who owns the peer's certificate and
+    may connect: the peer is admitted."""
+    master = inst.database("master")
+    master.execute(("CREATE MASTER KEY ENCRYPTION BY PASSWORD = 'k';\n" if master_key else "")
+                   + f"""CREATE CERTIFICATE Own WITH SUBJECT = 's'; {ENDPOINT};
+        CREATE LOGIN PeerLogin WITH PASSWORD = 'p'; CREATE USER PeerUser FOR LOGIN PeerLogin;
+        CREATE CERTIFICATE PeerCert AUTHORIZATION PeerUser FROM FILE = '{path}';
+        GRANT CONNECT ON ENDPOINT::Broker TO PeerLogin;""")
+    assert list(trusted_certificates(inst.kernel)) == ["PeerCert"]
+    return master
+
+
 @pytest.mark.parametrize(("text", "error", "words"), [
     ("CREATE LOGIN peerlogin WITH PASSWORD = 'q'", AlreadyExistsError,
      "the login 'PeerLogin' already exists"),
@@ -330,15 +343,8 @@ def test_a_certificate_owned_by_a_user_without_login_admits_nobody(inst, peer_fi
 ])
 def test_bad_security_statements_change_nothing(inst, peer_file, text, error, words):
     path, _ = peer_file
-    master = inst.database("master")
-    master.execute(f"""
-        CREATE MASTER KEY ENCRYPTION BY PASSWORD = 'k';
-        CREATE CERTIFICATE Own WITH SUBJECT = 's'; {ENDPOINT};
-        CREATE LOGIN PeerLogin WITH PASSWORD = 'p'; CREATE USER PeerUser FOR LOGIN PeerLogin;
-        CREATE CERTIFICATE PeerCert AUTHORIZATION PeerUser FROM FILE = '{path}';
-        GRANT CONNECT ON ENDPOINT::Broker TO PeerLogin;""")
+    master = _secured_master(inst, path, master_key=True)
     before = state(inst)
-    assert before[-1] == ["PeerCert"]
     with pytest.raises(error, match=words):  # after statements that would have changed it
         master.execute("CREATE LOGIN Extra WITH PASSWORD = 'e'; CREATE USER Extra;\n"
                        "GRANT CONNECT ON ENDPOINT::Broker TO Extra;\n"
@@ -366,15 +372,8 @@ _BAD_ALTER_DENY_REVOKE = [
 
 def test_bad_alter_deny_and_revoke_change_nothing(inst, peer_file):
     """As test_bad_security_statements_change_nothing, on one instance for all of them."""
-    path, _ = peer_file
-    master = inst.database("master")
-    master.execute(f"""
-        CREATE CERTIFICATE Own WITH SUBJECT = 's'; {ENDPOINT};
-        CREATE LOGIN PeerLogin WITH PASSWORD = 'p'; CREATE USER PeerUser FOR LOGIN PeerLogin;
-        CREATE CERTIFICATE PeerCert AUTHORIZATION PeerUser FROM FILE = '{path}';
-        GRANT CONNECT ON ENDPOINT::Broker TO PeerLogin;""")
+    master = _secured_master(inst, peer_file[0])
     before = state(inst)
-    assert before[-1] == ["PeerCert"]
     for text, error, words in _BAD_ALTER_DENY_REVOKE:
         with pytest.raises(error, match=words):  # after statements that would change it
             master.execute("CREATE LOGIN Extra WITH PASSWORD = 'e'; CREATE USER Extra;\n"

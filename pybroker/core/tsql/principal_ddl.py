@@ -94,37 +94,17 @@ class DropUser:
 
 
 @dataclass(frozen=True, slots=True)
-class Grant:
-    """GRANT CONNECT ON ENDPOINT::e or GRANT SEND ON SERVICE::s TO grantees (``public``
-    for PUBLIC)."""
+class Permission:
+    """GRANT, DENY or REVOKE (``action``) of CONNECT ON ENDPOINT::e or SEND ON SERVICE::s,
+    to or from grantees (``public`` for PUBLIC). A principal holds a GRANT or a DENY of a
+    permission: DENY replaces its GRANT and beats every GRANT (to it or to PUBLIC), GRANT
+    replaces its DENY, REVOKE removes either, as in SQL Server."""
 
     permission: str  # CONNECT | SEND
     class_desc: str  # ENDPOINT | SERVICE
     object_name: str
     grantees: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Deny:
-    """DENY CONNECT ON ENDPOINT::e or DENY SEND ON SERVICE::s TO grantees: it replaces
-    their GRANT, and a DENY to a principal or to PUBLIC beats every GRANT, as in SQL
-    Server."""
-
-    permission: str
-    class_desc: str
-    object_name: str
-    grantees: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Revoke:
-    """REVOKE CONNECT ON ENDPOINT::e or SEND ON SERVICE::s FROM grantees: their GRANT or
-    DENY is gone."""
-
-    permission: str
-    class_desc: str
-    object_name: str
-    grantees: tuple[str, ...]
+    action: str = "GRANT"  # GRANT | DENY | REVOKE
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,11 +159,9 @@ class DropRemoteServiceBinding:
 
 PrincipalStatement = (
     CreateMasterKey | CreateLogin | DropLogin | AlterLogin | CreateUser | DropUser | AlterUser
-    | Grant | Deny | Revoke | AlterCertificate | BackupCertificate | CreateRemoteServiceBinding
+    | Permission | AlterCertificate | BackupCertificate | CreateRemoteServiceBinding
     | DropRemoteServiceBinding
 )
-# A statement on a permission: GRANT, DENY or REVOKE.
-PermissionStatement = Grant | Deny | Revoke
 # The statements that change whom the endpoint admits, or write a file: master's only.
 MASTER_PRINCIPAL_STATEMENTS: tuple[type, ...] = (
     CreateLogin, DropLogin, AlterLogin, AlterCertificate, BackupCertificate)
@@ -244,15 +222,20 @@ def _create_login(p: Parser[Any], verb: Token) -> CreateLogin:
                           "identifiers or credentials; remove the option")
         if not option.is_word(*_LOGIN_OPTIONS):
             raise p.expected(f"a login option ({', '.join(_LOGIN_OPTIONS)})")
-        key = option.text.upper()
-        p.once(key, option, seen, "login option")
-        p.advance()
-        p.require("=", f"'=' after {key}")
-        if key in ("CHECK_POLICY", "CHECK_EXPIRATION"):
-            p.choice(f"ON or OFF after {key} =", "ON", "OFF")
-        else:
-            p.name(f"a name after {key} =")
+        _login_option(p, seen)
     return CreateLogin(name)
+
+
+def _login_option(p: Parser[Any], seen: dict[str, Token]) -> None:
+    """One of _LOGIN_OPTIONS and its value: read, not kept (no client logs in)."""
+    option = p.advance()
+    key = option.text.upper()
+    p.once(key, option, seen, "login option")
+    p.require("=", f"'=' after {key}")
+    if key in ("CHECK_POLICY", "CHECK_EXPIRATION"):
+        p.choice(f"ON or OFF after {key} =", "ON", "OFF")
+    else:
+        p.name(f"a name after {key} =")
 
 
 def _drop_login(p: Parser[Any], verb: Token) -> DropLogin:
@@ -305,12 +288,8 @@ def _drop_user(p: Parser[Any], verb: Token) -> DropUser:
 # -- GRANT ---------------------------------------------------------------------------------
 
 
-_PERMISSION_STATEMENTS: dict[str, type[PermissionStatement]] = {
-    "GRANT": Grant, "DENY": Deny, "REVOKE": Revoke}
-
-
 def _permission(p: Parser[Any], verb: Token, permission: str,
-                class_desc: str) -> PermissionStatement:
+                class_desc: str) -> Permission:
     """GRANT | DENY | REVOKE permission ON class::name {TO | FROM} principals [CASCADE]."""
     action = verb.text.upper()
     p.keyword("ON", f"ON {class_desc}::name after {action} {permission}")
@@ -333,8 +312,7 @@ def _permission(p: Parser[Any], verb: Token, permission: str,
     if p.token.is_word("WITH", "AS"):
         raise refuse(f"{action} ... {p.token.text.upper()}", p.token, "pybroker keeps the "
                       "permission only; remove the clause")
-    return _PERMISSION_STATEMENTS[action](permission, class_desc, name,
-                                          tuple(dict.fromkeys(grantees)))
+    return Permission(permission, class_desc, name, tuple(dict.fromkeys(grantees)), action)
 
 
 # -- ALTER LOGIN, USER, CERTIFICATE --------------------------------------------------------
@@ -368,14 +346,7 @@ def _alter_login(p: Parser[Any], verb: Token) -> AlterLogin:
             while p.token.is_word("MUST_CHANGE", "UNLOCK"):
                 p.advance()
         elif option.is_word(*_LOGIN_OPTIONS):
-            key = option.text.upper()
-            p.once(key, option, seen, "login option")
-            p.advance()
-            p.require("=", f"'=' after {key}")
-            if key in ("CHECK_POLICY", "CHECK_EXPIRATION"):
-                p.choice(f"ON or OFF after {key} =", "ON", "OFF")
-            else:
-                p.name(f"a name after {key} =")
+            _login_option(p, seen)
         elif option.is_word("CREDENTIAL", "NO"):
             raise refuse(f"ALTER LOGIN ... {option.text.upper()}", option,
                          "pybroker keeps no credentials")

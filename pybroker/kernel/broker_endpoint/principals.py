@@ -26,14 +26,11 @@ from pybroker.core.tsql.principal_ddl import (
     CreateMasterKey,
     CreateRemoteServiceBinding,
     CreateUser,
-    Deny,
     DropLogin,
     DropRemoteServiceBinding,
     DropUser,
-    Grant,
-    PermissionStatement,
+    Permission,
     PrincipalStatement,
-    Revoke,
 )
 from pybroker.core.wire import certificates
 from pybroker.errors import AlreadyExistsError, BrokerError, InUseError, NotFoundError, WireError
@@ -51,7 +48,7 @@ def changes_trust(statement: object, database_id: int) -> bool:
     Database.transaction(), whose rollback could not take it back from the transport)."""
     if isinstance(statement, (CreateLogin, DropLogin, AlterLogin)):
         return True
-    if isinstance(statement, (Grant, Deny, Revoke)):
+    if isinstance(statement, Permission):
         return statement.class_desc == "ENDPOINT"
     return isinstance(statement, (CreateUser, DropUser, AlterUser)) and (
         database_id == MASTER_DATABASE_ID)
@@ -60,7 +57,7 @@ def changes_trust(statement: object, database_id: int) -> bool:
 def master_only(statement: object) -> bool:
     """The statements of the whole instance: logins, the endpoint's permissions and its
     certificates."""
-    if isinstance(statement, (Grant, Deny, Revoke)):
+    if isinstance(statement, Permission):
         return statement.class_desc == "ENDPOINT"
     return isinstance(statement, (CreateLogin, DropLogin, AlterLogin, AlterCertificate,
                                   BackupCertificate))
@@ -99,7 +96,7 @@ class Principals:
             self._alter_login(statement)
         elif isinstance(statement, AlterUser):
             self._alter_user(statement)
-        elif isinstance(statement, (Grant, Deny, Revoke)):
+        elif isinstance(statement, Permission):
             self._permission(statement)
         elif isinstance(statement, AlterCertificate):
             self._alter_certificate(statement)
@@ -280,7 +277,7 @@ class Principals:
 
     # -- GRANT, DENY, REVOKE -----------------------------------------------------------
 
-    def _permission(self, s: PermissionStatement) -> None:
+    def _permission(self, s: Permission) -> None:
         """GRANT and DENY keep the grantees' state of the permission (DENY replaces a
         GRANT, GRANT a DENY); REVOKE removes it, and revoking what nobody holds changes
         nothing, as in SQL Server."""
@@ -307,21 +304,20 @@ class Principals:
             if row is None:
                 kind = "login" if s.class_desc == "ENDPOINT" else (
                     f"user of database {self._database!r}")
-                verb = type(s).__name__.upper()
-                raise NotFoundError(f"the {kind} {grantee!r} does not exist: {verb} ... TO "
+                raise NotFoundError(f"the {kind} {grantee!r} does not exist: {s.action} ... TO "
                                     f"names a {kind.split(' ')[0]} (or PUBLIC)")
             grantees.append(row[0])
         now = self._kernel.now()
         which = {"database_id": self._database_id, "class_desc": s.class_desc,
                  "object_name": object_name, "permission_name": s.permission}
         for grantee in grantees:
-            if isinstance(s, Revoke):
+            if s.action == "REVOKE":
                 self._store.run("principals/delete_permission.sql",
                                 {**which, "grantee_key": grantee.lower()})
                 continue
             self._store.run("principals/insert_permission.sql", {
                 **which, "grantee": grantee, "grantee_key": grantee.lower(),
-                "create_date": now, "state": "D" if isinstance(s, Deny) else "G"})
+                "create_date": now, "state": "D" if s.action == "DENY" else "G"})
 
     # -- ALTER, BACKUP CERTIFICATE -----------------------------------------------------
 
