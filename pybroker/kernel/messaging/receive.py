@@ -11,9 +11,9 @@ QUEUE and any rollback drop it (UnitOfWork.forget_read_ahead).
 
 Conversation group locks (C7): RECEIVE takes the first group with ready messages that no
 other transaction holds, and holds it (ReceiveBuffer.take's ``may_take``; the table's
-select_first_ready_group.sql with the held groups left out). With HONOR_BROKER_PRIORITY ON
-the table always answers, by priority first (select_priority_ready_group.sql): what is read
-ahead knows no priorities. Otherwise, inside a transaction that has
+select_ready_group.sql with the held groups left out). With HONOR_BROKER_PRIORITY ON
+the table always answers, by priority first (select_ready_group.sql's by_priority): what is
+read ahead knows no priorities. Otherwise, inside a transaction that has
 changed nothing yet, RECEIVE takes no store: it reads the queue on a connection of its own
 (Store.read_apart, what was last committed, less what other open transactions received:
 Messaging.in_flight) under the read-ahead lock, and takes its messages in memory; a
@@ -48,6 +48,8 @@ READ_AHEAD_FIRST = 256  # messages (at least max_messages) of the first read of 
 READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
 READ_AHEAD_BYTES = 32 * 2**20  # ... and to about this many bytes of bodies (by the last read)
 WAKE_EVERY = 0.05  # seconds: a waiting RECEIVE asks again at least this often
+# the query of the group the next RECEIVE takes (Receiving.ready_group_order its variables)
+READY_GROUP = "conversation/select_ready_group.sql"
 
 
 class _Engine(Protocol):
@@ -221,12 +223,11 @@ class Receiving:
         except BrokerError:
             return None
 
-    def first_group_template(self, database_id: int) -> str:
-        """The query of the group the next RECEIVE takes: the first ready one, or with
-        HONOR_BROKER_PRIORITY ON the one of the highest priority, then the first."""
-        if self._catalogs.catalog(database_id).honor_broker_priority:
-            return "conversation/select_priority_ready_group.sql"
-        return "conversation/select_first_ready_group.sql"
+    def ready_group_order(self, database_id: int) -> dict[str, bool]:
+        """The variables of select_ready_group.sql, the query of the group the next
+        RECEIVE takes: the first ready one, or with HONOR_BROKER_PRIORITY ON the one of the
+        highest priority, then the first."""
+        return {"by_priority": self._catalogs.catalog(database_id).honor_broker_priority}
 
     def may_take(self, uow: UnitOfWork, database_id: int) -> Callable[[str], bool]:
         """Whether ``uow`` may take a group of the database, locking it if so (C7)."""
@@ -360,8 +361,8 @@ class Receiving:
         may_take = self.may_take(uow, key[0])
         with self._m.read_ahead_lock:
             while True:
-                found = self._store.read_apart("conversation/select_priority_ready_group.sql",
-                                               {**params, **self.lock_filters(uow, key[0])})
+                found = self._store.read_apart(READY_GROUP, {
+                    **params, **self.lock_filters(uow, key[0])}, by_priority=True)
                 if not found:
                     return []
                 group = str(found[0][0])
@@ -399,8 +400,8 @@ class Receiving:
         params = {"database_id": key[0], "queue_name": key[1]}
         may_take = self.may_take(uow, key[0])
         while True:
-            found = uow.sql(self.first_group_template(key[0]), {
-                **params, **self.lock_filters(uow, key[0])})
+            found = uow.sql(READY_GROUP, {**params, **self.lock_filters(uow, key[0])},
+                            **self.ready_group_order(key[0]))
             if not found:
                 return []
             group = str(found[0][0])
