@@ -61,7 +61,7 @@ VARIABLES = {
     "instance/checkpoint_database.sql": {"alias": "snapshot"},
     "instance/detach_database.sql": {"alias": "snapshot"},
     # a jinja switch (HONOR_BROKER_PRIORITY); the other branch: test_broker_priorities_honoured
-    "conversation/select_ready_group.sql": {"by_priority": True},
+    "conversation/select_next_ready_group.sql": {"by_priority": True},
 }
 
 

@@ -11,8 +11,8 @@ QUEUE and any rollback drop it (UnitOfWork.forget_read_ahead).
 
 Conversation group locks (C7): RECEIVE takes the first group with ready messages that no
 other transaction holds, and holds it (ReceiveBuffer.take's ``may_take``; the table's
-select_ready_group.sql with the held groups left out). With HONOR_BROKER_PRIORITY ON
-the table always answers, by priority first (select_ready_group.sql's by_priority): what is
+select_next_ready_group.sql with the held groups left out). With HONOR_BROKER_PRIORITY
+ON the table always answers, by priority first (that template's by_priority): what is
 read ahead knows no priorities. Otherwise, inside a transaction that has
 changed nothing yet, RECEIVE takes no store: it reads the queue on a connection of its own
 (Store.read_apart, what was last committed, less what other open transactions received:
@@ -49,7 +49,7 @@ READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
 READ_AHEAD_BYTES = 32 * 2**20  # ... and to about this many bytes of bodies (by the last read)
 WAKE_EVERY = 0.05  # seconds: a waiting RECEIVE asks again at least this often
 # the query of the group the next RECEIVE takes (Receiving.ready_group_order its variables)
-READY_GROUP = "conversation/select_ready_group.sql"
+READY_GROUP = "conversation/select_next_ready_group.sql"
 
 
 class _Engine(Protocol):
@@ -224,7 +224,7 @@ class Receiving:
             return None
 
     def ready_group_order(self, database_id: int) -> dict[str, bool]:
-        """The variables of select_ready_group.sql, the query of the group the next
+        """The variables of READY_GROUP, the query of the group the next
         RECEIVE takes: the first ready one, or with HONOR_BROKER_PRIORITY ON the one of the
         highest priority, then the first."""
         return {"by_priority": self._catalogs.catalog(database_id).honor_broker_priority}
