@@ -181,8 +181,8 @@ def test_c3_a_message_delivered_after_the_read_joins_it_and_the_receive_runs_no_
     assert made == 1
     queries = []
     real_sql = UnitOfWork.sql
-    monkeypatch.setattr(UnitOfWork, "sql", lambda self, template, params: (
-        queries.append(template), real_sql(self, template, params))[1])
+    monkeypatch.setattr(UnitOfWork, "sql", lambda self, template, params, **variables: (
+        queries.append(template), real_sql(self, template, params, **variables))[1])
     conv.send("1")
     got = broker.b.receive("QB")
     assert [m.text for m in got] == ["1"] and isinstance(got[0].message_body, bytes)

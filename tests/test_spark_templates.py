@@ -60,6 +60,8 @@ VARIABLES = {
     "instance/copy_database.sql": {"source": "i", "target": "snapshot"},
     "instance/checkpoint_database.sql": {"alias": "snapshot"},
     "instance/detach_database.sql": {"alias": "snapshot"},
+    # a jinja switch (HONOR_BROKER_PRIORITY); the other branch: test_broker_priorities_honoured
+    "conversation/select_next_ready_group.sql": {"by_priority": True},
 }
 
 

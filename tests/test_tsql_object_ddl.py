@@ -249,8 +249,8 @@ def test_a_service_named_like_a_keyword_phrase_is_still_a_service():
     ("text", "message"),
     [
         ("CREATE TABLE t (x INT)", "CREATE TABLE at line 1, column 1 is not supported: pybroker "
-         "runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE, SERVICE, BROKER PRIORITY and "
-             "DATABASE, and "
+         "runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE, SERVICE, BROKER PRIORITY, "
+             "DATABASE and USER, and "
              "CREATE/DROP "
          "CONTRACT"),
         ("CREATE EVENT NOTIFICATION n ON QUEUE q FOR QUEUE_ACTIVATION TO SERVICE 's', 'x'",
@@ -281,7 +281,7 @@ def test_other_statements_are_unsupported_and_named(text, message):
          "'foo' at line 1, column 16"),
         ("DROP MESSAGE", "expected TYPE after MESSAGE (DROP MESSAGE TYPE) but found the end"),
         ("ALTER", "expected the kind of object to ALTER (ROUTE, MESSAGE TYPE, QUEUE, SERVICE, "
-         "BROKER PRIORITY, DATABASE) "
+         "BROKER PRIORITY, DATABASE, USER) "
          "but found the end of the batch at line 1, column 6"),
         ("DROP MESSAGE TYPE", "expected a message type name but found the end of the batch at "
          "line 1, column 18"),

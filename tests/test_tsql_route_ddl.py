@@ -138,9 +138,9 @@ def test_an_empty_batch_holds_no_statement(text, message):
         ("CREATE TABLE t (x INT)", "CREATE TABLE at line 1, column 1 is not supported"),
         ("create event notification n", "CREATE EVENT NOTIFICATION at line 1, column 1 is not "
          "supported"),
-        ("\n  ALTER LOGIN d ENABLE", "ALTER LOGIN at line 2, column 3 is not supported"),
+        ("\n  ALTER SCHEMA d TRANSFER x", "ALTER SCHEMA at line 2, column 3 is not supported"),
         ("DROP SYNONYM s", "pybroker runs only CREATE/ALTER/DROP ROUTE, MESSAGE TYPE, QUEUE, "
-         "SERVICE, BROKER PRIORITY and DATABASE, and CREATE/DROP CONTRACT"),
+         "SERVICE, BROKER PRIORITY, DATABASE and USER, and CREATE/DROP CONTRACT"),
         ("DROP ROUTE r SELECT 1", "SELECT at line 1, column 14"),
         ("DROP ROUTE r; EXEC p", "EXEC at line 1, column 15"),
     ],

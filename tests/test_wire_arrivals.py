@@ -79,9 +79,9 @@ def _statements(inst: pybroker.Instance) -> Iterator[list[str]]:
     statements: list[str] = []
     real_run = inst.kernel.store.run
 
-    def counting_run(template, params=None):
+    def counting_run(template, params=None, **variables):
         statements.append(template)
-        return real_run(template, params)
+        return real_run(template, params, **variables)
 
     inst.kernel.store.run = counting_run
     try:

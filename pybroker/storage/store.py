@@ -281,10 +281,12 @@ class Store:
         return self._execute(sql, params, _one_row)
 
     def run(
-        self, template: str, params: dict[str, Any] | None = None
+        self, template: str, params: dict[str, Any] | None = None, **variables: Any
     ) -> list[tuple[Any, ...]]:
-        """Run a statement of sql/ (rendered without variables) with bound parameters."""
-        return self._execute(sql_templates.render(template), params, _rows_if_any)
+        """Run a statement of sql/ (rendered with ``variables``, the template's jinja
+        switches; values are always bound parameters) with bound parameters."""
+        return self._execute(sql_templates.render(template, **variables), params,
+                             _rows_if_any)
 
     def _execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None,
                  fetch: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
@@ -438,13 +440,14 @@ class Store:
         finally:
             self._end_statement()
 
-    def read_apart(self, template: str, params: dict[str, Any] | None = None
-                   ) -> list[tuple[Any, ...]]:
+    def read_apart(self, template: str, params: dict[str, Any] | None = None,
+                   **variables: Any) -> list[tuple[Any, ...]]:
         """Run a query of sql/ on a connection of its own, without the store's lock: it sees
         what the file holds as last committed, never the write transaction another thread
         holds open on the main connection (a receiving transaction reads the ready
-        messages so while another writes, kernel/messaging/receive.py)."""
-        sql = sql_templates.render(template)
+        messages so while another writes, kernel/messaging/receive.py); ``variables`` as
+        run()'s."""
+        sql = sql_templates.render(template, **variables)
         with self._reading:
             con = self._begin_statement()
             try:

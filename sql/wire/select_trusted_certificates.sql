@@ -3,13 +3,20 @@
 -- CERTIFICATE ... FROM FILE without AUTHORIZATION). One bound to principals (its owner, a
 -- user of master: AUTHORIZATION; a login FROM CERTIFICATE; a user FOR CERTIFICATE) admits
 -- it only while one of them is, or is the user of, a login holding CONNECT on the
--- endpoint (GRANT CONNECT ON ENDPOINT::e TO login, or TO public), as in SQL Server.
-WITH connecting AS (
+-- endpoint (GRANT CONNECT ON ENDPOINT::e TO login, or TO public), as in SQL Server: not
+-- disabled (ALTER LOGIN ... DISABLE), and denied it neither itself nor through public
+-- (DENY CONNECT beats every GRANT).
+WITH endpoint_permissions AS (
+    SELECT p.grantee_key, p.state FROM broker_permissions AS p
+    WHERE p.database_id = 1 AND p.class_desc = 'ENDPOINT' AND p.permission_name = 'CONNECT'
+),
+connecting AS (
     SELECT l.name_key FROM server_principals AS l
-    WHERE EXISTS (
-        SELECT 1 FROM broker_permissions AS p
-        WHERE p.database_id = 1 AND p.class_desc = 'ENDPOINT'
-            AND p.permission_name = 'CONNECT' AND p.grantee_key IN (l.name_key, 'public'))
+    WHERE NOT COALESCE(l.is_disabled, FALSE)
+        AND EXISTS (SELECT 1 FROM endpoint_permissions AS p
+                    WHERE p.state = 'G' AND p.grantee_key IN (l.name_key, 'public'))
+        AND NOT EXISTS (SELECT 1 FROM endpoint_permissions AS p
+                        WHERE p.state = 'D' AND p.grantee_key IN (l.name_key, 'public'))
 ),
 bound AS (  -- certificate -> the login it connects as (NULL: a principal with no login)
     SELECT l.certificate_name AS certificate_name, l.name_key AS login_key

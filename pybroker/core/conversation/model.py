@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from pybroker.core.conversation.priorities import DEFAULT_PRIORITY
+
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.core.routing.decision import RouteDecision
 
@@ -34,6 +36,9 @@ class Message:
     service_name: str
     service_contract_name: str
     queuing_order: int
+    # the conversation endpoint's priority level (CREATE BROKER PRIORITY; 5 when none
+    # matched it: pybroker.core.conversation.priorities), as RECEIVE's priority column
+    priority: int = DEFAULT_PRIORITY
 
     @property
     def text(self) -> str:

@@ -698,7 +698,7 @@ class _Run:
                                  for t in self.db.message_types()}
         row: dict[str, Value] = dict.fromkeys(RECEIVE_COLUMNS)
         row.update(
-            status=1, priority=5, queuing_order=m.queuing_order,
+            status=1, priority=m.priority, queuing_order=m.queuing_order,
             conversation_group_id=m.conversation_group_id,
             conversation_handle=m.conversation_handle,
             message_sequence_number=m.message_sequence_number, service_name=m.service_name,

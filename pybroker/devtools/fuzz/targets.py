@@ -8,7 +8,8 @@ register themselves with :func:`register` (for example the wire's frame decoder 
 ``frames``); the command lists whatever is registered.
 
 The ``tsql`` target mutates valid Service Broker DDL (route, message type, contract, queue
-and service statements) and T-SQL programs (control flow, TRY ... CATCH, THROW, RAISERROR,
+and service statements, the principals' statements: logins, users, GRANT, DENY, REVOKE,
+ALTER CERTIFICATE) and T-SQL programs (control flow, TRY ... CATCH, THROW, RAISERROR,
 procedures, EXEC, dynamic SQL whose literal texts are parsed as their EXEC parses them,
 the SQL sqlglot translates, USE and the DATABASE statements; programs are parsed only): it
 deletes, duplicates, swaps and truncates
@@ -187,6 +188,14 @@ TSQL_CORPUS = (
     "ANY, REMOTE_SERVICE_NAME = N's', PRIORITY_LEVEL = 7); "
     "ALTER BROKER PRIORITY p FOR CONVERSATION SET (PRIORITY_LEVEL = DEFAULT); "
     "DROP BROKER PRIORITY p",
+    # the principals of a database around a service (s, made by the last entry)
+    "CREATE USER u WITHOUT LOGIN; CREATE USER v FOR LOGIN l WITH DEFAULT_SCHEMA = dbo; "
+    "GRANT SEND ON SERVICE::s TO u, PUBLIC; DENY SEND ON SERVICE::[s] TO u CASCADE; "
+    "REVOKE SEND ON SERVICE::s FROM PUBLIC; ALTER USER u WITH NAME = [w x], "
+    "DEFAULT_SCHEMA = NULL; REVOKE SEND ON SERVICE::s TO [w x]; DROP USER IF EXISTS [w x]",
+    "CREATE MASTER KEY ENCRYPTION BY PASSWORD = N'p''w'; CREATE USER u WITHOUT LOGIN; "
+    "CREATE REMOTE SERVICE BINDING b AUTHORIZATION dbo TO SERVICE N'//Far' WITH USER = u, "
+    "ANONYMOUS = ON; DROP REMOTE SERVICE BINDING b",
     "CREATE MESSAGE TYPE m VALIDATION = NONE; CREATE CONTRACT c (m SENT BY TARGET); "
     "CREATE QUEUE q; CREATE SERVICE s ON QUEUE q (c); "
     "CREATE ROUTE r WITH SERVICE_NAME = 's', ADDRESS = 'LOCAL'",
@@ -232,6 +241,22 @@ PROGRAM_CORPUS = (
     "N'SELECT @r = name FROM sys.services WHERE name = @a', @params = N'@a SYSNAME, "
     "@r NVARCHAR(10) OUT', @a = N'S', @r = @t OUTPUT;\nEXEC sp_executesql N'EXEC (N''CREATE "
     "PROCEDURE P @v INT = 1 AS PRINT @v'')'",
+    # master's principals and the endpoint's permissions (after USE: parsed only, so no
+    # certificate file is read or written)
+    "USE master;\nCREATE LOGIN l WITH PASSWORD = 'p' MUST_CHANGE, CHECK_POLICY = OFF, "
+    "DEFAULT_DATABASE = master; ALTER LOGIN l DISABLE; ALTER LOGIN [l] WITH NAME = m, "
+    "PASSWORD = 'q' OLD_PASSWORD = 'p' UNLOCK, CHECK_EXPIRATION = OFF; ALTER LOGIN m ENABLE;"
+    "\nCREATE USER mu FOR LOGIN m; GRANT CONNECT ON ENDPOINT::Broker TO m, PUBLIC;\n"
+    "DENY CONNECT ON ENDPOINT::[Broker] TO m; REVOKE CONNECT ON ENDPOINT::Broker FROM "
+    "PUBLIC CASCADE; DROP USER mu; DROP LOGIN m",
+    "USE master;\nCREATE CERTIFICATE c WITH SUBJECT = 's', START_DATE = '20300101', "
+    "EXPIRY_DATE = '12/31/2040';\nCREATE LOGIN cl FROM CERTIFICATE pc; CREATE USER cu FOR "
+    "CERTIFICATE pc; ALTER CERTIFICATE pc WITH ACTIVE FOR BEGIN_DIALOG = OFF;\n"
+    "ALTER CERTIFICATE [pc] REMOVE PRIVATE KEY; BACKUP CERTIFICATE c TO FILE = N'c.cer'",
+    "CREATE QUEUE q; CREATE SERVICE NotifyService ON QUEUE q "
+    "([http://schemas.microsoft.com/SQL/Notifications/PostEventNotification]);\n"
+    "DECLARE @h UNIQUEIDENTIFIER, @p TINYINT;\n"
+    "RECEIVE TOP (1) @h = conversation_handle, @p = priority FROM q",
 )
 
 _SPECIAL = (
@@ -244,6 +269,8 @@ _SPECIAL = (
     "'tcp://x:1'", "'tcp://x'", "'tcp://x:0'", "SENT BY", "ANY", "ON", "OFF", "STATUS",
     "AUTHORIZATION", "dbo.", "SELECT", "EXEC", "@v", "#t", "$", "\u0130", "\u212a",
     "BEGIN TRY", "END TRY", "BEGIN CATCH", "END CATCH", "THROW", "PROC", "OUTPUT", "RETURN",
+    "GRANT", "DENY", "REVOKE", "FROM", "TO", "PUBLIC", "::", "ENDPOINT::", "SERVICE::",
+    "LOGIN", "USER", "CERTIFICATE", "ENABLE", "DISABLE", "NAME =", "CASCADE",
     "EXEC (", "sp_executesql", "N'@p INT OUTPUT'", "''", "N''PRINT 1''", "WHILE", "IF", "ELSE",
 )
 
@@ -377,7 +404,16 @@ def catalog_snapshot(database: Any) -> tuple[Any, ...]:
         tuple(database.contracts()),
         tuple(database.queues()),
         tuple(database.services()),
+        tuple(tuple(r.rows) for r in database.execute(_PRINCIPALS)),
     )
+
+
+# What the principals' statements of a database change (sys.* views of the batch's database).
+_PRINCIPALS = (
+    "SELECT name, type_desc, login_name FROM sys.database_principals ORDER BY name;\n"
+    "SELECT object_name, grantee, permission_name, state FROM sys.database_permissions "
+    "ORDER BY 1, 2, 3;\nSELECT name, user_name FROM sys.remote_service_bindings ORDER BY name;\n"
+    "SELECT name FROM sys.symmetric_keys")
 
 
 _tsql_runner = _TsqlRunner()

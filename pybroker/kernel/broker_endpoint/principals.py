@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 
 from pybroker.core.tsql.principal_ddl import (
     PUBLIC,
+    AlterCertificate,
+    AlterLogin,
+    AlterUser,
     BackupCertificate,
     CreateLogin,
     CreateMasterKey,
@@ -26,7 +29,7 @@ from pybroker.core.tsql.principal_ddl import (
     DropLogin,
     DropRemoteServiceBinding,
     DropUser,
-    Grant,
+    Permission,
     PrincipalStatement,
 )
 from pybroker.core.wire import certificates
@@ -36,24 +39,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from pybroker.kernel.kernel import Kernel
 
 MASTER_DATABASE_ID = 1  # migrations/001_catalog.sql
+# The principals every database has: no user takes their names.
+_DATABASE_PRINCIPALS = ("dbo", "guest", "sys", "information_schema", PUBLIC)
 
 
 def changes_trust(statement: object, database_id: int) -> bool:
     """Whether the statement may change whom the endpoint admits (then it runs only outside
     Database.transaction(), whose rollback could not take it back from the transport)."""
-    if isinstance(statement, (CreateLogin, DropLogin)):
+    if isinstance(statement, (CreateLogin, DropLogin, AlterLogin)):
         return True
-    if isinstance(statement, Grant):
+    if isinstance(statement, Permission):
         return statement.class_desc == "ENDPOINT"
-    return isinstance(statement, (CreateUser, DropUser)) and database_id == MASTER_DATABASE_ID
+    return isinstance(statement, (CreateUser, DropUser, AlterUser)) and (
+        database_id == MASTER_DATABASE_ID)
 
 
 def master_only(statement: object) -> bool:
-    """The statements of the whole instance: logins, the endpoint's permissions and the
-    backup of its certificates."""
-    if isinstance(statement, Grant):
+    """The statements of the whole instance: logins, the endpoint's permissions and its
+    certificates."""
+    if isinstance(statement, Permission):
         return statement.class_desc == "ENDPOINT"
-    return isinstance(statement, (CreateLogin, DropLogin, BackupCertificate))
+    return isinstance(statement, (CreateLogin, DropLogin, AlterLogin, AlterCertificate,
+                                  BackupCertificate))
 
 
 class Principals:
@@ -85,8 +92,14 @@ class Principals:
             self._create_user(statement)
         elif isinstance(statement, DropUser):
             self._drop_user(statement)
-        elif isinstance(statement, Grant):
-            self._grant(statement)
+        elif isinstance(statement, AlterLogin):
+            self._alter_login(statement)
+        elif isinstance(statement, AlterUser):
+            self._alter_user(statement)
+        elif isinstance(statement, Permission):
+            self._permission(statement)
+        elif isinstance(statement, AlterCertificate):
+            self._alter_certificate(statement)
         elif isinstance(statement, BackupCertificate):
             self._backup(statement)
         elif isinstance(statement, CreateRemoteServiceBinding):
@@ -150,6 +163,34 @@ class Principals:
         self._store.run("principals/delete_grantee_permissions.sql",
                         {**key, "database_id": MASTER_DATABASE_ID})
 
+    def _alter_login(self, s: AlterLogin) -> None:
+        """ALTER LOGIN: a disabled login connects nothing (its peer is refused); a login
+        renamed keeps its certificate, users and permissions."""
+        found = self._login(s.name)
+        if found is None:
+            raise NotFoundError(f"the login {s.name!r} does not exist (SQL Server's error "
+                                "15151)")
+        key = s.name.lower()
+        if s.enabled is not None:
+            self._store.run("principals/update_login_enabled.sql",
+                            {"name_key": key, "is_disabled": not s.enabled})
+        if s.new_name is None:
+            return
+        new_key = s.new_name.lower()
+        if new_key == PUBLIC:
+            raise AlreadyExistsError("public is the server role every login belongs to: "
+                                     "choose another login name")
+        taken = self._login(s.new_name)
+        if taken is not None and new_key != key:
+            raise AlreadyExistsError(f"the login {taken[0]!r} already exists (SQL Server's "
+                                     "error 15025; names compare without regard to case)")
+        names = {"name": s.new_name, "new_key": new_key, "name_key": key}
+        self._store.run("principals/update_login_name.sql", names)
+        self._store.run("principals/update_login_of_users.sql",
+                        {"name": s.new_name, "name_key": key})
+        self._store.run("principals/update_grantee_name.sql", {
+            **names, "database_id": MASTER_DATABASE_ID, "of_login": True})
+
     # -- USER --------------------------------------------------------------------------
 
     def _user(self, name: str) -> tuple[str, str, str | None, str | None] | None:
@@ -162,7 +203,7 @@ class Principals:
         if found is not None:
             raise AlreadyExistsError(f"the user {found[0]!r} already exists in database "
                                      f"{self._database!r} (SQL Server's error 15023)")
-        if s.name.lower() in ("dbo", "guest", "sys", "information_schema", PUBLIC):
+        if s.name.lower() in _DATABASE_PRINCIPALS:
             raise AlreadyExistsError(f"{s.name!r} is a principal every database has: choose "
                                      "another user name")
         login = None
@@ -207,9 +248,39 @@ class Principals:
         self._store.run("principals/delete_database_principal.sql", key)
         self._store.run("principals/delete_grantee_permissions.sql", key)
 
-    # -- GRANT -------------------------------------------------------------------------
+    def _alter_user(self, s: AlterUser) -> None:
+        """ALTER USER ... WITH NAME: the user keeps its login, certificate, permissions,
+        the certificates it owns and the bindings that name it."""
+        if self._user(s.name) is None:
+            raise NotFoundError(f"the user {s.name!r} does not exist in database "
+                                f"{self._database!r} (SQL Server's error 15151)")
+        if s.new_name is None:
+            return  # DEFAULT_SCHEMA only: read, not kept
+        key, new_key = s.name.lower(), s.new_name.lower()
+        if new_key in _DATABASE_PRINCIPALS:
+            raise AlreadyExistsError(f"{s.new_name!r} is a principal every database has: "
+                                     "choose another user name")
+        taken = self._user(s.new_name)
+        if taken is not None and new_key != key:
+            raise AlreadyExistsError(f"the user {taken[0]!r} already exists in database "
+                                     f"{self._database!r} (SQL Server's error 15023)")
+        names = {"name": s.new_name, "new_key": new_key, "name_key": key}
+        where = {"database_id": self._database_id}
+        self._store.run("principals/update_user_name.sql", {**names, **where})
+        self._store.run("principals/update_grantee_name.sql",
+                        {**names, **where, "of_login": False})
+        self._store.run("principals/update_user_of_bindings.sql",
+                        {"name": s.new_name, "name_key": key, **where})
+        if self._database_id == MASTER_DATABASE_ID:
+            self._store.run("principals/update_certificate_owner.sql",
+                            {"name": s.new_name, "name_key": key})
 
-    def _grant(self, s: Grant) -> None:
+    # -- GRANT, DENY, REVOKE -----------------------------------------------------------
+
+    def _permission(self, s: Permission) -> None:
+        """GRANT and DENY keep the grantees' state of the permission (DENY replaces a
+        GRANT, GRANT a DENY); REVOKE removes it, and revoking what nobody holds changes
+        nothing, as in SQL Server."""
         if s.class_desc == "ENDPOINT":
             rows = self._store.run("wire/select_broker_endpoint.sql")
             if not rows or rows[0][0].lower() != s.object_name.lower():
@@ -233,17 +304,39 @@ class Principals:
             if row is None:
                 kind = "login" if s.class_desc == "ENDPOINT" else (
                     f"user of database {self._database!r}")
-                raise NotFoundError(f"the {kind} {grantee!r} does not exist: GRANT ... TO "
+                raise NotFoundError(f"the {kind} {grantee!r} does not exist: {s.action} ... TO "
                                     f"names a {kind.split(' ')[0]} (or PUBLIC)")
             grantees.append(row[0])
         now = self._kernel.now()
+        which = {"database_id": self._database_id, "class_desc": s.class_desc,
+                 "object_name": object_name, "permission_name": s.permission}
         for grantee in grantees:
+            if s.action == "REVOKE":
+                self._store.run("principals/delete_permission.sql",
+                                {**which, "grantee_key": grantee.lower()})
+                continue
             self._store.run("principals/insert_permission.sql", {
-                "database_id": self._database_id, "class_desc": s.class_desc,
-                "object_name": object_name, "permission_name": s.permission,
-                "grantee": grantee, "grantee_key": grantee.lower(), "create_date": now})
+                **which, "grantee": grantee, "grantee_key": grantee.lower(),
+                "create_date": now, "state": "D" if s.action == "DENY" else "G"})
 
-    # -- BACKUP CERTIFICATE ------------------------------------------------------------
+    # -- ALTER, BACKUP CERTIFICATE -----------------------------------------------------
+
+    def _alter_certificate(self, s: AlterCertificate) -> None:
+        """ACTIVE FOR BEGIN_DIALOG is kept and shown (sys.certificates): pybroker secures
+        dialogs with the endpoint certificates (P6), so it admits or refuses no peer. A
+        peer's certificate holds no private key: REMOVE PRIVATE KEY leaves it as it is."""
+        if s.name == self._own_certificate:
+            raise InUseError(
+                f"certificate {s.name!r} is this instance's own endpoint certificate: the "
+                "endpoint authenticates with its private key, which stays in the instance "
+                "file; ALTER CERTIFICATE changes a peer's certificate (CREATE CERTIFICATE ... "
+                "FROM FILE)")
+        if not self._store.run("principals/select_peer_certificate.sql", {"name": s.name}):
+            raise NotFoundError(f"certificate {s.name!r} does not exist (SQL Server's error "
+                                "15151)")
+        if s.active_for_begin_dialog is not None:
+            self._store.run("principals/update_certificate_active.sql",
+                            {"name": s.name, "is_active": s.active_for_begin_dialog})
 
     def _backup(self, s: BackupCertificate) -> None:
         """The certificate's public part, as DER (what SQL Server's BACKUP CERTIFICATE

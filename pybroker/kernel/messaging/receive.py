@@ -11,9 +11,9 @@ QUEUE and any rollback drop it (UnitOfWork.forget_read_ahead).
 
 Conversation group locks (C7): RECEIVE takes the first group with ready messages that no
 other transaction holds, and holds it (ReceiveBuffer.take's ``may_take``; the table's
-select_first_ready_group.sql with the held groups left out). With HONOR_BROKER_PRIORITY ON
-the table always answers, by priority first (select_priority_ready_group.sql): what is read
-ahead knows no priorities. Otherwise, inside a transaction that has
+select_next_ready_group.sql with the held groups left out). With HONOR_BROKER_PRIORITY
+ON the table always answers, by priority first (that template's by_priority): what is
+read ahead knows no priorities. Otherwise, inside a transaction that has
 changed nothing yet, RECEIVE takes no store: it reads the queue on a connection of its own
 (Store.read_apart, what was last committed, less what other open transactions received:
 Messaging.in_flight) under the read-ahead lock, and takes its messages in memory; a
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.core.conversation import columns
 from pybroker.core.conversation.model import Message
+from pybroker.core.conversation.priorities import DEFAULT_PRIORITY
 from pybroker.core.routing.definition import check_name
 from pybroker.errors import BrokerError, InstanceClosedError, InvalidArgumentError
 from pybroker.kernel.messaging import message_parts
@@ -47,6 +48,8 @@ READ_AHEAD_FIRST = 256  # messages (at least max_messages) of the first read of 
 READ_AHEAD_MAX = 16_384  # ... doubling at each read up to this many
 READ_AHEAD_BYTES = 32 * 2**20  # ... and to about this many bytes of bodies (by the last read)
 WAKE_EVERY = 0.05  # seconds: a waiting RECEIVE asks again at least this often
+# the query of the group the next RECEIVE takes (Receiving.ready_group_order its variables)
+READY_GROUP = "conversation/select_next_ready_group.sql"
 
 
 class _Engine(Protocol):
@@ -80,12 +83,19 @@ def check_timeout(timeout: float) -> None:
         raise InvalidArgumentError(f"timeout must be seconds >= 0: {timeout!r}")
 
 
-def messages_of(rows: list[tuple[Any, ...]]) -> list[Message]:
-    """Rows of the receive_messages*.sql templates (with their bodies) as messages."""
-    return [
-        Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"", r[6], r[7], r[0])
-        for r in rows
-    ]
+def messages_of(rows: list[tuple[Any, ...]],
+                priority_of: Callable[[str], int]) -> list[Message]:
+    """Rows of the receive_messages*.sql templates (with their bodies) as messages, each
+    with the priority level of its conversation endpoint (``priority_of(handle)``)."""
+    levels: dict[str, int] = {}
+    messages = []
+    for r in rows:
+        level = levels.get(r[1])
+        if level is None:
+            level = levels[r[1]] = priority_of(r[1])
+        messages.append(Message(r[1], r[2], r[3], r[4], r[5] if r[5] is not None else b"",
+                                r[6], r[7], r[0], level))
+    return messages
 
 
 class Receiving:
@@ -165,7 +175,18 @@ class Receiving:
         watcher = self._m.queue_watcher
         if watcher is not None:
             watcher.received(key, len(rows))
-        return messages_of(rows)
+        return messages_of(rows, self.priority_of(database_id))
+
+    def priority_of(self, database_id: int) -> Callable[[str], int]:
+        """The priority level of a conversation endpoint of the database by its handle,
+        as it took it when it was made (sys.conversation_endpoints.priority)."""
+        def level(handle: str) -> int:
+            try:
+                return self._m.endpoint(handle, database_id).priority
+            except BrokerError:  # ended meanwhile by another thread (END ... WITH CLEANUP)
+                return DEFAULT_PRIORITY
+
+        return level
 
     def take_when_ready(
         self, timeout: float, wait: Callable[[float], None],
@@ -202,12 +223,11 @@ class Receiving:
         except BrokerError:
             return None
 
-    def first_group_template(self, database_id: int) -> str:
-        """The query of the group the next RECEIVE takes: the first ready one, or with
-        HONOR_BROKER_PRIORITY ON the one of the highest priority, then the first."""
-        if self._catalogs.catalog(database_id).honor_broker_priority:
-            return "conversation/select_priority_ready_group.sql"
-        return "conversation/select_first_ready_group.sql"
+    def ready_group_order(self, database_id: int) -> dict[str, bool]:
+        """The variables of READY_GROUP, the query of the group the next
+        RECEIVE takes: the first ready one, or with HONOR_BROKER_PRIORITY ON the one of the
+        highest priority, then the first."""
+        return {"by_priority": self._catalogs.catalog(database_id).honor_broker_priority}
 
     def may_take(self, uow: UnitOfWork, database_id: int) -> Callable[[str], bool]:
         """Whether ``uow`` may take a group of the database, locking it if so (C7)."""
@@ -341,8 +361,8 @@ class Receiving:
         may_take = self.may_take(uow, key[0])
         with self._m.read_ahead_lock:
             while True:
-                found = self._store.read_apart("conversation/select_priority_ready_group.sql",
-                                               {**params, **self.lock_filters(uow, key[0])})
+                found = self._store.read_apart(READY_GROUP, {
+                    **params, **self.lock_filters(uow, key[0])}, by_priority=True)
                 if not found:
                     return []
                 group = str(found[0][0])
@@ -380,8 +400,8 @@ class Receiving:
         params = {"database_id": key[0], "queue_name": key[1]}
         may_take = self.may_take(uow, key[0])
         while True:
-            found = uow.sql(self.first_group_template(key[0]), {
-                **params, **self.lock_filters(uow, key[0])})
+            found = uow.sql(READY_GROUP, {**params, **self.lock_filters(uow, key[0])},
+                            **self.ready_group_order(key[0]))
             if not found:
                 return []
             group = str(found[0][0])

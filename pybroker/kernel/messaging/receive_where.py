@@ -21,7 +21,13 @@ from pybroker.core.routing.definition import check_name
 from pybroker.errors import InvalidArgumentError, LockTimeoutError
 from pybroker.kernel.messaging import message_parts
 from pybroker.kernel.messaging.catalog_cache import CatalogCache
-from pybroker.kernel.messaging.receive import Receiving, check_receive, check_timeout, messages_of
+from pybroker.kernel.messaging.receive import (
+    READY_GROUP,
+    Receiving,
+    check_receive,
+    check_timeout,
+    messages_of,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pybroker.kernel.messaging.unit_of_work import UnitOfWork
@@ -98,7 +104,7 @@ class ReceiveWhere:
         watcher = self._queue_watcher()
         if watcher is not None:
             watcher.received((database_id, queue), len(rows))
-        return messages_of(rows)
+        return messages_of(rows, self._receiving.priority_of(database_id))
 
     def _wait_where(self, params: dict[str, Any], deadline: float) -> None:
         """Wait until the queue holds a ready message the condition of a RECEIVE ... WHERE
@@ -143,14 +149,13 @@ class ReceiveWhere:
             while True:
                 found_params = {"database_id": database_id, "queue_name": queue,
                                 **self._receiving.lock_filters(uow, database_id)}
+                order = self._receiving.ready_group_order(database_id)
                 if apart:
-                    found = self._store.read_apart(
-                        self._receiving.first_group_template(database_id), found_params)
+                    found = self._store.read_apart(READY_GROUP, found_params, **order)
                 else:
                     uow.activate()
                     # the flush in uow.sql writes out what this transaction already received
-                    found = uow.sql(self._receiving.first_group_template(database_id),
-                                    found_params)
+                    found = uow.sql(READY_GROUP, found_params, **order)
                 if not found or may_take(str(found[0][0])):
                     return found
 

@@ -374,11 +374,13 @@ class UnitOfWork:
                 "is_inbound": False, "body_pieces": pieces})
         return rest
 
-    def sql(self, template: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Run a statement inside this unit of work's transaction (buffered rows first)."""
+    def sql(self, template: str, params: dict[str, Any], **variables: Any
+            ) -> list[tuple[Any, ...]]:
+        """Run a statement inside this unit of work's transaction (buffered rows first);
+        ``variables`` as Store.run's."""
         self.flush()
         self.ensure_tx()
-        return self.m.store.run(template, params)
+        return self.m.store.run(template, params, **variables)
 
     def delete_pieces(self, template: str, params: dict[str, Any],
                       count_template: str = COUNT_FRAGMENTS) -> None:
