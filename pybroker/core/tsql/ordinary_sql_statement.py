@@ -97,4 +97,11 @@ def value_of(found: Any) -> Any:
 def bound(rendered: Rendered, variables: Mapping[str, tuple[Any, Any]]) -> dict[str, Any]:
     """The parameters of ``rendered`` with the variables' values now."""
     return {**rendered.values,
-            **{name: variables[key][1] for name, key in rendered.variables}}
+            **{name: _parameter(variables[key][1]) for name, key in rendered.variables}}
+
+
+def _parameter(value: Any) -> Any:
+    """A variable's value as DuckDB takes it: a date and time as Python's datetime, date
+    or time (pybroker.core.tsql.temporal.Moment.value)."""
+    inner = getattr(value, "value", None)
+    return inner if isinstance(inner, dt.datetime | dt.date | dt.time) else value

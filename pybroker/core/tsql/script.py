@@ -101,6 +101,7 @@ from pybroker.core.tsql.values import (
     as_text,
     as_whole_number,
     convert,
+    plain,
 )
 from pybroker.errors import (
     BrokerError,
@@ -155,6 +156,8 @@ class _Run:
         self.counted = 0  # what the statement running sets @@ROWCOUNT to
         self.error = 0  # @@ERROR: the number of the error a CATCH block's first statement sees
         self.return_code = 0  # RETURN n of a procedure
+        # @@SPID: the session's number, the batch's first database's (USE keeps it)
+        self.session_id: int | None = None if caller is None else caller.session_id
         self.variables["EXISTS()"] = (None, lambda query: bool(self.run_sql(query)[1]))
         self.variables["OBJECT_ID()"] = (None, self.object_id)
 
@@ -281,6 +284,10 @@ class _Run:
         self.variables["@@ROWCOUNT"] = (None, self.rowcount)
         self.variables["@@TRANCOUNT"] = (None, len(self.transactions))
         self.variables["@@ERROR"] = (None, self.error)  # a failed statement stops the batch
+        if self.session_id is None:
+            self.session_id = self.db.session_id
+        self.variables["@@SPID"] = (None, self.session_id)
+        self.variables["NOW()"] = (None, self.db.clock)  # GETDATE() and the others
         self.variables["DB_ID()"] = (None, self.database_id)
         info = self.session.handling[-1][1] if self.session.handling else None
         for name, value in (
@@ -398,7 +405,7 @@ class _Run:
 
     def select(self, s: cp.Select) -> None:
         if s.table is None:
-            row = tuple(self.value(expression) for _, expression in s.items)
+            row = tuple(plain(self.value(expression)) for _, expression in s.items)
             self.results.append(ResultSet(tuple(name for name, _ in s.items), [row]))
             self.counted = 1
             return
@@ -682,7 +689,8 @@ class _Run:
                     self.assign(target, column_value, where)  # type: ignore[arg-type]
             return
         result = ResultSet(tuple(name for _, name, _ in s.items),
-                           [tuple(self.value(e, row) for _, _, e in s.items) for row in rows])
+                           [tuple(plain(self.value(e, row)) for _, _, e in s.items)
+                            for row in rows])
         if s.into is None:
             self.results.append(result)
         else:
