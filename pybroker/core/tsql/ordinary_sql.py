@@ -35,7 +35,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pybroker.core.tsql.lexer import Token
-from pybroker.core.tsql.ordinary_sql_statement import OrdinarySql, Rendered, SqlNames
+from pybroker.core.tsql.ordinary_sql_statement import (
+    OrdinarySql,
+    Rendered,
+    SqlNames,
+    TableVariable,
+)
 from pybroker.core.tsql.parser import STATEMENT_WORDS, Parser
 from pybroker.errors import TsqlSyntaxError
 
@@ -59,8 +64,8 @@ class Exists:
 
 def starts_ordinary_sql(p: Parser[Any]) -> bool:
     """Whether the statement at ``p`` is ordinary SQL: INSERT, UPDATE, DELETE, CREATE or
-    DROP TABLE, or a SELECT with a FROM that names a table (SELECT ... FROM @table and a
-    SELECT of values stay the batch's own)."""
+    DROP TABLE, or a SELECT with a FROM (SELECT columns FROM @table alone and a SELECT of
+    values stay the batch's own)."""
     t = p.token
     after = p.tokens[p.pos + 1] if p.pos + 1 < len(p.tokens) else t
     if t.is_word("INSERT", "UPDATE", "DELETE"):
@@ -79,7 +84,15 @@ def starts_ordinary_sql(p: Parser[Any]) -> bool:
             depth -= 1
         elif depth == 0 and token.is_word("FROM"):
             following = p.tokens[i + 1]
-            return not (following.kind == "word" and following.text.startswith("@"))
+            if not (following.kind == "word" and following.text.startswith("@")):
+                return True
+            # SELECT * | columns FROM @table alone is the batch's own; anything more (TOP,
+            # assignments, WHERE, JOIN, ORDER BY) is a query over the table variable
+            items = p.tokens[p.pos + 1 : i]
+            simple = all(t.is_symbol("*") or t.is_symbol(",") or (
+                t.kind in ("word", "identifier") and not t.text.startswith("@")
+                and not t.is_word("TOP", "DISTINCT")) for t in items)
+            return not (simple and i + 2 == end)
     return False
 
 
@@ -184,11 +197,12 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
 
 
 def render(statement: OrdinarySql, database: str, names: SqlNames,
-           text_variables: frozenset[str] = frozenset()) -> Rendered:
+           text_variables: frozenset[str] = frozenset(),
+           tables: dict[str, TableVariable] | None = None) -> Rendered:
     """The statement's DuckDB text for ``database``, with its names resolved (``names``);
-    ``text_variables``: the keys of its variables declared of a text type
-    (ordinary_sql_translation.render)."""
+    ``text_variables``: the keys of its variables declared of a text type; ``tables``: its
+    table variables (ordinary_sql_translation.render)."""
     from pybroker.core.tsql import ordinary_sql_translation
 
-    return ordinary_sql_translation.render(statement, database, names, text_variables)
+    return ordinary_sql_translation.render(statement, database, names, text_variables, tables)
 
