@@ -283,6 +283,8 @@ def to_text(m: Moment, style: int | None, where: str) -> str:
         return {101: f"{day.month:02}/{day.day:02}/{day.year:04}",
                 103: f"{day.day:02}/{day.month:02}/{day.year:04}",
                 112: f"{day.year:04}{day.month:02}{day.day:02}", 23: iso_day}[style]
+    if m.type == "DATE":
+        return iso_day  # the ISO styles of a date alone
     if clock is None:
         clock = time()
     seconds = f"{clock.hour:02}:{clock.minute:02}:{clock.second:02}"
