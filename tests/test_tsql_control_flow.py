@@ -208,8 +208,8 @@ def db():
         ("PRINT 7 / 2; PRINT -7 / 2; PRINT -7 % 3; PRINT 2 + 3 * 4", ["3", "-3", "-1", "14"]),
         ("PRINT LEN(N'ab  '); PRINT LEN(NULL); PRINT LEN(0x0102)", ["2", "", "2"]),
         ("PRINT COALESCE(NULL, NULL, N'third'); PRINT ISNULL(NULL, 5)", ["third", "5"]),
-        ("IF LEN(CAST(NEWID() AS NVARCHAR(36))) = 36 AND CONVERT(NVARCHAR(30), GETDATE(), 121) LIKE '2%' "
-             "PRINT 'ok'",
+        ("IF LEN(CAST(NEWID() AS NVARCHAR(36))) = 36 AND "
+         "CONVERT(NVARCHAR(30), GETDATE(), 121) LIKE '2%' PRINT 'ok'",
          ["ok"]),
         ("SET NOCOUNT ON; SET NOCOUNT OFF; SET XACT_ABORT ON; PRINT 'options'", ["options"]),
         ("PRINT @@TRANCOUNT; BEGIN TRAN; BEGIN TRAN; PRINT @@TRANCOUNT; COMMIT; "
