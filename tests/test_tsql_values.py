@@ -213,6 +213,8 @@ def test_variables_of_the_new_types_go_through_queries_and_procedures(db):
         "SELECT @seen = at, @total = amount + 1 FROM ledger;\n"
         "SELECT @seen AS seen, @total AS total, @rate AS rate, @day AS day")
     assert results[0].rows == [(1, 25)]  # a whole DECIMAL from a query is an int
+    assert db.execute("SELECT at, day FROM ledger")[0].rows == [
+        (dt.datetime(2026, 1, 1, 10), dt.date(2026, 1, 1))]  # as Python's, as the batch's own
     assert results[1].rows == [(dt.datetime(2026, 1, 1, 10), Decimal("13.50"), 0.25,
                                 dt.date(2026, 1, 1))]
     db.execute("CREATE PROCEDURE dbo.later @d DATETIME2(0), @days FLOAT = 1.5, "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pybroker.core.tsql.lexer import Token
+from pybroker.core.tsql.temporal import Moment
 from pybroker.core.tsql.values import (
     BINARY_TYPES,
     DECIMAL_TYPES,
@@ -127,16 +128,19 @@ class Rendered:
 
 def value_of(found: Any) -> Any:
     """A value DuckDB returned, as the batch's values are: a UNIQUEIDENTIFIER its lower-case
-    text, a BIT 0 or 1, a date and time its text (as GETDATE() gives it), an exact number
+    text, a BIT 0 or 1, a date and time a DATETIME2, DATETIMEOFFSET, DATE or TIME value
+    (result sets show Python's datetime, pybroker.core.tsql.values.plain), an exact number
     a whole number when it is one."""
     if isinstance(found, bool):
         return int(found)
     if isinstance(found, uuid.UUID):
         return str(found)
-    if isinstance(found, dt.datetime):
-        return found.isoformat(sep=" ", timespec="milliseconds")
-    if isinstance(found, (dt.date, dt.time)):
-        return found.isoformat()
+    if isinstance(found, dt.datetime):  # TIMESTAMP, TIMESTAMPTZ (microseconds)
+        return Moment("DATETIME2" if found.tzinfo is None else "DATETIMEOFFSET", found, 7)
+    if isinstance(found, dt.date):
+        return Moment("DATE", found, 0)
+    if isinstance(found, dt.time):
+        return Moment("TIME", found, 7)
     if isinstance(found, decimal.Decimal):
         return int(found) if found == found.to_integral_value() else str(found)
     if isinstance(found, bytearray | memoryview):

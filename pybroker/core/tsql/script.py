@@ -455,7 +455,8 @@ class _Run:
             for key, value in zip(s.assigns, rows[-1] if rows else (), strict=False):
                 self.assign(key, value, s.token.where)
             return
-        self.results.append(ResultSet(tuple(columns), rows))
+        self.results.append(ResultSet(tuple(columns),
+                                      [tuple(plain(v) for v in row) for row in rows]))
 
     def run_sql(self, s: OrdinarySql) -> tuple[list[str], list[tuple[Value, ...]]]:
         _, columns, rows = self._run_rendered(s)
