@@ -145,11 +145,7 @@ def _to_integer(value: Value, target: SqlType, where: str) -> int:
             raise _overflowed(value, name, where)
         number = int(value)  # toward zero, as SQL Server truncates
     elif isinstance(value, str):
-        if not _INTEGER_TEXT.fullmatch(value):
-            raise TsqlValueError(
-                f"Conversion failed when converting the nvarchar value {value[:40]!r} to data "
-                f"type {name.lower()} (conversion failed at {where})", 245)
-        number = int(value)
+        number = int(_number_text(value, _INTEGER_TEXT, name, where))
     elif isinstance(value, bytes):
         number = int.from_bytes(value, "big") if value else 0
     elif isinstance(value, Moment) and value.type == "DATETIME":
@@ -166,6 +162,20 @@ def _to_integer(value: Value, target: SqlType, where: str) -> int:
     return number
 
 
+def _number_text(text: str, pattern: re.Pattern[str], name: str, where: str) -> str:
+    """``text`` stripped, when it is a number of the form ``pattern`` takes; else SQL
+    Server's error: 245 for an integer type, 8114 for FLOAT and DECIMAL."""
+    if pattern.fullmatch(text):
+        return text.strip()
+    if pattern is _INTEGER_TEXT:
+        raise TsqlValueError(
+            f"Conversion failed when converting the nvarchar value {text[:40]!r} to data "
+            f"type {name.lower()} (conversion failed at {where})", 245)
+    raise TsqlValueError(
+        f"Error converting data type nvarchar to {name} ({text.strip()[:40]!r} at {where})",
+        8114)
+
+
 def _overflowed(value: Value, name: str, where: str) -> TsqlValueError:
     return TsqlValueError(
         f"Arithmetic overflow error converting {kind_of(value)} to data type {name.lower()} "
@@ -177,11 +187,7 @@ def _to_float(value: Value, target: SqlType, where: str) -> float:
     if isinstance(value, int | float | Decimal):
         number = float(value)
     elif isinstance(value, str):
-        if not _FLOAT_TEXT.fullmatch(value):
-            raise TsqlValueError(
-                f"Error converting data type nvarchar to float ({value.strip()[:40]!r} at "
-                f"{where})", 8114)
-        number = float(value)
+        number = float(_number_text(value, _FLOAT_TEXT, "float", where))
     elif isinstance(value, Moment) and value.type == "DATETIME":
         number = temporal.to_days(value)
     else:
@@ -216,11 +222,7 @@ def _to_decimal(value: Value, target: SqlType, where: str) -> Decimal:
             raise _overflowed(value, "numeric", where)
         number = Decimal(repr(value))
     elif isinstance(value, str):
-        if not _DECIMAL_TEXT.fullmatch(value):
-            raise TsqlValueError(
-                f"Error converting data type nvarchar to numeric ({value.strip()[:40]!r} at "
-                f"{where})", 8114)
-        number = Decimal(value.strip())
+        number = Decimal(_number_text(value, _DECIMAL_TEXT, "numeric", where))
     else:
         raise temporal.not_allowed(kind_of(value), target.name.lower(), where)
     with localcontext() as context:
