@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -426,16 +427,18 @@ def test_mutated_control_flow_parses_or_is_refused_with_its_line_and_column(text
 
 # -- generated programs against a reference evaluator -------------------------------------
 
-# Programs over integer variables @n0..@n2 and text variables @s0..@s1. Every loop counts
+# Programs over integer variables @n0..@n2, text variables @s0..@s1 and a DECIMAL(10, 2)
+# @d0. Every loop counts
 # on a counter of its own that nothing else assigns and that goes up first in its body, so
 # each loop runs at most its bound and BREAK/CONTINUE cannot make it run away.
-INTS, TEXTS = ("@n0", "@n1", "@n2"), ("@s0", "@s1")
+INTS, TEXTS, DECIMALS = ("@n0", "@n1", "@n2"), ("@s0", "@s1"), ("@d0",)
+CENT = Decimal("0.01")
 LETTERS = "abAB"
 
 
 @dataclass(frozen=True)
 class Lit:
-    value: int | str
+    value: int | str | Decimal
 
 
 @dataclass(frozen=True)
@@ -522,7 +525,18 @@ def text_expressions() -> st.SearchStrategy:
                      st.builds(AsText, int_expressions()))
 
 
+def decimal_expressions() -> st.SearchStrategy:
+    """DECIMAL(.., 2) values: a literal of two places, @d0, their sums and differences
+    with integers (SQL Server's scale: the larger, 2)."""
+    literal = st.decimals(-20, 20, places=2, allow_nan=False, allow_infinity=False).map(Lit)
+    leaf = st.one_of(literal, st.sampled_from(DECIMALS).map(Var))
+    whole = st.one_of(st.integers(-20, 20).map(Lit), st.sampled_from(INTS).map(Var))
+    return st.one_of(leaf, st.builds(Add, leaf, leaf), st.builds(Sub, leaf, whole),
+                     st.builds(Add, whole, leaf))
+
+
 INT_EXPRESSIONS, TEXT_EXPRESSIONS = int_expressions(), text_expressions()
+DECIMAL_EXPRESSIONS = decimal_expressions()
 OPERATORS = st.sampled_from(["=", "<>", "<", ">", "<=", ">="])
 
 
@@ -530,7 +544,9 @@ def conditions() -> st.SearchStrategy:
     # Text compared is letters only: how a collation orders '-' or digits is left out.
     letters = st.one_of(st.text(LETTERS, max_size=3).map(Lit), st.sampled_from(TEXTS).map(Var))
     comparison = st.one_of(st.builds(Cmp, OPERATORS, INT_EXPRESSIONS, INT_EXPRESSIONS),
-                           st.builds(Cmp, OPERATORS, letters, letters))
+                           st.builds(Cmp, OPERATORS, letters, letters),
+                           st.builds(Cmp, OPERATORS, DECIMAL_EXPRESSIONS,
+                                     st.one_of(INT_EXPRESSIONS, DECIMAL_EXPRESSIONS)))
     return st.recursive(comparison, lambda inner: st.one_of(
         st.builds(BoolOp, st.sampled_from(["AND", "OR"]), inner, inner),
         st.builds(NotOp, inner)), max_leaves=4)
@@ -541,7 +557,9 @@ SIMPLE_STATEMENTS = st.one_of(
     st.builds(SetVar, st.sampled_from(INTS), INT_EXPRESSIONS),
     st.builds(SetVar, st.sampled_from(TEXTS), TEXT_EXPRESSIONS.filter(
         lambda e: not isinstance(e, AsText))),
-    st.builds(PrintOut, st.one_of(INT_EXPRESSIONS, TEXT_EXPRESSIONS)))
+    st.builds(SetVar, st.sampled_from(DECIMALS), st.one_of(DECIMAL_EXPRESSIONS,
+                                                           INT_EXPRESSIONS)),
+    st.builds(PrintOut, st.one_of(INT_EXPRESSIONS, TEXT_EXPRESSIONS, DECIMAL_EXPRESSIONS)))
 
 
 @st.composite
@@ -581,7 +599,7 @@ def programs(draw) -> tuple[tuple, list[str]]:
 def render(node: object) -> str:
     """The T-SQL of a node of a generated program."""
     if isinstance(node, Lit):
-        if isinstance(node.value, int):
+        if isinstance(node.value, int | Decimal):
             return str(node.value) if node.value >= 0 else f"({node.value})"
         return "N'" + node.value + "'"
     if isinstance(node, Var):
@@ -620,20 +638,27 @@ def render_block(body: tuple) -> str:
 
 def render_program(body: tuple, counters: list[str]) -> str:
     declared = [f"{n} INT = 0" for n in (*INTS, *counters)] + [
-        f"{s} NVARCHAR(MAX) = N''" for s in TEXTS]
+        f"{s} NVARCHAR(MAX) = N''" for s in TEXTS] + [f"{d} DECIMAL(10, 2) = 0" for d in DECIMALS]
     return f"DECLARE {', '.join(declared)};\n{render_block(body)}"
 
 
 class Reference:
     """What a generated program prints, by the rules SQL Server's documentation gives:
-    text compared without regard to case (and ignoring trailing spaces), no NULLs here."""
+    text compared without regard to case (and ignoring trailing spaces), no NULLs here; a
+    DECIMAL's sum with a DECIMAL or an integer keeps the larger scale; a value assigned to
+    DECIMAL(10, 2) is rounded to two places; no -0.00."""
 
     def __init__(self) -> None:
-        self.variables: dict[str, int | str] = dict.fromkeys(INTS, 0)
+        self.variables: dict[str, int | str | Decimal] = dict.fromkeys(INTS, 0)
         self.variables.update(dict.fromkeys(TEXTS, ""))
+        self.variables.update(dict.fromkeys(DECIMALS, Decimal("0.00")))
         self.printed: list[str] = []
 
-    def value(self, node: object) -> int | str:
+    def value(self, node: object) -> int | str | Decimal:
+        found = self._value(node)
+        return found if not isinstance(found, Decimal) or found else abs(found)
+
+    def _value(self, node: object) -> int | str | Decimal:
         if isinstance(node, Lit):
             return node.value
         if isinstance(node, Var):
@@ -662,7 +687,10 @@ class Reference:
     def run(self, body: tuple) -> str | None:
         for node in body:
             if isinstance(node, SetVar):
-                self.variables[node.name] = self.value(node.value)
+                value = self.value(node.value)
+                if node.name in DECIMALS:
+                    value = Decimal(value).quantize(CENT, rounding=ROUND_HALF_UP)
+                self.variables[node.name] = value
             elif isinstance(node, PrintOut):
                 self.printed.append(str(self.value(node.value)))
             elif isinstance(node, Jump):

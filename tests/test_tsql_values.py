@@ -172,6 +172,12 @@ def test_a_catch_block_sees_the_conversion_error_number(db):
         ("PRINT DATEDIFF(day, GETDATE())", "',' and the next argument of DATEDIFF("),
         ("PRINT 1.5.5", "the number 1.5.5 at line 1, column 7 is not supported"),
         ("PRINT CONVERT(DATE, '2026-01-01', 103", "')' to close CONVERT(type, value, style)"),
+        ("PRINT 12\u00b93", "the number 12\u00b93 at line 1, column 7 is not supported"),
+        ("DECLARE @d DECIMAL(1\u00b9)", "a whole number from 0 to 38 for DECIMAL"),
+        ("DECLARE @t TABLE (a INT); INSERT INTO @t DEFAULT VALUES",
+         "INSERT INTO @t without VALUES or a SELECT"),
+        ("SELECT * FROM a" + " JOIN b" * 7 + " ON 1 = 1",
+         "JOIN at line 1, column 59 follows 6 JOINs without their ON"),
     ],
 )
 def test_bad_types_and_calls_are_refused_with_line_and_column(db, text, message):

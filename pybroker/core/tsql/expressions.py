@@ -257,7 +257,7 @@ def parse_type(p: Parser[Any], *, cast: bool = False) -> SqlType:
         length = None
     else:
         size = p.token
-        if size.kind != "number" or not size.text.isdigit() or not (
+        if size.kind != "number" or not _digits(size.text) or not (
                 1 <= int(size.text) <= 8000):
             raise p.expected(f"a length from 1 to 8000 or MAX for {name}")
         p.advance()
@@ -273,7 +273,7 @@ def _sizes(p: Parser[Any], name: str, low: int, high: int, most: int) -> list[in
     sizes: list[int] = []
     while True:
         size = p.token
-        if size.kind != "number" or not size.text.isdigit() or not (
+        if size.kind != "number" or not _digits(size.text) or not (
                 low <= int(size.text) <= high):
             raise p.expected(f"a whole number from {low} to {high} for {name}")
         p.advance()
@@ -576,8 +576,13 @@ def _comparison(p: Parser[Any], declared: set[str]) -> Condition:
     return Comparison(operator, left, parse_expression(p, declared), t)
 
 
-_DECIMAL_LITERAL = re.compile(r"(\d+)\.(\d*)")
-_FLOAT_LITERAL = re.compile(r"\d+(\.\d*)?[eE][+-]?\d+")
+def _digits(text: str) -> bool:
+    """Only the digits 0 to 9 (str.isdigit() takes other scripts' digits and ¹ too)."""
+    return text.isascii() and text.isdigit()
+
+
+_DECIMAL_LITERAL = re.compile(r"([0-9]+)\.([0-9]*)")
+_FLOAT_LITERAL = re.compile(r"[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+")
 
 
 def _number(t: Token) -> int | bytes | Decimal | float:
@@ -590,7 +595,7 @@ def _number(t: Token) -> int | bytes | Decimal | float:
             return bytes.fromhex(digits if len(digits) % 2 == 0 else "0" + digits)
         except ValueError:
             pass
-    elif text.isdigit():
+    elif _digits(text):
         value = int(text)
         if value <= INTEGER_RANGES["BIGINT"][1]:
             return value
@@ -657,7 +662,15 @@ def evaluate(expression: Expression, variables: dict[str, Any],
         return negate(evaluate(expression.operand, variables, row), expression.token.where)
     left = evaluate(expression.left, variables, row)
     right = evaluate(expression.right, variables, row)
+    if type(left) is int and type(right) is int and expression.operator in _EXACT:
+        result = _EXACT[expression.operator](left, right)  # the common case, made short
+        if _BIGINT_LOW <= result <= _BIGINT_HIGH:
+            return result
     return arithmetic(expression.operator, left, right, expression.token.where)
+
+
+_EXACT = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__}
+_BIGINT_LOW, _BIGINT_HIGH = INTEGER_RANGES["BIGINT"]
 
 
 def _style(value: Value, cast: Cast) -> int:

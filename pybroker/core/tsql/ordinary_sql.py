@@ -50,6 +50,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # How deep parentheses may nest in ordinary SQL: sqlglot's reader recurses about twenty
 # frames a level, so deeper text is refused before it could exhaust Python's stack.
 MAX_SQL_DEPTH = 32
+# JOINs in a row without an ON a statement may hold (``_refuse_open_joins``)
+MAX_OPEN_JOINS = 6
 # After these words a SELECT goes on the statement being read (INSERT ... SELECT, UNION).
 _SELECT_AFTER = ("UNION", "ALL", "EXCEPT", "INTERSECT")
 
@@ -154,8 +156,25 @@ def read_statement(p: Parser[Any], declared: set[str], source: Callable[[Token, 
     end_index = _statement_end(p.tokens, p.pos)
     end = p.tokens[end_index]
     text = source(start, end)
+    _refuse_open_joins(p.tokens[p.pos:end_index])
     p.pos = end_index
     return translate(text, start, declared)
+
+
+def _refuse_open_joins(tokens: list[Token]) -> None:
+    """sqlglot's T-SQL reader takes time exponential in the JOINs in a row that have no ON
+    yet (each may open a nested join): more than MAX_OPEN_JOINS are refused before it
+    reads them."""
+    open_joins = 0
+    for i, t in enumerate(tokens):
+        if t.is_word("ON", "USING"):
+            open_joins = 0
+        elif t.is_word("JOIN") and not (i and tokens[i - 1].is_word("CROSS")):
+            open_joins += 1
+            if open_joins > MAX_OPEN_JOINS:
+                raise TsqlSyntaxError(
+                    f"JOIN at {t.where} follows {MAX_OPEN_JOINS} JOINs without their ON: "
+                    f"expected at most {MAX_OPEN_JOINS} joins in a row before an ON")
 
 
 def read_exists(p: Parser[Any], declared: set[str], source: Callable[[Token, Token], str]

@@ -270,6 +270,9 @@ def render(statement: OrdinarySql, database: str, names: SqlNames,
                     tuple(range(len(found.columns))))
         else:
             into = (target, ())
+        if tree.expression is None:
+            raise refuse(f"INSERT INTO {target.lower()} without VALUES or a SELECT (a table "
+                         "variable takes its rows from one of them)")
         tree = tree.expression
     elif target is not None and isinstance(tree, exp.Delete):
         deletes = target

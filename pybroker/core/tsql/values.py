@@ -228,6 +228,7 @@ def _to_decimal(value: Value, target: SqlType, where: str) -> Decimal:
     with localcontext() as context:
         context.prec = MAX_PRECISION + 40
         rounded = number.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+        rounded = rounded if rounded else abs(rounded)  # no -0.00, as in SQL Server
     if abs(rounded) >= Decimal(10) ** (precision - scale):
         raise TsqlValueError(
             f"Arithmetic overflow error converting {kind_of(value)} to data type numeric "
@@ -328,6 +329,8 @@ def compare(left: Value, right: Value, where: str) -> int | None:
     that number's type, as SQL Server converts it."""
     if left is None or right is None:
         return None
+    if type(left) is int and type(right) is int:
+        return (left > right) - (left < right)
     if isinstance(left, str) and isinstance(right, str):
         left, right = left.rstrip(" ").casefold(), right.rstrip(" ").casefold()
     elif isinstance(left, bytes) != isinstance(right, bytes) and not (
@@ -354,7 +357,7 @@ def negate(value: Value, where: str) -> Value:
     if value is None:
         return None
     if isinstance(value, int | float | Decimal):
-        return -value
+        return -value if value else value  # -0.00 is 0.00, as in SQL Server
     raise TsqlValueError(
         f"Operand data type {kind_of(value)} is invalid for minus operator (at {where})", 8117)
 
@@ -467,6 +470,7 @@ def _decimal_arithmetic(operator: str, left: Decimal | int, right: Decimal | int
             result = result.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
         except InvalidOperation:
             result = Decimal(10) ** MAX_PRECISION
+        result = result if result else abs(result)  # no -0.00, as in SQL Server
     if abs(result) >= Decimal(10) ** (MAX_PRECISION - scale):
         raise TsqlValueError(
             f"Arithmetic overflow error converting expression to data type numeric (the "
