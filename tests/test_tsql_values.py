@@ -347,4 +347,7 @@ def test_generated_decimals_add_multiply_and_compare_exactly(db, a, b):
             "PRINT @a + @b; PRINT @a * @b; IF @a < @b PRINT 'less' ELSE IF @a = @b "
             "PRINT 'equal' ELSE PRINT 'more'")
     relation = "less" if a < b else "equal" if a == b else "more"
-    assert printed(db, text) == [str(a + b), str(a * b), relation]
+    def shown(d: Decimal) -> str:
+        return str(d if d else abs(d))  # SQL Server prints no -0.00
+
+    assert printed(db, text) == [shown(a + b), shown(a * b), relation]
