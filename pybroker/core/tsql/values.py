@@ -225,14 +225,25 @@ def _to_decimal(value: Value, target: SqlType, where: str) -> Decimal:
         number = Decimal(_number_text(value, _DECIMAL_TEXT, "numeric", where))
     else:
         raise temporal.not_allowed(kind_of(value), target.name.lower(), where)
+    return _rounded_to(number, precision, scale, kind_of(value), where)
+
+
+def _rounded_to(number: Decimal, precision: int, scale: int, source: str, where: str
+                ) -> Decimal:
+    """``number`` as DECIMAL(precision, scale): rounded half away from zero (no -0.00, as
+    in SQL Server); too many whole digits: error 8115."""
     with localcontext() as context:
         context.prec = MAX_PRECISION + 40
-        rounded = number.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
-        rounded = rounded if rounded else abs(rounded)  # no -0.00, as in SQL Server
+        try:
+            rounded = number.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+        except InvalidOperation:
+            rounded = Decimal(10) ** precision
+    rounded = rounded if rounded else abs(rounded)
     if abs(rounded) >= Decimal(10) ** (precision - scale):
         raise TsqlValueError(
-            f"Arithmetic overflow error converting {kind_of(value)} to data type numeric "
-            f"({format(number, 'f')[:40]} does not fit {target}, at {where})", 8115)
+            f"Arithmetic overflow error converting {source} to data type numeric "
+            f"({format(number, 'f')[:40]} does not fit DECIMAL({precision}, {scale}), at "
+            f"{where})", 8115)
     return rounded
 
 
@@ -465,17 +476,7 @@ def _decimal_arithmetic(operator: str, left: Decimal | int, right: Decimal | int
             whole = p1 - s1 + s2
             if whole + scale > MAX_PRECISION:  # SQL Server keeps the whole digits first
                 scale = max(min(scale, 6), MAX_PRECISION - whole)
-        scale = min(scale, MAX_PRECISION)
-        try:
-            result = result.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
-        except InvalidOperation:
-            result = Decimal(10) ** MAX_PRECISION
-        result = result if result else abs(result)  # no -0.00, as in SQL Server
-    if abs(result) >= Decimal(10) ** (MAX_PRECISION - scale):
-        raise TsqlValueError(
-            f"Arithmetic overflow error converting expression to data type numeric (the "
-            f"result at {where} has more than {MAX_PRECISION} digits)", 8115)
-    return result
+    return _rounded_to(result, MAX_PRECISION, min(scale, MAX_PRECISION), "expression", where)
 
 
 def _date_arithmetic(operator: str, left: Value, right: Value, where: str) -> Value:
