@@ -84,6 +84,8 @@ class Session:
                 f"instance file {self.instance.path} is open read-only: reopen it without "
                 "read_only=True to change it")
         obj = self._target(target, call.target[1:])
+        if obj is self.instance and call.method == "execute":
+            obj = self._database("master")  # Instance.execute's, with this session's @@SPID
         try:
             if call.kind == CALL_METHOD:
                 value = getattr(obj, call.method)(*call.args, **call.kwargs)

@@ -158,7 +158,9 @@ class _Run:
         self.counted = 0  # what the statement running sets @@ROWCOUNT to
         self.error = 0  # @@ERROR: the number of the error a CATCH block's first statement sees
         self.return_code = 0  # RETURN n of a procedure
-        # @@SPID: the session's number, the batch's first database's (USE keeps it)
+        # @@SPID: the session's number, the batch's first database's (USE keeps it); asked
+        # of it when a statement first runs
+        self.session_database = database if caller is None else caller.session_database
         self.session_id: int | None = None if caller is None else caller.session_id
         self.variables["EXISTS()"] = (None, lambda query: bool(self.run_sql(query)[1]))
         self.variables["OBJECT_ID()"] = (None, self.object_id)
@@ -287,7 +289,7 @@ class _Run:
         self.variables["@@TRANCOUNT"] = (None, len(self.transactions))
         self.variables["@@ERROR"] = (None, self.error)  # a failed statement stops the batch
         if self.session_id is None:
-            self.session_id = self.db.session_id
+            self.session_id = self.session_database.session_id
         self.variables["@@SPID"] = (None, self.session_id)
         self.variables["NOW()"] = (None, self.db.clock)  # GETDATE() and the others
         self.variables["DB_ID()"] = (None, self.database_id)
