@@ -6,8 +6,10 @@ sql FILE`` of a served file write the PRINT lines to stderr."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import sys
+from decimal import Decimal
 
 import pytest
 
@@ -74,3 +76,17 @@ def test_pybroker_sql_prints_the_lines_through_the_server(server):
     assert (by_file.returncode, by_file.stderr.splitlines()) == (0, ["through the socket"])
     refused = _sql(address, "--token", "wrong", "-d", "A", "PRINT 1")
     assert refused.returncode != 0 and "no token or a wrong token" in refused.stderr
+
+
+def test_spid_is_the_client_connection_s_number(server):
+    _, address, token = server
+    with pybroker.connect(address, token=token) as one, pybroker.connect(
+            address, token=token) as two:
+        database = one.database("A")
+        [first] = database.execute("PRINT @@SPID").messages
+        assert database.execute("PRINT @@SPID").messages == [first]  # one connection
+        [second] = two.database("A").execute("PRINT @@SPID").messages
+        assert int(first) >= 51 and second != first
+        [row] = one.database("A").execute(
+            "SELECT CAST('2026-01-02 03:04:05' AS DATETIME2(0)) AS at, 1.50 AS d")[0].rows
+        assert row == (dt.datetime(2026, 1, 2, 3, 4, 5), Decimal("1.50"))  # over the wire

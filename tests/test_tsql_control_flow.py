@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -208,7 +209,8 @@ def db():
         ("PRINT 7 / 2; PRINT -7 / 2; PRINT -7 % 3; PRINT 2 + 3 * 4", ["3", "-3", "-1", "14"]),
         ("PRINT LEN(N'ab  '); PRINT LEN(NULL); PRINT LEN(0x0102)", ["2", "", "2"]),
         ("PRINT COALESCE(NULL, NULL, N'third'); PRINT ISNULL(NULL, 5)", ["third", "5"]),
-        ("IF LEN(CAST(NEWID() AS NVARCHAR(36))) = 36 AND GETDATE() LIKE '2%' PRINT 'ok'",
+        ("IF LEN(CAST(NEWID() AS NVARCHAR(36))) = 36 AND "
+         "CONVERT(NVARCHAR(30), GETDATE(), 121) LIKE '2%' PRINT 'ok'",
          ["ok"]),
         ("SET NOCOUNT ON; SET NOCOUNT OFF; SET XACT_ABORT ON; PRINT 'options'", ["options"]),
         ("PRINT @@TRANCOUNT; BEGIN TRAN; BEGIN TRAN; PRINT @@TRANCOUNT; COMMIT; "
@@ -250,14 +252,16 @@ def test_a_failure_inside_a_block_names_the_statement_and_keeps_what_was_printed
     with pytest.raises(InvalidArgumentError) as caught:
         db.execute("DECLARE @i INT = 0;\nWHILE @i < 5\nBEGIN\n  SET @i = @i + 1;\n"
                    "  PRINT @i;\n  IF @i = 2 SET @i = @i / 0\nEND")
-    assert "SET at line 6, column 13 failed: divide by zero at line 6, column 25" in str(
-        caught.value)
+    assert ("SET at line 6, column 13 failed: Divide by zero error encountered (divide by zero "
+            "at line 6, column 25)") in str(caught.value)
+    assert caught.value.number == 8134
     assert caught.value.results.messages == ["1", "2"]
 
 
 def test_a_condition_that_fails_names_the_if(db):
     with pytest.raises(InvalidArgumentError, match=r"IF at line 1, column 1 failed: "
-                       r"conversion failed at line 1, column 9"):
+                       r"Conversion failed when converting the nvarchar value 'x' to data "
+                       r"type bigint \(conversion failed at line 1, column 9\)"):
         db.execute("IF N'x' = 1 PRINT 'no'")
 
 
@@ -311,7 +315,8 @@ def test_return_inside_a_transaction_ends_the_batch_and_rolls_back(db):
         ("IF (1 = 1 PRINT 'x'", TsqlSyntaxError, "at line 1, column 11"),
         ("IF 1 IS 2 PRINT 'x'", TsqlSyntaxError, "expected NULL after IS"),
         ("IF 1 NOT = 1 PRINT 'x'", TsqlSyntaxError, "expected IN or LIKE after NOT"),
-        ("PRINT @@SPID", TsqlSyntaxError, "the system function @@SPID is not supported"),
+        ("PRINT @@VERSION", TsqlSyntaxError,
+         "the system function @@VERSION is not supported"),
         ("PRINT LEN(1, 2)", TsqlSyntaxError, "LEN at line 1, column 7 takes 1 argument(s)"),
         ("PRINT COALESCE(1)", TsqlSyntaxError, "takes at least 2 argument(s), not 1"),
         ("SET ANSI_NULLS ON", TsqlSyntaxError, "of the SET options only NOCOUNT and "
@@ -422,16 +427,18 @@ def test_mutated_control_flow_parses_or_is_refused_with_its_line_and_column(text
 
 # -- generated programs against a reference evaluator -------------------------------------
 
-# Programs over integer variables @n0..@n2 and text variables @s0..@s1. Every loop counts
+# Programs over integer variables @n0..@n2, text variables @s0..@s1 and a DECIMAL(10, 2)
+# @d0. Every loop counts
 # on a counter of its own that nothing else assigns and that goes up first in its body, so
 # each loop runs at most its bound and BREAK/CONTINUE cannot make it run away.
-INTS, TEXTS = ("@n0", "@n1", "@n2"), ("@s0", "@s1")
+INTS, TEXTS, DECIMALS = ("@n0", "@n1", "@n2"), ("@s0", "@s1"), ("@d0",)
+CENT = Decimal("0.01")
 LETTERS = "abAB"
 
 
 @dataclass(frozen=True)
 class Lit:
-    value: int | str
+    value: int | str | Decimal
 
 
 @dataclass(frozen=True)
@@ -518,7 +525,18 @@ def text_expressions() -> st.SearchStrategy:
                      st.builds(AsText, int_expressions()))
 
 
+def decimal_expressions() -> st.SearchStrategy:
+    """DECIMAL(.., 2) values: a literal of two places, @d0, their sums and differences
+    with integers (SQL Server's scale: the larger, 2)."""
+    literal = st.decimals(-20, 20, places=2, allow_nan=False, allow_infinity=False).map(Lit)
+    leaf = st.one_of(literal, st.sampled_from(DECIMALS).map(Var))
+    whole = st.one_of(st.integers(-20, 20).map(Lit), st.sampled_from(INTS).map(Var))
+    return st.one_of(leaf, st.builds(Add, leaf, leaf), st.builds(Sub, leaf, whole),
+                     st.builds(Add, whole, leaf))
+
+
 INT_EXPRESSIONS, TEXT_EXPRESSIONS = int_expressions(), text_expressions()
+DECIMAL_EXPRESSIONS = decimal_expressions()
 OPERATORS = st.sampled_from(["=", "<>", "<", ">", "<=", ">="])
 
 
@@ -526,7 +544,9 @@ def conditions() -> st.SearchStrategy:
     # Text compared is letters only: how a collation orders '-' or digits is left out.
     letters = st.one_of(st.text(LETTERS, max_size=3).map(Lit), st.sampled_from(TEXTS).map(Var))
     comparison = st.one_of(st.builds(Cmp, OPERATORS, INT_EXPRESSIONS, INT_EXPRESSIONS),
-                           st.builds(Cmp, OPERATORS, letters, letters))
+                           st.builds(Cmp, OPERATORS, letters, letters),
+                           st.builds(Cmp, OPERATORS, DECIMAL_EXPRESSIONS,
+                                     st.one_of(INT_EXPRESSIONS, DECIMAL_EXPRESSIONS)))
     return st.recursive(comparison, lambda inner: st.one_of(
         st.builds(BoolOp, st.sampled_from(["AND", "OR"]), inner, inner),
         st.builds(NotOp, inner)), max_leaves=4)
@@ -537,7 +557,9 @@ SIMPLE_STATEMENTS = st.one_of(
     st.builds(SetVar, st.sampled_from(INTS), INT_EXPRESSIONS),
     st.builds(SetVar, st.sampled_from(TEXTS), TEXT_EXPRESSIONS.filter(
         lambda e: not isinstance(e, AsText))),
-    st.builds(PrintOut, st.one_of(INT_EXPRESSIONS, TEXT_EXPRESSIONS)))
+    st.builds(SetVar, st.sampled_from(DECIMALS), st.one_of(DECIMAL_EXPRESSIONS,
+                                                           INT_EXPRESSIONS)),
+    st.builds(PrintOut, st.one_of(INT_EXPRESSIONS, TEXT_EXPRESSIONS, DECIMAL_EXPRESSIONS)))
 
 
 @st.composite
@@ -577,7 +599,7 @@ def programs(draw) -> tuple[tuple, list[str]]:
 def render(node: object) -> str:
     """The T-SQL of a node of a generated program."""
     if isinstance(node, Lit):
-        if isinstance(node.value, int):
+        if isinstance(node.value, int | Decimal):
             return str(node.value) if node.value >= 0 else f"({node.value})"
         return "N'" + node.value + "'"
     if isinstance(node, Var):
@@ -616,20 +638,27 @@ def render_block(body: tuple) -> str:
 
 def render_program(body: tuple, counters: list[str]) -> str:
     declared = [f"{n} INT = 0" for n in (*INTS, *counters)] + [
-        f"{s} NVARCHAR(MAX) = N''" for s in TEXTS]
+        f"{s} NVARCHAR(MAX) = N''" for s in TEXTS] + [f"{d} DECIMAL(10, 2) = 0" for d in DECIMALS]
     return f"DECLARE {', '.join(declared)};\n{render_block(body)}"
 
 
 class Reference:
     """What a generated program prints, by the rules SQL Server's documentation gives:
-    text compared without regard to case (and ignoring trailing spaces), no NULLs here."""
+    text compared without regard to case (and ignoring trailing spaces), no NULLs here; a
+    DECIMAL's sum with a DECIMAL or an integer keeps the larger scale; a value assigned to
+    DECIMAL(10, 2) is rounded to two places; no -0.00."""
 
     def __init__(self) -> None:
-        self.variables: dict[str, int | str] = dict.fromkeys(INTS, 0)
+        self.variables: dict[str, int | str | Decimal] = dict.fromkeys(INTS, 0)
         self.variables.update(dict.fromkeys(TEXTS, ""))
+        self.variables.update(dict.fromkeys(DECIMALS, Decimal("0.00")))
         self.printed: list[str] = []
 
-    def value(self, node: object) -> int | str:
+    def value(self, node: object) -> int | str | Decimal:
+        found = self._value(node)
+        return found if not isinstance(found, Decimal) or found else abs(found)
+
+    def _value(self, node: object) -> int | str | Decimal:
         if isinstance(node, Lit):
             return node.value
         if isinstance(node, Var):
@@ -658,7 +687,10 @@ class Reference:
     def run(self, body: tuple) -> str | None:
         for node in body:
             if isinstance(node, SetVar):
-                self.variables[node.name] = self.value(node.value)
+                value = self.value(node.value)
+                if node.name in DECIMALS:
+                    value = Decimal(value).quantize(CENT, rounding=ROUND_HALF_UP)
+                self.variables[node.name] = value
             elif isinstance(node, PrintOut):
                 self.printed.append(str(self.value(node.value)))
             elif isinstance(node, Jump):

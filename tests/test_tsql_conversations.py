@@ -551,7 +551,7 @@ def test_the_expression_language(twins, expression, value):
     [
         ("DECLARE @i TINYINT = 256", "256 is out of the range of TINYINT"),
         ("SELECT CAST(N'x' AS INT)", "conversion failed at line 1, column 8"),
-        ("SELECT N'a' + 1", "cannot join text and a number"),
+        ("SELECT N'a' + 1", "Conversion failed when converting the nvarchar value 'a'"),
         ("SELECT CAST(N'<a>' AS XML)", "not well-formed XML"),
         ("DECLARE @h UNIQUEIDENTIFIER = N'nope'", "is not a UNIQUEIDENTIFIER"),
         ("DECLARE @h UNIQUEIDENTIFIER; END CONVERSATION @h", "is NULL: expected a "

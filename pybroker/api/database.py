@@ -65,6 +65,7 @@ class Database:
         self.database_id = database_id
         self.name = name
         self.broker_instance = broker_instance
+        self._session_id: int | None = None
 
     @property
     def instance(self) -> InstanceOfDatabase:
@@ -357,6 +358,24 @@ class Database:
         batches = script_batches.parse_batches(
             tsql, master=self.database_id == MASTER_DATABASE_ID)
         return run_batches(self, batches, self.script_databases())  # USE switches
+
+    def clock(self) -> float:
+        """The instance clock's time, epoch seconds (what GETDATE() in a batch reads)."""
+        return self.kernel.clock()
+
+    @property
+    def session_id(self) -> int:
+        """@@SPID of the batches this object runs: a number of its own, taken from the
+        instance (51 up) when first asked; a served client's connection gives its
+        databases its own (pybroker.server.session)."""
+        found = self._session_id
+        if found is None:
+            found = self._session_id = next(self.kernel.session_ids)
+        return found
+
+    @session_id.setter
+    def session_id(self, value: int) -> None:
+        self._session_id = value
 
     def script_databases(self) -> InstanceDatabases:
         """The instance's databases as a script sees them (USE, DB_ID(), DROP DATABASE)."""

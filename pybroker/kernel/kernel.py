@@ -10,6 +10,7 @@ kernel holds no transaction, only how deeply this instance's writes are nested n
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -104,6 +105,8 @@ class Kernel:
         threads: int | None = None,
     ) -> None:
         self.clock = clock
+        # @@SPID of a T-SQL session: 51 up, as SQL Server numbers user sessions
+        self.session_ids = itertools.count(51)
         self.store = Store(path, read_only=read_only, memory_limit=memory_limit,
                            threads=threads)
         self.routing = RoutingEngine(self.store, clock)

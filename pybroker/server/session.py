@@ -43,6 +43,7 @@ class Session:
         self.instance = instance
         self.read_only = read_only
         self.calls = 0
+        self.session_id = next(instance.kernel.session_ids)  # @@SPID of its batches
         self._databases: dict[str, Database] = {}
         self._transactions: list[Any] = []  # the open Database.transaction() contexts
         # after doom() or expire(): the levels the client still has to end, and the error
@@ -83,6 +84,8 @@ class Session:
                 f"instance file {self.instance.path} is open read-only: reopen it without "
                 "read_only=True to change it")
         obj = self._target(target, call.target[1:])
+        if obj is self.instance and call.method == "execute":
+            obj = self._database("master")  # Instance.execute's, with this session's @@SPID
         try:
             if call.kind == CALL_METHOD:
                 value = getattr(obj, call.method)(*call.args, **call.kwargs)
@@ -128,6 +131,7 @@ class Session:
         found = self._databases.get(name)
         if found is None:
             found = self._databases[name] = self.instance.database(name)
+            found.session_id = self.session_id
         return found
 
     def _handle(self, value: Any) -> Record | None:

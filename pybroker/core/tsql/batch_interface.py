@@ -93,6 +93,15 @@ class BatchDatabase(Protocol):
 
     def ordinary_sql(self) -> SqlDatabase: ...
     def script_databases(self) -> dbs.ScriptDatabases: ...
+    def clock(self) -> float:
+        """The instance clock's time, epoch seconds (GETDATE() and the other date
+        functions; a core reads no clock of its own)."""
+        ...
+
+    @property
+    def session_id(self) -> int:
+        """@@SPID: the number of the session running the batch."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

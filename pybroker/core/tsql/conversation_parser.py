@@ -76,7 +76,8 @@ class Declare:
     """DECLARE @v type [= value], ... or DECLARE @t TABLE (column type, ...)."""
 
     variables: tuple[tuple[str, SqlType, Expression | None], ...]
-    table: tuple[str, tuple[str, ...]] | None  # a table variable: its name and columns
+    # a table variable: its name, its columns and their types
+    table: tuple[str, tuple[str, ...], tuple[SqlType, ...]] | None
     token: Token
 
 
@@ -421,10 +422,10 @@ class _Reader:
                 if variables:
                     raise p.expected("a scalar type (a table variable is declared alone)")
                 p.advance()
-                columns = self._table_columns()
+                columns, types = self._table_columns()
                 self.declared.add(key)
                 self.tables[key] = columns
-                return Declare((), (name, columns), t)
+                return Declare((), (name, columns, types), t)
             sql_type = parse_type(p)
             initial = None
             if p.accept("="):
@@ -434,17 +435,19 @@ class _Reader:
             if not p.accept(","):
                 return Declare(tuple(variables), None, t)
 
-    def _table_columns(self) -> tuple[str, ...]:
-        """(column type, ...) of DECLARE @t TABLE: the names matter, the types are read."""
+    def _table_columns(self) -> tuple[tuple[str, ...], tuple[SqlType, ...]]:
+        """(column type [NULL | NOT NULL], ...) of DECLARE @t TABLE: the names and types
+        (a value put in a column is converted to its type)."""
         p = self.p
         p.require("(", "'(' and the columns of the table variable")
         names: list[str] = []
+        types: list[SqlType] = []
         while True:
             column = p.name("a column name of the table variable")
             if column.lower() in names:
                 raise p.expected(f"a column other than {column} (it is named twice)")
             names.append(column.lower())
-            parse_type(p)
+            types.append(parse_type(p))
             if p.token.is_word("NULL"):
                 p.advance()
             elif p.token.is_word("NOT"):
@@ -453,7 +456,7 @@ class _Reader:
             if not p.accept(","):
                 break
         p.require(")", "',' or ')' after a column of the table variable")
-        return tuple(names)
+        return tuple(names), tuple(types)
 
     def _set(self, t: Token) -> Assign | SetOption:
         p = self.p

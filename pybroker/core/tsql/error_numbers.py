@@ -18,6 +18,7 @@ from pybroker.errors import (
     ConversationError,
     ConversationStateError,
     InUseError,
+    InvalidArgumentError,
     MessageValidationError,
     NotFoundError,
     QueueDisabledError,
@@ -39,6 +40,11 @@ class TsqlError(BrokerError):
         self.number = number
         self.severity = severity
         self.state = state
+
+
+class TsqlValueError(TsqlError, InvalidArgumentError):
+    """A value that cannot be what a statement asks (a conversion, an overflow, a divide by
+    zero), with SQL Server's number for it: 241, 242, 245, 8114, 8115, 8134, ..."""
 
 
 # Most derived first: the first class an error is an instance of gives its number.

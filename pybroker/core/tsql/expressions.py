@@ -19,27 +19,33 @@ reads the same from Python and back.
 
 from __future__ import annotations
 
+import math
+import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from decimal import Decimal
 from typing import Any, Union
 
+from pybroker.core.tsql import temporal
 from pybroker.core.tsql import xml_methods as xml
 from pybroker.core.tsql.lexer import Token
 from pybroker.core.tsql.ordinary_sql import Exists, read_exists, source_of
 from pybroker.core.tsql.parser import Parser
 from pybroker.core.tsql.values import (
     BINARY_TYPES,
+    DECIMAL_TYPES,
     INTEGER_RANGES,
+    MAX_PRECISION,
     TEXT_TYPES,
     TYPE_NAMES,
     SqlType,
     Value,
+    arithmetic,
     as_text,
-    as_whole_number,
     compare,
     convert,
     like_pattern,
+    negate,
 )
 from pybroker.errors import InvalidArgumentError, TsqlSyntaxError
 
@@ -113,6 +119,7 @@ class Cast:
     operand: Expression
     type: SqlType
     token: Token
+    style: Expression | None = None  # CONVERT(type, value, style)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,15 +181,23 @@ class Not:
 
 Condition = Union[Comparison, IsNull, InList, Like, Logical, Not, Exists]  # noqa: UP007
 
-SYSTEM_VARIABLES = ("@@ROWCOUNT", "@@TRANCOUNT", "@@ERROR")
+SYSTEM_VARIABLES = ("@@ROWCOUNT", "@@TRANCOUNT", "@@ERROR", "@@SPID")
+# The functions of the instance clock's time: the runner keeps the clock (epoch seconds)
+# among the variables, as "NOW()" (pybroker.core.tsql.temporal.now_as).
+CLOCK_FUNCTIONS = ("GETDATE", "GETUTCDATE", "SYSDATETIME", "SYSUTCDATETIME",
+                   "SYSDATETIMEOFFSET")
+# The functions whose first argument is a datepart (a word: day, month, ...).
+DATEPART_FUNCTIONS = {"DATEADD": 3, "DATEDIFF": 3, "DATEPART": 2, "DATENAME": 2}
 # The functions of the error being handled (in a CATCH block; NULL elsewhere) and
 # XACT_STATE(): the runner keeps their values among the variables, as "NAME()".
 SESSION_FUNCTIONS = ("ERROR_NUMBER", "ERROR_MESSAGE", "ERROR_LINE", "ERROR_PROCEDURE",
                      "ERROR_SEVERITY", "ERROR_STATE", "XACT_STATE")
 # DB_ID([name]): the runner keeps a function from a name (None: the database in use) to
 # the database's id, or None, among the variables as "DB_ID()".
-_FUNCTIONS = {"ISNULL": (2, 2), "COALESCE": (2, None), "LEN": (1, 1), "GETDATE": (0, 0),
+_FUNCTIONS = {"ISNULL": (2, 2), "COALESCE": (2, None), "LEN": (1, 1),
               "OBJECT_ID": (1, 2), "DB_ID": (0, 1),
+              **dict.fromkeys(CLOCK_FUNCTIONS, (0, 0)),
+              **{name: (count, count) for name, count in DATEPART_FUNCTIONS.items()},
               **dict.fromkeys(SESSION_FUNCTIONS, (0, 0))}
 # What the database answers (the runner keeps a function of it among the variables, as
 # "NAME()"): OBJECT_ID(name [, type]) and EXISTS (subquery).
@@ -223,6 +238,14 @@ def parse_type(p: Parser[Any], *, cast: bool = False) -> SqlType:
     name = t.text.upper()
     if name == "SYSNAME":
         return SqlType("NVARCHAR", 128)
+    if name in DECIMAL_TYPES:
+        return _decimal_type(p, name)
+    if name == "FLOAT":
+        bits = _sizes(p, name, 1, 53, 1)
+        return SqlType("REAL" if bits and bits[0] <= 24 else "FLOAT")
+    if name in temporal.SCALED_TYPES:
+        scale = _sizes(p, name, 0, 7, 1)
+        return SqlType(name, None, scale[0] if scale else 7)
     if name not in (*TEXT_TYPES, *BINARY_TYPES) or name == "XML":
         return SqlType(name)
     if not p.accept("("):
@@ -234,13 +257,44 @@ def parse_type(p: Parser[Any], *, cast: bool = False) -> SqlType:
         length = None
     else:
         size = p.token
-        if size.kind != "number" or not size.text.isdigit() or not (
+        if size.kind != "number" or not _digits(size.text) or not (
                 1 <= int(size.text) <= 8000):
             raise p.expected(f"a length from 1 to 8000 or MAX for {name}")
         p.advance()
         length = int(size.text)
     p.require(")", f"')' after the length of {name}")
     return SqlType(name, length)
+
+
+def _sizes(p: Parser[Any], name: str, low: int, high: int, most: int) -> list[int]:
+    """The (n[, m]) after a type's name, each from ``low`` to ``high``; none: []."""
+    if not p.accept("("):
+        return []
+    sizes: list[int] = []
+    while True:
+        size = p.token
+        if size.kind != "number" or not _digits(size.text) or not (
+                low <= int(size.text) <= high):
+            raise p.expected(f"a whole number from {low} to {high} for {name}")
+        p.advance()
+        sizes.append(int(size.text))
+        if len(sizes) == most or not p.accept(","):
+            break
+    p.require(")", f"')' after the size of {name}")
+    return sizes
+
+
+def _decimal_type(p: Parser[Any], name: str) -> SqlType:
+    """DECIMAL[(p[, s])]: precision 1 to 38 (18 without one), scale 0 to p (0)."""
+    sizes = _sizes(p, name, 0, MAX_PRECISION, 2)
+    precision = sizes[0] if sizes else 18
+    scale = sizes[1] if len(sizes) > 1 else 0
+    if precision < 1 or scale > precision:
+        raise TsqlSyntaxError(
+            f"the precision and scale of {name} before {p.token.where} are not valid: "
+            f"expected a precision from 1 to {MAX_PRECISION} and a scale from 0 to it "
+            f"(error 1002: the scale must be less than or equal to the precision)")
+    return SqlType(name, precision, scale)
 
 
 def parse_expression(p: Parser[Any], declared: set[str], *, columns: bool = False
@@ -313,6 +367,8 @@ def _operand(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
                                  f"supported; {', '.join(SYSTEM_VARIABLES)} are)")
             p.advance()
             return SystemVariable(word, t)
+        if word in DATEPART_FUNCTIONS and p.tokens[p.pos + 1].is_symbol("("):
+            return _datepart_function(p, declared, columns)
         if word in _FUNCTIONS and p.tokens[p.pos + 1].is_symbol("("):
             return _function(p, declared, columns)
         if is_variable(t):
@@ -338,6 +394,10 @@ def _operand(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
                 p.require(",", "',' after the type in CONVERT(type, value)")
                 with p.nested(t):
                     operand = parse_expression(p, declared, columns=columns)
+                    if p.accept(","):
+                        style = parse_expression(p, declared, columns=columns)
+                        p.require(")", "')' to close CONVERT(type, value, style)")
+                        return Cast(operand, target, t, style)
             p.require(")", f"')' to close {word}(")
             return Cast(operand, target, t)
     if columns and t.kind in ("word", "identifier") and t.text.lower() in RECEIVE_COLUMNS:
@@ -345,8 +405,8 @@ def _operand(p: Parser[Any], declared: set[str], columns: bool) -> Expression:
         return Column(t.text.lower(), t)
     what = "a RECEIVE column, a value or a variable" if columns else (
         "a value: a 'string', a number, NULL, a @variable, CAST(...), NEWID(), ISNULL(...), "
-        "COALESCE(...), LEN(...), GETDATE(), ERROR_MESSAGE() and the other ERROR_ functions "
-        "or XACT_STATE()")
+        "COALESCE(...), LEN(...), GETDATE() and the other date functions, ERROR_MESSAGE() and "
+        "the other ERROR_ functions or XACT_STATE()")
     raise p.expected(what)
 
 
@@ -366,6 +426,29 @@ def _function(p: Parser[Any], declared: set[str], columns: bool) -> Function:
         counted = f"{fewest}" if fewest == most else f"at least {fewest}"
         raise TsqlSyntaxError(
             f"{name} at {t.where} takes {counted} argument(s), not {len(arguments)}")
+    p.require(")", f"')' to close {name}(")
+    return Function(name, tuple(arguments), t)
+
+
+def _datepart_function(p: Parser[Any], declared: set[str], columns: bool) -> Function:
+    """DATEADD(part, n, d), DATEDIFF(part, a, b), DATEPART(part, d), DATENAME(part, d): the
+    part a word (day, dd, month, ...), kept as a Literal of its full name."""
+    t = p.advance()
+    name = t.text.upper()
+    p.advance()  # (
+    part_token = p.token
+    part = temporal.DATEPART_WORDS.get(part_token.text.lower()) if part_token.kind in (
+        "word", "identifier") else None
+    if part is None:
+        raise p.expected(f"a datepart for {name} (year, quarter, month, dayofyear, day, week, "
+                         "weekday, hour, minute, second, millisecond, microsecond, nanosecond, "
+                         "tzoffset, iso_week or their abbreviations)")
+    p.advance()
+    arguments: list[Expression] = [Literal(part, part_token)]
+    for _ in range(DATEPART_FUNCTIONS[name] - 1):
+        p.require(",", f"',' and the next argument of {name}(")
+        with p.nested(t):
+            arguments.append(parse_expression(p, declared, columns=columns))
     p.require(")", f"')' to close {name}(")
     return Function(name, tuple(arguments), t)
 
@@ -493,7 +576,18 @@ def _comparison(p: Parser[Any], declared: set[str]) -> Condition:
     return Comparison(operator, left, parse_expression(p, declared), t)
 
 
-def _number(t: Token) -> int | bytes:
+def _digits(text: str) -> bool:
+    """Only the digits 0 to 9 (str.isdigit() takes other scripts' digits and ¹ too)."""
+    return text.isascii() and text.isdigit()
+
+
+_DECIMAL_LITERAL = re.compile(r"([0-9]+)\.([0-9]*)")
+_FLOAT_LITERAL = re.compile(r"[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+")
+
+
+def _number(t: Token) -> int | bytes | Decimal | float:
+    """A number as SQL Server types it: a whole number INT or BIGINT (DECIMAL past BIGINT),
+    1.50 a DECIMAL (of precision 3, scale 2), 1.5e3 a FLOAT, 0x... binary."""
     text = t.text
     if text[:2].lower() == "0x":
         digits = text[2:]
@@ -501,13 +595,21 @@ def _number(t: Token) -> int | bytes:
             return bytes.fromhex(digits if len(digits) % 2 == 0 else "0" + digits)
         except ValueError:
             pass
-    elif text.isdigit():
+    elif _digits(text):
         value = int(text)
         if value <= INTEGER_RANGES["BIGINT"][1]:
             return value
+        if len(text.lstrip("0")) <= MAX_PRECISION:
+            return Decimal(text)
+    elif _DECIMAL_LITERAL.fullmatch(text) and len(text) - 1 <= MAX_PRECISION:
+        return Decimal(text)
+    elif _FLOAT_LITERAL.fullmatch(text):
+        value = float(text)
+        if math.isfinite(value):
+            return value
     raise TsqlSyntaxError(
-        f"the number {text[:40]} at {t.where} is not supported: expected a whole number "
-        "(up to BIGINT's 9223372036854775807) or a binary 0x... value")
+        f"the number {text[:40]} at {t.where} is not supported: expected a whole number, a "
+        "decimal (1.50, up to 38 digits), a float (1.5e3) or a binary 0x... value")
 
 
 # -- values --------------------------------------------------------------------------------
@@ -542,57 +644,48 @@ def evaluate(expression: Expression, variables: dict[str, Any],
         if expression.name in DATABASE_FUNCTIONS:
             return variables[f"{expression.name}()"][1](
                 *(evaluate(a, variables, row) for a in expression.arguments))
-        return _call(expression, [evaluate(a, variables, row) for a in expression.arguments])
+        return _call(expression, [evaluate(a, variables, row) for a in expression.arguments],
+                     variables)
     if isinstance(expression, Cast):
+        style = None
+        if expression.style is not None:
+            found_style = evaluate(expression.style, variables, row)
+            if found_style is not None:
+                style = _style(found_style, expression)
         return convert(evaluate(expression.operand, variables, row), expression.type,
-                       expression.token.where)
+                       expression.token.where, style)
     if isinstance(expression, xml.XmlMethod):
         found = xml.call(expression, evaluate(expression.operand, variables, row))
         return found if expression.type is None or found is None else convert(
             found, expression.type, expression.token.where)
     if isinstance(expression, Negate):
-        value = evaluate(expression.operand, variables, row)
-        if value is None:
-            return None
-        if not isinstance(value, int):
-            raise InvalidArgumentError(
-                f"'-' at {expression.token.where} negates a number, not text or binary")
-        return -value
+        return negate(evaluate(expression.operand, variables, row), expression.token.where)
     left = evaluate(expression.left, variables, row)
     right = evaluate(expression.right, variables, row)
-    if left is None or right is None:
-        return None  # NULL + anything is NULL, as with CONCAT_NULL_YIELDS_NULL ON
-    where = expression.token.where
-    operator = expression.operator
-    if isinstance(left, int) and isinstance(right, int):
-        low, high = INTEGER_RANGES["BIGINT"]
-        return as_whole_number(_arithmetic(operator, left, right, where), "the result", where,
-                               minimum=low, maximum=high)
-    if operator == "+" and type(left) is type(right):
-        return left + right  # type: ignore[operator]
-    kinds = {int: "a number", str: "text", bytes: "binary"}
-    verb = "join" if operator == "+" else "take"
-    raise InvalidArgumentError(
-        f"'{operator}' at {where} cannot {verb} {kinds[type(left)]} and "
-        f"{kinds[type(right)]}: CAST one side to the other's type")
+    if type(left) is int and type(right) is int and expression.operator in _EXACT:
+        result = _EXACT[expression.operator](left, right)  # the common case, made short
+        if _BIGINT_LOW <= result <= _BIGINT_HIGH:
+            return result
+    return arithmetic(expression.operator, left, right, expression.token.where)
 
 
-def _arithmetic(operator: str, left: int, right: int, where: str) -> int:
-    """Integer arithmetic as SQL Server's: / and % truncate toward zero."""
-    if operator == "+":
-        return left + right
-    if operator == "-":
-        return left - right
-    if operator == "*":
-        return left * right
-    if right == 0:
-        raise InvalidArgumentError(f"divide by zero at {where}")
-    quotient = abs(left) // abs(right) * (1 if (left < 0) == (right < 0) else -1)
-    return quotient if operator == "/" else left - quotient * right
+_EXACT = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__}
+_BIGINT_LOW, _BIGINT_HIGH = INTEGER_RANGES["BIGINT"]
 
 
-def _call(function: Function, values: list[Value]) -> Value:
+def _style(value: Value, cast: Cast) -> int:
+    """CONVERT's style: a whole number; which styles a conversion takes it checks itself
+    (error 281 for another)."""
+    if not isinstance(value, int):
+        raise InvalidArgumentError(
+            f"the style of CONVERT at {cast.token.where} must be a whole number, not "
+            f"{value!r:.40}")
+    return value
+
+
+def _call(function: Function, values: list[Value], variables: dict[str, Any]) -> Value:
     name = function.name
+    where = function.token.where
     if name in ("ISNULL", "COALESCE"):
         return next((v for v in values if v is not None), None)
     if name == "LEN":
@@ -601,10 +694,43 @@ def _call(function: Function, values: list[Value]) -> Value:
             return None
         if isinstance(value, bytes):
             return len(value)
-        return len(str(value).rstrip(" "))  # LEN leaves out trailing spaces
-    # GETDATE(): the local time as text (pybroker has no DATETIME values yet), in the form
-    # CONVERT(NVARCHAR, GETDATE(), 121) gives.
-    return datetime.now().isoformat(sep=" ", timespec="milliseconds")
+        return len(str(convert(value, SqlType("NVARCHAR"), where)).rstrip(" "))
+    if name in CLOCK_FUNCTIONS:  # the instance clock's time, read by the runner
+        return temporal.now_as(name, variables["NOW()"][1]())
+    part = str(values[0])
+    moments = [_moment(v, name, where) for v in values[2 if name == "DATEADD" else 1:]]
+    if None in moments:
+        return None
+    if name == "DATEADD":
+        number = values[1]
+        if number is None:
+            return None
+        count = convert(number, SqlType("INT"), where)
+        return temporal.dateadd(part, count, moments[0], where)  # type: ignore[arg-type]
+    if name == "DATEDIFF":
+        return temporal.datediff(part, moments[0], moments[1], where)  # type: ignore
+    if name == "DATEPART":
+        return temporal.datepart(part, moments[0], where)  # type: ignore[arg-type]
+    return temporal.datename(part, moments[0], where)  # type: ignore[arg-type]
+
+
+_OFFSET_TEXT = re.compile(r"(Z|\d[+-]\d{1,2}:\d{2}|\s[+-]\d{1,2}:\d{2})\s*$")
+
+
+def _moment(value: Value, function: str, where: str) -> temporal.Moment | None:
+    """A date argument: text converted (to DATETIME for DATEADD, as SQL Server's result
+    type is; DATETIME2 for the others, to keep its digits), a number as DATETIME days."""
+    if value is None or isinstance(value, temporal.Moment):
+        return value
+    if isinstance(value, str):
+        target = SqlType("DATETIME") if function == "DATEADD" else SqlType(
+            "DATETIMEOFFSET" if _OFFSET_TEXT.search(value) else "DATETIME2", None, 7)
+        return convert(value, target, where)  # type: ignore[return-value]
+    if isinstance(value, bytes):
+        raise InvalidArgumentError(
+            f"{function} at {where} takes a date, not binary (error 8116: argument data type "
+            "varbinary is invalid)")
+    return convert(value, SqlType("DATETIME"), where)  # type: ignore[return-value]
 
 
 def evaluate_condition(condition: Condition, variables: dict[str, Any]) -> bool | None:

@@ -140,8 +140,10 @@ def tokenize(text: str) -> list[Token]:
         if ch in _DIGITS:
             # The whole run (1.5, 1e3, 0x1F, 600abc) is one token, so a value that is not a
             # whole number is refused as a whole (R10.2) rather than half-read.
-            while i < n and (text[i].isalnum() or text[i] in "._"):
-                i += 1
+            while i < n and (text[i].isalnum() or text[i] in "._" or (
+                    text[i] in "+-" and text[i - 1] in "eE" and i + 1 < n
+                    and text[i + 1] in _DIGITS and text[start:i - 1].replace(".", "").isdigit())):
+                i += 1  # 1.5e-3 is one number
             tokens.append(Token("number", text[start:i], *position(start)))
             continue
         if ch.isalpha() or ch in "_@#":

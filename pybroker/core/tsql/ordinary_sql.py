@@ -35,7 +35,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pybroker.core.tsql.lexer import Token
-from pybroker.core.tsql.ordinary_sql_statement import OrdinarySql, Rendered, SqlNames
+from pybroker.core.tsql.ordinary_sql_statement import (
+    OrdinarySql,
+    Rendered,
+    SqlNames,
+    TableVariable,
+)
 from pybroker.core.tsql.parser import STATEMENT_WORDS, Parser
 from pybroker.errors import TsqlSyntaxError
 
@@ -45,6 +50,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # How deep parentheses may nest in ordinary SQL: sqlglot's reader recurses about twenty
 # frames a level, so deeper text is refused before it could exhaust Python's stack.
 MAX_SQL_DEPTH = 32
+# JOINs in a row without an ON a statement may hold (``_refuse_open_joins``)
+MAX_OPEN_JOINS = 6
 # After these words a SELECT goes on the statement being read (INSERT ... SELECT, UNION).
 _SELECT_AFTER = ("UNION", "ALL", "EXCEPT", "INTERSECT")
 
@@ -59,8 +66,8 @@ class Exists:
 
 def starts_ordinary_sql(p: Parser[Any]) -> bool:
     """Whether the statement at ``p`` is ordinary SQL: INSERT, UPDATE, DELETE, CREATE or
-    DROP TABLE, or a SELECT with a FROM that names a table (SELECT ... FROM @table and a
-    SELECT of values stay the batch's own)."""
+    DROP TABLE, or a SELECT with a FROM (SELECT columns FROM @table alone and a SELECT of
+    values stay the batch's own)."""
     t = p.token
     after = p.tokens[p.pos + 1] if p.pos + 1 < len(p.tokens) else t
     if t.is_word("INSERT", "UPDATE", "DELETE"):
@@ -79,7 +86,15 @@ def starts_ordinary_sql(p: Parser[Any]) -> bool:
             depth -= 1
         elif depth == 0 and token.is_word("FROM"):
             following = p.tokens[i + 1]
-            return not (following.kind == "word" and following.text.startswith("@"))
+            if not (following.kind == "word" and following.text.startswith("@")):
+                return True
+            # SELECT * | columns FROM @table alone is the batch's own; anything more (TOP,
+            # assignments, WHERE, JOIN, ORDER BY) is a query over the table variable
+            items = p.tokens[p.pos + 1 : i]
+            simple = all(t.is_symbol("*") or t.is_symbol(",") or (
+                t.kind in ("word", "identifier") and not t.text.startswith("@")
+                and not t.is_word("TOP", "DISTINCT")) for t in items)
+            return not (simple and i + 2 == end)
     return False
 
 
@@ -141,8 +156,25 @@ def read_statement(p: Parser[Any], declared: set[str], source: Callable[[Token, 
     end_index = _statement_end(p.tokens, p.pos)
     end = p.tokens[end_index]
     text = source(start, end)
+    _refuse_open_joins(p.tokens[p.pos:end_index])
     p.pos = end_index
     return translate(text, start, declared)
+
+
+def _refuse_open_joins(tokens: list[Token]) -> None:
+    """sqlglot's T-SQL reader takes time exponential in the JOINs in a row that have no ON
+    yet (each may open a nested join): more than MAX_OPEN_JOINS are refused before it
+    reads them."""
+    open_joins = 0
+    for i, t in enumerate(tokens):
+        if t.is_word("ON", "USING"):
+            open_joins = 0
+        elif t.is_word("JOIN") and not (i and tokens[i - 1].is_word("CROSS")):
+            open_joins += 1
+            if open_joins > MAX_OPEN_JOINS:
+                raise TsqlSyntaxError(
+                    f"JOIN at {t.where} follows {MAX_OPEN_JOINS} JOINs without their ON: "
+                    f"expected at most {MAX_OPEN_JOINS} joins in a row before an ON")
 
 
 def read_exists(p: Parser[Any], declared: set[str], source: Callable[[Token, Token], str]
@@ -184,11 +216,12 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
 
 
 def render(statement: OrdinarySql, database: str, names: SqlNames,
-           text_variables: frozenset[str] = frozenset()) -> Rendered:
+           text_variables: frozenset[str] = frozenset(),
+           tables: dict[str, TableVariable] | None = None) -> Rendered:
     """The statement's DuckDB text for ``database``, with its names resolved (``names``);
-    ``text_variables``: the keys of its variables declared of a text type
-    (ordinary_sql_translation.render)."""
+    ``text_variables``: the keys of its variables declared of a text type; ``tables``: its
+    table variables (ordinary_sql_translation.render)."""
     from pybroker.core.tsql import ordinary_sql_translation
 
-    return ordinary_sql_translation.render(statement, database, names, text_variables)
+    return ordinary_sql_translation.render(statement, database, names, text_variables, tables)
 

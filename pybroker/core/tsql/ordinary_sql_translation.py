@@ -23,6 +23,7 @@ from pybroker.core.tsql.ordinary_sql_statement import (
     OrdinarySql,
     Rendered,
     SqlNames,
+    TableVariable,
     schema_of,
 )
 from pybroker.errors import TsqlSyntaxError
@@ -82,13 +83,18 @@ def translate(text: str, start: Token, declared: set[str]) -> OrdinarySql:
     assigns = _assigns(tree, declared, refuse) if kind == "SELECT" else ()
     targets = {id(e.this) for e in tree.expressions} if assigns else set()
     parameters: dict[str, str] = {}
+    tables: dict[str, None] = {}
     for node in list(tree.walk()):
         _check(node, refuse)
-        if isinstance(node, exp.Parameter) and id(node) not in targets and not isinstance(
+        if isinstance(node, exp.Parameter) and isinstance(node.parent, exp.Table):
+            tables[_variable(node, declared, refuse)] = None  # a table variable
+        elif isinstance(node, exp.Parameter) and id(node) not in targets and not isinstance(
                 node.parent, exp.Parameter):
             parameters.setdefault(_variable(node, declared, refuse), f"p{len(parameters)}")
+    if isinstance(tree, exp.Update) and _table_variable(tree.this) is not None:
+        raise refuse("UPDATE of a table variable (DELETE its rows and INSERT them again)")
     statement = OrdinarySql(kind, tree, tuple((name, key) for key, name in parameters.items()),
-                            assigns, start)
+                            assigns, start, tuple(tables))
     render(statement, "database", SqlNames())  # what DuckDB cannot be given is refused now
     return statement
 
@@ -173,8 +179,6 @@ def _check(node: exp.Expression, refuse: _Refusal) -> None:
             DEFAULT_SCHEMA, "sys"):
         raise refuse(f"the schema {node.db} of {node.name}: a database's tables are in its "
                      f"{DEFAULT_SCHEMA} schema (SQL Server's default)")
-    if isinstance(node, exp.Table) and isinstance(node.this, exp.Parameter):
-        raise refuse("a table variable in a query (SELECT ... FROM @table alone is)")
 
 
 def _variable(node: exp.Parameter, declared: set[str], refuse: _Refusal) -> str:
@@ -208,12 +212,75 @@ def _assigns(tree: exp.Expression, declared: set[str], refuse: _Refusal) -> tupl
 # -- rendering for DuckDB, when the statement runs ---------------------------------------------
 
 
+def _table_variable(node: exp.Expression | None) -> str | None:
+    """The key of the table variable ``node`` names (a Table of a @parameter), or None."""
+    if isinstance(node, exp.Schema):
+        node = node.this
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.Parameter):
+        return f"@{node.this.this.name}".upper()
+    return None
+
+
+def _table_rows(table: exp.Table, key: str, found: TableVariable | None,
+                columns: list[tuple[str, str, int]], numbered: bool) -> exp.Expression:
+    """A table variable as a derived table: each column a list bound as a parameter and
+    unnested (``numbered``: with ``__row``, the rows' numbers, for DELETE), under the
+    variable's name or alias."""
+    alias = table.alias or table.this.this.name
+    names = [*(found.columns if found else ("__none",)), *(("__row",) if numbered else ())]
+    types = [*(found.duckdb_types() if found else ("VARCHAR",)),
+             *(("BIGINT",) if numbered else ())]
+    items = []
+    for index, (name, kind) in enumerate(zip(names, types, strict=True)):
+        parameter = f"tv{len(columns)}"
+        columns.append((parameter, key, -1 if name == "__row" else index))
+        items.append(exp.alias_(exp.Anonymous(this="UNNEST", expressions=[exp.Cast(
+            this=_parameter(parameter), to=exp.DataType.build(f"{kind}[]", dialect="duckdb"))]),
+            exp.to_identifier(name, quoted=True)))
+    return exp.Subquery(this=exp.select(*items),
+                        alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
 def render(statement: OrdinarySql, database: str, names: SqlNames,
-           text_variables: frozenset[str] = frozenset()) -> Rendered:
+           text_variables: frozenset[str] = frozenset(),
+           tables: dict[str, TableVariable] | None = None) -> Rendered:
     """The statement's DuckDB text for ``database``, with its names resolved (``names``);
-    ``text_variables``: the keys of its variables declared of a text type."""
+    ``text_variables``: the keys of its variables declared of a text type; ``tables``: its
+    table variables (None: when it is checked, before they hold anything).
+
+    A table variable is the batch's own, not DuckDB's: it is read as a derived table
+    (``_table_rows``), INSERT INTO @t runs its VALUES or SELECT for the batch to add the
+    rows, and DELETE FROM @t selects the numbers of the rows the batch then removes."""
     refuse = _Refusal(statement.token)
     tree = statement.tree.copy()
+    tables = tables or {}
+    into: tuple[str, tuple[int, ...]] | None = None
+    deletes: str | None = None
+    target = _table_variable(tree.this) if isinstance(tree, (exp.Insert, exp.Delete)) else None
+    if target is not None and isinstance(tree, exp.Insert):
+        found = tables.get(target)
+        named = [c.name.lower() for c in tree.this.expressions] if isinstance(
+            tree.this, exp.Schema) else None
+        if found is not None:
+            for column in named or ():
+                if column not in found.columns:
+                    raise refuse(f"the column {column} is not a column of {target.lower()}; "
+                                 f"its columns are {', '.join(found.columns)}")
+            into = (target, tuple(found.columns.index(c) for c in named) if named else
+                    tuple(range(len(found.columns))))
+        else:
+            into = (target, ())
+        if tree.expression is None:
+            raise refuse(f"INSERT INTO {target.lower()} without VALUES or a SELECT (a table "
+                         "variable takes its rows from one of them)")
+        tree = tree.expression
+    elif target is not None and isinstance(tree, exp.Delete):
+        deletes = target
+        where = tree.args.get("where")
+        query = exp.select(exp.column("__row")).from_(tree.this.copy())
+        if where is not None:
+            query.set("where", where.copy())
+        tree = query
     for add in reversed(list(tree.find_all(exp.Add))):  # innermost first
         if _textual(add.this, text_variables) or _textual(add.expression, text_variables):
             add.replace(exp.DPipe(this=add.this.copy(), expression=add.expression.copy()))
@@ -224,8 +291,16 @@ def render(statement: OrdinarySql, database: str, names: SqlNames,
     if statement.assigns and isinstance(tree, exp.Select):  # the values assigned
         tree.set("expressions", [e.expression.copy() for e in tree.expressions])
     for node in list(tree.find_all(exp.Parameter)):
+        if isinstance(node.parent, exp.Table):
+            continue  # a table variable, replaced below
         key = f"@{node.this.name}".upper()
         node.replace(exp.Parameter(this=exp.Var(this=parameter_of[key])))
+    table_columns: list[tuple[str, str, int]] = []
+    for table in list(tree.find_all(exp.Table)):
+        key = _table_variable(table)
+        if key is not None:
+            numbered = deletes is not None and table is tree.args["from_"].this
+            table.replace(_table_rows(table, key, tables.get(key), table_columns, numbered))
     for table in list(tree.find_all(exp.Table)):
         if not isinstance(table.this, exp.Identifier) or (
                 not table.db and table.name.lower() in ctes):
@@ -256,7 +331,9 @@ def render(statement: OrdinarySql, database: str, names: SqlNames,
     used = {p.this.name for p in tree.find_all(exp.Parameter)
             if isinstance(p.this, exp.Var)}
     return Rendered(sql, {k: v for k, v in values.items() if k in used},
-                    statement.parameters, first, statement.kind != "SELECT")
+                    statement.parameters, first,
+                    statement.kind != "SELECT" and into is None and deletes is None,
+                    tuple(table_columns), into, deletes)
 
 
 def _copied(node: exp.Expression | None) -> exp.Expression | None:

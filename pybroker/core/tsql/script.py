@@ -83,6 +83,8 @@ from pybroker.core.tsql.ordinary_sql import render
 from pybroker.core.tsql.ordinary_sql_statement import (
     TEXT_TYPE_NAMES,
     OrdinarySql,
+    Rendered,
+    TableVariable,
     bound,
     value_of,
 )
@@ -101,6 +103,7 @@ from pybroker.core.tsql.values import (
     as_text,
     as_whole_number,
     convert,
+    plain,
 )
 from pybroker.errors import (
     BrokerError,
@@ -155,6 +158,10 @@ class _Run:
         self.counted = 0  # what the statement running sets @@ROWCOUNT to
         self.error = 0  # @@ERROR: the number of the error a CATCH block's first statement sees
         self.return_code = 0  # RETURN n of a procedure
+        # @@SPID: the session's number, the batch's first database's (USE keeps it); asked
+        # of it when a statement first runs
+        self.session_database = database if caller is None else caller.session_database
+        self.session_id: int | None = None if caller is None else caller.session_id
         self.variables["EXISTS()"] = (None, lambda query: bool(self.run_sql(query)[1]))
         self.variables["OBJECT_ID()"] = (None, self.object_id)
 
@@ -165,8 +172,8 @@ class _Run:
             for name, sql_type, _ in declare.variables:
                 self.variables[variable_key(name)] = (sql_type, None)
             if declare.table is not None:
-                self.variables[variable_key(declare.table[0])] = (
-                    None, ResultSet(declare.table[1]))
+                name, columns, types = declare.table
+                self.variables[variable_key(name)] = (None, TableVariable(columns, types, []))
 
     def run(self, statements: Sequence[cp.ScriptStatement]) -> BatchResults:
         self.declare_all(statements)
@@ -281,6 +288,10 @@ class _Run:
         self.variables["@@ROWCOUNT"] = (None, self.rowcount)
         self.variables["@@TRANCOUNT"] = (None, len(self.transactions))
         self.variables["@@ERROR"] = (None, self.error)  # a failed statement stops the batch
+        if self.session_id is None:
+            self.session_id = self.session_database.session_id
+        self.variables["@@SPID"] = (None, self.session_id)
+        self.variables["NOW()"] = (None, self.db.clock)  # GETDATE() and the others
         self.variables["DB_ID()"] = (None, self.database_id)
         info = self.session.handling[-1][1] if self.session.handling else None
         for name, value in (
@@ -398,14 +409,14 @@ class _Run:
 
     def select(self, s: cp.Select) -> None:
         if s.table is None:
-            row = tuple(self.value(expression) for _, expression in s.items)
+            row = tuple(plain(self.value(expression)) for _, expression in s.items)
             self.results.append(ResultSet(tuple(name for name, _ in s.items), [row]))
             self.counted = 1
             return
-        table: ResultSet = self.variables[variable_key(s.table)][1]
+        table: TableVariable = self.variables[variable_key(s.table)][1]
         wanted = s.table_columns or table.columns
         at = [table.columns.index(c) for c in wanted]
-        self.results.append(ResultSet(tuple(wanted), [tuple(r[i] for i in at)
+        self.results.append(ResultSet(tuple(wanted), [tuple(plain(r[i]) for i in at)
                                                       for r in table.rows]))
         self.counted = len(table.rows)
 
@@ -414,7 +425,28 @@ class _Run:
         (pybroker.core.tsql.ordinary_sql): a SELECT's rows are a result set, SELECT @v =
         ... assigns the last row's values (none when no row comes back, as in SQL
         Server); @@ROWCOUNT is the rows returned, assigned or changed."""
-        columns, rows = self.run_sql(s)
+        rendered, columns, rows = self._run_rendered(s)
+        if rendered.into is not None:  # INSERT INTO @t: the rows its query gave
+            key, at = rendered.into
+            table: TableVariable = self.variables[key][1]
+            if rows and len(rows[0]) != len(at):
+                raise TsqlError(
+                    f"INSERT INTO {key.lower()} at {s.token.where} gives {len(rows[0])} "
+                    f"value(s) for {len(at)} column(s): column name or number of supplied "
+                    "values does not match table definition", 213)
+            for row in rows:
+                values: list[Value] = [None] * len(table.columns)
+                for index, value in zip(at, row, strict=True):
+                    values[index] = value
+                table.add(tuple(values), s.token.where)
+            self.counted = len(rows)
+            return
+        if rendered.deletes is not None:  # DELETE FROM @t: the numbers of its rows to go
+            table = self.variables[rendered.deletes][1]
+            going = {int(row[0]) for row in rows}  # type: ignore[arg-type]
+            table.rows[:] = [r for i, r in enumerate(table.rows) if i not in going]
+            self.counted = len(going)
+            return
         if s.kind in ("INSERT", "UPDATE", "DELETE"):
             self.counted = int(rows[0][0]) if rows else 0
             return
@@ -425,16 +457,27 @@ class _Run:
             for key, value in zip(s.assigns, rows[-1] if rows else (), strict=False):
                 self.assign(key, value, s.token.where)
             return
-        self.results.append(ResultSet(tuple(columns), rows))
+        self.results.append(ResultSet(tuple(columns),
+                                      [tuple(plain(v) for v in row) for row in rows]))
 
     def run_sql(self, s: OrdinarySql) -> tuple[list[str], list[tuple[Value, ...]]]:
+        _, columns, rows = self._run_rendered(s)
+        return columns, rows
+
+    def _run_rendered(self, s: OrdinarySql
+                      ) -> tuple[Rendered, list[str], list[tuple[Value, ...]]]:
         database = self.db.ordinary_sql()
         texts = frozenset(key for _, key in s.parameters if (
             self.variables[key][0] is not None and self.variables[key][0].name in (
                 TEXT_TYPE_NAMES)))
-        rendered = render(s, self.db.name, database.names(), texts)
+        tables = {key: self.variables[key][1] for key in s.tables}
+        for key, table in tables.items():
+            if not isinstance(table, TableVariable):
+                raise TsqlError(f"{key.lower()} at {s.token.where} is not a table variable: "
+                                f"must declare the table variable \"{key.lower()}\"", 1087)
+        rendered = render(s, self.db.name, database.names(), texts, tables)
         columns, rows = database.run(rendered, bound(rendered, self.variables))
-        return columns, [tuple(value_of(v) for v in row) for row in rows]
+        return rendered, columns, [tuple(value_of(v) for v in row) for row in rows]
 
     def object_id(self, name: Value, kind: Value = None) -> int | None:
         """OBJECT_ID(name [, type]): NULL when no such table, procedure or queue exists."""
@@ -682,12 +725,14 @@ class _Run:
                     self.assign(target, column_value, where)  # type: ignore[arg-type]
             return
         result = ResultSet(tuple(name for _, name, _ in s.items),
-                           [tuple(self.value(e, row) for _, _, e in s.items) for row in rows])
+                           [tuple(plain(self.value(e, row)) for _, _, e in s.items)
+                            for row in rows])
         if s.into is None:
             self.results.append(result)
         else:
-            table: ResultSet = self.variables[variable_key(s.into)][1]
-            table.rows.extend(result.rows)
+            table: TableVariable = self.variables[variable_key(s.into)][1]
+            for row in result.rows:
+                table.add(row, where)
 
     def _columns(self, m: Message) -> dict[str, Value]:
         """The RECEIVE columns of a message. pybroker keeps services, contracts and

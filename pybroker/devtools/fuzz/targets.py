@@ -257,6 +257,21 @@ PROGRAM_CORPUS = (
     "([http://schemas.microsoft.com/SQL/Notifications/PostEventNotification]);\n"
     "DECLARE @h UNIQUEIDENTIFIER, @p TINYINT;\n"
     "RECEIVE TOP (1) @h = conversation_handle, @p = priority FROM q",
+    # the numeric and date and time types, CONVERT's styles and the date functions
+    "DECLARE @f FLOAT(53) = 1.5e-3, @r REAL = 0.1, @d DECIMAL(5, 2) = 3.14159, @n NUMERIC(38) "
+    "= 99999999999999999999, @t DATETIME = '2026-12-02 16:40:34.123', @u DATETIME2(3) = "
+    "SYSUTCDATETIME(), @o DATETIMEOFFSET(7) = '2026-12-02T10:00:00+02:00', @day DATE, "
+    "@at TIME(0) = '16:05';\nSET @day = CONVERT(DATE, '15/03/2026', 103); PRINT @d / 3 + @f;"
+    "\nPRINT CONVERT(VARCHAR(30), @t, 121) + CONVERT(VARCHAR(30), @o, 127); PRINT @t + 1.5;"
+    "\nIF DATEDIFF(day, @t, GETUTCDATE()) > 0 AND DATEPART(weekday, @day) = 1 PRINT "
+    "DATENAME(month, DATEADD(mm, -1, @u)); PRINT CAST(@f AS INT) + @@SPID",
+    # table variables in the SQL around the verbs
+    "DECLARE @b TABLE (n BIGINT, h UNIQUEIDENTIFIER NOT NULL, body VARBINARY(MAX) NULL, at "
+    "DATETIME2);\nDECLARE @n BIGINT, @h UNIQUEIDENTIFIER;\nWAITFOR (RECEIVE TOP (10) "
+    "queuing_order, conversation_handle, message_body, GETDATE() FROM q INTO @b), TIMEOUT 10;"
+    "\nWHILE EXISTS (SELECT * FROM @b) BEGIN SELECT TOP (1) @n = n, @h = h FROM @b ORDER BY "
+    "n; INSERT INTO @b (n, h) SELECT n + 100, h FROM @b AS x JOIN sys.services s ON 1 = 0; "
+    "DELETE FROM @b WHERE n = @n END; SELECT * FROM @b",
 )
 
 _SPECIAL = (
@@ -272,6 +287,8 @@ _SPECIAL = (
     "GRANT", "DENY", "REVOKE", "FROM", "TO", "PUBLIC", "::", "ENDPOINT::", "SERVICE::",
     "LOGIN", "USER", "CERTIFICATE", "ENABLE", "DISABLE", "NAME =", "CASCADE",
     "EXEC (", "sp_executesql", "N'@p INT OUTPUT'", "''", "N''PRINT 1''", "WHILE", "IF", "ELSE",
+    "1.5", "1e-3", "DECIMAL(38, 38)", "DATETIME2(7)", "CONVERT(", "DATEADD(", "TABLE (",
+    "'2026-02-30'", "@@SPID",
 )
 
 
