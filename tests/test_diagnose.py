@@ -113,6 +113,29 @@ def test_a_route_to_a_service_no_instance_named_hosts(pair, capsys):
     assert [f["code"] for f in report["findings"]] == ["D-CFG-001"]
 
 
+def test_a_route_to_an_instance_without_the_service_another_instance_hosts(pair, tmp_path):
+    """The route points at Stock, which has no BillingService; that a third instance named
+    hosts it does not make the route right: D-CFG-001 until the route points there."""
+    billing_file = tmp_path / "billing.duckdb"
+    with pybroker.connect(billing_file, worker=False) as billing_inst:
+        endpoint(billing_inst, F1_PORT)
+        billing = billing_inst.create_database("Billing")
+        billing.create_queue("BillingQueue")
+        billing.create_service("BillingService", queue="BillingQueue", contracts=["DEFAULT"])
+    with pybroker.connect(pair[0], worker=False) as inst:
+        inst.database("Shop").create_route("ToBilling", service_name="BillingService",
+                                           address=address(STOCK_PORT))
+    targets = [*pair, billing_file]
+    found = only(pybroker.diagnose(targets), "D-CFG-001")
+    assert (found.instance, found.database) == (str(pair[0]), "Shop")
+    assert found.objects == ("route ToBilling", "service BillingService")
+    assert address(STOCK_PORT) in found.happens
+    with pybroker.connect(pair[0], worker=False) as inst:  # the fix's second form
+        inst.database("Shop").execute(
+            f"ALTER ROUTE [ToBilling] WITH ADDRESS = '{address(F1_PORT)}'")
+    assert "D-CFG-001" not in codes(pybroker.diagnose(targets))
+
+
 def test_no_route_back_for_replies(pair):
     stock_file = pair[1]
     with pybroker.connect(stock_file, worker=False) as inst:

@@ -26,7 +26,7 @@ def test_every_rule_is_explained_under_its_title_in_the_rules_order():
 
 def test_explain_a_finding_code_a_family_and_all(capsys):
     code, out, _ = call(["explain", "(d-cfg-001),"], capsys)
-    assert code == 0 and out.startswith("D-CFG-001: a route to a service that no instance")
+    assert code == 0 and out.startswith("D-CFG-001: a route to an instance named that has no such")
     assert "[D-CFG: Configuration]" in out.splitlines()[0] and "CREATE SERVICE" not in out[:20]
     code, out, _ = call(["explain", "D-RTE"], capsys)
     assert [line.split()[0] for line in out.splitlines()] == [

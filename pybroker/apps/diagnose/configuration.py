@@ -43,7 +43,7 @@ def _unhosted_services(net: Network, node: Node) -> None:
     for database, route, address in _network_routes(node):
         service = route["remote_service_name"]
         there = net.at(address)
-        if service is None or there is None or net.hosting(service) or there.forwarding:
+        if service is None or there is None or there.hosts(service) or there.forwarding:
             continue  # a forwarder passes it on: where to is its own routes' question
         net.add("D-CFG-001", node, database, [f"route {route['name']}", f"service {service}"],
                 service=service, address=address, route=route["name"])

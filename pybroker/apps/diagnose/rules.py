@@ -30,7 +30,7 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     # -- configuration (ssbdiagnose CONFIGURATION's checks, across the instances named) --
-    Rule("D-CFG-001", "error", "a route to a service that no instance named hosts",
+    Rule("D-CFG-001", "error", "a route to an instance named that has no such service",
          "conversations that {database} begins with {service} are sent to {address}, "
          "whose instance has no such service: they wait in {database}'s "
          "sys.transmission_queue and are never received",
