@@ -172,6 +172,28 @@ def test_activation_whose_module_cannot_be_found(pair):
     assert "no_such_package_xyz.handlers" in found.happens
 
 
+def test_activation_by_a_stored_procedure_that_does_not_exist(pair):
+    """An existing procedure (any case, bracketed, schema named or not) is no finding; a
+    missing one, or one named in another database, is D-CFG-012 until it is created."""
+    with pybroker.connect(pair[1], worker=False) as inst:
+        db = inst.database("Stock")
+        db.execute("CREATE PROCEDURE dbo.HandleOrders AS RETURN 0")
+        db.execute("CREATE QUEUE Handled WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = "
+                   "[dbo].[handleorders], MAX_QUEUE_READERS = 1, EXECUTE AS SELF);"
+                   "CREATE QUEUE Unqualified WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = "
+                   "HandleOrders, MAX_QUEUE_READERS = 1, EXECUTE AS OWNER);"
+                   "CREATE QUEUE Missing WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = "
+                   "Stock.dbo.HandleReturns, MAX_QUEUE_READERS = 1, EXECUTE AS SELF)")
+    found = only(pybroker.diagnose(pair), "D-CFG-012")
+    assert (found.severity, found.database) == ("error", "Stock")
+    assert found.objects[0] == "queue Missing"
+    assert "CREATE PROCEDURE" in found.fix
+    assert "D-CFG-004" not in codes(pybroker.diagnose(pair))
+    with pybroker.connect(pair[1], worker=False) as inst:  # the fix
+        inst.database("Stock").execute("CREATE PROCEDURE dbo.HandleReturns AS RETURN 0")
+    assert pybroker.diagnose(pair) == []
+
+
 def test_the_module_is_found_without_importing_it_or_its_package(tmp_path, monkeypatch):
     package = tmp_path / "exploding_pkg"
     package.mkdir()

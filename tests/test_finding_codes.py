@@ -36,10 +36,10 @@ def test_explain_a_finding_code_a_family_and_all(capsys):
 
 
 def test_an_unknown_finding_code_is_one_usage_error_line(capsys):
-    code, out, err = call(["explain", "D-CFG-012"], capsys)
+    code, out, err = call(["explain", "D-CFG-013"], capsys)
     assert (code, out) == (2, "")
-    assert err.startswith("pybroker: usage error: no finding code 'D-CFG-012'; did you mean "
-                          "D-CFG-011")
+    assert err.startswith("pybroker: usage error: no finding code 'D-CFG-013'; did you mean "
+                          "D-CFG-012")
     assert err.count("\n") == 1 and "pybroker diagnose --rules" in err
     with pytest.raises(NotFoundError, match="no finding code 'D-XYZ'"):
         explain_finding("D-XYZ")

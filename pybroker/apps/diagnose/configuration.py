@@ -10,7 +10,10 @@ from typing import Any
 
 from pybroker.apps.diagnose.explained import matching_step
 from pybroker.apps.diagnose.network import Network, Node, normal_address
+from pybroker.core.activation.procedure import is_python_callable
 from pybroker.core.routing.engine import OUTSIDE
+from pybroker.core.tsql.procedure_calls import split_name
+from pybroker.core.tsql.procedure_parser import DEFAULT_SCHEMA
 from pybroker.core.wire.certificates import certificate_info
 from pybroker.errors import BrokerError
 
@@ -112,11 +115,29 @@ def _queues(net: Network, node: Node) -> None:
             net.add("D-CFG-003", node, database, [f"queue {name}"], queue=name,
                     services=", ".join(services) or "none")
         procedure = queue["activation_procedure"]
-        if queue["is_activation_enabled"] and procedure:
+        if not (queue["is_activation_enabled"] and procedure):
+            continue
+        if is_python_callable(procedure):
             module = procedure.partition(":")[0]
             if not module_found(module):
                 net.add("D-CFG-004", node, database, [f"queue {name}"], queue=name,
                         procedure=procedure, module=module)
+        elif not _procedure_exists(node, database, procedure):
+            net.add("D-CFG-012", node, database, [f"queue {name}", f"procedure {procedure}"],
+                    queue=name, procedure=procedure)
+
+
+def _procedure_exists(node: Node, database: str, procedure: str) -> bool:
+    """Whether the stored procedure ``procedure`` (proc, schema.proc or db.schema.proc)
+    exists where activation looks for it: in the queue's own database, schema dbo when none
+    is named (kernel/activation.py resolves it so at activation time)."""
+    try:
+        named_database, schema, name = split_name(procedure)
+    except BrokerError:
+        return False
+    if named_database is not None and named_database.lower() != database.lower():
+        return False
+    return (database.lower(), (schema or DEFAULT_SCHEMA).lower(), name.lower()) in node.procedures
 
 
 def module_found(module: str) -> bool:

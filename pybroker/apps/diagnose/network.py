@@ -47,6 +47,9 @@ class Node:
     certificate: str | None
     trusted: list[dict[str, Any]]
     addresses: set[str] = field(default_factory=set)
+    # (database, schema, procedure) of each stored procedure, in lower case (T-SQL names
+    # ignore case)
+    procedures: set[tuple[str, str, str]] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -73,6 +76,8 @@ def read_node(target: Target) -> Node:
         forwarding=bool(settings["is_forwarding_enabled"]),
         certificate=settings["endpoint_certificate"],
         trusted=target.rows("select_certificates"),
+        procedures={(r["database_name"].lower(), r["schema_name"].lower(), r["name"].lower())
+                    for r in target.rows("select_procedures")},
     )
     for e in node.endpoints:
         if e["port"]:  # 0: a dynamic port, not in the file

@@ -101,6 +101,13 @@ RULES: tuple[Rule, ...] = (
          "[{contract}]); or begin the dialogs on a contract it accepts (BEGIN DIALOG ... ON "
          "CONTRACT ...)"),
     # -- routing (no peer has these) -------------------------------------------------------
+    Rule("D-CFG-012", "error", "activation names a stored procedure that does not exist",
+         "when messages arrive on {queue}, activation cannot start {procedure}: no such "
+         "procedure is in {database} (activation looks it up in the queue's own database, "
+         "schema dbo when none is named), so nobody reads the queue and each try is a "
+         "broker event",
+         "in {database}: CREATE PROCEDURE {procedure} AS ..., or ALTER QUEUE [{queue}] WITH "
+         "ACTIVATION (PROCEDURE_NAME = an existing procedure)"),
     Rule("D-RTE-001", "error", "a forwarding loop among the instances named (R7)",
          "a message for {service} goes round {cycle} until its hops or its time to live "
          "run out (R7.1): it is dropped and never delivered",
