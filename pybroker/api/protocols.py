@@ -67,12 +67,15 @@ class BrokerDatabase(Protocol):
     database_id: int
     name: str
     broker_instance: str
+    session_id: int  # @@SPID of its batches (a client's: its connection's, read only)
 
     @property
     def instance(self) -> Any: ...  # the instance it belongs to (a client's: the client)
 
     @property
     def kernel(self) -> Any: ...  # the embedded instance's kernel; a client has none
+
+    def clock(self) -> float: ...  # the instance clock, epoch seconds (GETDATE() reads it)
 
     # -- conversations (C1-C5, P3)
     def begin_dialog(self, from_service: str, to_service: str, *, contract: str = "DEFAULT",

@@ -59,9 +59,10 @@ CALLS: dict[tuple[str, str, str], bool] = {
         ("drop_message_type", _W), ("message_types", _R), ("create_contract", _W),
         ("drop_contract", _W), ("contract", _R), ("contracts", _R), ("create_queue", _W),
         ("alter_queue", _W), ("drop_queue", _W), ("queues", _R), ("create_service", _W),
-        ("alter_service", _W), ("drop_service", _W), ("services", _R))},
+        ("alter_service", _W), ("drop_service", _W), ("services", _R), ("clock", _R))},
     **{(DATABASE, CALL_METHOD, name): _W for name in ("set_mirroring", "fail_over")},
-    **{(DATABASE, GET_PROPERTY, name): _R for name in ("mirroring_role", "mirroring_partner")},
+    **{(DATABASE, GET_PROPERTY, name): _R for name in (
+        "mirroring_role", "mirroring_partner", "session_id")},  # @@SPID: the connection's
     # "sequences": inside a transaction, where the next SEND of each of its conversations
     # is (Messaging.next_send_sequences), what a client pipelines its SENDs with
     **{(DATABASE, TRANSACTION, name): _W for name in (
