@@ -221,6 +221,7 @@ class Messaging:
         self._local.uow = uow
         try:
             yield uow
+            uow.apply_kept()
         except BaseException as exc:
             self._local.uow = None
             uow.rollback(exc)

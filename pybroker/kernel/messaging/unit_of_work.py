@@ -388,6 +388,15 @@ class UnitOfWork:
         many went for the table ``count_template`` counts (Store.pieces_deleted)."""
         self.m.store.pieces_deleted(count_template, self.sql(template, params))
 
+    def apply_kept(self) -> None:
+        """Apply the SENDs kept, as the commit's first step, while this is still its
+        thread's unit of work: applying one may act in it again (a SEND to a service with no
+        route begins a route request's dialog, R8), which must join this transaction, not
+        wait for its WRITER as another."""
+        if self.sends:
+            self.committing = True
+            self.activate()
+
     def commit(self) -> None:
         self.committing = True
         try:
