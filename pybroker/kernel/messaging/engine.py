@@ -563,7 +563,7 @@ class Messaging:
             return None  # the writer's way says why
         self._validate(body, validation, message_type)
         uow.next_sequences[handle] = (seq + 1, t.state)
-        uow.sends.append((database_id, handle, body, message_type, seq, validation))
+        uow.sends.append((ep, body, message_type, seq, state, t.state, validation))
         if uow.first_send is None:
             uow.first_send = time.monotonic()
         return seq
@@ -571,12 +571,26 @@ class Messaging:
     def apply_sends(self, uow: UnitOfWork) -> None:
         """``uow`` holds the store now: the SENDs it kept are sent, in order, each with the
         sequence number it was given (WriteConflictError when another transaction changed
-        the conversation meanwhile so that it is not)."""
+        the conversation meanwhile so that it is not). A SEND whose conversation is as it
+        was when the SEND was kept (the same endpoint cached, its next sequence number and
+        state, the catalog it was checked against) is not checked again: only sent."""
         sends, uow.sends = uow.sends, []
         uow.next_sequences.clear()
-        for database_id, handle, body, message_type, seq, validation in sends:
+        endpoints = self.endpoints
+        version = self.catalogs.version
+        dispatch = self.delivery.dispatch
+        touch = uow.touch
+        for ep, body, message_type, seq, before, after, validation in sends:
+            handle = ep.conversation_handle
+            if (endpoints.get(handle) is ep and ep.send_sequence == seq
+                    and ep.state == before and ep.epoch == version):
+                ep.send_sequence = seq + 1
+                ep.state = after
+                touch(ep)
+                dispatch(uow, ep, [(seq, message_type, validation, body, False, False)])
+                continue
             try:
-                sent = self._send_now(uow, database_id, handle, body, message_type,
+                sent = self._send_now(uow, ep.database_id, handle, body, message_type,
                                       validation)
             except ConversationError as exc:
                 raise WriteConflictError(

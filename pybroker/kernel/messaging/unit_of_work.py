@@ -129,10 +129,12 @@ class UnitOfWork:
         self.read_ahead_stale: set[tuple[int, str]] = set()  # dropped when this commits
         self.read_ahead_forgotten = False  # ... every queue's (forget_read_ahead)
         self.committing = False
+        self.groups: set[tuple[int, str]] = set()  # the groups this holds (lock_group)
         # SENDs kept until this unit of work holds the store (engine.py: Messaging.send):
-        # (database_id, handle, body, message type, sequence number, validation checked),
-        # and by conversation handle the next sequence number and state they leave
-        self.sends: list[tuple[int, str, bytes, str, int, str]] = []
+        # (endpoint, body, message type, sequence number, state before and after, the
+        # validation checked), and by conversation handle the next sequence number and
+        # state they leave
+        self.sends: list[tuple[Any, bytes, str, int, str, str, str]] = []
         self.next_sequences: dict[str, tuple[int, str]] = {}
         # what ends this transaction at commit: applying its SENDs failed half-way
         self.doomed: BrokerError | None = None
@@ -177,8 +179,12 @@ class UnitOfWork:
     def lock_group(self, database_id: int, group: str, deadline: float | None = None) -> None:
         """C7: this transaction holds the conversation group until it ends (waiting for
         another that holds it, until ``deadline``: time.monotonic(), None: the default)."""
-        self.m.group_locks.acquire(self.transaction_id, (database_id, group), deadline,
+        key = (database_id, group)
+        if key in self.groups:
+            return  # held already: it stays this transaction's until it ends
+        self.m.group_locks.acquire(self.transaction_id, key, deadline,
                                    committing=self.committing)
+        self.groups.add(key)
 
     def hold(self, orders: Iterable[int]) -> None:
         """Received messages: no other transaction is given them until this one ends (the
