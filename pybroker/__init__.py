@@ -41,6 +41,7 @@ from pybroker.errors import (
     UnsupportedOptionError,
     UnsupportedStatementError,
     WireError,
+    WriteConflictError,
 )
 from pybroker.kernel.broker_endpoint.runtime import BrokerEndpoint
 from pybroker.kernel.catalog_objects import Contract, MessageType, Queue, Route, Service
@@ -90,6 +91,7 @@ __all__ = [
     "UnsupportedOptionError",
     "UnsupportedStatementError",
     "WireError",
+    "WriteConflictError",
     "connect",
     "diagnose",
     "serve_metrics",

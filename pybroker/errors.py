@@ -137,6 +137,16 @@ class LockTimeoutError(TransactionError):
     number = 1222
 
 
+class WriteConflictError(TransactionError):
+    """SQL Server's error 3960 in pybroker's own words: a SEND was checked inside the
+    transaction against the conversation as last committed, and when the transaction
+    committed, another transaction had changed that conversation so that the SEND no
+    longer holds (the far side ended it, say); the whole transaction was rolled back.
+    Run it again."""
+
+    number = 3960
+
+
 class StorageError(BrokerError):
     """The instance file cannot be used: not a DuckDB file, locked by another process, ..."""
 

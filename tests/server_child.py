@@ -7,7 +7,8 @@
         RECEIVE from ReceiverQueue, one transaction per group, until the file DONE exists
         and a RECEIVE finds nothing; one JSON line per transaction in OUT
     server_child.py hold FILE
-        RECEIVE in a transaction, print what it holds, and wait (to be killed)
+        RECEIVE and SEND a reply in a transaction, print what it holds, and wait (to be
+        killed)
 
 Every loop is bounded in time (90 s).
 """
@@ -68,6 +69,8 @@ def hold(path: str) -> None:
     db = inst.database("A")
     with db.transaction():
         messages = db.receive("ReceiverQueue", max_messages=100, timeout=10)
+        # a written group too: a reply SENT inside the transaction that never commits
+        db.conversation(messages[0].conversation_handle).send("reply")
         print("held " + json.dumps([m.message_sequence_number for m in messages]),
               flush=True)
         time.sleep(LIMIT)  # killed before this ends

@@ -42,6 +42,9 @@ def test_every_case_moved_every_message(report):
     assert scraped["met"] == (scraped["ratio_unscraped"] >= 0.95)
     assert [(c["workers"], c["handled"]) for c in report["workers"]] == [
         (1, 16), (4, 16), (8, 16)]
+    # the writers' shape: a SEND of a reply inside each transaction
+    assert [(c["workers"], c["handled"], c["reply"]) for c in report["workers_writing"]
+            ] == [(1, 16, True), (4, 16, True), (8, 16, True)]
     for name in ("embedded", "one_client", "clients"):
         r = report[name]
         assert r["per_s"] > 0 and r["seconds"] > 0, name

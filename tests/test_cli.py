@@ -259,6 +259,8 @@ def test_bench_messaging_quick_smoke():
         assert case["activation_max_ms"] >= case["activation_p50_ms"] > 0
     assert [c["workers"] for c in report["workers"]] == [1, 4, 8]
     assert all(c["handled"] == 16 and c["handled_per_s"] > 0 for c in report["workers"])
+    assert [(c["workers"], c["handled"], c["reply"]) for c in report["workers_writing"]
+            ] == [(1, 16, True), (4, 16, True), (8, 16, True)]
     assert [(c["workers"], c["handled"]) for c in report["workers_activation"]] == [
         (1, 16), (4, 16)]
     # activation by a T-SQL procedure against a Python callable of the same shape (C8)

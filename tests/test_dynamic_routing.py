@@ -111,6 +111,21 @@ def test_many_waiting_conversations_make_one_request_and_the_answer_delivers_the
     assert count(inst, "SELECT count(*) FROM sys.broker_events") == 0
 
 
+def test_c7_a_send_kept_in_a_transaction_asks_for_its_route_in_that_transaction(inst):
+    """A SEND inside a transaction is applied at its commit (C7): the route request it
+    causes is begun in the same transaction, not as a second one waiting for the first's
+    write transaction (which would end in error 1222 after the lock wait)."""
+    a, _b, c, service = build(inst, {"Missing": "LOCAL"})
+    conv = a.begin_dialog("Init", "Missing")
+    with a.transaction():
+        assert conv.send("kept") == 0
+        assert requests_queued(inst) == 0  # nothing applied before the commit
+    assert requests_queued(inst) == 1
+    assert waiting(inst, "Missing") == 1
+    service(c)
+    assert delivered(inst, "Missing") == 1
+
+
 def test_a_second_missing_service_gets_its_own_request(inst):
     a, _b, c, service = build(inst, {"Missing": "LOCAL", "Other": "LOCAL"})
     begin(a, "Missing", 3)

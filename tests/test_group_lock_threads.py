@@ -198,9 +198,10 @@ def test_c7_a_rollback_returns_its_messages_in_order_while_another_commits(broke
 
 
 def test_c7_no_group_is_ever_given_to_two_transactions(broker):
-    """Four threads receive, send on and end nothing but their own groups' messages, and
+    """Four threads receive their own groups' messages and send a reply on them, and
     commit or roll back at random: each message is received and committed exactly once,
-    and no group is held by two transactions at any moment."""
+    each committed reply arrives once, and no group is held by two transactions at any
+    moment."""
     convs = [broker.a.begin_dialog("SA", "SB") for _ in range(6)]
     sent = []
     for k in range(8):
@@ -227,6 +228,9 @@ def test_c7_no_group_is_ever_given_to_two_transactions(broker):
                         if owner.setdefault(group, n) != n:
                             clashes.append(group)
                     got = [m.text for m in messages]
+                    # a write in the group it holds: its reply, kept until it commits
+                    broker.b.conversation(messages[0].conversation_handle).send(
+                        "re:" + ",".join(got))
                     with guard:
                         del owner[group]
                     if undo:
@@ -243,6 +247,11 @@ def test_c7_no_group_is_ever_given_to_two_transactions(broker):
         thread.join(4 * BOUND)
     assert not clashes
     assert sorted(committed) == sorted(sent)
+    # each committed handling's reply once, none of a rolled-back one
+    replies: list[str] = []
+    for _ in range(len(convs) + 1):  # a RECEIVE returns one group's messages
+        replies += [m.text[3:] for m in broker.a.receive("QA", max_messages=1000)]
+    assert sorted(t for r in replies for t in r.split(",")) == sorted(sent)
 
 
 def wait_until(condition, what: str = "the condition") -> None:

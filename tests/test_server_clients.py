@@ -202,14 +202,22 @@ def test_a_client_killed_inside_a_transaction_puts_what_it_received_back(served)
             locks = "SELECT queue_name FROM sys.dm_broker_conversation_group_locks"
             assert inst.sql(locks).fetchall() == [("ReceiverQueue",)]
             assert db.receive("ReceiverQueue", max_messages=100) == []
+            # its SEND holds no instance-wide lock: a bystander's BEGIN DIALOG + SEND
+            # commits meanwhile, and the uncommitted reply is nowhere to be read
+            with db.transaction():
+                db.begin_dialog("Sender", "Receiver").send("bystander")
+            assert db.receive("SenderQueue", max_messages=100) == []
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait(timeout=30)
         finally:
             _kill(holder)
-        back = drain(db, 10)
+        back = drain(db, 11)
         assert inst.sql(locks).fetchall() == []  # the killed client's group is free
-        assert [m.text for m in back] == [f"m{i}" for i in range(10)]
-        assert [m.message_sequence_number for m in back] == list(range(10))
+        mine = [m for m in back if m.text != "bystander"]
+        assert [m.text for m in mine] == [f"m{i}" for i in range(10)]
+        assert [m.message_sequence_number for m in mine] == list(range(10))
+        assert len(back) == 11  # and the bystander's message
+        assert db.receive("SenderQueue", max_messages=100) == []  # the reply never was
         conv.send("after")  # the lock is free
         assert [m.text for m in drain(db, 1)] == ["after"]
 

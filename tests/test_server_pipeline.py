@@ -151,13 +151,17 @@ def test_a_failed_send_raises_the_embedded_error_and_commits_nothing(tmp_path_fa
                 after(database)
 
         twin_error = outcome(lambda: run(twin_convs, twin_inst.database("A"), lambda d: 0))
-        # what the embedded twin raised at the SEND, the client raises (at the next call
-        # that waits, here the routes() after the SENDs) with the same class and message
+        # what the embedded twin raised at the SEND, the client raises (a pipelined one at
+        # the next call that waits, here the routes() after the SENDs) with the same class
+        # and message
         seen = []
         client_error = outcome(lambda: run(served.convs, db, lambda d: seen.append(
             outcome(d.routes))))
         assert twin_error is not None and client_error == twin_error
-        assert seen == [twin_error]
+        # the first SEND on each other conversation in the transaction is not pipelined
+        # (its number holds only once its group is taken): a failure among the first
+        # round is raised by the first of those at or after it; the rest are pipelined
+        assert seen == ([] if failing < CONVERSATIONS else [twin_error])
         # nothing of it was committed: only the first transaction's messages, and the
         # next SEND of each conversation gets the number after them
         assert len(drain(served.owner.database("A"))) == CONVERSATIONS

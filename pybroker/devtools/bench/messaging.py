@@ -27,8 +27,10 @@ bodies, the initiator service in one database and the target service in another:
   reader it activates (p50 and max of 10);
 - workers (C7, pybroker/devtools/bench/workers.py): 1, 4 and 8 threads each receiving one
   message per transaction and processing it for 50 ms before COMMIT, over 40
-  conversations; messages/s and the speed-up over one worker; and the same shape with an
-  activated queue's readers as the workers (MAX_QUEUE_READERS 4 against 1, target 3.5x);
+  conversations; messages/s and the speed-up over one worker; the same with a SEND of a
+  reply inside each transaction before its processing (the writers' shape); and the
+  same shape with an activated queue's readers as the workers (MAX_QUEUE_READERS 4
+  against 1, target 3.5x);
 - bystander (C7, pybroker/devtools/bench/bystander.py): while one transaction holds its
   group after RECEIVE, BEGIN DIALOG + SEND to another queue, a transaction each: p50 and
   p99 (target p99 <= 50 ms);
@@ -106,6 +108,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
             floor_drain.append(_floor_drain(inst, sizes, body))
     activated = [activation.run_case(sizes, body, readers) for readers in (1, 4)]
     side_by_side = workers.run(sizes)
+    side_by_side_writers = workers.run(sizes, reply=True)
     side_by_side_activated = workers.run_activation(sizes)
     beside = bystander.run(int(sizes["bystander_sends"])) if sizes["bystander_sends"] else None
     by_tsql = (tsql_activation.run(sizes, body) if sizes["tsql_activation_messages"]
@@ -126,6 +129,7 @@ def run(*, repeat: int = 5, quick: bool = False, sizes: dict[str, int] | None = 
         "idle_conversations": idled,
         "activation": activated,
         "workers": side_by_side,
+        "workers_writing": side_by_side_writers,
         "workers_activation": side_by_side_activated,
         "bystander": beside,
         "tsql_activation": by_tsql,
@@ -190,6 +194,7 @@ def format_report(report: dict[str, Any]) -> str:
         lines += idle.format_case(report["idle_conversations"])
     lines += [activation.format_case(r) for r in report.get("activation", ())]
     lines += workers.format_cases(report.get("workers", []))
+    lines += workers.format_cases(report.get("workers_writing", []))
     lines += workers.format_activation_cases(report.get("workers_activation", []))
     lines += bystander.format_case(report.get("bystander"))
     lines += tsql_activation.format_case(report.get("tsql_activation"))

@@ -20,7 +20,8 @@ a temp dir, its broker endpoint on a free port of 127.0.0.1); client processes
   on a server that has only its bench clients connected.
 - (d) workers (C7, pybroker/devtools/bench/workers.py): 1, 4 and 8 client connections,
   each in a loop of one transaction that receives one message, processes it for 50 ms and
-  commits, over 40 conversations; messages/s and the speed-up over one worker.
+  commits, over 40 conversations; messages/s and the speed-up over one worker; and the
+  same with a SEND of a reply inside each transaction before its processing.
 - (e) the clients of (a) again while a thread scrapes the server's /metrics at once and
   then every second, as a Prometheus job does (the server always serves --http-port):
   messages/s against (a)'s in the same round, target >= 95 %.
@@ -99,6 +100,8 @@ def run(*, repeat: int = 3, quick: bool = False,
             n = serve_child.names(0)  # slot 0's queue, empty again before (a) uses it
             side_by_side = workers.run_served(served, serve_child.DATABASE, n["initiator"],
                                               n["target"], n["target_queue"], sizes)
+            writing = workers.run_served(served, serve_child.DATABASE, n["initiator"],
+                                         n["target"], n["target_queue"], sizes, reply=True)
             warm = {**sizes, "messages": sizes["sends_per_transaction"]}
             _embedded(local, warm)
             _clients(server, clients, warm)
@@ -129,6 +132,7 @@ def run(*, repeat: int = 3, quick: bool = False,
         "targets": TARGETS,
         "idle": idle,
         "workers": side_by_side,
+        "workers_writing": writing,
     }
     report.update({name: median_of(r) for name, r in runs.items()})
     base = report["embedded"]["per_s"]
@@ -190,6 +194,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"{report['clients_scraped']['ratio_unscraped']:.0%} of the same without "
         f"(target >= {t['ratio_scraped']:.0%}: {verdict(report['clients_scraped']['met'])})",
         *workers.format_cases(report.get("workers", []),
+                              "a client connection each, on the served file"),
+        *workers.format_cases(report.get("workers_writing", []),
                               "a client connection each, on the served file"),
     ])
 

@@ -4,7 +4,9 @@ message, processes it (a sleep of ``processing`` seconds, standing in for the
 application's work) and COMMITs, over ``conversations`` conversations whose messages were
 sent before; messages/s handled, and the speed-up over one worker in the same run.
 Transactions on different groups run side by side, so N workers should approach N times
-one worker while the processing dominates."""
+one worker while the processing dominates. The writers' shape (``reply``) is the same
+with a SEND of a reply on the message's conversation inside each transaction, before its
+processing: a writing transaction's processing holds no instance-wide lock either."""
 
 from __future__ import annotations
 
@@ -24,9 +26,11 @@ WORKERS = (1, 4, 8)
 ACTIVATION_TARGET = 3.5  # MAX_QUEUE_READERS 4 against 1 (issue 45)
 
 
-def run_case(workers: int, sizes: dict[str, Any], body: bytes) -> dict[str, Any]:
+def run_case(workers: int, sizes: dict[str, Any], body: bytes, *,
+             reply: bool = False) -> dict[str, Any]:
     """One run with ``workers`` threads, on an instance of its own; ``sizes``: the bench's,
-    with workers_messages, workers_conversations and workers_processing (seconds)."""
+    with workers_messages, workers_conversations and workers_processing (seconds);
+    ``reply``: the writers' shape (see work)."""
     messages = int(sizes["workers_messages"])
     conversations = int(sizes["workers_conversations"])
     processing = float(sizes["workers_processing"])
@@ -40,15 +44,17 @@ def run_case(workers: int, sizes: dict[str, Any], body: bytes) -> dict[str, Any]
         with initiator.transaction():
             for i in range(messages):
                 convs[i % conversations].send(body)
-        result = work([target] * workers, "TargetQueue", processing)
+        result = work([target] * workers, "TargetQueue", processing, reply=reply)
     return {"workers": workers, **result}
 
 
-def work(dbs: list[Any], queue: str, processing: float) -> dict[str, float]:
+def work(dbs: list[Any], queue: str, processing: float, *,
+         reply: bool = False) -> dict[str, float]:
     """One worker thread per database object of ``dbs`` (the same one embedded, a client
     connection each when served), each in a loop of one transaction that receives one
-    message from ``queue``, waits ``processing`` seconds and commits, until the queue is
-    empty: how many were handled, in how long."""
+    message from ``queue`` (``reply``: and SENDs a reply on its conversation), waits
+    ``processing`` seconds and commits, until the queue is empty: how many were handled,
+    in how long."""
     handled: list[int] = []
     pause = threading.Event()  # never set: its wait is the processing
 
@@ -56,8 +62,11 @@ def work(dbs: list[Any], queue: str, processing: float) -> dict[str, float]:
         count = 0
         while True:
             with db.transaction():
-                if not db.receive(queue, max_messages=1):
+                got = db.receive(queue, max_messages=1)
+                if not got:
                     break
+                if reply:
+                    db.conversation(got[0].conversation_handle).send(b"done")
                 pause.wait(processing)
             count += 1
         handled.append(count)
@@ -74,9 +83,10 @@ def work(dbs: list[Any], queue: str, processing: float) -> dict[str, float]:
 
 
 def run_served(path: Path, database: str, initiator: str, target: str, queue: str,
-               sizes: dict[str, Any]) -> list[dict[str, Any]]:
+               sizes: dict[str, Any], *, reply: bool = False) -> list[dict[str, Any]]:
     """The workers shape through a served instance (``pybroker serve`` holds ``path``):
-    each worker a client connection of its own, in threads of this process."""
+    each worker a client connection of its own, in threads of this process; ``reply``:
+    the writers' shape (see work)."""
     body = os.urandom(256)
     messages = int(sizes["workers_messages"])
     conversations = int(sizes["workers_conversations"])
@@ -92,13 +102,14 @@ def run_served(path: Path, database: str, initiator: str, target: str, queue: st
             dbs = [stack.enter_context(pybroker.connect(path)).database(database)
                    for _ in range(workers)]
             cases.append({"workers": workers, **work(
-                dbs, queue, float(sizes["workers_processing"]))})
-    return _speedups(cases, sizes)
+                dbs, queue, float(sizes["workers_processing"]), reply=reply)})
+    return _speedups(cases, sizes, reply=reply)
 
 
-def run(sizes: dict[str, Any]) -> list[dict[str, Any]]:
+def run(sizes: dict[str, Any], *, reply: bool = False) -> list[dict[str, Any]]:
     body = os.urandom(256)
-    return _speedups([run_case(n, sizes, body) for n in WORKERS], sizes)
+    return _speedups([run_case(n, sizes, body, reply=reply) for n in WORKERS], sizes,
+                     reply=reply)
 
 
 # -- the activation case: readers of an activated queue as the workers -------------------
@@ -180,9 +191,11 @@ def run_activation(sizes: dict[str, Any]) -> list[dict[str, Any]]:
     return _speedups([run_activation_case(n, sizes, body) for n in READERS], sizes)
 
 
-def _speedups(cases: list[dict[str, Any]], sizes: dict[str, Any]) -> list[dict[str, Any]]:
+def _speedups(cases: list[dict[str, Any]], sizes: dict[str, Any], *,
+              reply: bool = False) -> list[dict[str, Any]]:
     one = cases[0]["handled_per_s"] or 1.0
     for case in cases:
+        case["reply"] = reply
         case["speedup"] = case["handled_per_s"] / one
         case["messages"] = int(sizes["workers_messages"])
         case["conversations"] = int(sizes["workers_conversations"])
@@ -195,7 +208,9 @@ def format_cases(cases: list[dict[str, Any]], how: str = "threads of one process
     if not cases:
         return []
     c = cases[0]
-    lines = [f"workers (C7): each RECEIVE of one message, {c['processing'] * 1000:.0f} ms of "
+    verb = "RECEIVE of one message and SEND of a reply" if c.get("reply") else (
+        "RECEIVE of one message")
+    lines = [f"workers (C7): each {verb}, {c['processing'] * 1000:.0f} ms of "
              f"processing, COMMIT; {c['messages']} messages over {c['conversations']} "
              f"conversations, {how}"]
     lines += [f"    {case['workers']} worker{'s' if case['workers'] > 1 else ''}: "

@@ -16,22 +16,33 @@ CONVERSATION TIMER and MOVE CONVERSATION the conversation's, BEGIN DIALOG its ne
 related group, RECEIVE and GET CONVERSATION GROUP the group they take) until its
 transaction ends; a RECEIVE skips groups other transactions hold, a RECEIVE ... WHERE on
 one waits for it. One DuckDB connection serves the instance, and a unit of work that
-writes into it holds it (the WRITER of the lock table, then the store's lock) from its
-first change to its end: those units of work run one at a time. A transaction that has
-only received (RECEIVE, GET CONVERSATION GROUP: the worker's RECEIVE, processing, COMMIT)
-holds no store at all until its commit, which takes it for the short flush: such
-transactions run side by side, with each other and with the one that writes. Its RECEIVE
-reads the queue on a connection of its own (Store.read_apart: what was last committed),
-leaves out what other open transactions received (``in_flight``), and takes its
-messages in memory; what a transaction delivers joins the read-ahead only when it
-commits (UnitOfWork.deliveries). A transaction that must write into the file mid-way
-(a catalog write joining it, large bodies staged as pieces, a RECEIVE after its own SEND
-into the queue) becomes the writer from then until it ends. Arrivals from the wire and the
-worker's retries and timers lock no group: their changes are the writer's, serialized
-with every other change, and what they deliver is seen when they commit. The writer
-waiting for a group whose holder then commits (which needs the writer's place for its
-flush) is a deadlock the lock table finds: the writer is its victim (1205), never the
-commit. Only one process can open the file.
+writes into it holds it (the WRITER of the lock table, then the store's lock, as the unit
+of work's ``activate``); WRITER is all that is serialized. A transaction that has only
+received and sent (the worker's RECEIVE, reply, processing, COMMIT) holds no store until
+its commit, which takes it for the short flush: such transactions run side by side, with
+each other and with the one that holds WRITER. Its RECEIVE reads the queue on a connection
+of its own (Store.read_apart: what was last committed), leaves out what other open
+transactions received (``in_flight``), and takes its messages in memory; what a
+transaction delivers joins the read-ahead only when it commits (UnitOfWork.deliveries).
+Its SEND is kept (``_keep_send``): the conversation's group locked, checked against the
+endpoint as last committed (the cached one, which only the WRITER's holder changes, in
+place: an endpoint that holder touched is not read, the SEND then waits for WRITER as
+before), its sequence number given, nothing shared changed, so no other transaction reads
+it; the commit applies the kept SENDs in order as the writer sends (``apply_sends``) and
+writes them with the rest. A conflict is optimistic: when the endpoint changed meanwhile
+so that the SEND no longer holds (the far side ended the conversation, a lifetime
+expired), the commit rolls the whole transaction back with WriteConflictError (3960).
+Transactions on different conversations never conflict: a SEND's own group, held, keeps
+every other verb of the lock table off its endpoint, and only the far side's messages and
+the worker's timers reach it otherwise. A transaction that makes another change (BEGIN
+DIALOG, END, a timer, MOVE, a catalog write joining it, large bodies staged as pieces, a
+RECEIVE after its own SEND, a read of a conversation it sent on, a SEND on an endpoint not
+in memory) becomes the writer from then until it ends, its kept SENDs applied first.
+Arrivals from the wire and the worker's retries and timers lock no group: their changes
+are the writer's, serialized with every other change, and what they deliver is seen when
+they commit. The writer waiting for a group whose holder then commits (which needs the
+writer's place for its flush) is a deadlock the lock table finds: the writer is its victim
+(1205), never the commit. Only one process can open the file.
 
 ``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG, SEND and
 MOVE CONVERSATION, and composes the services that do the rest, each given what it needs:
@@ -74,6 +85,7 @@ from pybroker.errors import (
     InvalidArgumentError,
     MessageValidationError,
     NotFoundError,
+    WriteConflictError,
 )
 from pybroker.kernel.messaging import transmission_pieces
 from pybroker.kernel.messaging.catalog import DatabaseCatalog
@@ -148,6 +160,7 @@ class Messaging:
         self.group_locks = GroupLocking(clock, lambda: self.closing)
         self.in_flight: set[int] = set()
         self.read_ahead_lock = threading.RLock()
+        self.writer: UnitOfWork | None = None  # the unit of work that holds WRITER now
         self._local = threading.local()
         self._poison = _PoisonCount()
         # notified by each commit that delivers: a waiting RECEIVE looks again
@@ -208,6 +221,7 @@ class Messaging:
         self._local.uow = uow
         try:
             yield uow
+            uow.apply_kept()
         except BaseException as exc:
             self._local.uow = None
             uow.rollback(exc)
@@ -341,6 +355,9 @@ class Messaging:
             self.run_pending(retry_all=True)
 
     def endpoint(self, handle: str, database_id: int | None = None) -> ConversationEndpoint:
+        uow = self.current()
+        if uow is not None and not uow.locked and handle in uow.next_sequences:
+            uow.activate()  # this transaction kept SENDs on it: what it reads has them
         ep = self.endpoints.get(handle)
         if ep is None:
             if not isinstance(handle, str):
@@ -512,45 +529,169 @@ class Messaging:
     def send(self, database_id: int, handle: str, body: Any, message_type: str) -> int:
         body = _as_bytes(body)
         with self.unit_of_work() as uow:
+            if not uow.locked and self.tracing is None:
+                seq = self._keep_send(uow, database_id, handle, body, message_type)
+                if seq is not None:
+                    return seq
             uow.activate()
-            ep = self.endpoint(handle, database_id)
-            uow.lock_group(database_id, ep.conversation_group_id)  # C7
-            t = TRANSITIONS.get((ep.role, ep.state, "send"))
-            if t is None:
-                transition(ep.role, ep.state, "send")  # raises, naming the state
-            validation = self._permission(ep, message_type)
+            return self._send_now(uow, database_id, handle, body, message_type, None)
+
+    def _keep_send(self, uow: UnitOfWork, database_id: int, handle: str, body: bytes,
+                   message_type: str) -> int | None:
+        """A SEND of a unit of work that holds no store, kept until it does (its commit,
+        or a verb that needs the store: UnitOfWork.activate applies it): its group locked,
+        checked against the conversation as last committed, its sequence number given.
+        None when it cannot be kept so: the caller sends it as the writer does (so any
+        error is said of the conversation as committed, never of another transaction's
+        change in progress)."""
+        ep = self.endpoints.get(handle)
+        if ep is None or ep.database_id != database_id:
+            return None  # to be read from the file: as the writer
+        group = ep.conversation_group_id
+        uow.lock_group(database_id, group)  # C7
+        writer = self.writer
+        if ep.conversation_group_id != group or (
+                writer is not None and handle in writer.touched):
+            return None  # the writer is changing it: its change is not to be read here
+        if ep.permissions is None or ep.epoch != self.catalogs.version:
+            self.delivery.refresh_cached(ep)  # what it caches of the catalog, no state
+        kept = uow.next_sequences.get(handle)
+        seq, state = (ep.send_sequence, ep.state) if kept is None else kept
+        t = TRANSITIONS.get((ep.role, state, "send"))
+        validation = ep.permissions.get(message_type)
+        if t is None or validation is None:
+            return None  # the writer's way says why
+        self._validate(body, validation, message_type)
+        uow.next_sequences[handle] = (seq + 1, t.state)
+        uow.sends.append((ep, body, message_type, seq, state, t.state, validation))
+        if uow.first_send is None:
+            uow.first_send = time.monotonic()
+        return seq
+
+    def apply_sends(self, uow: UnitOfWork) -> None:
+        """``uow`` holds the store now: the SENDs it kept are sent, in order, each with the
+        sequence number it was given (WriteConflictError when another transaction changed
+        the conversation meanwhile so that it is not). A SEND whose conversation is as it
+        was when the SEND was kept (the same endpoint cached, its next sequence number and
+        state, the catalog it was checked against) is not checked again: only sent."""
+        sends, uow.sends = uow.sends, []
+        uow.next_sequences.clear()
+        endpoints = self.endpoints
+        version = self.catalogs.version
+        dispatch = self.delivery.dispatch
+        touch = uow.touch
+        for ep, body, message_type, seq, before, after, validation in sends:
+            handle = ep.conversation_handle
+            if (endpoints.get(handle) is ep and ep.send_sequence == seq
+                    and ep.state == before and ep.epoch == version):
+                ep.send_sequence = seq + 1
+                ep.state = after
+                touch(ep)
+                dispatch(uow, ep, [(seq, message_type, validation, body, False, False)])
+                continue
+            try:
+                sent = self._send_now(uow, ep.database_id, handle, body, message_type,
+                                      validation)
+            except ConversationError as exc:
+                raise WriteConflictError(
+                    f"the transaction was rolled back: its SEND of message {seq} on "
+                    f"conversation {handle} no longer holds at commit, because another "
+                    f"transaction changed the conversation meanwhile ({exc}); run the "
+                    "transaction again") from exc
+            if sent != seq:
+                raise WriteConflictError(
+                    f"the transaction was rolled back: its SEND on conversation {handle} "
+                    f"was given sequence number {seq}, but another transaction changed "
+                    f"the conversation meanwhile (it is {sent} at commit); run the "
+                    "transaction again")
+
+    def _send_now(self, uow: UnitOfWork, database_id: int, handle: str, body: bytes,
+                  message_type: str, validated: str | None) -> int:
+        """SEND as the writer (``uow`` holds the store); ``validated``: the validation the
+        body already passed (when it is still the message type's, not checked again)."""
+        ep = self.endpoint(handle, database_id)
+        uow.lock_group(database_id, ep.conversation_group_id)  # C7
+        t = TRANSITIONS.get((ep.role, ep.state, "send"))
+        if t is None:
+            transition(ep.role, ep.state, "send")  # raises, naming the state
+        validation = self._permission(ep, message_type)
+        if validation != validated:
             self._validate(body, validation, message_type)
-            seq = ep.send_sequence
-            ep.send_sequence = seq + 1
-            ep.state = t.state
-            uow.touch(ep)
-            message = (seq, message_type, validation, body, False, False)
-            tracing = self.tracing
-            if tracing is None:
-                self.delivery.dispatch(uow, ep, [message])
-            else:
-                tracing.send(uow, ep, seq, message_type, len(body),
-                             lambda: self.delivery.dispatch(uow, ep, [message]))
+        seq = ep.send_sequence
+        ep.send_sequence = seq + 1
+        ep.state = t.state
+        uow.touch(ep)
+        message = (seq, message_type, validation, body, False, False)
+        tracing = self.tracing
+        if tracing is None:
+            self.delivery.dispatch(uow, ep, [message])
+        else:
+            tracing.send(uow, ep, seq, message_type, len(body),
+                         lambda: self.delivery.dispatch(uow, ep, [message]))
         return seq
 
     def next_send_sequences(self, database_id: int, handles: list[str]) -> list[int | None]:
         """The sequence number the next SEND on each conversation gets (P3.1), or None
         where a SEND would fail for the conversation itself (unknown, another database's,
-        or in a state that may not send). Inside a transaction, after this takes the lock
-        as a SEND does, the numbers hold until it ends for every SEND that succeeds; a
-        client of a served instance pipelines its SENDs with them."""
+        or in a state that may not send), or where the number would not hold: inside a
+        transaction, this locks the first conversation's group as its SEND would, and
+        gives the others' numbers only where this transaction holds their groups already
+        (it takes no group it was not asked to act on), so the numbers hold until it ends
+        for every SEND that succeeds; a client of a served instance pipelines its SENDs
+        with them."""
         with self.unit_of_work() as uow:
-            uow.activate()
-            found: list[int | None] = []
-            for handle in handles:
-                try:
-                    ep = self.endpoint(handle, database_id)
-                except BrokerError:
-                    found.append(None)
-                    continue
-                sends = (ep.role, ep.state, "send") in TRANSITIONS
-                found.append(ep.send_sequence if sends else None)
+            found = None
+            if not uow.locked:
+                found = self._kept_sequences(uow, database_id, handles)
+            if found is None:
+                uow.activate()
+                found = [self._writer_sequence(uow, database_id, handle, i == 0)
+                         for i, handle in enumerate(handles)]
             return found
+
+    def _writer_sequence(self, uow: UnitOfWork, database_id: int, handle: str,
+                         first: bool) -> int | None:
+        try:
+            ep = self.endpoint(handle, database_id)
+        except BrokerError:
+            return None
+        key = (database_id, ep.conversation_group_id)
+        if first:
+            uow.lock_group(*key)
+        elif not self.group_locks.holds(uow.transaction_id, key):
+            return None
+        return ep.send_sequence if (ep.role, ep.state, "send") in TRANSITIONS else None
+
+    def _kept_sequences(self, uow: UnitOfWork, database_id: int,
+                        handles: list[str]) -> list[int | None] | None:
+        """next_send_sequences of a unit of work that holds no store (its SENDs are kept,
+        see _keep_send); None when the first must be read as the writer."""
+        found: list[int | None] = []
+        writer = self.writer
+        locks = self.group_locks
+        for i, handle in enumerate(handles):
+            ep = self.endpoints.get(handle)
+            if ep is None or ep.database_id != database_id:
+                if i == 0:
+                    return None
+                found.append(None)
+                continue
+            group = ep.conversation_group_id
+            if i == 0:
+                uow.lock_group(database_id, group)  # C7: as its SEND would
+            elif not locks.holds(uow.transaction_id, (database_id, group)):
+                found.append(None)  # another may SEND on it before this one does
+                continue
+            if ep.conversation_group_id != group or (
+                    writer is not None and handle in writer.touched):
+                if i == 0:
+                    return None
+                found.append(None)
+                continue
+            kept = uow.next_sequences.get(handle)
+            seq, state = (ep.send_sequence, ep.state) if kept is None else kept
+            found.append(seq if (ep.role, state, "send") in TRANSITIONS else None)
+        return found
 
     def _permission(self, ep: ConversationEndpoint, message_type: str) -> str:
         """The validation of ``message_type`` if this side may send it (else raise)."""

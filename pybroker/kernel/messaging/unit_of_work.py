@@ -5,10 +5,15 @@ string (columns.py); engine.py describes the design.
 A unit of work is a transaction of the instance's conversation group locks (SPEC C7,
 group_locking.py): it holds the groups it acted on until it ends. It holds the store (the
 one DuckDB connection and its write transaction: the lock table's WRITER, then the
-store's lock) only from ``activate`` on, which every verb that changes something calls;
-RECEIVE and GET CONVERSATION GROUP inside a transaction that has changed nothing yet
-take their messages in memory without it (receive.py), so such transactions run side by
-side, and their commit takes the store for its short flush."""
+store's lock) only from ``activate`` on. RECEIVE and GET CONVERSATION GROUP inside a
+transaction that has changed nothing yet take their messages in memory without it
+(receive.py), and a SEND is kept as what to send (``sends``: checked against the
+conversation as last committed, its sequence number given, nothing shared changed) while
+the unit of work holds no store; such transactions run side by side, and their commit
+takes the store for its short flush: ``activate`` first applies the SENDs kept, in order,
+as the engine sends (Messaging.apply_sends). Every other verb that changes something
+activates at once, and so does a read of a conversation this transaction sent on (it
+sees its own SENDs)."""
 
 from __future__ import annotations
 
@@ -59,7 +64,12 @@ class _Engine(Protocol):
     in_flight: set[int]
     arrival: threading.Condition  # a waiting RECEIVE looks again when notified
 
+    # the unit of work that holds WRITER now (what it touched may be uncommitted)
+    writer: UnitOfWork | None
+
     def after_commit(self, uow: UnitOfWork) -> None: ...
+
+    def apply_sends(self, uow: UnitOfWork) -> None: ...
 
     def after_rollback(self, uow: UnitOfWork) -> None: ...
 
@@ -119,6 +129,15 @@ class UnitOfWork:
         self.read_ahead_stale: set[tuple[int, str]] = set()  # dropped when this commits
         self.read_ahead_forgotten = False  # ... every queue's (forget_read_ahead)
         self.committing = False
+        self.groups: set[tuple[int, str]] = set()  # the groups this holds (lock_group)
+        # SENDs kept until this unit of work holds the store (engine.py: Messaging.send):
+        # (endpoint, body, message type, sequence number, state before and after, the
+        # validation checked), and by conversation handle the next sequence number and
+        # state they leave
+        self.sends: list[tuple[Any, bytes, str, int, str, str, str]] = []
+        self.next_sequences: dict[str, tuple[int, str]] = {}
+        # what ends this transaction at commit: applying its SENDs failed half-way
+        self.doomed: BrokerError | None = None
         self._tx: Any = None
 
     def activate(self) -> None:
@@ -128,6 +147,18 @@ class UnitOfWork:
             self.m.group_locks.acquire(self.transaction_id, WRITER, committing=self.committing)
             self.m.store.lock.acquire()
             self.locked = True
+            self.m.writer = self
+            if self.sends:
+                self._apply_sends()
+
+    def _apply_sends(self) -> None:
+        """The SENDs kept are sent now (the store is this unit of work's). A failure dooms
+        the transaction: some may have been applied, so its commit rolls it all back."""
+        try:
+            self.m.apply_sends(self)
+        except BrokerError as exc:
+            self.doomed = exc
+            raise
 
     def try_activate(self) -> bool:
         """activate(), unless another transaction holds the store now: then False, and
@@ -140,13 +171,20 @@ class UnitOfWork:
             self.m.group_locks.release(self.transaction_id, WRITER)  # its groups stay held
             return False
         self.locked = True
+        self.m.writer = self
+        if self.sends:
+            self._apply_sends()
         return True
 
     def lock_group(self, database_id: int, group: str, deadline: float | None = None) -> None:
         """C7: this transaction holds the conversation group until it ends (waiting for
         another that holds it, until ``deadline``: time.monotonic(), None: the default)."""
-        self.m.group_locks.acquire(self.transaction_id, (database_id, group), deadline,
+        key = (database_id, group)
+        if key in self.groups:
+            return  # held already: it stays this transaction's until it ends
+        self.m.group_locks.acquire(self.transaction_id, key, deadline,
                                    committing=self.committing)
+        self.groups.add(key)
 
     def hold(self, orders: Iterable[int]) -> None:
         """Received messages: no other transaction is given them until this one ends (the
@@ -158,8 +196,9 @@ class UnitOfWork:
     @property
     def has_changes(self) -> bool:
         """Whether this unit of work has changed anything but what it received."""
-        return bool(self.locked or self.new or self.dirty or self.queue_rows or self.tx_rows
-                    or self.inbound_rows or self.outbound or self.queues_written)
+        return bool(self.locked or self.sends or self.new or self.dirty or self.queue_rows
+                    or self.tx_rows or self.inbound_rows or self.outbound
+                    or self.queues_written)
 
     def ensure_tx(self) -> None:
         self.activate()
@@ -355,9 +394,22 @@ class UnitOfWork:
         many went for the table ``count_template`` counts (Store.pieces_deleted)."""
         self.m.store.pieces_deleted(count_template, self.sql(template, params))
 
+    def apply_kept(self) -> None:
+        """Apply the SENDs kept, as the commit's first step, while this is still its
+        thread's unit of work: applying one may act in it again (a SEND to a service with no
+        route begins a route request's dialog, R8), which must join this transaction, not
+        wait for its WRITER as another."""
+        if self.sends:
+            self.committing = True
+            self.activate()
+
     def commit(self) -> None:
         self.committing = True
         try:
+            if self.doomed is not None:
+                raise self.doomed
+            if self.sends:
+                self.activate()  # applies them
             self.flush()
             # one lock with the reads of the queues (receive.py): a read sees this commit
             # and what it delivered whole, or neither
@@ -376,6 +428,7 @@ class UnitOfWork:
         self.m.after_commit(self)
 
     def rollback(self, exc: BaseException) -> None:
+        self.sends.clear()  # kept, never applied: nothing of them to undo
         try:
             if self._tx is not None:
                 tx, self._tx = self._tx, None
@@ -397,6 +450,8 @@ class UnitOfWork:
     def _release(self) -> None:
         if self.locked:
             self.locked = False
+            if self.m.writer is self:
+                self.m.writer = None
             self.m.store.lock.release()
         if self.m.group_locks.release_all(self.transaction_id):
             with self.m.arrival:  # a RECEIVE that skipped or waited for a group looks again
