@@ -117,30 +117,48 @@ def test_a_waiting_filtered_receive_ends_with_instance_closed(tmp_path, verb):
         "was received")
 
 
-def test_close_waits_for_a_transaction_in_flight_and_it_commits(tmp_path):
+@pytest.mark.parametrize("shape", ["send", "receive", "two_sends"])
+def test_close_waits_for_transactions_in_flight_and_they_commit(tmp_path, shape):
+    # a transaction holding only its groups (a SEND kept for its commit, a RECEIVE) holds
+    # no store: close() still waits for it, and for two of them, which commit one by one
     path = tmp_path / "i.duckdb"
-    inst, a, _ = make(path)
-    conv = a.begin_dialog("SA", "SB")
-    sent, go_on = threading.Event(), threading.Event()
+    inst, a, b = make(path)
+    convs = [a.begin_dialog("SA", "SB") for _ in range(2)]
+    if shape == "receive":
+        convs[0].send(b"queued")
+    go_on = threading.Event()
+    ready = [threading.Event() for _ in range(2)]
+    got: list = []
 
-    def transaction() -> None:
-        with a.transaction():
-            conv.send(b"in flight")
-            sent.set()
+    def transaction(n: int) -> None:
+        with (b if shape == "receive" else a).transaction():
+            if shape == "receive":
+                got.extend(b.receive("QB"))
+            else:
+                convs[n].send(b"in flight %d" % n)
+            ready[n].set()
             go_on.wait(BOUND)
 
-    outcome, closed = Outcome(), Outcome()
-    worker = in_thread(transaction, outcome)
-    assert sent.wait(BOUND)
+    count = 2 if shape == "two_sends" else 1
+    outcomes = [Outcome() for _ in range(count)]
+    workers = [in_thread(lambda n=n: transaction(n), outcomes[n]) for n in range(count)]
+    assert all(ready[n].wait(BOUND) for n in range(count))
+    closed = Outcome()
     closer = in_thread(lambda: inst.close(timeout=BOUND), closed)
     wait_until(lambda: inst.kernel.closed, "close() to begin")
-    assert closer.is_alive()  # it waits for the transaction
+    closer.join(0.5)  # a close that did not wait would be over by now
+    assert closer.is_alive()  # it waits for the transactions
     go_on.set()
-    worker.join(BOUND)
-    closer.join(BOUND)
-    assert not worker.is_alive() and not closer.is_alive()
-    assert (outcome.error, closed.error) == (None, None)
-    assert queue_rows(path) == [("B", "QB", 1, b"in flight")]
+    for worker in [*workers, closer]:
+        worker.join(BOUND)
+        assert not worker.is_alive()
+    assert [o.error for o in outcomes] + [closed.error] == [None] * (count + 1)
+    if shape == "receive":
+        assert [m.message_body for m in got] == [b"queued"]
+        assert queue_rows(path) == []
+    else:
+        assert sorted(queue_rows(path)) == [
+            ("B", "QB", 1, b"in flight %d" % n) for n in range(count)]
 
 
 def test_close_rolls_back_a_transaction_past_its_bound_and_nothing_is_lost(tmp_path):

@@ -160,7 +160,8 @@ class Kernel:
         if self.closed:
             return
         self.closed = True
-        self.store.closing(time.monotonic() + timeout)
+        deadline = time.monotonic() + timeout
+        self.store.closing(deadline)
         self.messaging.begin_close()
         if self.activation is not None:
             self.stop_activation()
@@ -169,7 +170,7 @@ class Kernel:
         if self.worker is not None:
             self.worker.stop()
         self.live.clear()  # what this process held is gone with it
-        self.messaging.close()
+        self.messaging.close(deadline)
 
     def stop_activation(self) -> int:
         """Stop activation; how many readers were abandoned still running (0: none ran)."""

@@ -312,10 +312,15 @@ class Messaging:
         with self.arrival:
             self.arrival.notify_all()
 
-    def close(self) -> None:
-        """No new unit of work from now (InstanceClosedError); the file closes after the
-        one in flight, or cuts it off at close's deadline (Store.close)."""
+    def close(self, deadline: float) -> None:
+        """No new unit of work from now (InstanceClosedError); the file closes once the
+        units of work in flight end (a transaction holding only its groups and kept SENDs
+        holds no store, so the store's lock alone would not wait for it), or cuts them off
+        at ``deadline`` (time.monotonic(); Store.close)."""
         self._closed = True
+        own = self.current()
+        self.group_locks.wait_ended(deadline, but=None if own is None else own.transaction_id)
+        self.group_locks.cut_off()
         self.store.close()
 
     # -- catalog -------------------------------------------------------------------------

@@ -46,7 +46,8 @@ class Transaction:
 class GroupLocking:
     """The lock table of one instance and its waiters. ``clock``: epoch seconds (the
     instance's, for the DMVs' times); ``closing``: whether the instance is closing (a
-    waiter then gives up with InstanceClosedError)."""
+    waiting verb then gives up with InstanceClosedError; a waiting commit goes on until
+    cut_off)."""
 
     def __init__(self, clock: Callable[[], float], closing: Callable[[], bool]) -> None:
         self._clock = clock
@@ -55,6 +56,7 @@ class GroupLocking:
         self._changed = threading.Condition(threading.Lock())
         self._numbers = itertools.count(1)
         self._transactions: dict[int, Transaction] = {}
+        self._cut_off = False  # close's deadline passed: every waiter gives up (cut_off)
 
     def begin(self) -> int:
         """A new transaction's number (larger than every earlier one's)."""
@@ -89,9 +91,11 @@ class GroupLocking:
                 if victim is not None:
                     self._changed.notify_all()  # the victim's waiter gives up
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._closing():
+                # closing: a verb that waits gives up, a commit waits on (close() lets the
+                # transactions in flight commit) until close's deadline cuts them off
+                if remaining <= 0 or self._gives_up(committing):
                     table.stop_waiting(holder)
-                    if self._closing():
+                    if self._gives_up(committing):
                         raise InstanceClosedError()
                     raise LockTimeoutError(_timeout_text(key))
                 self._changed.wait(min(remaining, LOOK_EVERY))
@@ -116,9 +120,30 @@ class GroupLocking:
         with self._changed:
             released = self._table.release_all(holder)
             self._transactions.pop(holder, None)
-            if released:
-                self._changed.notify_all()
+            self._changed.notify_all()  # its waiters, and a close() waiting for it to end
             return bool(released)
+
+    def _gives_up(self, committing: bool) -> bool:
+        return self._cut_off or (not committing and self._closing())
+
+    def cut_off(self) -> None:
+        """Instance.close() waited as long as it may: every waiter, a commit's too, gives
+        up now with InstanceClosedError."""
+        with self._changed:
+            self._cut_off = True
+            self._changed.notify_all()
+
+    def wait_ended(self, deadline: float, but: int | None = None) -> bool:
+        """Wait until every transaction other than ``but`` has ended (committed or rolled
+        back), until ``deadline`` (time.monotonic()) at most: Instance.close() lets the
+        transactions in flight finish. Whether they all did."""
+        with self._changed:
+            while any(number != but for number in self._transactions):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, LOOK_EVERY))
+            return True
 
     def holders(self) -> list[tuple[HeldLock, Transaction | None]]:
         """sys.dm_broker_conversation_group_locks' rows (WRITER among them)."""
