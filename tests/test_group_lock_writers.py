@@ -3,15 +3,17 @@ holds its conversation's group and no instance-wide lock until the transaction c
 only the commit's flush is serialized. What it sent is private to it until then; a
 rollback leaves nothing; a deadlock through the commit's wait for the store has one
 victim; a SEND whose conversation another transaction changed meanwhile ends the
-transaction with WriteConflictError (3960) at commit."""
+transaction with WriteConflictError (3960) at commit. END CONVERSATION and BEGIN
+CONVERSATION TIMER are kept alike: made at commit, seen by the transaction's own reads."""
 
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pybroker.errors import DeadlockVictimError, WriteConflictError
+from pybroker.errors import ConversationStateError, DeadlockVictimError, WriteConflictError
 from tests.conftest_conversations import make_broker
 from tests.test_group_lock_threads import BOUND, in_thread, wait_until
 
@@ -131,7 +133,11 @@ def test_c7_a_writer_waiting_for_a_group_whose_sender_commits_is_the_one_victim(
     """The one sending holds its group and, at commit, waits for the store's write
     transaction; the writer holding it waits for that group: one deadlock, whose victim
     is the writer (1205), never the commit, which goes on."""
-    x, y = broker.a.begin_dialog("SA", "SB"), broker.a.begin_dialog("SA", "SB")
+    x = broker.a.begin_dialog("SA", "SB")
+    endpoints = ("SELECT COUNT(*), COUNT(dialog_timer) FROM sys.conversation_endpoints "
+                 "WHERE is_initiator")
+    before = broker.rows(endpoints)
+    assert before[0][1] == 0
     sent, go = threading.Event(), threading.Event()
 
     def sender() -> None:
@@ -143,7 +149,8 @@ def test_c7_a_writer_waiting_for_a_group_whose_sender_commits_is_the_one_victim(
     def writer() -> None:
         assert sent.wait(BOUND)
         with broker.a.transaction():
-            y.begin_timer(600)  # the store's write transaction is this one's from here
+            # BEGIN DIALOG: the store's write transaction is this one's from here
+            broker.a.begin_dialog("SA", "SB").begin_timer(600)
             x.send("from the writer")  # waits for the sender's group
 
     one, first = in_thread(sender)
@@ -157,8 +164,8 @@ def test_c7_a_writer_waiting_for_a_group_whose_sender_commits_is_the_one_victim(
     assert "error" not in first
     assert isinstance(second.get("error"), DeadlockVictimError)
     assert [m.text for m in broker.b.receive("QB", max_messages=10)] == ["from the sender"]
-    assert broker.rows("SELECT COUNT(*) FROM sys.conversation_endpoints "
-                       "WHERE dialog_timer IS NOT NULL") == [(0,)]
+    # nothing of the victim: its dialog and timer are gone with it
+    assert broker.rows(endpoints) == before
 
 
 def test_c7_a_send_whose_conversation_changed_before_commit_is_a_write_conflict(broker):
@@ -207,3 +214,101 @@ def test_c7_the_next_sequence_numbers_lock_only_the_conversation_asked_for(broke
     assert broker.rows("SELECT COUNT(*) FROM sys.dm_broker_conversation_group_locks") == [
         (0,)]
     assert [m.text for m in broker.b.receive("QB", max_messages=10)] == ["x"]
+
+
+END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
+
+
+class Undo(Exception):
+    """Raised inside a transaction to roll it back."""
+
+
+def endpoint(broker, handle: str) -> tuple:
+    return broker.rows("SELECT state, dialog_timer FROM sys.conversation_endpoints "
+                       f"WHERE conversation_handle = '{handle}'")[0]
+
+
+def requested(broker, *texts: str) -> list:
+    """A conversation into QB with ``texts`` sent on it: its initiator and its target."""
+    conv = broker.a.begin_dialog("SA", "SB")
+    for text in texts:
+        conv.send(text)
+    handle = broker.rows("SELECT conversation_handle FROM sys.conversation_endpoints "
+                         f"WHERE conversation_id = '{conv.conversation_id}' "
+                         "AND NOT is_initiator")[0][0]
+    return [conv, broker.b.conversation(str(handle))]
+
+
+def test_c7_an_end_and_a_timer_in_an_open_transaction_hold_only_their_group(broker):
+    _, target = requested(broker, "request")
+    assert [m.text for m in broker.b.receive("QB")] == ["request"]
+    held, release = threading.Event(), threading.Event()
+    called_at = broker.clock.now
+
+    def holder() -> None:
+        with broker.b.transaction():
+            target.send("reply")
+            target.begin_timer(600)
+            target.end()
+            held.set()
+            assert release.wait(BOUND)
+
+    thread, outcome = in_thread(holder)
+    assert held.wait(BOUND)
+    # a bystander begins, sends and commits while the holder is open: no store is held
+    with broker.a.transaction():
+        assert broker.a.begin_dialog("SA", "SB").send("bystander") == 0
+    assert release.is_set() is False
+    # nothing of the holder is seen meanwhile
+    assert endpoint(broker, target.handle) == ("CO", None)
+    assert queued(broker, "QA") == 0
+    broker.clock.advance(100)  # the commit comes later than the timer's call
+    try:
+        release.set()
+        thread.join(BOUND)
+    finally:
+        broker.clock.advance(-100)
+    assert "error" not in outcome
+    # made at commit, in order: the reply, then the end (the initiator has it: this side
+    # is closed); the timer runs from its call
+    timer = datetime.fromtimestamp(called_at, UTC).replace(tzinfo=None)
+    assert endpoint(broker, target.handle) == ("CD", timer + timedelta(seconds=600))
+    assert [m.message_type_name for m in broker.a.receive("QA", max_messages=10)] == [
+        "DEFAULT", END_DIALOG]
+    assert [m.text for m in broker.b.receive("QB", max_messages=10)] == ["bystander"]
+
+
+def test_c7_a_rolled_back_end_leaves_the_conversation_and_its_messages(broker):
+    _, target = requested(broker, "one", "two")
+    with pytest.raises(Undo), broker.b.transaction():
+        target.end()
+        target.begin_timer(60)  # on the conversation as its END leaves it
+        raise Undo
+    assert endpoint(broker, target.handle) == ("CO", None)
+    assert queued(broker, "QB") == 2 and queued(broker, "QA") == 0
+    target.end()  # for real: its messages go, the initiator hears of it
+    assert queued(broker, "QB") == 0
+    assert [m.message_type_name for m in broker.a.receive("QA")] == [END_DIALOG]
+
+
+def test_c7_a_transaction_reads_its_own_kept_end(broker):
+    """After its END, the transaction's RECEIVE has none of the conversation's messages,
+    and its SEND or second END on it fails as on an ended conversation; rolled back,
+    everything is as it was."""
+    (_, ended), (_, other) = requested(broker, "e1", "e2"), requested(broker, "o1")
+    with pytest.raises(Undo), broker.b.transaction():
+        ended.end()
+        got = broker.b.receive("QB", max_messages=10)
+        assert [m.text for m in got] == ["o1"]
+        with pytest.raises(ConversationStateError):
+            ended.send("after the end")
+        with pytest.raises(ConversationStateError):
+            ended.end()
+        raise Undo
+    assert endpoint(broker, ended.handle)[0] == "CO"
+    assert sorted(m.text for m in broker.b.receive("QB", max_messages=10)
+                  + broker.b.receive("QB", max_messages=10)) == ["e1", "e2", "o1"]
+    for target in (ended, other):
+        target.end()
+    assert [m.message_type_name for m in broker.a.receive("QA")
+            + broker.a.receive("QA")] == [END_DIALOG, END_DIALOG]

@@ -203,9 +203,9 @@ def test_calls_waiting_behind_a_transaction_when_close_gives_up_raise_instance_c
 
     def hold() -> None:
         with b.transaction():
-            got = b.receive("QB")
-            # a change: the transaction holds the store until it ends (the WRITER)
-            b.conversation(got[0].conversation_handle).begin_timer(600)
+            b.receive("QB")
+            # BEGIN DIALOG: the transaction holds the store until it ends (the WRITER)
+            b.begin_dialog("SB", "SA")
             holding.set()
             go_on.wait(3 * BOUND)
 

@@ -4,6 +4,8 @@ Delivery.bounce)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -42,6 +44,9 @@ class _Engine(Protocol):
 
     def note_deadline(self, uow: UnitOfWork, when: datetime | None) -> None: ...
 
+    def keep_verb(self, uow: UnitOfWork, database_id: int, handle: str, event: str | None,
+                  verb: Callable[[], None]) -> bool: ...
+
 
 class EndConversation:
     """END CONVERSATION, BEGIN CONVERSATION TIMER and DROP SERVICE's endings of one
@@ -75,6 +80,11 @@ class EndConversation:
         elif description is not None:
             raise InvalidArgumentError("a description goes with an error code")
         with self._m.unit_of_work() as uow:
+            event = "end_with_error" if error is not None else "end"
+            if not (cleanup or uow.locked) and self._m.keep_verb(
+                    uow, database_id, handle, event, functools.partial(
+                        self.end, database_id, handle, error, description, cleanup)):
+                return  # made at commit, as the writer (Messaging.keep_verb)
             uow.activate()
             ep = self._m.endpoint(handle, database_id)
             uow.lock_group(database_id, ep.conversation_group_id)  # C7
@@ -82,7 +92,6 @@ class EndConversation:
                 transition(ep.role, ep.state, "cleanup")
                 self._cleanup(uow, ep)
                 return
-            event = "end_with_error" if error is not None else "end"
             t = transition(ep.role, ep.state, event)
             if ep.persisted:  # END removes the endpoint's messages from its queue
                 uow.queue_rows = [r for r in uow.queue_rows if r[6] != ep.conversation_handle]
@@ -138,6 +147,16 @@ class EndConversation:
             raise InvalidArgumentError(
                 f"a conversation timer takes 0 (cancel) to {DEFAULT_LIFETIME} seconds: "
                 f"{seconds!r}")
+        # the timer runs from now, whenever the transaction commits
+        when = None if seconds == 0 else self._m.now() + timedelta(seconds=seconds)
+        with self._m.unit_of_work() as uow:
+            if not uow.locked and self._m.keep_verb(
+                    uow, database_id, handle, None,
+                    functools.partial(self._set_timer, database_id, handle, when)):
+                return  # set at commit, as the writer (Messaging.keep_verb)
+            self._set_timer(database_id, handle, when)
+
+    def _set_timer(self, database_id: int, handle: str, when: datetime | None) -> None:
         with self._m.unit_of_work() as uow:
             uow.activate()
             ep = self._m.endpoint(handle, database_id)
@@ -146,8 +165,7 @@ class EndConversation:
                 raise ConversationStateError(
                     "cannot begin a timer on a closed conversation (state CD)",
                     role=ep.role, state=ep.state, event="begin_timer")
-            ep.dialog_timer = None if seconds == 0 else self._m.now() + timedelta(
-                seconds=seconds)
+            ep.dialog_timer = when
             uow.touch(ep)
             self._m.note_deadline(uow, ep.dialog_timer)
 

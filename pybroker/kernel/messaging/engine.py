@@ -34,9 +34,11 @@ so that the SEND no longer holds (the far side ended the conversation, a lifetim
 expired), the commit rolls the whole transaction back with WriteConflictError (3960).
 Transactions on different conversations never conflict: a SEND's own group, held, keeps
 every other verb of the lock table off its endpoint, and only the far side's messages and
-the worker's timers reach it otherwise. A transaction that makes another change (BEGIN
-DIALOG, END, a timer, MOVE, a catalog write joining it, large bodies staged as pieces, a
-RECEIVE after its own SEND, a read of a conversation it sent on, a SEND on an endpoint not
+the worker's timers reach it otherwise. END CONVERSATION and BEGIN CONVERSATION TIMER are
+kept alike (``keep_verb``: checked as the SEND is, made at commit by the writer's own call
+after the kept SENDs). A transaction that makes another change (BEGIN DIALOG, MOVE, END
+WITH CLEANUP, a catalog write joining it, large bodies staged as pieces, a RECEIVE after
+its own SEND or END, a read of a conversation it kept a verb on, a verb on an endpoint not
 in memory) becomes the writer from then until it ends, its kept SENDs applied first.
 Arrivals from the wire and the worker's retries and timers lock no group: their changes
 are the writer's, serialized with every other change, and what they deliver is seen when
@@ -58,6 +60,7 @@ API's verbs pass a database by its id.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import uuid
@@ -580,6 +583,7 @@ class Messaging:
         was when the SEND was kept (the same endpoint cached, its next sequence number and
         state, the catalog it was checked against) is not checked again: only sent."""
         sends, uow.sends = uow.sends, []
+        verbs, uow.verbs = uow.verbs, []
         uow.next_sequences.clear()
         endpoints = self.endpoints
         version = self.catalogs.version
@@ -609,6 +613,51 @@ class Messaging:
                     f"was given sequence number {seq}, but another transaction changed "
                     f"the conversation meanwhile (it is {sent} at commit); run the "
                     "transaction again")
+        for verb in verbs:
+            verb()
+
+    def keep_verb(self, uow: UnitOfWork, database_id: int, handle: str, event: str | None,
+                  verb: Callable[[], None]) -> bool:
+        """END CONVERSATION (``event`` "end" or "end_with_error") or BEGIN CONVERSATION
+        TIMER (``event`` None) of a unit of work that holds no store, kept as its SENDs are
+        (_keep_send): the group locked, the verb checked against the conversation as last
+        committed and as this transaction's kept verbs leave it, and ``verb`` (the writer's
+        own call of it) made when the unit of work holds the store, after its SENDs kept.
+        False when it cannot be kept so: the caller makes it as the writer (any error is
+        then said of the conversation as committed)."""
+        ep = self.endpoints.get(handle)
+        if ep is None or ep.database_id != database_id:
+            return False
+        group = ep.conversation_group_id
+        uow.lock_group(database_id, group)  # C7
+        writer = self.writer
+        if ep.conversation_group_id != group or (
+                writer is not None and handle in writer.touched):
+            return False
+        kept = uow.next_sequences.get(handle)
+        seq, state = (ep.send_sequence, ep.state) if kept is None else kept
+        if event is None:  # a timer: on any conversation not closed
+            if state == "CD":
+                return False
+        else:
+            t = TRANSITIONS.get((ep.role, state, event))
+            if t is None:
+                return False
+            seq, state = (seq + 1 if t.notify else seq), t.state
+        uow.next_sequences[handle] = (seq, state)  # a read of it applies what is kept
+        uow.verbs.append(functools.partial(self._kept_verb, handle, verb))
+        return True
+
+    @staticmethod
+    def _kept_verb(handle: str, verb: Callable[[], None]) -> None:
+        try:
+            verb()
+        except ConversationError as exc:
+            raise WriteConflictError(
+                f"the transaction was rolled back: its END CONVERSATION or conversation "
+                f"timer on conversation {handle} no longer holds at commit, because another "
+                f"transaction changed the conversation meanwhile ({exc}); run the "
+                "transaction again") from exc
 
     def _send_now(self, uow: UnitOfWork, database_id: int, handle: str, body: bytes,
                   message_type: str, validated: str | None) -> int:

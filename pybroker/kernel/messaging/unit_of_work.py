@@ -11,15 +11,15 @@ transaction that has changed nothing yet take their messages in memory without i
 conversation as last committed, its sequence number given, nothing shared changed) while
 the unit of work holds no store; such transactions run side by side, and their commit
 takes the store for its short flush: ``activate`` first applies the SENDs kept, in order,
-as the engine sends (Messaging.apply_sends). Every other verb that changes something
-activates at once, and so does a read of a conversation this transaction sent on (it
-sees its own SENDs)."""
+as the engine sends (Messaging.apply_sends), then its ENDs and timers kept alike
+(``verbs``). Every other verb that changes something activates at once, and so does a
+read of a conversation this transaction kept a verb on (it sees its own)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.core.conversation import columns
@@ -136,6 +136,9 @@ class UnitOfWork:
         # state they leave
         self.sends: list[tuple[Any, bytes, str, int, str, str, str]] = []
         self.next_sequences: dict[str, tuple[int, str]] = {}
+        # END CONVERSATION and BEGIN CONVERSATION TIMER kept alike (Messaging.keep_verb):
+        # each the writer's own call of the verb, made after the SENDs kept
+        self.verbs: list[Callable[[], None]] = []
         # what ends this transaction at commit: applying its SENDs failed half-way
         self.doomed: BrokerError | None = None
         self._tx: Any = None
@@ -148,11 +151,12 @@ class UnitOfWork:
             self.m.store.lock.acquire()
             self.locked = True
             self.m.writer = self
-            if self.sends:
+            if self.sends or self.verbs:
                 self._apply_sends()
 
     def _apply_sends(self) -> None:
-        """The SENDs kept are sent now (the store is this unit of work's). A failure dooms
+        """The SENDs kept are sent now, then the other verbs kept are made (the store is
+        this unit of work's). A failure dooms
         the transaction: some may have been applied, so its commit rolls it all back."""
         try:
             self.m.apply_sends(self)
@@ -172,7 +176,7 @@ class UnitOfWork:
             return False
         self.locked = True
         self.m.writer = self
-        if self.sends:
+        if self.sends or self.verbs:
             self._apply_sends()
         return True
 
@@ -196,8 +200,8 @@ class UnitOfWork:
     @property
     def has_changes(self) -> bool:
         """Whether this unit of work has changed anything but what it received."""
-        return bool(self.locked or self.sends or self.new or self.dirty or self.queue_rows
-                    or self.tx_rows or self.inbound_rows or self.outbound
+        return bool(self.locked or self.sends or self.verbs or self.new or self.dirty
+                    or self.queue_rows or self.tx_rows or self.inbound_rows or self.outbound
                     or self.queues_written)
 
     def ensure_tx(self) -> None:
@@ -399,7 +403,7 @@ class UnitOfWork:
         thread's unit of work: applying one may act in it again (a SEND to a service with no
         route begins a route request's dialog, R8), which must join this transaction, not
         wait for its WRITER as another."""
-        if self.sends:
+        if self.sends or self.verbs:
             self.committing = True
             self.activate()
 
@@ -408,7 +412,7 @@ class UnitOfWork:
         try:
             if self.doomed is not None:
                 raise self.doomed
-            if self.sends:
+            if self.sends or self.verbs:
                 self.activate()  # applies them
             self.flush()
             # one lock with the reads of the queues (receive.py): a read sees this commit
@@ -429,6 +433,7 @@ class UnitOfWork:
 
     def rollback(self, exc: BaseException) -> None:
         self.sends.clear()  # kept, never applied: nothing of them to undo
+        self.verbs.clear()
         try:
             if self._tx is not None:
                 tx, self._tx = self._tx, None
