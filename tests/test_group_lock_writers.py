@@ -13,7 +13,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pybroker.errors import ConversationStateError, DeadlockVictimError, WriteConflictError
+from pybroker.errors import (
+    ConversationError,
+    ConversationStateError,
+    DeadlockVictimError,
+    WriteConflictError,
+)
 from tests.conftest_conversations import make_broker
 from tests.test_group_lock_threads import BOUND, in_thread, wait_until
 
@@ -149,8 +154,9 @@ def test_c7_a_writer_waiting_for_a_group_whose_sender_commits_is_the_one_victim(
     def writer() -> None:
         assert sent.wait(BOUND)
         with broker.a.transaction():
-            # BEGIN DIALOG: the store's write transaction is this one's from here
+            # END WITH CLEANUP: the store's write transaction is this one's from here
             broker.a.begin_dialog("SA", "SB").begin_timer(600)
+            broker.a.begin_dialog("SA", "SB").end(cleanup=True)
             x.send("from the writer")  # waits for the sender's group
 
     one, first = in_thread(sender)
@@ -312,3 +318,68 @@ def test_c7_a_transaction_reads_its_own_kept_end(broker):
         target.end()
     assert [m.message_type_name for m in broker.a.receive("QA")
             + broker.a.receive("QA")] == [END_DIALOG, END_DIALOG]
+
+
+def test_c7_a_dialog_begun_in_an_open_transaction_is_its_own_until_commit(broker):
+    held, release = threading.Event(), threading.Event()
+    begun: list = []
+
+    def holder() -> None:
+        with broker.a.transaction():
+            conv = broker.a.begin_dialog("SA", "SB")
+            begun.append(conv.handle)
+            assert conv.send("from a new dialog") == 0
+            held.set()
+            assert release.wait(BOUND)
+
+    thread, outcome = in_thread(holder)
+    assert held.wait(BOUND)
+    # a bystander begins, sends and commits meanwhile; the held dialog is not in the file
+    with broker.a.transaction():
+        assert broker.a.begin_dialog("SA", "SB").send("bystander") == 0
+    assert release.is_set() is False
+    assert broker.rows("SELECT COUNT(*) FROM sys.conversation_endpoints "
+                       f"WHERE conversation_handle = '{begun[0]}'") == [(0,)]
+    assert [m.text for m in broker.b.receive("QB", max_messages=10)] == ["bystander"]
+    release.set()
+    thread.join(BOUND)
+    assert "error" not in outcome
+    got = broker.b.receive("QB", max_messages=10)
+    assert [m.text for m in got] == ["from a new dialog"]
+    assert endpoint(broker, begun[0])[0] == "CO"
+
+
+def test_c7_a_rolled_back_dialog_leaves_nothing(broker):
+    with pytest.raises(Undo), broker.a.transaction():
+        conv = broker.a.begin_dialog("SA", "SB")
+        conv.send("undone")
+        assert conv.state == "CO"  # its own dialog and SEND it reads
+        raise Undo
+    assert broker.rows("SELECT COUNT(*) FROM sys.conversation_endpoints "
+                       f"WHERE conversation_handle = '{conv.handle}'") == [(0,)]
+    assert queued(broker, "QB") == 0 and queued(broker, "QA") == 0
+    with pytest.raises(ConversationError, match="does not exist"):
+        conv.send("after the rollback")
+
+
+def test_c7_a_dialog_whose_service_was_dropped_before_commit_is_a_write_conflict(broker):
+    broker.a.create_service("SX", queue="QA")
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with broker.a.transaction():
+            broker.a.begin_dialog("SX", "SB").send("from a dropped service")
+            held.set()
+            assert release.wait(BOUND)
+
+    thread, outcome = in_thread(holder)
+    assert held.wait(BOUND)
+    broker.a.drop_service("SX")  # a catalog write, committed while the holder is open
+    release.set()
+    thread.join(BOUND)
+    error = outcome.get("error")
+    assert isinstance(error, WriteConflictError) and error.number == 3960
+    assert "dropped the service 'SX'" in str(error)
+    assert queued(broker, "QB") == 0
+    assert broker.rows("SELECT COUNT(*) FROM sys.conversation_endpoints "
+                       "WHERE service_name = 'SX'") == [(0,)]

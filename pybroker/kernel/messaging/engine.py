@@ -36,7 +36,9 @@ Transactions on different conversations never conflict: a SEND's own group, held
 every other verb of the lock table off its endpoint, and only the far side's messages and
 the worker's timers reach it otherwise. END CONVERSATION and BEGIN CONVERSATION TIMER are
 kept alike (``keep_verb``: checked as the SEND is, made at commit by the writer's own call
-after the kept SENDs). A transaction that makes another change (BEGIN DIALOG, MOVE, END
+after the kept SENDs), and BEGIN DIALOG keeps its new endpoint in the unit of work
+(``UnitOfWork.begun``: no other transaction can know its handle) until the commit adds it
+to the endpoints, before the SENDs. A transaction that makes another change (MOVE, END
 WITH CLEANUP, a catalog write joining it, large bodies staged as pieces, a RECEIVE after
 its own SEND or END, a read of a conversation it kept a verb on, a verb on an endpoint not
 in memory) becomes the writer from then until it ends, its kept SENDs applied first.
@@ -449,7 +451,12 @@ class Messaging:
         with self.unit_of_work() as uow:
             if group is not None:  # C7: the related group, waited for before the store
                 uow.lock_group(database_id, group)
-            uow.activate()
+            # C7: a unit of work that holds no store keeps the new dialog, known to it
+            # alone, until it does (apply_sends); nothing shared changes before then
+            keep = not uow.locked
+            if not keep:
+                uow.activate()
+            version = self.catalogs.version
             catalog = self.catalog(database_id)
             if from_service not in catalog.services:
                 raise NotFoundError(
@@ -468,10 +475,39 @@ class Messaging:
                 now, "",
             ), persisted=False)
             uow.lock_group(database_id, ep.conversation_group_id)
-            self.endpoints[handle] = ep
-            uow.touch(ep)
-            self.note_deadline(uow, ep.lifetime)
+            if keep:
+                uow.begun[handle] = (ep, version)
+                uow.next_sequences[handle] = (ep.send_sequence, ep.state)  # a read applies it
+            else:
+                self._begun(uow, ep)
         return handle
+
+    def _begun(self, uow: UnitOfWork, ep: ConversationEndpoint) -> None:
+        self.endpoints[ep.conversation_handle] = ep
+        uow.touch(ep)
+        self.note_deadline(uow, ep.lifetime)
+
+    def _begin_kept(self, uow: UnitOfWork, ep: ConversationEndpoint, version: int) -> None:
+        """A dialog ``uow`` kept joins the endpoints (it holds the store now): its
+        service and contract checked again if the catalog changed since it was begun."""
+        if version != self.catalogs.version:
+            catalog = self.catalog(ep.database_id)
+            for kind, name, names in (("service", ep.service_name, catalog.services),
+                                      ("contract", ep.service_contract_name,
+                                       catalog.contracts)):
+                if name not in names:
+                    raise WriteConflictError(
+                        f"the transaction was rolled back: its BEGIN DIALOG of conversation "
+                        f"{ep.conversation_handle} no longer holds at commit, because "
+                        f"another transaction dropped the {kind} {name!r} meanwhile; run "
+                        "the transaction again")
+        self._begun(uow, ep)
+
+    def _cached(self, uow: UnitOfWork, handle: str) -> ConversationEndpoint | None:
+        """The endpoint of ``handle`` in memory: one ``uow`` began and keeps, or the
+        engine's (as last committed, or as the writer changes it)."""
+        begun = uow.begun.get(handle)
+        return self.endpoints.get(handle) if begun is None else begun[0]
 
     # -- MOVE CONVERSATION ---------------------------------------------------------------
 
@@ -552,7 +588,7 @@ class Messaging:
         None when it cannot be kept so: the caller sends it as the writer does (so any
         error is said of the conversation as committed, never of another transaction's
         change in progress)."""
-        ep = self.endpoints.get(handle)
+        ep = self._cached(uow, handle)
         if ep is None or ep.database_id != database_id:
             return None  # to be read from the file: as the writer
         group = ep.conversation_group_id
@@ -582,9 +618,12 @@ class Messaging:
         the conversation meanwhile so that it is not). A SEND whose conversation is as it
         was when the SEND was kept (the same endpoint cached, its next sequence number and
         state, the catalog it was checked against) is not checked again: only sent."""
+        begun, uow.begun = uow.begun, {}
         sends, uow.sends = uow.sends, []
         verbs, uow.verbs = uow.verbs, []
         uow.next_sequences.clear()
+        for ep, begun_at in begun.values():
+            self._begin_kept(uow, ep, begun_at)
         endpoints = self.endpoints
         version = self.catalogs.version
         dispatch = self.delivery.dispatch
@@ -625,7 +664,7 @@ class Messaging:
         own call of it) made when the unit of work holds the store, after its SENDs kept.
         False when it cannot be kept so: the caller makes it as the writer (any error is
         then said of the conversation as committed)."""
-        ep = self.endpoints.get(handle)
+        ep = self._cached(uow, handle)
         if ep is None or ep.database_id != database_id:
             return False
         group = ep.conversation_group_id
@@ -724,7 +763,7 @@ class Messaging:
         writer = self.writer
         locks = self.group_locks
         for i, handle in enumerate(handles):
-            ep = self.endpoints.get(handle)
+            ep = self._cached(uow, handle)
             if ep is None or ep.database_id != database_id:
                 if i == 0:
                     return None

@@ -11,9 +11,10 @@ transaction that has changed nothing yet take their messages in memory without i
 conversation as last committed, its sequence number given, nothing shared changed) while
 the unit of work holds no store; such transactions run side by side, and their commit
 takes the store for its short flush: ``activate`` first applies the SENDs kept, in order,
-as the engine sends (Messaging.apply_sends), then its ENDs and timers kept alike
-(``verbs``). Every other verb that changes something activates at once, and so does a
-read of a conversation this transaction kept a verb on (it sees its own)."""
+as the engine sends (Messaging.apply_sends), after the dialogs it began (``begun``) and
+before its ENDs and timers kept alike (``verbs``). Every other verb that changes
+something activates at once, and so does a read of a conversation this transaction kept a
+verb on (it sees its own)."""
 
 from __future__ import annotations
 
@@ -139,6 +140,10 @@ class UnitOfWork:
         # END CONVERSATION and BEGIN CONVERSATION TIMER kept alike (Messaging.keep_verb):
         # each the writer's own call of the verb, made after the SENDs kept
         self.verbs: list[Callable[[], None]] = []
+        # BEGIN DIALOG kept (Messaging.begin_dialog): the new endpoints, by handle, with
+        # the catalog version they were checked against, known to this transaction alone
+        # until it holds the store (then they join the engine's endpoints, before the SENDs)
+        self.begun: dict[str, tuple[ConversationEndpoint, int]] = {}
         # what ends this transaction at commit: applying its SENDs failed half-way
         self.doomed: BrokerError | None = None
         self._tx: Any = None
@@ -151,12 +156,17 @@ class UnitOfWork:
             self.m.store.lock.acquire()
             self.locked = True
             self.m.writer = self
-            if self.sends or self.verbs:
+            if self.kept:
                 self._apply_sends()
 
+    @property
+    def kept(self) -> bool:
+        """Whether this unit of work keeps verbs to apply when it holds the store."""
+        return bool(self.sends or self.verbs or self.begun)
+
     def _apply_sends(self) -> None:
-        """The SENDs kept are sent now, then the other verbs kept are made (the store is
-        this unit of work's). A failure dooms
+        """The dialogs kept are begun now, then the SENDs kept are sent, then the other
+        verbs kept are made (the store is this unit of work's). A failure dooms
         the transaction: some may have been applied, so its commit rolls it all back."""
         try:
             self.m.apply_sends(self)
@@ -176,7 +186,7 @@ class UnitOfWork:
             return False
         self.locked = True
         self.m.writer = self
-        if self.sends or self.verbs:
+        if self.kept:
             self._apply_sends()
         return True
 
@@ -200,7 +210,7 @@ class UnitOfWork:
     @property
     def has_changes(self) -> bool:
         """Whether this unit of work has changed anything but what it received."""
-        return bool(self.locked or self.sends or self.verbs or self.new or self.dirty
+        return bool(self.locked or self.kept or self.new or self.dirty
                     or self.queue_rows or self.tx_rows or self.inbound_rows or self.outbound
                     or self.queues_written)
 
@@ -403,7 +413,7 @@ class UnitOfWork:
         thread's unit of work: applying one may act in it again (a SEND to a service with no
         route begins a route request's dialog, R8), which must join this transaction, not
         wait for its WRITER as another."""
-        if self.sends or self.verbs:
+        if self.kept:
             self.committing = True
             self.activate()
 
@@ -412,7 +422,7 @@ class UnitOfWork:
         try:
             if self.doomed is not None:
                 raise self.doomed
-            if self.sends or self.verbs:
+            if self.kept:
                 self.activate()  # applies them
             self.flush()
             # one lock with the reads of the queues (receive.py): a read sees this commit
@@ -434,6 +444,7 @@ class UnitOfWork:
     def rollback(self, exc: BaseException) -> None:
         self.sends.clear()  # kept, never applied: nothing of them to undo
         self.verbs.clear()
+        self.begun.clear()
         try:
             if self._tx is not None:
                 tx, self._tx = self._tx, None
