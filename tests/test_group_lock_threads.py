@@ -280,8 +280,8 @@ def test_c7_a_change_waiting_for_a_group_whose_holder_commits_is_the_victim(brok
 
     def changer() -> None:
         with broker.b.transaction():
-            # END WITH CLEANUP holds the store's write transaction from here
-            broker.b.begin_dialog("SB", "SA").end(cleanup=True)
+            # a catalog write holds the store's write transaction from here
+            broker.b.create_queue("QW")
             broker.b.conversation(got[0].conversation_handle).begin_timer(600)
 
     one, first_outcome = in_thread(receiver)

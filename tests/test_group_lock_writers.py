@@ -154,9 +154,9 @@ def test_c7_a_writer_waiting_for_a_group_whose_sender_commits_is_the_one_victim(
     def writer() -> None:
         assert sent.wait(BOUND)
         with broker.a.transaction():
-            # END WITH CLEANUP: the store's write transaction is this one's from here
             broker.a.begin_dialog("SA", "SB").begin_timer(600)
-            broker.a.begin_dialog("SA", "SB").end(cleanup=True)
+            # a catalog write: the store's write transaction is this one's from here
+            broker.a.create_queue("QW")
             x.send("from the writer")  # waits for the sender's group
 
     one, first = in_thread(sender)
@@ -383,3 +383,28 @@ def test_c7_a_dialog_whose_service_was_dropped_before_commit_is_a_write_conflict
     assert queued(broker, "QB") == 0
     assert broker.rows("SELECT COUNT(*) FROM sys.conversation_endpoints "
                        "WHERE service_name = 'SX'") == [(0,)]
+
+
+def test_c7_an_end_with_cleanup_in_an_open_transaction_is_made_at_commit(broker):
+    _, target = requested(broker, "left")
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with broker.b.transaction():
+            target.end(cleanup=True)
+            held.set()
+            assert release.wait(BOUND)
+
+    thread, outcome = in_thread(holder)
+    assert held.wait(BOUND)
+    with broker.a.transaction():  # meanwhile: no store is held
+        bystander = broker.a.begin_dialog("SA", "SB")
+        bystander.send("bystander")
+    assert endpoint(broker, target.handle)[0] == "CO" and queued(broker, "QB") == 2
+    release.set()
+    thread.join(BOUND)
+    assert "error" not in outcome
+    # this side and its message are gone, as WITH CLEANUP says; the bystander's stays
+    assert broker.rows("SELECT COUNT(*) FROM sys.conversation_endpoints "
+                       f"WHERE conversation_handle = '{target.handle}'") == [(0,)]
+    assert [m.text for m in broker.b.receive("QB", max_messages=10)] == ["bystander"]

@@ -204,8 +204,8 @@ def test_calls_waiting_behind_a_transaction_when_close_gives_up_raise_instance_c
     def hold() -> None:
         with b.transaction():
             b.receive("QB")
-            # END WITH CLEANUP: the transaction holds the store until it ends (the WRITER)
-            b.begin_dialog("SB", "SA").end(cleanup=True)
+            # a catalog write: the transaction holds the store until it ends (the WRITER)
+            b.create_queue("QW")
             holding.set()
             go_on.wait(3 * BOUND)
 

@@ -4,6 +4,8 @@ transaction; the RECEIVE read-ahead follows; refusals say what was wrong."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import pybroker
@@ -14,6 +16,7 @@ from pybroker.errors import (
     NotFoundError,
 )
 from tests.conftest_conversations import make_broker
+from tests.test_group_lock_threads import BOUND, in_thread
 
 
 @pytest.fixture
@@ -124,6 +127,35 @@ def test_a_conversation_moves_into_a_group_begun_in_the_same_transaction(broker)
     assert broker.rows(
         "SELECT COUNT(DISTINCT conversation_group_id) FROM sys.conversation_endpoints "
         "WHERE database_name = 'A'") == [(1,)]
+
+
+def test_a_move_in_an_open_transaction_holds_only_its_two_groups(broker):
+    """C7: the move is kept until commit; meanwhile another transaction begins, sends and
+    commits, and a RECEIVE of the queue takes the one group neither holds."""
+    _, (t1, t2, t3) = three_conversations(broker)
+    g1, g2, g3 = (t.conversation_group_id for t in (t1, t2, t3))
+    held, release = threading.Event(), threading.Event()
+
+    def mover() -> None:
+        with broker.b.transaction():
+            t3.move_to(g1)
+            held.set()
+            assert release.wait(BOUND)
+
+    thread, outcome = in_thread(mover)
+    assert held.wait(BOUND)
+    with broker.a.transaction():
+        assert broker.a.begin_dialog("SA", "SB").send("bystander") == 0
+    with broker.b.transaction():  # g1 and g3 are the mover's: g2 is next, then the new one
+        got = broker.b.receive("QB", max_messages=10)
+        assert [(m.conversation_group_id, m.text) for m in got] == [(g2, "y0"), (g2, "y1")]
+    assert release.is_set() is False
+    assert {g for g, _ in queue_groups(broker)} >= {g1, g3}  # not moved yet
+    release.set()
+    thread.join(BOUND)
+    assert "error" not in outcome
+    assert [g for g, body in queue_groups(broker) if body[0] in "xz"] == [g1] * 4
+    assert t3.conversation_group_id == g1
 
 
 def test_moving_into_its_own_group_changes_nothing(broker):

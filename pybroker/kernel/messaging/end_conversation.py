@@ -80,8 +80,8 @@ class EndConversation:
         elif description is not None:
             raise InvalidArgumentError("a description goes with an error code")
         with self._m.unit_of_work() as uow:
-            event = "end_with_error" if error is not None else "end"
-            if not (cleanup or uow.locked) and self._m.keep_verb(
+            event = "cleanup" if cleanup else "end_with_error" if error is not None else "end"
+            if not uow.locked and self._m.keep_verb(
                     uow, database_id, handle, event, functools.partial(
                         self.end, database_id, handle, error, description, cleanup)):
                 return  # made at commit, as the writer (Messaging.keep_verb)

@@ -38,10 +38,11 @@ the worker's timers reach it otherwise. END CONVERSATION and BEGIN CONVERSATION 
 kept alike (``keep_verb``: checked as the SEND is, made at commit by the writer's own call
 after the kept SENDs), and BEGIN DIALOG keeps its new endpoint in the unit of work
 (``UnitOfWork.begun``: no other transaction can know its handle) until the commit adds it
-to the endpoints, before the SENDs. A transaction that makes another change (MOVE, END
-WITH CLEANUP, a catalog write joining it, large bodies staged as pieces, a RECEIVE after
-its own SEND or END, a read of a conversation it kept a verb on, a verb on an endpoint not
-in memory) becomes the writer from then until it ends, its kept SENDs applied first.
+to the endpoints, before the SENDs; MOVE (``_keep_move``) and END WITH CLEANUP are kept
+too. A transaction that makes another change (a catalog write joining it, large bodies
+staged as pieces, a RECEIVE after its own kept verb, a read of a conversation it kept a
+verb on, a verb on an endpoint not in memory) becomes the writer from then until it ends,
+what it kept applied first.
 Arrivals from the wire and the worker's retries and timers lock no group: their changes
 are the writer's, serialized with every other change, and what they deliver is seen when
 they commit. The writer waiting for a group whose holder then commits (which needs the
@@ -523,6 +524,8 @@ class Messaging:
         transaction ends (C7), here too."""
         group = uuid_text("conversation_group_id", group_id)
         with self.unit_of_work() as uow:
+            if not uow.locked and self._keep_move(uow, database_id, handle, group):
+                return  # made at commit, as the writer (keep_verb)
             uow.activate()
             ep = self.endpoint(handle, database_id)
             uow.lock_group(database_id, ep.conversation_group_id)
@@ -533,32 +536,10 @@ class Messaging:
                     "is closed (state CD)", role=ep.role, state=ep.state, event="move")
             if group == ep.conversation_group_id:
                 return
-            catalog = self.catalog(database_id)
-            queue = catalog.services.get(ep.service_name)
             # the flush in uow.sql writes this transaction's new endpoints first
             found = uow.sql("conversation/select_group_services.sql",
                             {"conversation_group_id": group})
-            here = [service for db, service in found if db == database_id]
-            if not found:
-                raise NotFoundError(
-                    f"conversation group {group} does not exist: no open conversation is in "
-                    f"it; move the conversation to the group of another conversation of "
-                    f"queue {queue!r} (its conversation_group_id), or begin one in a new "
-                    "group (BEGIN DIALOG ... WITH RELATED_CONVERSATION_GROUP, "
-                    "begin_dialog(related_conversation_group=...))")
-            if not here:
-                other = self.catalog(found[0][0]).name
-                raise ConversationError(
-                    f"conversation group {group} belongs to database {other!r}, not "
-                    f"{catalog.name!r}: a conversation moves only to a group of its own "
-                    f"database and queue ({queue!r})")
-            queues = sorted({catalog.services.get(service) or "" for service in here})
-            if queue not in queues:
-                raise ConversationError(
-                    f"conversation group {group} is a group of queue "
-                    f"{' and '.join(repr(q) for q in queues)}, but conversation "
-                    f"{ep.conversation_handle} is of queue {queue!r}: a conversation moves "
-                    "only between groups of the same queue")
+            self._check_move(database_id, ep, group, found)
             params = {"conversation_handle": ep.conversation_handle,
                       "conversation_group_id": group}
             uow.sql("conversation/update_conversation_group.sql", params)
@@ -567,6 +548,55 @@ class Messaging:
             uow.touch(ep)  # a rollback reads it back from the file, in its old group
             # RECEIVE's read-ahead holds messages by group: read the queue again
             uow.forget_read_ahead()
+
+    def _keep_move(self, uow: UnitOfWork, database_id: int, handle: str, group: str) -> bool:
+        """MOVE CONVERSATION of a unit of work that holds no store, kept (keep_verb): both
+        groups locked, and the group checked as the file last committed it, with the
+        dialogs this transaction began and keeps. False: the caller moves it as the
+        writer."""
+        ep = self._cached(uow, handle)
+        if ep is None or ep.database_id != database_id or ep.state == "CD" or (
+                uow.next_sequences.get(handle, (0, ""))[1] == "CD"):
+            return False
+        uow.lock_group(database_id, ep.conversation_group_id)
+        uow.lock_group(database_id, group)
+        if group == ep.conversation_group_id:
+            return True  # nothing to move (as the writer's MOVE)
+        found = set(self.store.read_apart("conversation/select_group_services.sql",
+                                          {"conversation_group_id": group}))
+        found.update((kept.database_id, kept.service_name) for kept, _ in uow.begun.values()
+                     if kept.conversation_group_id == group)
+        self._check_move(database_id, ep, group, sorted(found))
+        return self.keep_verb(uow, database_id, handle, None, functools.partial(
+            self.move_conversation, database_id, handle, group))
+
+    def _check_move(self, database_id: int, ep: ConversationEndpoint, group: str,
+                    found: list[tuple[int, str]]) -> None:
+        """MOVE's rule (SQL Server's): ``group`` (whose open endpoints are ``found``, as
+        database and service) is a group of the conversation's own database and queue."""
+        catalog = self.catalog(database_id)
+        queue = catalog.services.get(ep.service_name)
+        here = [service for db, service in found if db == database_id]
+        if not found:
+            raise NotFoundError(
+                f"conversation group {group} does not exist: no open conversation is in "
+                f"it; move the conversation to the group of another conversation of "
+                f"queue {queue!r} (its conversation_group_id), or begin one in a new "
+                "group (BEGIN DIALOG ... WITH RELATED_CONVERSATION_GROUP, "
+                "begin_dialog(related_conversation_group=...))")
+        if not here:
+            other = self.catalog(found[0][0]).name
+            raise ConversationError(
+                f"conversation group {group} belongs to database {other!r}, not "
+                f"{catalog.name!r}: a conversation moves only to a group of its own "
+                f"database and queue ({queue!r})")
+        queues = sorted({catalog.services.get(service) or "" for service in here})
+        if queue not in queues:
+            raise ConversationError(
+                f"conversation group {group} is a group of queue "
+                f"{' and '.join(repr(q) for q in queues)}, but conversation "
+                f"{ep.conversation_handle} is of queue {queue!r}: a conversation moves "
+                "only between groups of the same queue")
 
     # -- SEND ----------------------------------------------------------------------------
 
@@ -657,8 +687,9 @@ class Messaging:
 
     def keep_verb(self, uow: UnitOfWork, database_id: int, handle: str, event: str | None,
                   verb: Callable[[], None]) -> bool:
-        """END CONVERSATION (``event`` "end" or "end_with_error") or BEGIN CONVERSATION
-        TIMER (``event`` None) of a unit of work that holds no store, kept as its SENDs are
+        """END CONVERSATION (``event`` "end", "end_with_error" or "cleanup"), BEGIN
+        CONVERSATION TIMER or MOVE CONVERSATION (``event`` None) of a unit of work that
+        holds no store, kept as its SENDs are
         (_keep_send): the group locked, the verb checked against the conversation as last
         committed and as this transaction's kept verbs leave it, and ``verb`` (the writer's
         own call of it) made when the unit of work holds the store, after its SENDs kept.
@@ -675,7 +706,7 @@ class Messaging:
             return False
         kept = uow.next_sequences.get(handle)
         seq, state = (ep.send_sequence, ep.state) if kept is None else kept
-        if event is None:  # a timer: on any conversation not closed
+        if event is None:  # a timer or a move: on any conversation not closed
             if state == "CD":
                 return False
         else:
