@@ -722,12 +722,12 @@ class Messaging:
     def _kept_verb(handle: str, verb: Callable[[], None]) -> None:
         try:
             verb()
-        except ConversationError as exc:
+        except (ConversationError, NotFoundError) as exc:
             raise WriteConflictError(
-                f"the transaction was rolled back: its END CONVERSATION or conversation "
-                f"timer on conversation {handle} no longer holds at commit, because another "
-                f"transaction changed the conversation meanwhile ({exc}); run the "
-                "transaction again") from exc
+                f"the transaction was rolled back: its END CONVERSATION, MOVE CONVERSATION "
+                f"or conversation timer on conversation {handle} no longer holds at commit, "
+                f"because another transaction changed the conversation meanwhile ({exc}); "
+                "run the transaction again") from exc
 
     def _send_now(self, uow: UnitOfWork, database_id: int, handle: str, body: bytes,
                   message_type: str, validated: str | None) -> int:
