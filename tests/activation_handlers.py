@@ -114,3 +114,32 @@ def wait_long(db: pybroker.Database) -> None:
         calls.append("wait_long")
     while True:
         db.receive(QUEUE, timeout=60)
+
+
+# side_by_side: each reader holds one message's group in its open transaction until the
+# other reader holds one too (C7); the groups held at once, and any reader left alone
+together = threading.Barrier(2, timeout=30)
+held_together: list[str] = []
+alone: list[str] = []
+
+
+def side_by_side(db: pybroker.Database) -> None:
+    """Receive one message in a transaction and, still holding it, wait for another reader
+    to hold one of its own; commit both. A reader that waits in vain is noted in ``alone``
+    and rolls back."""
+    with lock:
+        calls.append("side_by_side")
+    while True:
+        with db.transaction():
+            messages = db.receive(QUEUE, max_messages=1, timeout=0.2)
+            if not messages:
+                return
+            group = str(messages[0].conversation_group_id)
+            try:
+                together.wait()
+            except threading.BrokenBarrierError:
+                with lock:
+                    alone.append(group)
+                raise
+            with lock:
+                held_together.append(group)

@@ -21,6 +21,9 @@ def _fresh_handlers():
     handlers.received.clear()
     handlers.calls.clear()
     handlers.release.clear()
+    handlers.together.reset()
+    handlers.held_together.clear()
+    handlers.alone.clear()
     yield
     handlers.release.set()  # let a held reader go
 
@@ -238,6 +241,28 @@ def test_readers_are_added_while_the_queue_stays_behind_up_to_max_queue_readers(
         assert inst.sql(tasks, ["TargetQueue"]).fetchone() == (3,)
         assert handlers.calls.count("slow") == 3
         handlers.release.set()
+
+
+def test_c7_two_readers_of_a_queue_hold_their_groups_in_transactions_at_once(tmp_path):
+    """MAX_QUEUE_READERS 2: each reader receives one message and, its transaction still
+    open, waits for the other to hold a group too; run one at a time, they never would."""
+    with pybroker.connect(tmp_path / "i.duckdb") as inst:
+        a, _ = two_databases(inst, "activation_handlers:side_by_side", max_queue_readers=2)
+        for body in (b"first", b"second"):  # two conversations: two groups
+            send(a, body)
+        groups = {str(g) for (g,) in inst.sql(
+            "SELECT conversation_group_id FROM sys.queue_messages WHERE queue_name = ?",
+            [handlers.QUEUE]).fetchall()}
+        assert len(groups) == 2
+        inst.start_activation(check_interval=0.05)
+        wait_for(lambda: len(handlers.held_together) == 2, what="both readers together")
+        assert set(handlers.held_together) == groups
+        assert handlers.alone == []
+        wait_for(lambda: inst.sql("SELECT count(*) FROM sys.queue_messages WHERE "
+                                  "queue_name = ?", [handlers.QUEUE]).fetchone() == (0,),
+                 what="both commits")
+        assert inst.sql("SELECT count(*) FROM sys.dm_broker_conversation_group_locks"
+                        ).fetchone() == (0,)
 
 
 def test_activation_twice_or_on_a_read_only_instance_is_refused(tmp_path):

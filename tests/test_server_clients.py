@@ -222,6 +222,52 @@ def test_a_client_killed_inside_a_transaction_puts_what_it_received_back(served)
         assert [m.text for m in drain(db, 1)] == ["after"]
 
 
+def test_c7_two_clients_hold_their_groups_in_open_transactions_at_once(served):
+    """Two client connections (a thread each: each thread has its own), each receiving one
+    conversation's messages in a transaction that stays open until the other holds its
+    group too; the server runs them side by side, each group with its own holder."""
+    path, start = served
+    start("--quiet")
+    with pybroker.connect(path) as inst:
+        db = inst.database("A")
+        convs = [db.begin_dialog("Sender", "Receiver") for _ in range(2)]
+        for k in range(3):  # the two groups' messages interleave in the queue
+            for i, conv in enumerate(convs):
+                conv.send(f"{i}:{k}")
+        holding = threading.Barrier(3, timeout=30)  # the two clients and this thread
+        done = threading.Barrier(3, timeout=30)
+        received: dict[int, list[str]] = {}
+        errors: list[BaseException] = []
+
+        def worker(i: int) -> None:
+            try:
+                with db.transaction():
+                    received[i] = [m.text for m in db.receive("ReceiverQueue",
+                                                              max_messages=10)]
+                    holding.wait()
+                    done.wait()  # until this thread has read the locks
+            except BaseException as exc:
+                errors.append(exc)
+                holding.abort()
+                done.abort()
+
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        holding.wait()
+        locks = inst.sql("SELECT conversation_group_id, holder FROM "
+                         "sys.dm_broker_conversation_group_locks ORDER BY holder").fetchall()
+        done.wait()
+        for thread in threads:
+            thread.join(30)
+        assert errors == []
+        assert len(locks) == 2 and len({h for _, h in locks}) == 2
+        assert sorted(received.values()) == [[f"{i}:{k}" for k in range(3)] for i in range(2)]
+        assert db.receive("ReceiverQueue", max_messages=100) == []
+        assert inst.sql("SELECT count(*) FROM sys.dm_broker_conversation_group_locks"
+                        ).fetchone() == (0,)
+
+
 def _read_line(proc: subprocess.Popen, timeout: float) -> str:
     found: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: found.put(proc.stdout.readline()),  # type: ignore[union-attr]

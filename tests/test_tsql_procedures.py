@@ -196,6 +196,58 @@ def test_a_queue_names_a_procedure_before_it_exists_and_activation_runs_it_once_
                         "WHERE name = 'TQ'").fetchall() != []
 
 
+# Each reader receives one message and, its transaction still open, looks (up to 200 times,
+# 50 ms apart: a WAITFOR on a queue nobody sends to) until two groups of TQ are locked, or
+# the other message has left TQ (another reader took it and committed); it answers with
+# how many groups it saw locked.
+SIDE_BY_SIDE = """
+CREATE PROCEDURE dbo.Together AS
+DECLARE @h UNIQUEIDENTIFIER, @t SYSNAME, @n INT, @m INT, @i INT, @x VARBINARY(MAX);
+WHILE 1 = 1
+BEGIN
+    BEGIN TRANSACTION;
+    WAITFOR (RECEIVE TOP (1) @h = conversation_handle, @t = message_type_name FROM TQ),
+        TIMEOUT 100;
+    IF @@ROWCOUNT = 0 BEGIN ROLLBACK; RETURN 0 END
+    IF @t = N'DEFAULT'
+    BEGIN
+        SELECT @n = 0, @i = 0;
+        WHILE @i < 200
+        BEGIN
+            SELECT @n = COUNT(*) FROM sys.dm_broker_conversation_group_locks
+                WHERE queue_name = N'TQ';
+            SELECT @m = COUNT(*) FROM sys.queue_messages WHERE queue_name = N'TQ';
+            IF @n >= 2 OR @m < 2 BREAK;
+            WAITFOR (RECEIVE TOP (1) @x = message_body FROM Idle), TIMEOUT 50;
+            SET @i = @i + 1;
+        END
+        SEND ON CONVERSATION @h (CAST(@n AS NVARCHAR(10)));
+    END
+    ELSE END CONVERSATION @h;
+    COMMIT;
+END
+"""
+
+
+def test_c7_two_procedure_readers_hold_their_groups_in_transactions_at_once():
+    """MAX_QUEUE_READERS 2, T-SQL: a reader sees two groups locked while it holds its own
+    (the first to see it commits, so the other may see its own alone again); run one at a
+    time, each would see one."""
+    with pybroker.connect(None) as inst:
+        db = inst.create_database("Act")
+        db.execute(SIDE_BY_SIDE)
+        db.execute("CREATE QUEUE Idle; CREATE QUEUE IQ; CREATE SERVICE I ON QUEUE IQ;\n"
+                   "CREATE QUEUE TQ WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = Together,"
+                   " MAX_QUEUE_READERS = 2, EXECUTE AS SELF); "
+                   "CREATE SERVICE T ON QUEUE TQ ([DEFAULT])")
+        inst.start_activation(check_interval=0.05)
+        asked = [_ask(db), _ask(db)]  # two conversations: two groups
+        answers = [db.receive("IQ", timeout=30) for _ in asked]
+        seen = sorted(m.message_body for [m] in answers)
+        assert seen in ([b"1", b"2"], [b"2", b"2"])
+        assert {m.conversation_handle for [m] in answers} == {c.handle for c in asked}
+
+
 def test_a_procedure_that_rolls_back_five_times_turns_its_queue_off():
     with pybroker.connect(None) as inst:
         db = inst.create_database("Act")
