@@ -254,6 +254,91 @@ def test_c7_no_group_is_ever_given_to_two_transactions(broker):
     assert sorted(t for r in replies for t in r.split(",")) == sorted(sent)
 
 
+def test_c7_kept_ends_and_dialogs_of_random_transactions_take_effect_once_at_commit(broker):
+    """Four threads receive, and in the same transaction reply, begin a dialog in the
+    group they hold and send on it, or END the conversation once its last message is
+    theirs; a third of them roll back. Every message is received and committed once; what
+    a committed transaction kept arrives once, nothing of a rolled-back one; a committed
+    END closed its conversation, and no other conversation is closed."""
+    broker.a.create_service("SA2", queue="QA", contracts=["DEFAULT"])
+    convs = [broker.a.begin_dialog("SA", "SB") for _ in range(6)]
+    last = 3
+    sent = []
+    for k in range(last + 1):
+        for i, conv in enumerate(convs):
+            conv.send(f"{i}:{k}")
+            sent.append(f"{i}:{k}")
+    guard = threading.Lock()
+    committed: list[str] = []
+    kept: list[str] = []  # what committed transactions sent on to A, by its text
+    ended: list[int] = []  # the conversations a committed END closed
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        rng = random.Random(100 + n)
+        while True:
+            undo = rng.random() < 0.3
+            try:
+                with broker.b.transaction():
+                    messages = [m for m in broker.b.receive(
+                        "QB", max_messages=rng.choice((1, 2, 3))) if m.text]
+                    if not messages:
+                        return
+                    got = [m.text for m in messages]
+                    handle = messages[0].conversation_handle
+                    i = int(got[0].split(":")[0])
+                    action = rng.choice(("reply", "dialog", "end"))
+                    if action == "end" and got[-1] != f"{i}:{last}":
+                        action = "reply"  # END only once the rest of it is received
+                    if action == "reply":
+                        broker.b.conversation(handle).send("re:" + ",".join(got))
+                    elif action == "dialog":
+                        new = broker.b.begin_dialog(
+                            "SB", "SA2",
+                            related_conversation_group=str(messages[0].conversation_group_id))
+                        new.send("new:" + ",".join(got))
+                    else:
+                        broker.b.conversation(handle).end()
+                    if undo:
+                        raise KeyError("rolled back")
+            except KeyError:
+                continue
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            with guard:
+                committed.extend(got)
+                if action == "end":
+                    ended.append(i)
+                else:
+                    kept.extend(got)
+
+    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(4 * BOUND)
+    assert errors == []
+    assert sorted(committed) == sorted(sent)
+    arrived: list[str] = []
+    end_dialogs = 0
+    for _ in range(4 * len(convs)):  # a RECEIVE returns one group's messages
+        for m in broker.a.receive("QA", max_messages=1000):
+            if m.message_type_name.endswith("/EndDialog"):
+                end_dialogs += 1
+            else:
+                arrived += m.text.split(":", 1)[1].split(",")
+    assert sorted(arrived) == sorted(kept)
+    assert end_dialogs == len(ended)
+    states = dict(broker.rows(
+        "SELECT conversation_handle, state_desc FROM sys.conversation_endpoints "
+        "WHERE is_initiator AND far_service = 'SB'"))
+    assert sorted(i for i, c in enumerate(convs)
+                  if states[c.handle] == "DISCONNECTED_INBOUND") == sorted(ended)
+    assert {states[c.handle] for i, c in enumerate(convs) if i not in ended} == {
+        "CONVERSING"}
+
+
 def wait_until(condition, what: str = "the condition") -> None:
     done = threading.Event()
     for _ in range(int(BOUND / 0.01)):
