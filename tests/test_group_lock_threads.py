@@ -9,6 +9,8 @@ import random
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pybroker.errors import DeadlockVictimError
 from tests.conftest_conversations import make_broker
@@ -337,6 +339,124 @@ def test_c7_kept_ends_and_dialogs_of_random_transactions_take_effect_once_at_com
                   if states[c.handle] == "DISCONNECTED_INBOUND") == sorted(ended)
     assert {states[c.handle] for i, c in enumerate(convs) if i not in ended} == {
         "CONVERSING"}
+
+
+# A worker's script: transactions, each RECEIVE of up to n messages, a reply SEND on what
+# it received or none, then COMMIT or ROLLBACK. Four ROLLBACKs at most in all: the fifth in
+# a row would turn the queue OFF (poison message handling, as SQL Server's).
+ROLLBACKS = 4
+
+
+def _at_most_rollbacks(workers: list) -> list:
+    left = ROLLBACKS
+    out = []
+    for script in workers:
+        steps = []
+        for want, reply, outcome in script:
+            if outcome == "rollback":
+                if left == 0:
+                    outcome = "commit"
+                left -= outcome == "rollback"
+            steps.append((want, reply, outcome))
+        out.append(steps)
+    return out
+
+
+scripts = st.lists(st.lists(st.tuples(st.integers(1, 3), st.booleans(),
+                                      st.sampled_from(["commit", "rollback"])),
+                            min_size=1, max_size=8), min_size=2, max_size=4
+                   ).map(_at_most_rollbacks)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scripts, st.integers(2, 5), st.integers(1, 4))
+def test_c7_random_interleavings_of_transactions_in_threads_hold_to_the_lock_rules(
+        workers, conversations, per_conversation):
+    """Threads run generated scripts of RECEIVE / reply SEND / COMMIT or ROLLBACK over
+    several groups at once, held to a reference model: a group is held by one transaction
+    at a time, each holder receives its conversation's messages from where the last commit
+    left them, in order; every message is committed exactly once (what the scripts left is
+    still in the queue, in order) and each committed reply arrives once, nothing of a
+    rolled-back transaction."""
+    broker = make_broker(None)
+    try:
+        convs = [broker.a.begin_dialog("SA", "SB") for _ in range(conversations)]
+        for k in range(per_conversation):
+            for conv in convs:
+                conv.send(f"{k}")
+        far = {str(h): i for i, (h,) in enumerate(broker.rows(
+            "SELECT conversation_handle FROM sys.conversation_endpoints WHERE NOT "
+            "is_initiator ORDER BY create_date, conversation_id"))}
+        guard = threading.Lock()
+        owner: dict[str, int] = {}  # the model: group -> the transaction holding it
+        done: dict[str, int] = {}  # conversation -> messages committed as received
+        committed: list[tuple[str, int]] = []
+        replies: list[str] = []
+        problems: list[str] = []
+        processing = threading.Event()  # never set
+
+        def run(n: int, script) -> None:
+            for want, reply, outcome in script:
+                try:
+                    with broker.b.transaction():
+                        got = broker.b.receive("QB", max_messages=want)
+                        if not got:
+                            continue
+                        group, handle = str(got[0].conversation_group_id), str(
+                            got[0].conversation_handle)
+                        seqs = [m.message_sequence_number for m in got]
+                        with guard:
+                            if owner.setdefault(group, n) != n:
+                                problems.append(f"{group} held by {owner[group]} and {n}")
+                            if {str(m.conversation_handle) for m in got} != {handle}:
+                                problems.append(f"one RECEIVE gave two conversations: {got}")
+                            first = done.get(handle, 0)
+                            if seqs != list(range(first, first + len(seqs))):
+                                problems.append(f"{handle}: {seqs} after {first}")
+                        # the work of a worker, its group held (others run meanwhile)
+                        processing.wait(0.002)
+                        with guard:
+                            if reply:
+                                broker.b.conversation(handle).send(
+                                    f"{handle}:{seqs[0]}:{len(seqs)}")
+                            # the model's change is made while the group is still held
+                            del owner[group]
+                            if outcome == "commit":
+                                done[handle] = first + len(seqs)
+                                committed.extend((handle, s) for s in seqs)
+                                if reply:
+                                    replies.append(f"{handle}:{seqs[0]}:{len(seqs)}")
+                        if outcome == "rollback":
+                            raise KeyError("rolled back")
+                except KeyError:
+                    continue
+                except BaseException as exc:
+                    problems.append(f"worker {n}: {type(exc).__name__}: {exc}")
+                    return
+
+        threads = [threading.Thread(target=run, args=(n, s), daemon=True)
+                   for n, s in enumerate(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(4 * BOUND)
+        assert not any(thread.is_alive() for thread in threads)
+        assert problems == []
+        # what is left is in the queue, in order, after what was committed
+        left: list[tuple[str, int]] = []
+        while more := broker.b.receive("QB", max_messages=100):
+            left += [(str(m.conversation_handle), m.message_sequence_number) for m in more]
+        for handle in far:
+            mine = [s for h, s in left if h == handle]
+            assert mine == list(range(done.get(handle, 0), per_conversation))
+        assert sorted(committed + left) == sorted(
+            (h, s) for h in far for s in range(per_conversation))
+        arrived: list[str] = []
+        while more := broker.a.receive("QA", max_messages=100):
+            arrived += [m.text for m in more]
+        assert sorted(arrived) == sorted(replies)
+    finally:
+        broker.inst.close()
 
 
 def wait_until(condition, what: str = "the condition") -> None:
