@@ -55,6 +55,17 @@ def in_thread(target) -> tuple[threading.Thread, dict]:
     return thread, outcome
 
 
+def run_together(target, arguments: list[tuple]) -> None:
+    """``target(*args)`` for each of ``arguments``, each in a thread of its own, all at once;
+    every thread ends within 4 x BOUND seconds."""
+    threads = [threading.Thread(target=target, args=args, daemon=True) for args in arguments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(4 * BOUND)
+    assert not any(thread.is_alive() for thread in threads)
+
+
 def test_c7_transactions_on_different_groups_hold_their_messages_at_once(broker):
     (_, texts1), (_, texts2) = two_groups(broker)
     holding = [threading.Event(), threading.Event()]
@@ -242,11 +253,7 @@ def test_c7_no_group_is_ever_given_to_two_transactions(broker):
             with guard:
                 committed.extend(got)
 
-    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(4 * BOUND)
+    run_together(worker, [(n,) for n in range(4)])
     assert not clashes
     assert sorted(committed) == sorted(sent)
     # each committed handling's reply once, none of a rolled-back one
@@ -315,11 +322,7 @@ def test_c7_kept_ends_and_dialogs_of_random_transactions_take_effect_once_at_com
                 else:
                     kept.extend(got)
 
-    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(4 * BOUND)
+    run_together(worker, [(n,) for n in range(4)])
     assert errors == []
     assert sorted(committed) == sorted(sent)
     arrived: list[str] = []
@@ -434,13 +437,7 @@ def test_c7_random_interleavings_of_transactions_in_threads_hold_to_the_lock_rul
                     problems.append(f"worker {n}: {type(exc).__name__}: {exc}")
                     return
 
-        threads = [threading.Thread(target=run, args=(n, s), daemon=True)
-                   for n, s in enumerate(workers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(4 * BOUND)
-        assert not any(thread.is_alive() for thread in threads)
+        run_together(run, list(enumerate(workers)))
         assert problems == []
         # what is left is in the queue, in order, after what was committed
         left: list[tuple[str, int]] = []
