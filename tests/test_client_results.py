@@ -108,6 +108,54 @@ def test_a_query_result_behaves_as_embedded(pair):
     assert str(got.limit(1)) == str(want.limit(1))  # repr: the table as DuckDB prints it
 
 
+EMPTY = [  # no rows: what a client gets has the embedded columns and types all the same
+    "SELECT * FROM sys.transmission_queue",
+    "SELECT 1.5::DECIMAL(18, 3) AS d, [1, 2] AS l, {'a': 1} AS s, NULL AS n, "
+    "'x'::BLOB AS b, TIMESTAMP '2026-01-02 03:04:05' AS t WHERE false",
+    "SELECT * FROM sys.databases WHERE name = ?",
+]
+
+
+@pytest.mark.parametrize("query", EMPTY)
+def test_an_empty_result_behaves_as_embedded(pair, query):
+    client, owner = pair
+    params = ["none"] if "?" in query else None
+    got, want = client.sql(query, params), owner.sql(query, params)
+    assert got.columns == want.columns and got.types == want.types
+    assert got.fetchall() == want.fetchall() == []
+    assert shown(got) == shown(want)
+    assert str(got) == str(want)
+    assert got.filter("true").aggregate("count(*)").fetchall() == [(0,)]
+
+
+def test_sql_rows_are_what_sql_gives_fetched(pair):
+    client, owner = pair
+    for query in (QUERY, EMPTY[1], "SELECT 1 AS one, 'a' AS two"):
+        columns, types, rows = owner.sql_rows(query)
+        assert client.sql_rows(query) == (columns, types, rows)
+        relation = owner.sql(query)
+        assert columns == relation.columns
+        assert types == [str(t) for t in relation.types]
+        assert rows == relation.fetchall()
+    refused = []
+    for run in (owner.sql, owner.sql_rows):  # refused alike, with the same words
+        with pytest.raises(pybroker.InvalidArgumentError) as raised:
+            run("DELETE FROM routes")
+        refused.append(str(raised.value))
+    assert refused[0] == refused[1]
+
+
+def test_a_failure_while_fetching_is_the_same_refusal_through_a_client(pair):
+    client, owner = pair
+    failing = "SELECT CAST(name AS INTEGER) FROM sys.databases"  # fails as it runs
+    with pytest.raises(duckdb.Error):
+        owner.sql(failing).fetchall()
+    with pytest.raises(pybroker.InvalidArgumentError, match="the query failed: Conversion"):
+        client.sql(failing)
+    with pytest.raises(pybroker.InvalidArgumentError, match="the query failed: Conversion"):
+        owner.sql_rows(failing)
+
+
 def test_a_query_result_fails_as_embedded(pair):
     client, owner = pair
     errors = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -51,6 +52,9 @@ from pybroker.storage.duckdb_errors import damage_reason, damaged_message, query
 from pybroker.storage.snapshot import write_snapshot
 
 CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transactions
+
+# DuckDB 1.5.6's quotation of the statement a failure is in: "\n\nLINE 1: ...\n   ^"
+_QUOTED_QUERY = re.compile(r"\n\nLINE \d+: .*\n *\^\s*$", re.DOTALL)
 
 
 class Instance:
@@ -453,6 +457,36 @@ class Instance:
         is committed and never disturbs the background worker or a transaction in progress
         on the instance's connection. A query DuckDB cannot run raises InvalidArgumentError
         carrying DuckDB's own explanation (the query is DuckDB's SQL)."""
+        cursor = self._query_cursor(query, params)
+        try:
+            return no_pandas.call(cursor.sql, query, params=params)
+        except duckdb.Error as exc:
+            raise self._query_error(exc, query) from exc
+
+    def sql_rows(self, query: str, params: Any = None
+                 ) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
+        """What ``sql()`` gives, fetched at once: the column names, DuckDB's name of each
+        column's type, and the rows. The query runs once (a relation plans it again when
+        it is fetched), with the same checks and errors as ``sql()``, failures in fetching
+        its rows included. The server answers a client's ``sql()`` with it."""
+        cursor = self._query_cursor(query, params)
+        try:
+            no_pandas.call(cursor.execute, query, params)
+            description = cursor.description or []
+            rows = cursor.fetchall()
+        except duckdb.Error as exc:
+            # what sql() says of it: DuckDB's explanation without the query's text quoted
+            # after it, which a statement adds and a relation does not
+            said = _QUOTED_QUERY.sub("", str(exc))
+            raise self._query_error(exc if said == str(exc) else type(exc)(said),
+                                    query) from exc
+        finally:
+            cursor.close()
+        return [d[0] for d in description], [str(d[1]) for d in description], rows
+
+    def _query_cursor(self, query: str, params: Any) -> duckdb.DuckDBPyConnection:
+        """A cursor of its own for a read-only query, once the query passed sql()'s
+        checks and what it reads of the process is current."""
         kernel = self.kernel
         kernel.check_open()
         check_read_only_query(query)
@@ -463,19 +497,16 @@ class Instance:
             kernel.live.refresh()
         if names_broker_events(query):
             kernel.write_events()
-        try:
-            return no_pandas.call(kernel.store.connection.cursor().sql, query, params=params)
-        except duckdb.Error as exc:
-            if kernel.store.closed:  # closed by another thread meanwhile
-                raise InstanceClosedError() from exc
-            damage = damage_reason(exc)
-            if damage is not None:
-                raise StorageError(damaged_message(str(self.path), damage)) from exc
-            raise InvalidArgumentError(query_failed(exc, query, self._sys_view_names)) \
-                from exc
-        except (TypeError, ValueError, RuntimeError, UnicodeError) as exc:
-            raise InvalidArgumentError(
-                f"params cannot be bound to the query: {type(exc).__name__}") from exc
+        return kernel.store.connection.cursor()
+
+    def _query_error(self, exc: duckdb.Error, query: str) -> BrokerError:
+        """What a query DuckDB refused or failed raises (sql(), sql_rows())."""
+        if self.kernel.store.closed:  # closed by another thread meanwhile
+            return InstanceClosedError()
+        damage = damage_reason(exc)
+        if damage is not None:
+            return StorageError(damaged_message(str(self.path), damage))
+        return InvalidArgumentError(query_failed(exc, query, self._sys_view_names))
 
     def _sys_view_names(self) -> list[str]:
         return [row[0] for row in self.kernel.store.query("instance/select_sys_view_names.sql")[1]]

@@ -87,6 +87,9 @@ class Session:
         if obj is self.instance and call.method == "execute":
             obj = self._database("master")  # Instance.execute's, with this session's @@SPID
         try:
+            if call.kind == CALL_METHOD and obj is self.instance and call.method == "sql":
+                # the rows at once: the query runs once, not planned again to fetch them
+                return Record(calls.ROWS_RECORD, obj.sql_rows(*call.args, **call.kwargs))
             if call.kind == CALL_METHOD:
                 value = getattr(obj, call.method)(*call.args, **call.kwargs)
             elif call.kind == GET_PROPERTY:

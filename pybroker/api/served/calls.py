@@ -42,8 +42,8 @@ _R, _W = False, True  # writes?
 CALLS: dict[tuple[str, str, str], bool] = {
     **{(INSTANCE, CALL_METHOD, name): w for name, w in (
         ("create_database", _W), ("drop_database", _W), ("execute", _W), ("database", _R),
-        ("databases", _R), ("route", _R),
-        ("route_many", _R), ("explain", _R), ("sql", _R), ("snapshot", _R), ("trust", _W),
+        ("databases", _R), ("route", _R), ("route_many", _R), ("explain", _R), ("sql", _R),
+        ("sql_rows", _R), ("snapshot", _R), ("trust", _W),
         ("untrust", _W), ("renew_certificate", _W),
         ("run_pending", _W), ("run_pending_all", _W))},
     **{(INSTANCE, GET_PROPERTY, name): w for name, w in (

@@ -31,14 +31,15 @@ def relation(con: duckdb.DuckDBPyConnection, columns: Sequence[str], types: Sequ
     if len(columns) != len(types) or not columns:
         raise ServerError("the server sent a query's rows without matching columns and "
                           "types; use the same pybroker on both sides")
+    column_types = [_column_type(name, type_name)
+                    for name, type_name in zip(columns, types, strict=True)]
+    if not rows:  # no rows: one row of typed NULLs, limited to none (a third of the time)
+        return con.cursor().values(*(
+            duckdb.ConstantExpression(None).cast(column_type).alias(name)
+            for name, column_type in zip(columns, column_types, strict=True))).limit(0)
     lists = []
     for i, (name, type_name) in enumerate(zip(columns, types, strict=True)):
-        try:
-            column_type = duckdb.sqltype(type_name)
-        except (duckdb.Error, TypeError, ValueError):
-            raise ServerError(f"column {name!r} has the type {type_name!r}, which this "
-                              "client's DuckDB does not know; use the same pybroker (and "
-                              "DuckDB) on both sides") from None
+        column_type = column_types[i]
         try:
             lists.append(no_pandas.call(duckdb.ConstantExpression, [row[i] for row in rows])
                          .cast(duckdb.list_type(column_type)).alias(f"c{i}"))
@@ -49,3 +50,12 @@ def relation(con: duckdb.DuckDBPyConnection, columns: Sequence[str], types: Sequ
     return con.cursor().values(*lists).select(*(
         duckdb.FunctionExpression("unnest", duckdb.ColumnExpression(f"c{i}")).alias(name)
         for i, name in enumerate(columns)))
+
+
+def _column_type(name: str, type_name: str) -> duckdb.typing.DuckDBPyType:
+    try:
+        return duckdb.sqltype(type_name)
+    except (duckdb.Error, TypeError, ValueError):
+        raise ServerError(f"column {name!r} has the type {type_name!r}, which this "
+                          "client's DuckDB does not know; use the same pybroker (and "
+                          "DuckDB) on both sides") from None
