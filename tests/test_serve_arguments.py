@@ -118,3 +118,26 @@ def test_the_endpoint_serve_runs_is_in_the_endpoint_views(tmp_path):
     with pybroker.connect(path, read_only=True) as after:  # stopped: not listening
         assert after.sql("SELECT count(*) FROM sys.service_broker_endpoints").fetchone() == (
             0,)
+
+
+
+URLSAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+REST = st.text(URLSAFE, min_size=42, max_size=42)
+
+
+@given(st.lists(REST.map(lambda rest: "-" + rest), max_size=5),
+       st.tuples(st.sampled_from(URLSAFE.replace("-", "")), REST).map("".join))
+def test_a_new_token_never_starts_with_a_dash(dashed, plain):
+    """`pybroker sql ADDRESS --token TOKEN` reads a token starting with "-" as an option:
+    a new token is drawn again until it does not."""
+    from pybroker.server import server
+
+    drawn = iter([*dashed, plain])
+    real = server.secrets.token_urlsafe
+    server.secrets.token_urlsafe = lambda n: next(drawn)
+    try:
+        assert server.new_token() == plain
+    finally:
+        server.secrets.token_urlsafe = real
+    assert not server.new_token().startswith("-")
+    assert len(server.new_token()) == 43  # 32 bytes

@@ -60,13 +60,21 @@ def read_or_make_token(path: Path) -> tuple[str, bool]:
         token = path.read_text(encoding="ascii").strip()
         if token:
             return token, False
-    token = secrets.token_urlsafe(32)
+    token = new_token()
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # an empty one
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as out:
         out.write(token + "\n")
     return token, True
+
+
+def new_token() -> str:
+    """A client token for TCP: 32 random bytes, URL-safe, never starting with "-" (so that
+    ``--token TOKEN`` on a command line is read as the option's value, not an option)."""
+    while (token := secrets.token_urlsafe(32)).startswith("-"):
+        pass
+    return token
 
 
 class ClientServer:
@@ -184,7 +192,7 @@ class ClientServer:
             self.token_path = token_path_for(instance_path)
             self.token, self.token_made = read_or_make_token(self.token_path)
         else:
-            self.token, self.token_made = secrets.token_urlsafe(32), True
+            self.token, self.token_made = new_token(), True
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
