@@ -183,3 +183,14 @@ def test_a_result_ends_with_its_instance_as_embedded(tmp_path):
     owner.close()
     with pytest.raises(duckdb.ConnectionException):
         want.fetchall()
+
+
+def test_a_parameter_duckdb_cannot_bind_is_refused_alike(pair):
+    client, owner = pair
+    query = "SELECT ? AS x"
+    for run in (owner.sql, owner.sql_rows):  # a lone surrogate is no UTF-8
+        with pytest.raises(pybroker.InvalidArgumentError,
+                           match="params cannot be bound to the query"):
+            run(query, ["\ud800"])
+    with pytest.raises(pybroker.InvalidArgumentError, match="params must be a list"):
+        client.sql(query, "x")

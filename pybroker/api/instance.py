@@ -55,6 +55,12 @@ CLOSE_TIMEOUT = 5.0  # seconds Instance.close() waits for other threads' transac
 
 # DuckDB 1.5.6's quotation of the statement a failure is in: "\n\nLINE 1: ...\n   ^"
 _QUOTED_QUERY = re.compile(r"\n\nLINE \d+: .*\n *\^\s*$", re.DOTALL)
+# what DuckDB raises for a parameter it cannot bind (after its own duckdb.Error)
+_BIND_ERRORS = (TypeError, ValueError, RuntimeError, UnicodeError)
+
+
+def _unbound(exc: Exception) -> InvalidArgumentError:
+    return InvalidArgumentError(f"params cannot be bound to the query: {type(exc).__name__}")
 
 
 class Instance:
@@ -462,6 +468,8 @@ class Instance:
             return no_pandas.call(cursor.sql, query, params=params)
         except duckdb.Error as exc:
             raise self._query_error(exc, query) from exc
+        except _BIND_ERRORS as exc:
+            raise _unbound(exc) from exc
 
     def sql_rows(self, query: str, params: Any = None
                  ) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
@@ -480,6 +488,8 @@ class Instance:
             said = _QUOTED_QUERY.sub("", str(exc))
             raise self._query_error(exc if said == str(exc) else type(exc)(said),
                                     query) from exc
+        except _BIND_ERRORS as exc:
+            raise _unbound(exc) from exc
         finally:
             cursor.close()
         return [d[0] for d in description], [str(d[1]) for d in description], rows

@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import duckdb
-
 from pybroker.api.conversation import Conversation
 from pybroker.api.database import Database
 from pybroker.api.instance import Instance
@@ -87,9 +85,6 @@ class Session:
         if obj is self.instance and call.method == "execute":
             obj = self._database("master")  # Instance.execute's, with this session's @@SPID
         try:
-            if call.kind == CALL_METHOD and obj is self.instance and call.method == "sql":
-                # the rows at once: the query runs once, not planned again to fetch them
-                return Record(calls.ROWS_RECORD, obj.sql_rows(*call.args, **call.kwargs))
             if call.kind == CALL_METHOD:
                 value = getattr(obj, call.method)(*call.args, **call.kwargs)
             elif call.kind == GET_PROPERTY:
@@ -145,14 +140,6 @@ class Session:
                           (value.name, value.database_id, value.broker_instance))
         if isinstance(value, Conversation):
             return Record(calls.CONVERSATION_RECORD, (value._database.name, value.handle))
-        if isinstance(value, duckdb.DuckDBPyRelation):
-            try:
-                columns = list(value.columns)
-                types = [str(t) for t in value.types]
-                rows = value.fetchall()
-            except duckdb.Error as exc:  # what Instance.sql says of a query DuckDB refuses
-                raise InvalidArgumentError(f"the query failed: {exc}") from exc
-            return Record(calls.ROWS_RECORD, (columns, types, rows))
         return None
 
     # -- transactions (C3) ---------------------------------------------------------------

@@ -42,7 +42,7 @@ _R, _W = False, True  # writes?
 CALLS: dict[tuple[str, str, str], bool] = {
     **{(INSTANCE, CALL_METHOD, name): w for name, w in (
         ("create_database", _W), ("drop_database", _W), ("execute", _W), ("database", _R),
-        ("databases", _R), ("route", _R), ("route_many", _R), ("explain", _R), ("sql", _R),
+        ("databases", _R), ("route", _R), ("route_many", _R), ("explain", _R),
         ("sql_rows", _R), ("snapshot", _R), ("trust", _W),
         ("untrust", _W), ("renew_certificate", _W),
         ("run_pending", _W), ("run_pending_all", _W))},
@@ -100,7 +100,7 @@ def names(target: str, kind: str,
 RECORDS: dict[str, type] = {cls.__name__: cls for cls in (
     Message, Route, Service, Queue, MessageType, Contract, RouteDecision, TraceStep,
     ExplainStep, ResultSet)}
-DATABASE_RECORD, CONVERSATION_RECORD, ROWS_RECORD = "Database", "Conversation", "Rows"
+DATABASE_RECORD, CONVERSATION_RECORD = "Database", "Conversation"
 # execute()'s BatchResults: its result sets and the lines PRINT wrote (a list would lose them)
 BATCH_RECORD = "BatchResults"
 
@@ -114,7 +114,7 @@ _FIELDS = {name: tuple(f.name for f in dataclasses.fields(cls)) for name, cls in
 
 def to_wire(value: Any, handle: Callable[[Any], Record | None]) -> Any:
     """``value`` with the API's dataclasses as Records; ``handle`` turns the other API
-    objects (Database, Conversation, a query's rows) into Records, or says None."""
+    objects (Database, Conversation) into Records, or says None."""
     kind = type(value)
     if kind in _PLAIN:
         return value

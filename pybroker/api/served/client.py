@@ -469,10 +469,19 @@ class ClientInstance:
         if record.name == calls.CONVERSATION_RECORD and len(fields) == 2:
             return ClientConversation(self, ClientDatabase(self, None, fields[0], None),
                                       fields[1])
-        if record.name == calls.ROWS_RECORD and len(fields) == 3:
-            return rows.relation(self._results(), *fields)
         raise ServerError(f"the server sent a {record.name!r} this client does not know; "
                           "use the same pybroker on both sides")
+
+    def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
+        # the serving process runs the query once and sends its rows (Instance.sql_rows);
+        # they are rebuilt here as the relation an embedded sql() gives (rows.py)
+        found = self._run(CALL_METHOD, "sql_rows", (query, params))
+        if not (isinstance(found, (list, tuple)) and len(found) == 3):
+            raise ServerError("the server sent a query's rows in a shape this client does "
+                              "not know; use the same pybroker on both sides")
+        return rows.relation(self._results(), *found)
+
+    sql.__doc__ = Instance.sql.__doc__
 
     # -- what stays local ----------------------------------------------------------------
 

@@ -2,12 +2,13 @@
 embedded ``Instance.sql()`` returns, so every method (``show()``, ``fetchall()``,
 ``df()``, ``arrow()``, ``filter()``, ...) and every error is DuckDB's own on both paths.
 
-The server sends what a RESULT already carries for a query (pybroker.server.session): the
-column names, DuckDB's name of each column's type, and the rows. The client rebuilds the
-relation in an in-memory DuckDB of its own (one per ClientInstance, closed with it, as an
-embedded relation ends with its instance): each column is one constant list cast to the
-column's type and unnested beside the others. No text from the server becomes SQL: each
-type name is parsed as a type (``duckdb.sqltype``) and each column name is an alias.
+The server runs the query once and sends what ``Instance.sql_rows()`` gives: the column
+names, DuckDB's name of each column's type, and the rows. The client rebuilds the relation
+in an in-memory DuckDB of its own (one per ClientInstance, closed with it, as an embedded
+relation ends with its instance): each column is one constant list cast to the column's
+type and unnested beside the others; no rows, one row of typed NULLs limited to none. No
+text from the server becomes SQL: each type name is parsed as a type (``duckdb.sqltype``)
+and each column name is an alias.
 
 DuckDB makes a Python value its own one by one, about 6 µs each (duckdb 1.5.6), asking
 ``import pandas`` for every one: the values go to DuckDB through no_pandas.call, which
@@ -33,7 +34,7 @@ def relation(con: duckdb.DuckDBPyConnection, columns: Sequence[str], types: Sequ
                           "types; use the same pybroker on both sides")
     column_types = [_column_type(name, type_name)
                     for name, type_name in zip(columns, types, strict=True)]
-    if not rows:  # no rows: one row of typed NULLs, limited to none (a third of the time)
+    if not rows:  # a third of the time of the lists
         return con.cursor().values(*(
             duckdb.ConstantExpression(None).cast(column_type).alias(name)
             for name, column_type in zip(columns, column_types, strict=True))).limit(0)
