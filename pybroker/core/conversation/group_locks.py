@@ -134,6 +134,21 @@ class GroupLocks:
             seen.add(current)
             path.append(current)
 
+    def hand_over(self, key: GroupKey, to: int) -> None:
+        """The holder of ``key`` (held) hands it to ``to``, which holds it from the same
+        ``since`` on: a commit that writes another transaction's commit with its own hands
+        it WRITER while it applies that one's verbs (kernel/messaging/group_commit.py), so a
+        wait of theirs goes through the graph as its own."""
+        holder, since = self._held[key]
+        if holder == to:
+            return
+        keys = self._by_holder[holder]
+        keys.remove(key)
+        if not keys:
+            del self._by_holder[holder]
+        self._held[key] = (to, since)
+        self._by_holder.setdefault(to, []).append(key)
+
     def stop_waiting(self, holder: int) -> None:
         self._waits.pop(holder, None)
 

@@ -55,7 +55,9 @@ MOVE CONVERSATION, and composes the services that do the rest, each given what i
 delay/retry loop), ``ending`` (end_conversation.py: END CONVERSATION, timers, DROP
 SERVICE's endings), ``receiving`` (receive.py: RECEIVE and its read-ahead),
 ``receive_where`` (receive_where.py: RECEIVE ... WHERE, GET CONVERSATION GROUP),
-``remote`` (remote.py: the side of the wire) and ``route_requests`` (route_requests.py).
+``remote`` (remote.py: the side of the wire), ``route_requests`` (route_requests.py) and
+``commits`` (group_commit.py: the commit that takes WRITER writes those waiting for it with
+its own, one set of statements and one COMMIT).
 It imports nothing of the API: the instance gives it its store, clock and routing, and the
 API's verbs pass a database by its id.
 """
@@ -100,6 +102,7 @@ from pybroker.kernel.messaging.counters import MessageCounters
 from pybroker.kernel.messaging.delivery import Delivery
 from pybroker.kernel.messaging.end_conversation import EndConversation
 from pybroker.kernel.messaging.endpoint_cache import DEFAULT_ENDPOINT_CACHE, EndpointCache
+from pybroker.kernel.messaging.group_commit import GroupCommit
 from pybroker.kernel.messaging.group_locking import GroupLocking
 from pybroker.kernel.messaging.read_ahead import ReceiveBuffer
 from pybroker.kernel.messaging.receive import Receiving
@@ -167,6 +170,7 @@ class Messaging:
         self.in_flight: set[int] = set()
         self.read_ahead_lock = threading.RLock()
         self.writer: UnitOfWork | None = None  # the unit of work that holds WRITER now
+        self.commits = GroupCommit(self)  # a commit carries those that wait for it
         self._local = threading.local()
         self._poison = _PoisonCount()
         # notified by each commit that delivers: a waiting RECEIVE looks again
@@ -234,6 +238,17 @@ class Messaging:
             raise
         self._local.uow = None
         uow.commit()
+
+    @contextlib.contextmanager
+    def acting_as(self, uow: UnitOfWork) -> Iterator[None]:
+        """This thread acts in ``uow`` for the block (a commit applies what a transaction it
+        carries kept, group_commit.py: what those verbs begin joins that transaction)."""
+        outer = self.current()
+        self._local.uow = uow
+        try:
+            yield
+        finally:
+            self._local.uow = outer
 
     # What a unit of work calls back (unit_of_work.py).
 
@@ -623,9 +638,7 @@ class Messaging:
             return None  # to be read from the file: as the writer
         group = ep.conversation_group_id
         uow.lock_group(database_id, group)  # C7
-        writer = self.writer
-        if ep.conversation_group_id != group or (
-                writer is not None and handle in writer.touched):
+        if ep.conversation_group_id != group or self.commits.written_in_place(handle):
             return None  # the writer is changing it: its change is not to be read here
         if ep.permissions is None or ep.epoch != self.catalogs.version:
             self.delivery.refresh_cached(ep)  # what it caches of the catalog, no state
@@ -700,9 +713,7 @@ class Messaging:
             return False
         group = ep.conversation_group_id
         uow.lock_group(database_id, group)  # C7
-        writer = self.writer
-        if ep.conversation_group_id != group or (
-                writer is not None and handle in writer.touched):
+        if ep.conversation_group_id != group or self.commits.written_in_place(handle):
             return False
         kept = uow.next_sequences.get(handle)
         seq, state = (ep.send_sequence, ep.state) if kept is None else kept
@@ -791,7 +802,6 @@ class Messaging:
         """next_send_sequences of a unit of work that holds no store (its SENDs are kept,
         see _keep_send); None when the first must be read as the writer."""
         found: list[int | None] = []
-        writer = self.writer
         locks = self.group_locks
         for i, handle in enumerate(handles):
             ep = self._cached(uow, handle)
@@ -806,8 +816,7 @@ class Messaging:
             elif not locks.holds(uow.transaction_id, (database_id, group)):
                 found.append(None)  # another may SEND on it before this one does
                 continue
-            if ep.conversation_group_id != group or (
-                    writer is not None and handle in writer.touched):
+            if ep.conversation_group_id != group or self.commits.written_in_place(handle):
                 if i == 0:
                     return None
                 found.append(None)

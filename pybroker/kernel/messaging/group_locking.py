@@ -57,6 +57,10 @@ class GroupLocking:
         self._numbers = itertools.count(1)
         self._transactions: dict[int, Transaction] = {}
         self._cut_off = False  # close's deadline passed: every waiter gives up (cut_off)
+        # commits waiting for WRITER that its holder may carry (carry), by number; and
+        # those it carried, whose acquire has not yet returned False
+        self._carriable: dict[int, object] = {}
+        self._carried: set[int] = set()
 
     def begin(self) -> int:
         """A new transaction's number (larger than every earlier one's)."""
@@ -71,34 +75,74 @@ class GroupLocking:
             return self._table.try_acquire(holder, key, self._clock())
 
     def acquire(self, holder: int, key: GroupKey, deadline: float | None = None, *,
-                committing: bool = False) -> None:
+                committing: bool = False, carriable: object | None = None) -> bool:
         """Take ``key`` for ``holder``, waiting until ``deadline`` (time.monotonic();
-        None: LOCK_WAIT_LIMIT from now) while another transaction holds it."""
+        None: LOCK_WAIT_LIMIT from now) while another transaction holds it. With
+        ``carriable`` (a commit waiting for WRITER: its unit of work), the holder of WRITER
+        may carry it meanwhile (``carry``): then this returns False at once, WRITER not
+        taken, and the carrier writes and ends that transaction; else True."""
         if deadline is None:
             deadline = time.monotonic() + LOCK_WAIT_LIMIT
-        table = self._table
         with self._changed:
-            while True:
-                if table.is_victim(holder):
-                    table.stop_waiting(holder)
-                    raise DeadlockVictimError(holder)
-                if table.try_acquire(holder, key, self._clock()):
-                    table.stop_waiting(holder)
-                    return
-                victim = table.wait(holder, key, self._clock(), committing=committing)
-                if victim == holder:
-                    raise DeadlockVictimError(holder)
-                if victim is not None:
-                    self._changed.notify_all()  # the victim's waiter gives up
-                remaining = deadline - time.monotonic()
-                # closing: a verb that waits gives up, a commit waits on (close() lets the
-                # transactions in flight commit) until close's deadline cuts them off
-                if remaining <= 0 or self._gives_up(committing):
-                    table.stop_waiting(holder)
-                    if self._gives_up(committing):
-                        raise InstanceClosedError()
-                    raise LockTimeoutError(_timeout_text(key))
-                self._changed.wait(min(remaining, LOOK_EVERY))
+            try:
+                return self._acquire(holder, key, deadline, committing, carriable)
+            finally:
+                self._carriable.pop(holder, None)
+
+    def _acquire(self, holder: int, key: GroupKey, deadline: float, committing: bool,
+                 carriable: object | None) -> bool:
+        table = self._table
+        while True:
+            if holder in self._carried:
+                self._carried.discard(holder)
+                return False
+            if table.is_victim(holder):
+                table.stop_waiting(holder)
+                raise DeadlockVictimError(holder)
+            if table.try_acquire(holder, key, self._clock()):
+                table.stop_waiting(holder)
+                return True
+            if carriable is not None:
+                self._carriable[holder] = carriable
+            victim = table.wait(holder, key, self._clock(), committing=committing)
+            if victim == holder:
+                raise DeadlockVictimError(holder)
+            if victim is not None:
+                self._changed.notify_all()  # the victim's waiter gives up
+            remaining = deadline - time.monotonic()
+            # closing: a verb that waits gives up, a commit waits on (close() lets the
+            # transactions in flight commit) until close's deadline cuts them off
+            if remaining <= 0 or self._gives_up(committing):
+                table.stop_waiting(holder)
+                if self._gives_up(committing):
+                    raise InstanceClosedError()
+                raise LockTimeoutError(_timeout_text(key))
+            self._changed.wait(min(remaining, LOOK_EVERY))
+
+    def carry(self, holder: int, select: Callable[[list[Any]], list[Any]]) -> list[Any]:
+        """``holder``, which holds WRITER, carries commits that wait for it: ``select`` is
+        given their units of work (those passed to ``acquire`` as ``carriable``), in the
+        order they began to wait, and returns those it takes. They wait no more (their
+        ``acquire`` returns False) and hold their groups until the carrier ends them."""
+        with self._changed:
+            if not self._table.holds(holder, WRITER):
+                return []
+            chosen = select(list(self._carriable.values())) if self._carriable else []
+            if chosen:
+                for number, unit in list(self._carriable.items()):
+                    if any(unit is c for c in chosen):
+                        del self._carriable[number]
+                        self._carried.add(number)
+                        self._table.stop_waiting(number)
+                self._changed.notify_all()
+            return chosen
+
+    def hand_writer(self, to: int) -> None:
+        """WRITER's holder hands it to ``to`` (and back): while a carrier applies a carried
+        transaction's verbs, that transaction is the writer (a wait of it for a group goes
+        through the graph as its own)."""
+        with self._changed:
+            self._table.hand_over(WRITER, to)
 
     def holds(self, holder: int, key: GroupKey) -> bool:
         with self._changed:

@@ -49,6 +49,14 @@ COUNT_FRAGMENTS = "wire/count_message_fragments.sql"
 # -- the unit of work ---------------------------------------------------------------------
 
 
+class _Commits(Protocol):
+    """What a unit of work's commit asks of group_commit.py's GroupCommit."""
+
+    def commit(self, leader: UnitOfWork) -> None: ...
+
+    def wait_carried(self, uow: UnitOfWork) -> bool: ...
+
+
 class _Engine(Protocol):
     """What a unit of work needs of the messaging engine (engine.py's Messaging, which
     imports this module): public names."""
@@ -67,6 +75,7 @@ class _Engine(Protocol):
 
     # the unit of work that holds WRITER now (what it touched may be uncommitted)
     writer: UnitOfWork | None
+    commits: _Commits  # group_commit.py: a commit carries those waiting for it
 
     def after_commit(self, uow: UnitOfWork) -> None: ...
 
@@ -146,6 +155,11 @@ class UnitOfWork:
         self.begun: dict[str, tuple[ConversationEndpoint, int]] = {}
         # what ends this transaction at commit: applying its SENDs failed half-way
         self.doomed: BrokerError | None = None
+        # another transaction's commit writes this one's with its own (group_commit.py):
+        # set when it carried this one, and how it ended (None: committed)
+        self.carried = False
+        self.carried_end: threading.Event | None = None
+        self.carried_outcome: object = None  # an exception, GIVEN_BACK, or None
         self._tx: Any = None
 
     def activate(self) -> None:
@@ -153,11 +167,54 @@ class UnitOfWork:
         lock): it writes into the one DuckDB connection's transaction."""
         if not self.locked:
             self.m.group_locks.acquire(self.transaction_id, WRITER, committing=self.committing)
-            self.m.store.lock.acquire()
-            self.locked = True
-            self.m.writer = self
-            if self.kept:
-                self._apply_sends()
+            self._hold_store()
+
+    def _hold_store(self) -> None:
+        """WRITER is this unit of work's: the store's lock too, and what it kept applied."""
+        self.m.store.lock.acquire()
+        self.locked = True
+        self.m.writer = self
+        if self.kept:
+            self._apply_sends()
+
+    def lead_or_be_carried(self) -> bool:
+        """At commit: wait for WRITER as activate() does, unless the transaction that holds
+        it meanwhile carries this one (group_commit.py): then False, and nothing held."""
+        if self.locked:
+            return True
+        self.committing = True
+        if not self.m.group_locks.acquire(self.transaction_id, WRITER, committing=True,
+                                          carriable=self):
+            return False  # ``carried`` was set by the carrier (group_commit.py)
+        self._hold_store()
+        return True
+
+    def apply_carried(self) -> None:
+        """The carrier (another transaction's commit, on its thread, holding the store)
+        applies what this one kept: from now on this one writes as if it held the store."""
+        self.locked = True
+        self.m.writer = self
+        if self.kept:
+            self._apply_sends()
+
+    @property
+    def writes_at_commit(self) -> bool:
+        """Whether this unit of work's commit writes anything into the file."""
+        return bool(self.kept or self.new or self.dirty or self.queue_rows or self.tx_rows
+                    or self.taken or self.taken_retained or self.inbound_rows
+                    or self.taken_fragments or self._tx is not None)
+
+    def footprint(self) -> set[str]:
+        """The endpoints the verbs it kept act on, and their far sides (what applying them
+        may change in place), by handle."""
+        handles = set(self.next_sequences)
+        handles.update(self.begun)
+        endpoints = self.m.endpoints
+        for handle in list(handles):
+            ep = endpoints.get(handle)
+            if ep is not None and ep.far_handle is not None:
+                handles.add(ep.far_handle)
+        return handles
 
     @property
     def kept(self) -> bool:
@@ -242,7 +299,7 @@ class UnitOfWork:
             return
         self.deliveries.append(((row[0], row[1]), row))
 
-    def _settle_read_ahead(self) -> None:
+    def settle_read_ahead(self) -> None:
         """This unit of work committed (the caller holds the read-ahead lock): what it
         received is gone for good, and what it delivered joins what was read ahead."""
         m = self.m
@@ -282,101 +339,52 @@ class UnitOfWork:
         self.queues_written = True
         self.read_ahead_forgotten = True
 
+    @property
+    def has_rows(self) -> bool:
+        """Whether it holds rows not yet written (flush)."""
+        return bool(self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
+                    or self.taken_retained or self.inbound_rows)
+
     def flush(self) -> None:
-        if not (self.new or self.dirty or self.queue_rows or self.tx_rows or self.taken
-                or self.taken_retained or self.inbound_rows):
-            return
-        self.ensure_tx()
-        run = self.m.store.run
-        if self.new:
-            run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
-                list(self.new.values())))
-            for ep in self.new.values():
-                ep.persisted = True
-                ep.saved = wide_columns(ep)
-        if self.dirty:
-            # Most endpoints of a SEND change only their sequence numbers: a narrow UPDATE.
-            narrow, wide = [], []
-            for ep in self.dirty.values():
-                now = wide_columns(ep)
-                (narrow if now == ep.saved else wide).append(ep)
-                ep.saved = now
-            if wide:
-                run("conversation/update_conversation_endpoints.sql", _endpoint_changes(wide))
-            if len(narrow) == 1:
-                ep = narrow[0]
-                run("conversation/update_endpoint_sequence.sql", {
-                    "conversation_handle": ep.conversation_handle,
-                    "send_sequence": ep.send_sequence,
-                    "first_unacked_send_sequence": ep.first_unacked_send_sequence,
-                    "receive_sequence": ep.receive_sequence})
-            elif narrow:
-                run("conversation/update_endpoint_sequences.sql", {
-                    "conversation_handle": columns.guids(e.conversation_handle for e in narrow),
-                    "send_sequence": columns.ints(e.send_sequence for e in narrow),
-                    "first_unacked_send_sequence": columns.ints(
-                        e.first_unacked_send_sequence for e in narrow),
-                    "receive_sequence": columns.ints(e.receive_sequence for e in narrow)})
-        # One SEND, or a large body: plain bound values (the encoded columns cost more for
-        # one row, and copy a large body into base64 text).
-        queue_rows = self.queue_rows
-        rows, parts = queue_rows, self.body_fragments
-        if parts:  # each kept as fragments on its own (message_parts.py), the rest together
-            rows = [r for r in queue_rows if r[2] not in parts]
-            for row in queue_rows:
-                if row[2] in parts:
-                    run("conversation/insert_queue_message.sql", {
-                        **dict(zip(_QUEUE_COLUMNS, row, strict=True)),
-                        "body_fragments": parts[row[2]]})
-            parts.clear()
-        if len(rows) == 1 or any(len(r[12] or b"") > LARGE_BODY for r in rows):
-            for row in rows:
-                run("conversation/insert_queue_message.sql", {
-                    **dict(zip(_QUEUE_COLUMNS, row, strict=True)), "body_fragments": None})
-        elif rows:
-            run("conversation/insert_queue_messages.sql", _queue_columns(rows))
-        if queue_rows:
+        if self.has_rows:
+            self.ensure_tx()
+            write_rows(self.m.store, [self])
+
+    @property
+    def holds_transaction(self) -> bool:
+        """Whether it has the store's DuckDB transaction open (it wrote into it)."""
+        return self._tx is not None
+
+    def end_transaction(self, exc: BaseException | None = None) -> None:
+        """COMMIT the store's transaction it opened (``exc``: ROLLBACK, because of it);
+        nothing when it opened none."""
+        if self._tx is not None:
+            tx, self._tx = self._tx, None
+            if exc is None:
+                tx.__exit__(None, None, None)
+            else:
+                with contextlib.suppress(BaseException):
+                    tx.__exit__(type(exc), exc, exc.__traceback__)
+
+    def written(self) -> None:
+        """What write_rows wrote of it is no longer held."""
+        if self.queue_rows:
             self.enqueued = True
             if self.m.queue_watcher is not None:  # only activation asks which queues
-                self.ready_queues.update((r[0], r[1]) for r in queue_rows if r[3] == 1)
-        # C3: received messages leave with this transaction; after the inserts, since a
-        # message sent and received in one transaction is taken from the read-ahead
-        # (ReceiveBuffer.delivered) before it was written
-        if self.taken_fragments:  # message_parts.py
-            self.m.store.pieces_deleted(COUNT_FRAGMENTS, run(
-                "conversation/delete_received_fragments.sql", {
-                    "conversation_handle": columns.guids(h for h, _ in self.taken_fragments),
-                    "message_sequence_number": columns.ints(
-                        s for _, s in self.taken_fragments)}))
-            self.taken_fragments.clear()
-        if self.taken:
-            run("conversation/delete_received_messages.sql",
-                {"queuing_order": columns.ints(self.taken)})
-            self.taken.clear()
-        if self.taken_retained:
-            run("conversation/retain_received_by_order.sql",
-                {"queuing_order": columns.ints(self.taken_retained)})
-            self.taken_retained.clear()
-        for rows, inbound in ((self._staged(self.tx_rows), False), (self.inbound_rows, True)):
-            if len(rows) == 1 or any(len(r[14] or b"") > LARGE_BODY for r in rows):
-                for row in rows:
-                    run("conversation/insert_transmission_queue_row.sql",
-                        {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound,
-                         "body_pieces": None})
-            elif rows:
-                run("conversation/insert_transmission_queue.sql",
-                    {**_tx_columns(rows), "is_inbound": inbound})
-        if self.traced:  # their trace contexts, kept for a sending after a restart
-            run("tracing/update_trace_contexts.sql", {"rows": ";".join(
-                f"{h},{seq},{tp}" for h, seq, tp in self.traced)})
+                self.ready_queues.update((r[0], r[1]) for r in self.queue_rows if r[3] == 1)
+        self.taken_fragments.clear()
+        self.taken.clear()
+        self.taken_retained.clear()
+        if self.traced:
             self.traced.clear()
         self.inbound_rows.clear()
         self.new.clear()
         self.dirty.clear()
         self.queue_rows.clear()
         self.tx_rows.clear()
+        self.body_fragments.clear()
 
-    def _staged(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    def staged(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """Rows of the transmission queue with a large body: the body written as pieces
         apart (transmission_pieces.py) and the row with none, written here; the rest."""
         if not any(len(r[14] or b"") >= STAGE_BYTES for r in rows):
@@ -412,44 +420,41 @@ class UnitOfWork:
         """Apply the SENDs kept, as the commit's first step, while this is still its
         thread's unit of work: applying one may act in it again (a SEND to a service with no
         route begins a route request's dialog, R8), which must join this transaction, not
-        wait for its WRITER as another."""
+        wait for its WRITER as another. A commit that holds WRITER meanwhile may carry this
+        one instead (group_commit.py): it then applies them, as this unit of work."""
         if self.kept:
-            self.committing = True
-            self.activate()
+            self.lead_or_be_carried()
 
     def commit(self) -> None:
+        """Write what this transaction holds and COMMIT, with the commits it carries
+        (group_commit.py), or wait while the commit that carries this one does."""
         self.committing = True
-        try:
-            if self.doomed is not None:
-                raise self.doomed
-            if self.kept:
-                self.activate()  # applies them
-            self.flush()
-            # one lock with the reads of the queues (receive.py): a read sees this commit
-            # and what it delivered whole, or neither
-            with self.m.read_ahead_lock:
-                if self._tx is not None:
-                    tx, self._tx = self._tx, None
-                    tx.__exit__(None, None, None)
-                self._settle_read_ahead()
-        except BaseException as exc:
-            self.rollback(exc)
-            if isinstance(exc, BrokerError):
-                raise
-            raise BrokerError(f"the change was not made: {exc}") from exc
-        finally:
-            self._release()
+        while True:
+            if (not self.carried and not self.locked and self.doomed is None
+                    and self.writes_at_commit):
+                self.lead_or_be_carried()
+            if not self.carried:
+                break
+            if self.m.commits.wait_carried(self):  # raises what rolled it back
+                self.m.after_commit(self)
+                return
+        self.m.commits.commit(self)
         self.m.after_commit(self)
 
     def rollback(self, exc: BaseException) -> None:
+        try:
+            self.undo(exc)
+        finally:
+            self.release()
+        self.m.after_rollback(self)
+
+    def undo(self, exc: BaseException) -> None:
+        """What this transaction did is undone (``exc`` ended it); its locks stay held."""
         self.sends.clear()  # kept, never applied: nothing of them to undo
         self.verbs.clear()
         self.begun.clear()
         try:
-            if self._tx is not None:
-                tx, self._tx = self._tx, None
-                with contextlib.suppress(BaseException):
-                    tx.__exit__(type(exc), exc, exc.__traceback__)
+            self.end_transaction(exc)
             # pieces written apart go too, before the lock is let go (else the file's
             # next open removes them: no row names them)
             with contextlib.suppress(BrokerError):
@@ -460,18 +465,122 @@ class UnitOfWork:
             with self.m.read_ahead_lock:  # what this transaction received is back, in order
                 self.m.read_ahead.clear()
                 self.m.in_flight.difference_update(self.holding)
-            self._release()
-        self.m.after_rollback(self)
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """This transaction ended: the store (unless its carrier holds it) and its groups
+        are let go."""
         if self.locked:
             self.locked = False
             if self.m.writer is self:
                 self.m.writer = None
-            self.m.store.lock.release()
+            if not self.carried:
+                self.m.store.lock.release()
         if self.m.group_locks.release_all(self.transaction_id):
             with self.m.arrival:  # a RECEIVE that skipped or waited for a group looks again
                 self.m.arrival.notify_all()
+
+def write_rows(store: Store, units: list[UnitOfWork]) -> None:
+    """The rows ``units`` hold, written into the store's open transaction as one set-based
+    statement per table for all of them together (a commit that carries others writes
+    theirs with its own, group_commit.py), each column bound as one string (columns.py);
+    then no unit holds them (UnitOfWork.written)."""
+    run = store.run
+    new: dict[str, ConversationEndpoint] = {}
+    dirty: dict[str, ConversationEndpoint] = {}
+    queue_rows: list[tuple[Any, ...]] = []
+    parts: dict[int, int] = {}
+    taken_fragments: list[tuple[str, int]] = []
+    taken: list[int] = []
+    taken_retained: list[int] = []
+    tx_rows: list[tuple[Any, ...]] = []
+    inbound_rows: list[tuple[Any, ...]] = []
+    traced: list[tuple[str, int, str]] = []
+    for unit in units:
+        new.update(unit.new)
+        dirty.update(unit.dirty)
+        queue_rows += unit.queue_rows
+        parts.update(unit.body_fragments)
+        taken_fragments += unit.taken_fragments
+        taken += unit.taken
+        taken_retained += unit.taken_retained
+        tx_rows += unit.staged(unit.tx_rows)
+        inbound_rows += unit.inbound_rows
+        traced += unit.traced or ()
+    for handle in new:
+        dirty.pop(handle, None)
+    if new:
+        run("conversation/insert_conversation_endpoints.sql", _endpoint_columns(
+            list(new.values())))
+        for ep in new.values():
+            ep.persisted = True
+            ep.saved = wide_columns(ep)
+    if dirty:
+        # Most endpoints of a SEND change only their sequence numbers: a narrow UPDATE.
+        narrow, wide = [], []
+        for ep in dirty.values():
+            now = wide_columns(ep)
+            (narrow if now == ep.saved else wide).append(ep)
+            ep.saved = now
+        if wide:
+            run("conversation/update_conversation_endpoints.sql", _endpoint_changes(wide))
+        if len(narrow) == 1:
+            ep = narrow[0]
+            run("conversation/update_endpoint_sequence.sql", {
+                "conversation_handle": ep.conversation_handle,
+                "send_sequence": ep.send_sequence,
+                "first_unacked_send_sequence": ep.first_unacked_send_sequence,
+                "receive_sequence": ep.receive_sequence})
+        elif narrow:
+            run("conversation/update_endpoint_sequences.sql", {
+                "conversation_handle": columns.guids(e.conversation_handle for e in narrow),
+                "send_sequence": columns.ints(e.send_sequence for e in narrow),
+                "first_unacked_send_sequence": columns.ints(
+                    e.first_unacked_send_sequence for e in narrow),
+                "receive_sequence": columns.ints(e.receive_sequence for e in narrow)})
+    # One SEND, or a large body: plain bound values (the encoded columns cost more for
+    # one row, and copy a large body into base64 text).
+    rows = queue_rows
+    if parts:  # each kept as fragments on its own (message_parts.py), the rest together
+        rows = [r for r in queue_rows if r[2] not in parts]
+        for row in queue_rows:
+            if row[2] in parts:
+                run("conversation/insert_queue_message.sql", {
+                    **dict(zip(_QUEUE_COLUMNS, row, strict=True)),
+                    "body_fragments": parts[row[2]]})
+    if len(rows) == 1 or any(len(r[12] or b"") > LARGE_BODY for r in rows):
+        for row in rows:
+            run("conversation/insert_queue_message.sql", {
+                **dict(zip(_QUEUE_COLUMNS, row, strict=True)), "body_fragments": None})
+    elif rows:
+        run("conversation/insert_queue_messages.sql", _queue_columns(rows))
+    # C3: received messages leave with this transaction; after the inserts, since a
+    # message sent and received in one transaction is taken from the read-ahead
+    # (ReceiveBuffer.delivered) before it was written
+    if taken_fragments:  # message_parts.py
+        store.pieces_deleted(COUNT_FRAGMENTS, run(
+            "conversation/delete_received_fragments.sql", {
+                "conversation_handle": columns.guids(h for h, _ in taken_fragments),
+                "message_sequence_number": columns.ints(s for _, s in taken_fragments)}))
+    if taken:
+        run("conversation/delete_received_messages.sql",
+            {"queuing_order": columns.ints(taken)})
+    if taken_retained:
+        run("conversation/retain_received_by_order.sql",
+            {"queuing_order": columns.ints(taken_retained)})
+    for rows, inbound in ((tx_rows, False), (inbound_rows, True)):
+        if len(rows) == 1 or any(len(r[14] or b"") > LARGE_BODY for r in rows):
+            for row in rows:
+                run("conversation/insert_transmission_queue_row.sql",
+                    {**dict(zip(_TX_COLUMNS, row, strict=True)), "is_inbound": inbound,
+                     "body_pieces": None})
+        elif rows:
+            run("conversation/insert_transmission_queue.sql",
+                {**_tx_columns(rows), "is_inbound": inbound})
+    if traced:  # their trace contexts, kept for a sending after a restart
+        run("tracing/update_trace_contexts.sql", {"rows": ";".join(
+            f"{h},{seq},{tp}" for h, seq, tp in traced)})
+    for unit in units:
+        unit.written()
 
 
 # -- rows to bound columns ----------------------------------------------------------------
