@@ -172,10 +172,7 @@ class UnitOfWork:
     def _hold_store(self) -> None:
         """WRITER is this unit of work's: the store's lock too, and what it kept applied."""
         self.m.store.lock.acquire()
-        self.locked = True
-        self.m.writer = self
-        if self.kept:
-            self._apply_sends()
+        self.apply_carried()
 
     def lead_or_be_carried(self) -> bool:
         """At commit: wait for WRITER as activate() does, unless the transaction that holds
@@ -190,8 +187,9 @@ class UnitOfWork:
         return True
 
     def apply_carried(self) -> None:
-        """The carrier (another transaction's commit, on its thread, holding the store)
-        applies what this one kept: from now on this one writes as if it held the store."""
+        """From now on this one writes as the writer, what it kept applied first: once it
+        holds the store, or when its carrier (another transaction's commit, on its thread,
+        holding the store) applies it."""
         self.locked = True
         self.m.writer = self
         if self.kept:
@@ -200,9 +198,8 @@ class UnitOfWork:
     @property
     def writes_at_commit(self) -> bool:
         """Whether this unit of work's commit writes anything into the file."""
-        return bool(self.kept or self.new or self.dirty or self.queue_rows or self.tx_rows
-                    or self.taken or self.taken_retained or self.inbound_rows
-                    or self.taken_fragments or self._tx is not None)
+        return bool(self.kept or self.has_rows or self.taken_fragments
+                    or self._tx is not None)
 
     def footprint(self) -> set[str]:
         """The endpoints the verbs it kept act on, and their far sides (what applying them
