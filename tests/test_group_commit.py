@@ -142,6 +142,29 @@ def test_c7_receiving_and_sending_commits_are_carried_together(broker):
     assert texts_in(broker, "QB") == {conversation_id(broker, convs[2]): ["new"]}
 
 
+def test_c7_receives_each_in_its_own_transaction_take_beside_others_and_are_carried(broker):
+    """A loop of RECEIVE calls outside a transaction (a worker's, a served client's) takes
+    in memory while another transaction holds WRITER: each waits for WRITER only at its
+    commit, and one commit writes them with a sender's."""
+    convs = [broker.a.begin_dialog("SA", "SB") for _ in range(4)]
+    for i, conv in enumerate(convs[:3]):
+        conv.send(f"request {i}")
+    # the loop's first RECEIVE: the table's, in one statement
+    assert [m.text for m in broker.b.receive("QB", max_messages=10)] == ["request 0"]
+
+    def receiver() -> list[str]:
+        return [m.text for m in broker.b.receive("QB", max_messages=10)]
+
+    held, commits = HeldWriter(broker), Commits(broker)
+    outcomes = committing(broker, held, [receiver, receiver, sender(broker, convs[3], ["new"])])
+    assert sorted(o.get("result") for o in outcomes[:2]) == [["request 1"], ["request 2"]]
+    assert outcomes[2].get("result") == [0]
+    assert commits.ended == [True]  # the first to wait carried the two others
+    assert texts_in(broker, "QB") == {conversation_id(broker, convs[3]): ["new"]}
+    assert broker.rows("SELECT count(*) FROM sys.queue_messages WHERE queue_name = 'QB'"
+                       ) == [(1,)]
+
+
 def failing_apply(broker, fails: str, *, touch=None):
     """The engine's apply of kept SENDs, made to fail (after applying them, so that what it
     changed in memory must be undone) for the transaction whose SENDs include ``fails``;

@@ -129,3 +129,26 @@ def test_c7_a_free_writer_goes_to_the_transaction_that_waited_longest():
     assert locks.wait(2, (5, "g1"), 6.0) is None
     locks.release_all(1)
     assert locks.try_acquire(4, (5, "g1"), 7.0)
+
+
+def test_c7_writer_handed_over_carries_its_holder_s_waits_into_the_graph():
+    """A carrier (1) hands WRITER to the transaction it applies (3): a wait of 3's closes a
+    cycle through WRITER as 3's own, and the victim is chosen among the cycle's holders."""
+    locks = GroupLocks()
+    assert locks.try_acquire(1, WRITER, 0.0)
+    assert locks.try_acquire(2, (5, "g2"), 0.5)
+    assert locks.wait(2, WRITER, 1.0, committing=True) is None  # 2 waits for 1's WRITER
+    locks.hand_over(WRITER, 3)
+    assert locks.holder_of(WRITER) == 3 and locks.held_by(1) == []
+    assert [h.holder for h in locks.holders() if h.key == WRITER] == [3]
+    # 3 (applied as the writer) waits for 2's group: 3 -> 2 -> WRITER (3's) -> a cycle
+    assert locks.wait(3, (5, "g2"), 2.0) == 3  # not committing: 3 is the victim, not 2
+    assert not locks.is_victim(2)
+    locks.hand_over(WRITER, 1)  # back to the carrier, from the same since
+    assert locks.holder_of(WRITER) == 1 and locks.held_by(3) == []
+    assert next(h for h in locks.holders() if h.key == WRITER).since == 0.0
+    # handed to itself: nothing changes
+    locks.hand_over(WRITER, 1)
+    assert locks.held_by(1) == [WRITER]
+    assert locks.release_all(1) == [WRITER]
+    assert locks.try_acquire(2, WRITER, 3.0)  # 2 waited longest

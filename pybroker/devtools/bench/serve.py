@@ -9,7 +9,8 @@ a temp dir, its broker endpoint on a free port of 127.0.0.1); client processes
   in transactions of k, then RECEIVEs them all (``receive(max_messages=k)``, each its own
   transaction) checking their order. With 1 client, and with 8 clients at once (8 x M
   messages, timed from the first start to the last finish); messages/s, against the target
-  of 8 clients together >= 50 % of the embedded rate.
+  of 8 clients together >= 50 % of the embedded rate, and C7's (transactions side by side)
+  of >= 75 %.
 - (b) while the 8 clients run, one more client process reads
   ``SELECT * FROM sys.transmission_queue`` through ``inst.sql()`` every 10 ms, as
   ``pybroker query`` would: the round trip of each (sent, run by the server, rows back),
@@ -61,7 +62,8 @@ FULL = {"clients": 8, "messages": 2_000, "sends_per_transaction": 100, "conversa
 QUICK = {"clients": 8, "messages": 300, "sends_per_transaction": 100, "conversations": 10,
          "idle_connections": 200, "query_interval_ms": 10, "workers_messages": 16,
          "workers_conversations": 8, "workers_processing": 0.02}
-TARGETS = {"ratio_clients_embedded": 0.5, "ratio_scraped": 0.95, "query_p50_ms": 10.0,
+TARGETS = {"ratio_clients_embedded": 0.5, "ratio_clients_embedded_c7": 0.75,
+           "ratio_scraped": 0.95, "query_p50_ms": 10.0,
            "query_p99_ms": 50.0,
            "idle_kb_per_connection": 64.0}
 STARTUP_TIMEOUT = 120.0
@@ -140,6 +142,9 @@ def run(*, repeat: int = 3, quick: bool = False,
         report[name]["ratio_embedded"] = report[name]["per_s"] / base
     report["clients"]["met"] = (report["clients"]["ratio_embedded"]
                                 >= TARGETS["ratio_clients_embedded"])
+    # C7: with transactions side by side, the CPU-bound case too
+    report["clients"]["met_c7"] = (report["clients"]["ratio_embedded"]
+                                   >= TARGETS["ratio_clients_embedded_c7"])
     scraped = report["clients_scraped"]
     scraped["ratio_unscraped"] = scraped["per_s"] / report["clients"]["per_s"]
     scraped["met"] = scraped["ratio_unscraped"] >= TARGETS["ratio_scraped"]
@@ -172,7 +177,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"    1 client {one['per_s']:,.0f}/s ({one['ratio_embedded']:.0%} of embedded); "
         f"{n} clients at once {many['per_s']:,.0f}/s together: {many['ratio_embedded']:.0%} "
         f"of embedded (target >= {t['ratio_clients_embedded']:.0%}: "
-        f"{verdict(many['met'])})",
+        f"{verdict(many['met'])}; C7's >= {t['ratio_clients_embedded_c7']:.0%}: "
+        f"{verdict(many['met_c7'])})",
         f"    CPU per message: embedded {e['cpu_us_per_message']:,.0f} us; 1 client: server "
         f"{one['server_cpu_us_per_message']:,.0f} us, client "
         f"{one['client_cpu_us_per_message']:,.0f} us; {n} clients: server "

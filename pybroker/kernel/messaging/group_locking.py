@@ -129,8 +129,9 @@ class GroupLocking:
                 return []
             chosen = select(list(self._carriable.values())) if self._carriable else []
             if chosen:
+                taken = {id(c) for c in chosen}
                 for number, unit in list(self._carriable.items()):
-                    if any(unit is c for c in chosen):
+                    if id(unit) in taken:
                         del self._carriable[number]
                         self._carried.add(number)
                         self._table.stop_waiting(number)

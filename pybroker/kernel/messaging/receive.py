@@ -149,8 +149,10 @@ class Receiving:
                     rows = self._take_group(uow, key, max_messages, settings.retention)
                 uow.received_from(key, len(rows))
                 return rows
-            if outer is not None and not uow.has_changes:
-                # a transaction that has only received: in memory, beside the others
+            if not uow.has_changes and (outer is not None or key in self._receive_loops):
+                # a transaction that has only received, or a loop of RECEIVEs each in its
+                # own transaction: in memory, beside the others (its commit waits for
+                # WRITER only to delete what it took, and is carried with other commits)
                 found = self._take_apart(uow, key, max_messages, settings.retention)
                 if found is not None:
                     uow.received_from(key, len(found))
