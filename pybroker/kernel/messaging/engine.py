@@ -22,21 +22,23 @@ received and sent (the worker's RECEIVE, reply, processing, COMMIT) holds no sto
 its commit, which takes it for the short flush: such transactions run side by side, with
 each other and with the one that holds WRITER. Its RECEIVE reads the queue on a connection
 of its own (Store.read_apart: what was last committed), leaves out what other open
-transactions received (``in_flight``), and takes its messages in memory; what a
+transactions received (``in_flight``), and takes its messages in memory (so does each
+RECEIVE of a loop of them outside a transaction, after the first); what a
 transaction delivers joins the read-ahead only when it commits (UnitOfWork.deliveries).
-Its SEND is kept (``_keep_send``): the conversation's group locked, checked against the
+Its SEND is kept (sending.py): the conversation's group locked, checked against the
 endpoint as last committed (the cached one, which only the WRITER's holder changes, in
 place: an endpoint that holder touched is not read, the SEND then waits for WRITER as
 before), its sequence number given, nothing shared changed, so no other transaction reads
-it; the commit applies the kept SENDs in order as the writer sends (``apply_sends``) and
-writes them with the rest. A conflict is optimistic: when the endpoint changed meanwhile
-so that the SEND no longer holds (the far side ended the conversation, a lifetime
-expired), the commit rolls the whole transaction back with WriteConflictError (3960).
+it; the commit applies the kept SENDs in order as the writer sends
+(``Sending.apply_sends``) and writes them with the rest. A conflict is optimistic: when the
+endpoint changed meanwhile so that the SEND no longer holds (the far side ended the
+conversation, a lifetime expired), the commit rolls the whole transaction back with
+WriteConflictError (3960).
 Transactions on different conversations never conflict: a SEND's own group, held, keeps
 every other verb of the lock table off its endpoint, and only the far side's messages and
 the worker's timers reach it otherwise. END CONVERSATION and BEGIN CONVERSATION TIMER are
-kept alike (``keep_verb``: checked as the SEND is, made at commit by the writer's own call
-after the kept SENDs), and BEGIN DIALOG keeps its new endpoint in the unit of work
+kept alike (``Sending.keep_verb``: checked as the SEND is, made at commit by the writer's
+own call after the kept SENDs), and BEGIN DIALOG keeps its new endpoint in the unit of work
 (``UnitOfWork.begun``: no other transaction can know its handle) until the commit adds it
 to the endpoints, before the SENDs; MOVE (``_keep_move``) and END WITH CLEANUP are kept
 too. A transaction that makes another change (a catalog write joining it, large bodies
@@ -49,11 +51,12 @@ they commit. The writer waiting for a group whose holder then commits (which nee
 writer's place for its flush) is a deadlock the lock table finds: the writer is its victim
 (1205), never the commit. Only one process can open the file.
 
-``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG, SEND and
-MOVE CONVERSATION, and composes the services that do the rest, each given what it needs:
+``Messaging`` keeps the endpoints, the units of work and the verbs of BEGIN DIALOG and MOVE
+CONVERSATION, and composes the services that do the rest, each given what it needs:
 ``catalogs`` (catalog_cache.py), ``delivery`` (delivery.py: routing, delivery and the
 delay/retry loop), ``ending`` (end_conversation.py: END CONVERSATION, timers, DROP
-SERVICE's endings), ``receiving`` (receive.py: RECEIVE and its read-ahead),
+SERVICE's endings), ``sending`` (sending.py: SEND, and the verbs kept until commit),
+``receiving`` (receive.py: RECEIVE and its read-ahead),
 ``receive_where`` (receive_where.py: RECEIVE ... WHERE, GET CONVERSATION GROUP),
 ``remote`` (remote.py: the side of the wire), ``route_requests`` (route_requests.py) and
 ``commits`` (group_commit.py: the commit that takes WRITER writes those waiting for it with
@@ -73,25 +76,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
-from xml.parsers import expat
 
 from pybroker.arguments import uuid_text
 from pybroker.core.conversation.endpoint import ConversationEndpoint
 from pybroker.core.conversation.handles import new_handle
 from pybroker.core.conversation.model import DEFAULT_LIFETIME, Message, Router
 from pybroker.core.conversation.priorities import endpoint_priority
-from pybroker.core.conversation.states import INITIATOR, TRANSITIONS, transition
-from pybroker.core.conversation.system_messages import DIALOG_TIMER, END_DIALOG, ERROR
+from pybroker.core.conversation.states import INITIATOR, transition
 from pybroker.core.routing.cache import CatalogChange
 from pybroker.core.routing.definition import MAX_VALUE_LENGTH, check_name, normalize_guid
 from pybroker.errors import (
-    BrokerError,
-    ContractViolationError,
     ConversationError,
     ConversationStateError,
     InstanceClosedError,
     InvalidArgumentError,
-    MessageValidationError,
     NotFoundError,
     WriteConflictError,
 )
@@ -109,6 +107,7 @@ from pybroker.kernel.messaging.receive import Receiving
 from pybroker.kernel.messaging.receive_where import ReceiveWhere
 from pybroker.kernel.messaging.remote import RemoteDelivery
 from pybroker.kernel.messaging.route_requests import RouteRequests
+from pybroker.kernel.messaging.sending import Sending
 from pybroker.kernel.messaging.unit_of_work import UnitOfWork
 from pybroker.timestamps import to_utc_datetime
 
@@ -196,6 +195,7 @@ class Messaging:
         self.remote = RemoteDelivery(self)
         self.delivery = Delivery(self, self.catalogs, route)
         self.ending = EndConversation(self, self.delivery)
+        self.sending = Sending(self)
         self.remote.load()
         # R2.4, R8: the route requests; ``routing_changed`` tells routing that one began or
         # went (the instance passes RoutingEngine.changed)
@@ -503,7 +503,7 @@ class Messaging:
         uow.touch(ep)
         self.note_deadline(uow, ep.lifetime)
 
-    def _begin_kept(self, uow: UnitOfWork, ep: ConversationEndpoint, version: int) -> None:
+    def begin_kept(self, uow: UnitOfWork, ep: ConversationEndpoint, version: int) -> None:
         """A dialog ``uow`` kept joins the endpoints (it holds the store now): its
         service and contract checked again if the catalog changed since it was begun."""
         if version != self.catalogs.version:
@@ -518,12 +518,6 @@ class Messaging:
                         f"another transaction dropped the {kind} {name!r} meanwhile; run "
                         "the transaction again")
         self._begun(uow, ep)
-
-    def _cached(self, uow: UnitOfWork, handle: str) -> ConversationEndpoint | None:
-        """The endpoint of ``handle`` in memory: one ``uow`` began and keeps, or the
-        engine's (as last committed, or as the writer changes it)."""
-        begun = uow.begun.get(handle)
-        return self.endpoints.get(handle) if begun is None else begun[0]
 
     # -- MOVE CONVERSATION ---------------------------------------------------------------
 
@@ -569,7 +563,7 @@ class Messaging:
         groups locked, and the group checked as the file last committed it, with the
         dialogs this transaction began and keeps. False: the caller moves it as the
         writer."""
-        ep = self._cached(uow, handle)
+        ep = self.sending.cached(uow, handle)
         if ep is None or ep.database_id != database_id or ep.state == "CD" or (
                 uow.next_sequences.get(handle, (0, ""))[1] == "CD"):
             return False
@@ -616,266 +610,18 @@ class Messaging:
     # -- SEND ----------------------------------------------------------------------------
 
     def send(self, database_id: int, handle: str, body: Any, message_type: str) -> int:
-        body = _as_bytes(body)
-        with self.unit_of_work() as uow:
-            if not uow.locked and self.tracing is None:
-                seq = self._keep_send(uow, database_id, handle, body, message_type)
-                if seq is not None:
-                    return seq
-            uow.activate()
-            return self._send_now(uow, database_id, handle, body, message_type, None)
-
-    def _keep_send(self, uow: UnitOfWork, database_id: int, handle: str, body: bytes,
-                   message_type: str) -> int | None:
-        """A SEND of a unit of work that holds no store, kept until it does (its commit,
-        or a verb that needs the store: UnitOfWork.activate applies it): its group locked,
-        checked against the conversation as last committed, its sequence number given.
-        None when it cannot be kept so: the caller sends it as the writer does (so any
-        error is said of the conversation as committed, never of another transaction's
-        change in progress)."""
-        ep = self._cached(uow, handle)
-        if ep is None or ep.database_id != database_id:
-            return None  # to be read from the file: as the writer
-        group = ep.conversation_group_id
-        uow.lock_group(database_id, group)  # C7
-        if ep.conversation_group_id != group or self.commits.written_in_place(handle):
-            return None  # the writer is changing it: its change is not to be read here
-        if ep.permissions is None or ep.epoch != self.catalogs.version:
-            self.delivery.refresh_cached(ep)  # what it caches of the catalog, no state
-        kept = uow.next_sequences.get(handle)
-        seq, state = (ep.send_sequence, ep.state) if kept is None else kept
-        t = TRANSITIONS.get((ep.role, state, "send"))
-        validation = ep.permissions.get(message_type)
-        if t is None or validation is None:
-            return None  # the writer's way says why
-        self._validate(body, validation, message_type)
-        uow.next_sequences[handle] = (seq + 1, t.state)
-        uow.sends.append((ep, body, message_type, seq, state, t.state, validation))
-        if uow.first_send is None:
-            uow.first_send = time.monotonic()
-        return seq
+        return self.sending.send(database_id, handle, body, message_type)
 
     def apply_sends(self, uow: UnitOfWork) -> None:
-        """``uow`` holds the store now: the SENDs it kept are sent, in order, each with the
-        sequence number it was given (WriteConflictError when another transaction changed
-        the conversation meanwhile so that it is not). A SEND whose conversation is as it
-        was when the SEND was kept (the same endpoint cached, its next sequence number and
-        state, the catalog it was checked against) is not checked again: only sent."""
-        begun, uow.begun = uow.begun, {}
-        sends, uow.sends = uow.sends, []
-        verbs, uow.verbs = uow.verbs, []
-        uow.next_sequences.clear()
-        for ep, begun_at in begun.values():
-            self._begin_kept(uow, ep, begun_at)
-        endpoints = self.endpoints
-        version = self.catalogs.version
-        dispatch = self.delivery.dispatch
-        touch = uow.touch
-        for ep, body, message_type, seq, before, after, validation in sends:
-            handle = ep.conversation_handle
-            if (endpoints.get(handle) is ep and ep.send_sequence == seq
-                    and ep.state == before and ep.epoch == version):
-                ep.send_sequence = seq + 1
-                ep.state = after
-                touch(ep)
-                dispatch(uow, ep, [(seq, message_type, validation, body, False, False)])
-                continue
-            try:
-                sent = self._send_now(uow, ep.database_id, handle, body, message_type,
-                                      validation)
-            except ConversationError as exc:
-                raise WriteConflictError(
-                    f"the transaction was rolled back: its SEND of message {seq} on "
-                    f"conversation {handle} no longer holds at commit, because another "
-                    f"transaction changed the conversation meanwhile ({exc}); run the "
-                    "transaction again") from exc
-            if sent != seq:
-                raise WriteConflictError(
-                    f"the transaction was rolled back: its SEND on conversation {handle} "
-                    f"was given sequence number {seq}, but another transaction changed "
-                    f"the conversation meanwhile (it is {sent} at commit); run the "
-                    "transaction again")
-        for verb in verbs:
-            verb()
+        """``uow`` holds the store now: what it kept is applied (Sending.apply_sends)."""
+        self.sending.apply_sends(uow)
 
     def keep_verb(self, uow: UnitOfWork, database_id: int, handle: str, event: str | None,
                   verb: Callable[[], None]) -> bool:
-        """END CONVERSATION (``event`` "end", "end_with_error" or "cleanup"), BEGIN
-        CONVERSATION TIMER or MOVE CONVERSATION (``event`` None) of a unit of work that
-        holds no store, kept as its SENDs are
-        (_keep_send): the group locked, the verb checked against the conversation as last
-        committed and as this transaction's kept verbs leave it, and ``verb`` (the writer's
-        own call of it) made when the unit of work holds the store, after its SENDs kept.
-        False when it cannot be kept so: the caller makes it as the writer (any error is
-        then said of the conversation as committed)."""
-        ep = self._cached(uow, handle)
-        if ep is None or ep.database_id != database_id:
-            return False
-        group = ep.conversation_group_id
-        uow.lock_group(database_id, group)  # C7
-        if ep.conversation_group_id != group or self.commits.written_in_place(handle):
-            return False
-        kept = uow.next_sequences.get(handle)
-        seq, state = (ep.send_sequence, ep.state) if kept is None else kept
-        if event is None:  # a timer or a move: on any conversation not closed
-            if state == "CD":
-                return False
-        else:
-            t = TRANSITIONS.get((ep.role, state, event))
-            if t is None:
-                return False
-            seq, state = (seq + 1 if t.notify else seq), t.state
-        uow.next_sequences[handle] = (seq, state)  # a read of it applies what is kept
-        uow.verbs.append(functools.partial(self._kept_verb, handle, verb))
-        return True
-
-    @staticmethod
-    def _kept_verb(handle: str, verb: Callable[[], None]) -> None:
-        try:
-            verb()
-        except (ConversationError, NotFoundError) as exc:
-            raise WriteConflictError(
-                f"the transaction was rolled back: its END CONVERSATION, MOVE CONVERSATION "
-                f"or conversation timer on conversation {handle} no longer holds at commit, "
-                f"because another transaction changed the conversation meanwhile ({exc}); "
-                "run the transaction again") from exc
-
-    def _send_now(self, uow: UnitOfWork, database_id: int, handle: str, body: bytes,
-                  message_type: str, validated: str | None) -> int:
-        """SEND as the writer (``uow`` holds the store); ``validated``: the validation the
-        body already passed (when it is still the message type's, not checked again)."""
-        ep = self.endpoint(handle, database_id)
-        uow.lock_group(database_id, ep.conversation_group_id)  # C7
-        t = TRANSITIONS.get((ep.role, ep.state, "send"))
-        if t is None:
-            transition(ep.role, ep.state, "send")  # raises, naming the state
-        validation = self._permission(ep, message_type)
-        if validation != validated:
-            self._validate(body, validation, message_type)
-        seq = ep.send_sequence
-        ep.send_sequence = seq + 1
-        ep.state = t.state
-        uow.touch(ep)
-        message = (seq, message_type, validation, body, False, False)
-        tracing = self.tracing
-        if tracing is None:
-            self.delivery.dispatch(uow, ep, [message])
-        else:
-            tracing.send(uow, ep, seq, message_type, len(body),
-                         lambda: self.delivery.dispatch(uow, ep, [message]))
-        return seq
+        return self.sending.keep_verb(uow, database_id, handle, event, verb)
 
     def next_send_sequences(self, database_id: int, handles: list[str]) -> list[int | None]:
-        """The sequence number the next SEND on each conversation gets (P3.1), or None
-        where a SEND would fail for the conversation itself (unknown, another database's,
-        or in a state that may not send), or where the number would not hold: inside a
-        transaction, this locks the first conversation's group as its SEND would, and
-        gives the others' numbers only where this transaction holds their groups already
-        (it takes no group it was not asked to act on), so the numbers hold until it ends
-        for every SEND that succeeds; a client of a served instance pipelines its SENDs
-        with them."""
-        with self.unit_of_work() as uow:
-            found = None
-            if not uow.locked:
-                found = self._kept_sequences(uow, database_id, handles)
-            if found is None:
-                uow.activate()
-                found = [self._writer_sequence(uow, database_id, handle, i == 0)
-                         for i, handle in enumerate(handles)]
-            return found
-
-    def _writer_sequence(self, uow: UnitOfWork, database_id: int, handle: str,
-                         first: bool) -> int | None:
-        try:
-            ep = self.endpoint(handle, database_id)
-        except BrokerError:
-            return None
-        key = (database_id, ep.conversation_group_id)
-        if first:
-            uow.lock_group(*key)
-        elif not self.group_locks.holds(uow.transaction_id, key):
-            return None
-        return ep.send_sequence if (ep.role, ep.state, "send") in TRANSITIONS else None
-
-    def _kept_sequences(self, uow: UnitOfWork, database_id: int,
-                        handles: list[str]) -> list[int | None] | None:
-        """next_send_sequences of a unit of work that holds no store (its SENDs are kept,
-        see _keep_send); None when the first must be read as the writer."""
-        found: list[int | None] = []
-        locks = self.group_locks
-        for i, handle in enumerate(handles):
-            ep = self._cached(uow, handle)
-            if ep is None or ep.database_id != database_id:
-                if i == 0:
-                    return None
-                found.append(None)
-                continue
-            group = ep.conversation_group_id
-            if i == 0:
-                uow.lock_group(database_id, group)  # C7: as its SEND would
-            elif not locks.holds(uow.transaction_id, (database_id, group)):
-                found.append(None)  # another may SEND on it before this one does
-                continue
-            if ep.conversation_group_id != group or self.commits.written_in_place(handle):
-                if i == 0:
-                    return None
-                found.append(None)
-                continue
-            kept = uow.next_sequences.get(handle)
-            seq, state = (ep.send_sequence, ep.state) if kept is None else kept
-            found.append(seq if (ep.role, state, "send") in TRANSITIONS else None)
-        return found
-
-    def _permission(self, ep: ConversationEndpoint, message_type: str) -> str:
-        """The validation of ``message_type`` if this side may send it (else raise)."""
-        permissions = ep.permissions
-        if permissions is None or ep.epoch != self.catalogs.version:
-            self.delivery.refresh_cached(ep)
-            permissions = ep.permissions
-        found = permissions.get(message_type)  # type: ignore[union-attr]
-        if found is None:
-            if not isinstance(message_type, str):
-                raise InvalidArgumentError(
-                    f"message_type must be a message type name, not "
-                    f"{type(message_type).__name__}")
-            catalog = self.catalog(ep.database_id)
-            if message_type in (END_DIALOG, ERROR, DIALOG_TIMER):
-                raise ContractViolationError(
-                    f"{message_type} is sent by the broker, not by SEND: use "
-                    "Conversation.end() (EndDialog, Error) or begin_timer() (DialogTimer)")
-            if message_type not in catalog.message_types:
-                raise NotFoundError(
-                    f"message type {message_type!r} does not exist in database "
-                    f"{catalog.name!r}")
-            side = "initiator" if ep.is_initiator else "target"
-            raise ContractViolationError(
-                f"the {side} of a conversation on contract {ep.service_contract_name!r} may "
-                f"not send message type {message_type!r}; the contract allows the {side} "
-                f"{sorted(permissions) or 'nothing'}")  # type: ignore[arg-type]
-        return found
-
-    def _validate(self, body: bytes, validation: str, message_type: str) -> None:
-        limit = self.max_message_size
-        if len(body) > limit:
-            raise MessageValidationError(
-                f"the message body is {len(body)} bytes; the instance's maximum message size "
-                f"is {limit} bytes (Instance.max_message_size)")
-        if validation == "N":
-            return
-        if validation == "E":
-            if body:
-                raise MessageValidationError(
-                    f"message type {message_type!r} has VALIDATION = EMPTY, but the body is "
-                    f"{len(body)} bytes")
-            return
-        if body:  # an empty body passes XML validation, as in SQL Server
-            parser = expat.ParserCreate()
-            try:
-                parser.Parse(body, True)
-            except expat.ExpatError as exc:
-                raise MessageValidationError(
-                    f"message type {message_type!r} has VALIDATION = WELL_FORMED_XML, but the "
-                    f"body is not well-formed XML: {exc}") from None
+        return self.sending.next_send_sequences(database_id, handles)
 
     # -- the services' verbs -------------------------------------------------------------
 
@@ -923,16 +669,3 @@ class Messaging:
 
     def wake(self) -> None:
         self._wake.set()
-
-
-def _as_bytes(body: Any) -> bytes:
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    if body is None:
-        return b""
-    if isinstance(body, (bytearray, memoryview)):
-        return bytes(body)
-    raise InvalidArgumentError(
-        f"a message body is bytes or str (sent as UTF-8), not {type(body).__name__}")
