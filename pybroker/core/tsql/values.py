@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 from typing import Union
-from xml.parsers import expat
 
+from pybroker.core.conversation.validation import xml_problem
 from pybroker.core.tsql import temporal
 from pybroker.core.tsql.error_numbers import TsqlValueError
 from pybroker.core.tsql.temporal import Moment
@@ -536,12 +536,8 @@ def _failed(value: Value, target: SqlType, where: str) -> InvalidArgumentError:
 
 
 def _well_formed(text: str, where: str) -> str:
-    if text.strip():
-        parser = expat.ParserCreate()
-        try:
-            parser.Parse(text, True)
-        except expat.ExpatError as exc:
-            raise InvalidArgumentError(
-                f"conversion failed at {where}: the text is not well-formed XML ({exc})"
-            ) from None
+    problem = xml_problem(text) if text.strip() else None
+    if problem is not None:
+        raise InvalidArgumentError(
+            f"conversion failed at {where}: the text is not well-formed XML ({problem})")
     return text

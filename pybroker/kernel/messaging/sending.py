@@ -18,11 +18,11 @@ import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
-from xml.parsers import expat
 
 from pybroker.core.conversation.endpoint import ConversationEndpoint
 from pybroker.core.conversation.states import TRANSITIONS, transition
 from pybroker.core.conversation.system_messages import DIALOG_TIMER, END_DIALOG, ERROR
+from pybroker.core.conversation.validation import xml_problem
 from pybroker.errors import (
     BrokerError,
     ContractViolationError,
@@ -331,14 +331,12 @@ class Sending:
                     f"message type {message_type!r} has VALIDATION = EMPTY, but the body is "
                     f"{len(body)} bytes")
             return
-        if body:  # an empty body passes XML validation, as in SQL Server
-            parser = expat.ParserCreate()
-            try:
-                parser.Parse(body, True)
-            except expat.ExpatError as exc:
-                raise MessageValidationError(
-                    f"message type {message_type!r} has VALIDATION = WELL_FORMED_XML, but the "
-                    f"body is not well-formed XML: {exc}") from None
+        # an empty body passes XML validation, as in SQL Server
+        problem = xml_problem(body) if body else None
+        if problem is not None:
+            raise MessageValidationError(
+                f"message type {message_type!r} has VALIDATION = WELL_FORMED_XML, but the "
+                f"body is not well-formed XML: {problem}")
 
 
 def _as_bytes(body: Any) -> bytes:
